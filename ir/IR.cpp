@@ -1,0 +1,410 @@
+//===- IR.cpp - Values, operations, blocks, functions, modules ------------===//
+
+#include "ir/IR.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace nimble::ir {
+
+//===-- Value --------------------------------------------------------------===//
+
+Value::~Value() { assert(!firstUse_ && "destroying a value that still has uses"); }
+
+Value::use_iterator &Value::use_iterator::operator++() {
+  u_ = u_->nextUse();
+  return *this;
+}
+
+bool Value::hasOneUse() const { return firstUse_ && !firstUse_->nextUse(); }
+
+size_t Value::numUses() const {
+  size_t n = 0;
+  for (OpOperand *u = firstUse_; u; u = u->nextUse()) ++n;
+  return n;
+}
+
+void Value::replaceAllUsesWith(Value *v) {
+  assert(v != this && "replacing a value with itself");
+  while (firstUse_) firstUse_->set(v);
+}
+
+std::vector<Operation *> Value::users() const {
+  std::vector<Operation *> r;
+  for (OpOperand *u = firstUse_; u; u = u->nextUse()) r.push_back(u->owner());
+  return r;
+}
+
+Location Value::loc() const {
+  switch (kind_) {
+  case Kind::OpResult: return static_cast<const OpResult *>(this)->owner()->loc();
+  case Kind::BlockArgument: return static_cast<const BlockArgument *>(this)->argLoc();
+  case Kind::Global: return static_cast<const Global *>(this)->declLoc();
+  }
+  return {};
+}
+
+Operation *Value::definingOp() const {
+  if (kind_ != Kind::OpResult) return nullptr;
+  return static_cast<const OpResult *>(this)->owner();
+}
+
+//===-- OpOperand ----------------------------------------------------------===//
+
+void OpOperand::link() {
+  if (!value_) return;
+  next_ = value_->firstUse_;
+  if (next_) next_->prevNext_ = &next_;
+  prevNext_ = &value_->firstUse_;
+  value_->firstUse_ = this;
+}
+
+void OpOperand::unlink() {
+  if (!prevNext_) return;
+  *prevNext_ = next_;
+  if (next_) next_->prevNext_ = prevNext_;
+  next_ = nullptr;
+  prevNext_ = nullptr;
+}
+
+void OpOperand::set(Value *v) {
+  unlink();
+  value_ = v;
+  link();
+}
+
+unsigned OpOperand::index() const {
+  return static_cast<unsigned>(this - &owner_->opOperand(0));
+}
+
+//===-- Operation ----------------------------------------------------------===//
+
+std::vector<Attr> defaultAttrs(OpCode code) {
+  std::vector<Attr> attrs;
+  for (const AttrSpec &s : opInfo(code).attrs)
+    attrs.push_back(s.defaultValue ? *s.defaultValue : Attr());
+  return attrs;
+}
+
+std::unique_ptr<Operation> Operation::create(OpCode code, Location loc,
+                                             const std::vector<Value *> &operands,
+                                             const std::vector<Type> &resultTypes,
+                                             std::vector<Attr> attrs,
+                                             std::vector<Successor> successors) {
+  std::unique_ptr<Operation> op(new Operation(code, loc));
+  assert(attrs.size() == op->info().attrs.size() && "attribute list does not match schema");
+  op->attrs_ = std::move(attrs);
+  op->setOperands(operands);
+  for (unsigned i = 0; i < resultTypes.size(); ++i)
+    op->results_.push_back(std::make_unique<OpResult>(op.get(), i, resultTypes[i]));
+  op->succs_ = std::move(successors);
+  return op;
+}
+
+Operation::~Operation() {
+  assert(!hasResultUses() && "destroying an operation whose results are still used");
+  dropAllReferences();
+}
+
+std::vector<Value *> Operation::operands() const {
+  std::vector<Value *> r;
+  r.reserve(numOperands_);
+  for (unsigned i = 0; i < numOperands_; ++i) r.push_back(operands_[i].get());
+  return r;
+}
+
+void Operation::setOperands(const std::vector<Value *> &vals) {
+  dropAllReferences();
+  operands_ = std::make_unique<OpOperand[]>(vals.size());
+  numOperands_ = static_cast<unsigned>(vals.size());
+  for (unsigned i = 0; i < numOperands_; ++i) {
+    operands_[i].owner_ = this;
+    operands_[i].set(vals[i]);
+  }
+}
+
+void Operation::dropAllReferences() {
+  for (unsigned i = 0; i < numOperands_; ++i) operands_[i].set(nullptr);
+}
+
+std::vector<Value *> Operation::results() const {
+  std::vector<Value *> r;
+  for (auto &res : results_) r.push_back(res.get());
+  return r;
+}
+
+bool Operation::hasResultUses() const {
+  for (auto &res : results_)
+    if (res->hasUses()) return true;
+  return false;
+}
+
+const Attr &Operation::attr(std::string_view name) const {
+  int i = info().attrIndex(name);
+  assert(i >= 0 && "op has no such attribute");
+  return attrs_[static_cast<size_t>(i)];
+}
+
+void Operation::setAttr(std::string_view name, Attr a) {
+  int i = info().attrIndex(name);
+  assert(i >= 0 && "op has no such attribute");
+  attrs_[static_cast<size_t>(i)] = std::move(a);
+}
+
+std::vector<Value *> Operation::successorOperands(unsigned i) const {
+  const Successor &s = succs_[i];
+  std::vector<Value *> r;
+  for (unsigned k = 0; k < s.operandCount; ++k) r.push_back(operand(s.operandBegin + k));
+  return r;
+}
+
+unsigned Operation::numNonSuccessorOperands() const {
+  unsigned first = numOperands_;
+  for (const Successor &s : succs_)
+    if (s.operandCount) first = std::min(first, s.operandBegin);
+  return first;
+}
+
+Function *Operation::function() const { return block_ ? block_->function() : nullptr; }
+
+void Operation::erase() {
+  assert(!hasResultUses() && "erasing an operation whose results are still used");
+  remove().reset();
+}
+
+std::unique_ptr<Operation> Operation::remove() {
+  assert(block_ && "operation is not in a block");
+  block_->unlink(this);
+  return std::unique_ptr<Operation>(this);
+}
+
+void Operation::moveBefore(Operation *other) {
+  std::unique_ptr<Operation> self = remove();
+  other->block()->insertBefore(other, std::move(self));
+}
+
+bool Operation::isBeforeInBlock(const Operation *other) const {
+  assert(block_ == other->block_);
+  for (const Operation *o = next_; o; o = o->next_)
+    if (o == other) return true;
+  return false;
+}
+
+//===-- Block --------------------------------------------------------------===//
+
+Block::~Block() {
+  // Ops may use each other (and this block's arguments): drop references first.
+  for (Operation *op = first_; op; op = op->next_) op->dropAllReferences();
+  while (first_) {
+    Operation *op = first_;
+    unlink(op);
+    delete op;
+  }
+}
+
+bool Block::isEntry() const { return func_ && func_->entry() == this; }
+
+std::vector<Value *> Block::arguments() const {
+  std::vector<Value *> r;
+  for (auto &a : args_) r.push_back(a.get());
+  return r;
+}
+
+std::vector<Type> Block::argumentTypes() const {
+  std::vector<Type> r;
+  for (auto &a : args_) r.push_back(a->type());
+  return r;
+}
+
+BlockArgument *Block::addArgument(Type t, Location loc) {
+  args_.push_back(std::make_unique<BlockArgument>(this, numArguments(), t, loc));
+  return args_.back().get();
+}
+
+void Block::eraseArgument(unsigned i) {
+  assert(!args_[i]->hasUses() && "erasing a block argument that is still used");
+  args_.erase(args_.begin() + i);
+  for (unsigned k = i; k < args_.size(); ++k) args_[k]->index_ = k;
+}
+
+size_t Block::size() const {
+  size_t n = 0;
+  for (Operation *op = first_; op; op = op->next_) ++n;
+  return n;
+}
+
+std::vector<Operation *> Block::opsSnapshot() const {
+  std::vector<Operation *> r;
+  for (Operation *op = first_; op; op = op->next_) r.push_back(op);
+  return r;
+}
+
+Operation *Block::push_back(std::unique_ptr<Operation> op) {
+  Operation *o = op.release();
+  o->block_ = this;
+  o->prev_ = last_;
+  o->next_ = nullptr;
+  if (last_) last_->next_ = o;
+  else first_ = o;
+  last_ = o;
+  return o;
+}
+
+Operation *Block::insertBefore(Operation *before, std::unique_ptr<Operation> op) {
+  if (!before) return push_back(std::move(op));
+  assert(before->block_ == this);
+  Operation *o = op.release();
+  o->block_ = this;
+  o->next_ = before;
+  o->prev_ = before->prev_;
+  if (before->prev_) before->prev_->next_ = o;
+  else first_ = o;
+  before->prev_ = o;
+  return o;
+}
+
+void Block::unlink(Operation *op) {
+  if (op->prev_) op->prev_->next_ = op->next_;
+  else first_ = op->next_;
+  if (op->next_) op->next_->prev_ = op->prev_;
+  else last_ = op->prev_;
+  op->prev_ = op->next_ = nullptr;
+  op->block_ = nullptr;
+}
+
+Operation *Block::terminator() const {
+  return last_ && last_->isTerminator() ? last_ : nullptr;
+}
+
+std::vector<Block *> Block::successors() const {
+  std::vector<Block *> r;
+  if (Operation *t = terminator())
+    for (const Successor &s : t->successors()) r.push_back(s.block);
+  return r;
+}
+
+//===-- Function -----------------------------------------------------------===//
+
+Function::~Function() {
+  // Blocks may use values of other blocks: drop every reference first.
+  for (auto &b : blocks_)
+    for (Operation &op : *b) op.dropAllReferences();
+}
+
+const Attr *Function::fnAttr(std::string_view name) const {
+  for (auto &[n, a] : fnAttrs_)
+    if (n == name) return &a;
+  return nullptr;
+}
+
+Block *Function::addBlock(std::unique_ptr<Block> b) {
+  b->func_ = this;
+  blocks_.push_back(std::move(b));
+  return blocks_.back().get();
+}
+
+Block *Function::insertBlockAfter(Block *after, std::unique_ptr<Block> b) {
+  b->func_ = this;
+  auto it = std::find_if(blocks_.begin(), blocks_.end(),
+                         [after](const std::unique_ptr<Block> &p) { return p.get() == after; });
+  assert(it != blocks_.end());
+  return blocks_.insert(it + 1, std::move(b))->get();
+}
+
+void Function::eraseBlock(Block *b) {
+  for (Operation &op : *b) op.dropAllReferences();
+  for (auto &other : blocks_)
+    if (Operation *t = other->terminator())
+      for ([[maybe_unused]] const Successor &s : t->successors())
+        assert((other.get() == b || s.block != b) && "erasing a block that is still a target");
+  auto it = std::find_if(blocks_.begin(), blocks_.end(),
+                         [b](const std::unique_ptr<Block> &p) { return p.get() == b; });
+  assert(it != blocks_.end());
+  blocks_.erase(it);
+}
+
+std::vector<Block *> Function::reversePostOrder() const {
+  std::vector<Block *> post;
+  if (!entry()) return post;
+  std::unordered_set<Block *> seen;
+  // Iterative DFS: (block, next successor index).
+  std::vector<std::pair<Block *, size_t>> stack = {{entry(), 0}};
+  seen.insert(entry());
+  while (!stack.empty()) {
+    auto &[b, i] = stack.back();
+    std::vector<Block *> succs = b->successors();
+    if (i < succs.size()) {
+      Block *s = succs[i++];
+      if (s && seen.insert(s).second) stack.push_back({s, 0});
+    } else {
+      post.push_back(b);
+      stack.pop_back();
+    }
+  }
+  std::reverse(post.begin(), post.end());
+  return post;
+}
+
+//===-- Module -------------------------------------------------------------===//
+
+int AdtDecl::ctorIndex(std::string_view n) const {
+  for (size_t i = 0; i < ctors.size(); ++i)
+    if (ctors[i].name == n) return static_cast<int>(i);
+  return -1;
+}
+
+Module::~Module() {
+  // Functions use globals: destroy functions first.
+  funcs_.clear();
+}
+
+AdtDecl *Module::addAdt(std::unique_ptr<AdtDecl> a) {
+  adts_.push_back(std::move(a));
+  return adts_.back().get();
+}
+
+Global *Module::addGlobal(std::unique_ptr<Global> g) {
+  globals_.push_back(std::move(g));
+  return globals_.back().get();
+}
+
+Function *Module::addFunction(std::unique_ptr<Function> f) {
+  f->module_ = this;
+  funcs_.push_back(std::move(f));
+  return funcs_.back().get();
+}
+
+void Module::eraseFunction(Function *f) {
+  auto it = std::find_if(funcs_.begin(), funcs_.end(),
+                         [f](const std::unique_ptr<Function> &p) { return p.get() == f; });
+  assert(it != funcs_.end());
+  funcs_.erase(it);
+}
+
+void Module::eraseGlobal(Global *g) {
+  assert(!g->hasUses() && "erasing a global that is still used");
+  auto it = std::find_if(globals_.begin(), globals_.end(),
+                         [g](const std::unique_ptr<Global> &p) { return p.get() == g; });
+  assert(it != globals_.end());
+  globals_.erase(it);
+}
+
+AdtDecl *Module::lookupAdt(std::string_view n) const {
+  for (auto &a : adts_)
+    if (a->name == n) return a.get();
+  return nullptr;
+}
+
+Global *Module::lookupGlobal(std::string_view n) const {
+  for (auto &g : globals_)
+    if (g->name() == n) return g.get();
+  return nullptr;
+}
+
+Function *Module::lookupFunction(std::string_view n) const {
+  for (auto &f : funcs_)
+    if (f->name() == n) return f.get();
+  return nullptr;
+}
+
+} // namespace nimble::ir

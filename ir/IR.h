@@ -1,0 +1,462 @@
+//===- IR.h - Values, operations, blocks, functions, modules -----*- C++ -*-===//
+//
+// The in-memory IR (DLVM §3.1, MLIR's core without nested regions):
+//
+//   Module    owns ADT declarations, global constants and functions
+//   Function  owns blocks; the entry block's arguments are the parameters
+//   Block     owns arguments (block arguments replace phi nodes) and an
+//             intrusive list of operations ending in one terminator
+//   Operation an OpCode from Ops.def, operands, results, attributes (in the
+//             op's schema order, defaults filled in) and successors
+//
+// Values (op results, block arguments, globals) keep live use-lists: every
+// OpOperand is linked into its value's list, so `uses()` is always exact and
+// `replaceAllUsesWith` is O(uses). Erasing an operation whose results are
+// still used is a programming error and asserts.
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_IR_IR_H
+#define NIMBLE_IR_IR_H
+
+#include "ir/Diagnostics.h"
+#include "ir/OpTable.h"
+#include "ir/Types.h"
+
+#include <cassert>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace nimble::ir {
+
+class Block;
+class Function;
+class Module;
+class Operation;
+class OpOperand;
+
+//===-- Values -------------------------------------------------------------===//
+
+class Value {
+public:
+  enum class Kind : uint8_t { OpResult, BlockArgument, Global };
+  Value(const Value &) = delete;
+  Value &operator=(const Value &) = delete;
+  virtual ~Value();
+
+  Kind kind() const { return kind_; }
+  Type type() const { return type_; }
+  void setType(Type t) { type_ = t; }
+  /// The name the value was written with (without `%`); the printer keeps it
+  /// when it is unique in its function and numbers the value otherwise.
+  const std::string &name() const { return name_; }
+  void setName(std::string n) { name_ = std::move(n); }
+
+  bool hasUses() const { return firstUse_ != nullptr; }
+  bool hasOneUse() const;
+  size_t numUses() const;
+  /// Replaces every use of this value with `v`.
+  void replaceAllUsesWith(Value *v);
+
+  /// Forward iteration over uses (OpOperand&).
+  class use_iterator {
+  public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = OpOperand;
+    using difference_type = std::ptrdiff_t;
+    using pointer = OpOperand *;
+    using reference = OpOperand &;
+    explicit use_iterator(OpOperand *u) : u_(u) {}
+    OpOperand &operator*() const { return *u_; }
+    OpOperand *operator->() const { return u_; }
+    use_iterator &operator++();
+    bool operator==(const use_iterator &o) const { return u_ == o.u_; }
+    bool operator!=(const use_iterator &o) const { return u_ != o.u_; }
+
+  private:
+    OpOperand *u_;
+  };
+  struct UseRange {
+    OpOperand *first;
+    use_iterator begin() const { return use_iterator(first); }
+    use_iterator end() const { return use_iterator(nullptr); }
+  };
+  UseRange uses() const { return {firstUse_}; }
+  /// The operations using this value (an op appears once per use).
+  std::vector<Operation *> users() const;
+
+  /// Where the value is defined (op, block argument or global declaration).
+  Location loc() const;
+  /// The defining operation, or null for block arguments and globals.
+  Operation *definingOp() const;
+
+protected:
+  Value(Kind k, Type t) : kind_(k), type_(t) {}
+
+private:
+  friend class OpOperand;
+  Kind kind_;
+  Type type_;
+  OpOperand *firstUse_ = nullptr;
+  std::string name_;
+};
+
+/// One operand slot of an operation, linked into its value's use-list.
+class OpOperand {
+public:
+  OpOperand() = default;
+  OpOperand(const OpOperand &) = delete;
+  OpOperand &operator=(const OpOperand &) = delete;
+  ~OpOperand() { unlink(); }
+
+  Value *get() const { return value_; }
+  void set(Value *v);
+  Operation *owner() const { return owner_; }
+  unsigned index() const;
+  OpOperand *nextUse() const { return next_; }
+
+private:
+  friend class Operation;
+  void link();
+  void unlink();
+  Value *value_ = nullptr;
+  Operation *owner_ = nullptr;
+  OpOperand *next_ = nullptr;
+  OpOperand **prevNext_ = nullptr;
+};
+
+class OpResult : public Value {
+public:
+  OpResult(Operation *owner, unsigned index, Type t)
+      : Value(Kind::OpResult, t), owner_(owner), index_(index) {}
+  Operation *owner() const { return owner_; }
+  unsigned index() const { return index_; }
+  static bool classof(const Value *v) { return v->kind() == Kind::OpResult; }
+
+private:
+  Operation *owner_;
+  unsigned index_;
+};
+
+class BlockArgument : public Value {
+public:
+  BlockArgument(Block *owner, unsigned index, Type t, Location loc)
+      : Value(Kind::BlockArgument, t), owner_(owner), index_(index), loc_(loc) {}
+  Block *owner() const { return owner_; }
+  unsigned index() const { return index_; }
+  Location argLoc() const { return loc_; }
+  static bool classof(const Value *v) { return v->kind() == Kind::BlockArgument; }
+
+private:
+  friend class Block;
+  Block *owner_;
+  unsigned index_;
+  Location loc_;
+};
+
+/// A module-level constant (`const @w : T = external(...)` or `= literal`).
+/// It is a Value, so ops use it directly as an operand (like LLVM globals).
+class Global : public Value {
+public:
+  /// The symbol name (without `@`) is the value's name.
+  Global(std::string name, Type t, Location loc) : Value(Kind::Global, t), loc_(loc) {
+    setName(std::move(name));
+  }
+  Location declLoc() const { return loc_; }
+  static bool classof(const Value *v) { return v->kind() == Kind::Global; }
+
+  /// Either external (safetensors file + tensor key) or an inline literal.
+  bool isExternal() const { return !file_.empty(); }
+  const std::string &file() const { return file_; }
+  const std::string &key() const { return key_; }
+  void setExternal(std::string file, std::string key) {
+    file_ = std::move(file);
+    key_ = std::move(key);
+  }
+  const Attr &literal() const { return literal_; }
+  void setLiteral(Attr a) { literal_ = std::move(a); }
+
+private:
+  Location loc_;
+  std::string file_, key_;
+  Attr literal_;
+};
+
+// Kind-based casts (no RTTI), LLVM style.
+template <class T> bool isa(const Value *v) { return v && T::classof(v); }
+template <class T> T *dyn_cast(Value *v) { return isa<T>(v) ? static_cast<T *>(v) : nullptr; }
+template <class T> const T *dyn_cast(const Value *v) {
+  return isa<T>(v) ? static_cast<const T *>(v) : nullptr;
+}
+template <class T> T *cast(Value *v) {
+  assert(isa<T>(v) && "cast to the wrong value kind");
+  return static_cast<T *>(v);
+}
+
+//===-- Operations ---------------------------------------------------------===//
+
+/// A control-flow edge: the target block and the slice of the operand list
+/// passed to its arguments. For `match`, `label` names the constructor and the
+/// block's arguments receive the constructor's fields (no operands); an empty
+/// label on a match successor is the default case.
+struct Successor {
+  Block *block = nullptr;
+  unsigned operandBegin = 0, operandCount = 0;
+  std::string label;
+};
+
+class Operation {
+public:
+  /// Creates a detached operation; insert it with Block::push_back/insertBefore.
+  /// `attrs` must hold one entry per attribute in the op's schema.
+  static std::unique_ptr<Operation> create(OpCode code, Location loc,
+                                           const std::vector<Value *> &operands,
+                                           const std::vector<Type> &resultTypes,
+                                           std::vector<Attr> attrs,
+                                           std::vector<Successor> successors = {});
+  ~Operation();
+  Operation(const Operation &) = delete;
+  Operation &operator=(const Operation &) = delete;
+
+  OpCode code() const { return code_; }
+  const OpInfo &info() const { return opInfo(code_); }
+  std::string_view name() const { return info().mnemonic; }
+  Location loc() const { return loc_; }
+  void setLoc(Location l) { loc_ = l; }
+  bool is(OpCode c) const { return code_ == c; }
+  bool isTerminator() const { return info().hasFlag(opflags::Terminator); }
+
+  // Operands.
+  unsigned numOperands() const { return numOperands_; }
+  Value *operand(unsigned i) const {
+    assert(i < numOperands_);
+    return operands_[i].get();
+  }
+  OpOperand &opOperand(unsigned i) { return operands_[i]; }
+  std::vector<Value *> operands() const;
+  void setOperand(unsigned i, Value *v) { operands_[i].set(v); }
+  /// Replaces the whole operand list (successor slices must be updated by the
+  /// caller through setSuccessors).
+  void setOperands(const std::vector<Value *> &vals);
+
+  // Results.
+  unsigned numResults() const { return static_cast<unsigned>(results_.size()); }
+  OpResult *result(unsigned i = 0) const { return results_[i].get(); }
+  std::vector<Value *> results() const;
+  bool hasResultUses() const;
+
+  // Attributes (schema order).
+  const std::vector<Attr> &attrs() const { return attrs_; }
+  const Attr &attr(unsigned i) const { return attrs_[i]; }
+  /// The attribute `name`, which the op's schema must declare.
+  const Attr &attr(std::string_view name) const;
+  void setAttr(std::string_view name, Attr a);
+  int64_t intAttr(std::string_view n) const { return attr(n).getInt(); }
+  bool boolAttr(std::string_view n) const { return attr(n).getBool(); }
+  const std::string &strAttr(std::string_view n) const { return attr(n).getStr(); }
+
+  // Successors.
+  const std::vector<Successor> &successors() const { return succs_; }
+  std::vector<Successor> &successors() { return succs_; }
+  std::vector<Value *> successorOperands(unsigned i) const;
+  /// Operands that are not successor arguments (e.g. cond_br's condition).
+  unsigned numNonSuccessorOperands() const;
+
+  // Position.
+  Block *block() const { return block_; }
+  Function *function() const;
+  Operation *nextOp() const { return next_; }
+  Operation *prevOp() const { return prev_; }
+  /// Unlinks from the block and destroys. Asserts that no result is used.
+  void erase();
+  /// Unlinks from the block and returns ownership.
+  std::unique_ptr<Operation> remove();
+  /// Drops all operand uses (before deleting a group of ops that use each other).
+  void dropAllReferences();
+  void moveBefore(Operation *other);
+  /// True when this op comes before `other` in the same block.
+  bool isBeforeInBlock(const Operation *other) const;
+
+private:
+  friend class Block;
+  Operation(OpCode code, Location loc) : code_(code), loc_(loc) {}
+  OpCode code_;
+  Location loc_;
+  std::unique_ptr<OpOperand[]> operands_;
+  unsigned numOperands_ = 0;
+  std::vector<std::unique_ptr<OpResult>> results_;
+  std::vector<Attr> attrs_;
+  std::vector<Successor> succs_;
+  Block *block_ = nullptr;
+  Operation *prev_ = nullptr, *next_ = nullptr;
+};
+
+/// Default attribute list for `code` (every optional attribute at its default;
+/// required ones null).
+std::vector<Attr> defaultAttrs(OpCode code);
+
+//===-- Blocks -------------------------------------------------------------===//
+
+class Block {
+public:
+  explicit Block(std::string label = "") : label_(std::move(label)) {}
+  ~Block();
+  Block(const Block &) = delete;
+  Block &operator=(const Block &) = delete;
+
+  const std::string &label() const { return label_; }
+  void setLabel(std::string l) { label_ = std::move(l); }
+  Location loc() const { return loc_; }
+  void setLoc(Location l) { loc_ = l; }
+  Function *function() const { return func_; }
+  bool isEntry() const;
+
+  // Arguments.
+  unsigned numArguments() const { return static_cast<unsigned>(args_.size()); }
+  BlockArgument *argument(unsigned i) const { return args_[i].get(); }
+  std::vector<Value *> arguments() const;
+  std::vector<Type> argumentTypes() const;
+  BlockArgument *addArgument(Type t, Location loc);
+  /// Erases argument `i`, which must be unused.
+  void eraseArgument(unsigned i);
+
+  // Operations (intrusive list).
+  class iterator {
+  public:
+    using iterator_category = std::bidirectional_iterator_tag;
+    using value_type = Operation;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Operation *;
+    using reference = Operation &;
+    iterator(Operation *op, const Block *b) : op_(op), b_(b) {}
+    Operation &operator*() const { return *op_; }
+    Operation *operator->() const { return op_; }
+    iterator &operator++() { op_ = op_->nextOp(); return *this; }
+    iterator &operator--() { op_ = op_ ? op_->prevOp() : b_->back(); return *this; }
+    bool operator==(const iterator &o) const { return op_ == o.op_; }
+    bool operator!=(const iterator &o) const { return op_ != o.op_; }
+
+  private:
+    Operation *op_;
+    const Block *b_;
+  };
+  iterator begin() const { return iterator(first_, this); }
+  iterator end() const { return iterator(nullptr, this); }
+  bool empty() const { return first_ == nullptr; }
+  Operation *front() const { return first_; }
+  Operation *back() const { return last_; }
+  size_t size() const;
+  /// Snapshot of the op list, safe to iterate while erasing.
+  std::vector<Operation *> opsSnapshot() const;
+
+  Operation *push_back(std::unique_ptr<Operation> op);
+  Operation *insertBefore(Operation *before, std::unique_ptr<Operation> op);
+  /// The terminator, or null if the block does not end in one.
+  Operation *terminator() const;
+  std::vector<Block *> successors() const;
+
+private:
+  friend class Operation;
+  friend class Function;
+  void unlink(Operation *op);
+  std::string label_;
+  Location loc_;
+  Function *func_ = nullptr;
+  std::vector<std::unique_ptr<BlockArgument>> args_;
+  Operation *first_ = nullptr, *last_ = nullptr;
+};
+
+//===-- Functions and modules ----------------------------------------------===//
+
+class Function {
+public:
+  Function(std::string name, Type type, Location loc)
+      : name_(std::move(name)), type_(type), loc_(loc) {}
+  ~Function();
+
+  const std::string &name() const { return name_; }
+  void setName(std::string n) { name_ = std::move(n); }
+  Type type() const { return type_; }
+  void setType(Type t) { type_ = t; }
+  std::vector<Type> argTypes() const { return type_.elems(); }
+  std::vector<Type> resultTypes() const { return type_.results(); }
+  Location loc() const { return loc_; }
+  Module *module() const { return module_; }
+
+  /// Function attributes (`attributes {inline = "never", ...}`), sorted by name.
+  std::vector<std::pair<std::string, Attr>> &fnAttrs() { return fnAttrs_; }
+  const std::vector<std::pair<std::string, Attr>> &fnAttrs() const { return fnAttrs_; }
+  const Attr *fnAttr(std::string_view name) const;
+
+  // Blocks, entry first.
+  const std::vector<std::unique_ptr<Block>> &blocks() const { return blocks_; }
+  Block *entry() const { return blocks_.empty() ? nullptr : blocks_.front().get(); }
+  Block *addBlock(std::unique_ptr<Block> b);
+  Block *insertBlockAfter(Block *after, std::unique_ptr<Block> b);
+  /// Erases a block whose values are unused and that no terminator targets
+  /// (its own ops' operand references are dropped first).
+  void eraseBlock(Block *b);
+  /// Blocks in reverse post-order from the entry (unreachable ones omitted).
+  std::vector<Block *> reversePostOrder() const;
+
+private:
+  friend class Module;
+  std::string name_;
+  Type type_;
+  Location loc_;
+  Module *module_ = nullptr;
+  std::vector<std::pair<std::string, Attr>> fnAttrs_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+};
+
+/// `type @Tree = Leaf(tensor<4xf32>) | Node(@Tree, @Tree)`
+struct AdtDecl {
+  struct Ctor {
+    std::string name;
+    std::vector<Type> fields;
+    Location loc;
+  };
+  std::string name;
+  std::vector<Ctor> ctors;
+  Location loc;
+  /// Index of constructor `name`, or -1.
+  int ctorIndex(std::string_view name) const;
+};
+
+class Module {
+public:
+  explicit Module(Context &ctx) : ctx_(ctx) {}
+  ~Module();
+  Context &context() const { return ctx_; }
+
+  const std::string &name() const { return name_; }
+  void setName(std::string n) { name_ = std::move(n); }
+
+  const std::vector<std::unique_ptr<AdtDecl>> &adts() const { return adts_; }
+  const std::vector<std::unique_ptr<Global>> &globals() const { return globals_; }
+  const std::vector<std::unique_ptr<Function>> &functions() const { return funcs_; }
+
+  AdtDecl *addAdt(std::unique_ptr<AdtDecl> a);
+  Global *addGlobal(std::unique_ptr<Global> g);
+  Function *addFunction(std::unique_ptr<Function> f);
+  /// Erases a function (calls to it must be gone).
+  void eraseFunction(Function *f);
+  /// Erases an unused global.
+  void eraseGlobal(Global *g);
+
+  AdtDecl *lookupAdt(std::string_view name) const;
+  Global *lookupGlobal(std::string_view name) const;
+  Function *lookupFunction(std::string_view name) const;
+
+private:
+  Context &ctx_;
+  std::string name_;
+  std::vector<std::unique_ptr<AdtDecl>> adts_;
+  std::vector<std::unique_ptr<Global>> globals_;
+  std::vector<std::unique_ptr<Function>> funcs_;
+};
+
+} // namespace nimble::ir
+
+#endif // NIMBLE_IR_IR_H

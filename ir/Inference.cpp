@@ -1,0 +1,122 @@
+//===- Inference.cpp - Result types of one operation ----------------------===//
+
+#include "ir/Inference.h"
+
+namespace nimble::ir {
+
+const DenseValue *constantValue(const Value *v) {
+  if (const Operation *def = v->definingOp())
+    return def->is(OpCode::Constant) ? &def->attr("value").getDense() : nullptr;
+  if (const Global *g = dyn_cast<Global>(v))
+    return !g->isExternal() && !g->literal().isNull() ? &g->literal().getDense() : nullptr;
+  return nullptr;
+}
+
+namespace {
+
+InferredTypes fail(std::string msg, int operand = -1) {
+  InferredTypes r;
+  r.error = std::move(msg);
+  r.errorOperand = operand;
+  return r;
+}
+
+bool isScalarInt(Type t) { return t.isTensor() && t.rank() == 0 && isInteger(t.dtype()); }
+
+InferredTypes inferStructural(const Operation &op, const Module &m) {
+  Context &ctx = m.context();
+  InferredTypes r;
+  switch (op.code()) {
+  case OpCode::Call: {
+    const std::string &callee = op.attr("callee").getStr();
+    Function *f = m.lookupFunction(callee);
+    if (!f) return fail("call to undefined function @" + callee);
+    r.types = f->resultTypes();
+    return r;
+  }
+  case OpCode::Construct: {
+    const std::string &adt = op.attr("adt").getStr();
+    if (!m.lookupAdt(adt)) return fail("construct of undefined type @" + adt);
+    r.types = {ctx.adt(adt)};
+    return r;
+  }
+  case OpCode::Tuple: {
+    std::vector<Type> elems;
+    for (Value *v : op.operands()) elems.push_back(v->type());
+    r.types = {ctx.tuple(elems)};
+    return r;
+  }
+  case OpCode::GetTuple: {
+    Type t = op.operand(0)->type();
+    if (!t.isTuple()) return fail("operand must be a tuple, got " + t.str(), 0);
+    int64_t i = op.intAttr("index");
+    auto elems = t.elems();
+    if (i < 0 || i >= static_cast<int64_t>(elems.size()))
+      return fail("index " + std::to_string(i) + " is out of range for " + t.str());
+    r.types = {elems[static_cast<size_t>(i)]};
+    return r;
+  }
+  case OpCode::AllocStorage: {
+    if (!isScalarInt(op.operand(0)->type()))
+      return fail("size must be a scalar integer tensor, got " + op.operand(0)->type().str(), 0);
+    if (op.intAttr("alignment") <= 0 || (op.intAttr("alignment") & (op.intAttr("alignment") - 1)))
+      return fail("alignment must be a positive power of two, got " +
+                  std::to_string(op.intAttr("alignment")));
+    r.types = {ctx.storage()};
+    return r;
+  }
+  case OpCode::AllocTensor: {
+    if (!op.operand(0)->type().isStorage())
+      return fail("operand 0 must be a storage, got " + op.operand(0)->type().str(), 0);
+    if (!isScalarInt(op.operand(1)->type()))
+      return fail("offset must be a scalar integer tensor, got " + op.operand(1)->type().str(), 1);
+    DType dt = op.attr("dtype").getDType();
+    if (op.numOperands() == 2) {
+      for (int64_t d : op.attr("shape").getInts())
+        if (d < 0) return fail("static shape entries must be non-negative");
+      r.types = {ctx.tensor(dt, op.attr("shape").getInts())};
+      return r;
+    }
+    Type s = op.operand(2)->type();
+    if (!s.isTensor() || s.rank() != 1 || !isInteger(s.dtype()) || s.dims()[0] == kDynamic)
+      return fail("shape must be a 1-D integer tensor of static length, got " + s.str(), 2);
+    if (!op.attr("shape").getInts().empty())
+      return fail("give the shape either as operand or as attribute, not both");
+    std::vector<int64_t> dims(static_cast<size_t>(s.dims()[0]), kDynamic);
+    if (const DenseValue *v = constantValue(op.operand(2)))
+      for (size_t k = 0; k < dims.size(); ++k) dims[k] = v->getInt(static_cast<int64_t>(k));
+    r.types = {ctx.tensor(dt, dims)};
+    return r;
+  }
+  default: return r; // terminators, invoke_mut, invoke_shape_func, kill: no results
+  }
+}
+
+} // namespace
+
+InferredTypes inferResultTypes(const Operation &op, const Module &m) {
+  const OpInfo &info = op.info();
+  if (info.relation == Relation::Structural) return inferStructural(op, m);
+
+  std::vector<TensorSig> sigs;
+  std::vector<const DenseValue *> values;
+  bool anyValue = false;
+  for (unsigned i = 0; i < op.numOperands(); ++i) {
+    Type t = op.operand(i)->type();
+    if (!t.isTensor())
+      return fail("operand " + std::to_string(i) + " must be a tensor, got " + t.str(),
+                  static_cast<int>(i));
+    sigs.push_back(t.sig());
+    values.push_back(constantValue(op.operand(i)));
+    anyValue |= values.back() != nullptr;
+  }
+  if (!anyValue) values.clear();
+  ShapeFnResult sr = inferShapes(op.code(), sigs, op.attrs(), values);
+  InferredTypes r;
+  if (!sr.ok()) return fail(sr.error, sr.errorOperand);
+  for (const TensorSig &s : sr.results) r.types.push_back(m.context().tensor(s));
+  r.deferred = std::move(sr.deferred);
+  return r;
+}
+
+} // namespace nimble::ir

@@ -1,0 +1,180 @@
+//===- OpTable.h - Element types, attribute values and the op table -*- C++ -*-===//
+//
+// The dependency-free core that the compiler (ir/, passes/, codegen/) and the
+// runtime (vm/) share: element types, plain attribute values, dense literals,
+// and the operation table generated from Ops.def. It holds no IR classes and no
+// compiler logic, which is what lets the runtime link it (ARCHITECTURE.md:
+// "parser, printer, verifier, inference, fusion and the runtime all read that
+// one table") without linking the compiler.
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_IR_OPTABLE_H
+#define NIMBLE_IR_OPTABLE_H
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace nimble {
+
+//===-- Element types ------------------------------------------------------===//
+
+enum class DType : uint8_t { F32, F16, BF16, F64, I1, I8, I32, I64 };
+inline constexpr int kNumDTypes = 8;
+
+std::string_view dtypeName(DType t);
+std::optional<DType> parseDType(std::string_view s);
+size_t dtypeSize(DType t);
+inline bool isFloat(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64;
+}
+inline bool isInteger(DType t) {
+  return t == DType::I8 || t == DType::I32 || t == DType::I64;
+}
+inline bool isBool(DType t) { return t == DType::I1; }
+
+/// A dimension that is unknown until run time: the paper's `Any`, written `?`.
+inline constexpr int64_t kDynamic = -1;
+
+/// Half-precision conversions (round to nearest even), used for literals.
+uint16_t floatToHalf(float f);
+float halfToFloat(uint16_t h);
+uint16_t floatToBF16(float f);
+float bf16ToFloat(uint16_t h);
+
+//===-- Dense literal data -------------------------------------------------===//
+
+/// The payload of a `constant`: element type, shape, and the elements as raw
+/// little-endian bytes of that type (i1 as one byte per element). A splat holds
+/// one element that stands for every element of the shape.
+struct DenseValue {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+  bool splat = false;
+
+  int64_t numElements() const;
+  /// Element `i` (modulo splat) converted to double / int64.
+  double getDouble(int64_t i) const;
+  int64_t getInt(int64_t i) const;
+  /// Appends one element given as double (floats) or int64 (integers, bool).
+  void appendDouble(double v);
+  void appendInt(int64_t v);
+  bool operator==(const DenseValue &o) const;
+};
+
+//===-- Attribute values ---------------------------------------------------===//
+
+enum class AttrKind : uint8_t { Bool, Int, Float, Ints, DType, Str, Sym, Dense };
+
+/// A plain attribute value. `Sym` holds a symbol name without the `@`.
+class Attr {
+public:
+  Attr() = default;
+  static Attr getBool(bool b) { return Attr(AttrKind::Bool, b); }
+  static Attr getInt(int64_t i) { return Attr(AttrKind::Int, i); }
+  static Attr getFloat(double f) { return Attr(AttrKind::Float, f); }
+  static Attr getInts(std::vector<int64_t> v) { return Attr(AttrKind::Ints, std::move(v)); }
+  static Attr getDType(DType t) { return Attr(AttrKind::DType, t); }
+  static Attr getStr(std::string s) { return Attr(AttrKind::Str, std::move(s)); }
+  static Attr getSym(std::string s) { return Attr(AttrKind::Sym, std::move(s)); }
+  static Attr getDense(DenseValue d) {
+    return Attr(AttrKind::Dense, std::make_shared<const DenseValue>(std::move(d)));
+  }
+
+  AttrKind kind() const { return kind_; }
+  bool isNull() const { return std::holds_alternative<std::monostate>(v_); }
+  bool getBool() const { return std::get<bool>(v_); }
+  int64_t getInt() const { return std::get<int64_t>(v_); }
+  double getFloat() const { return std::get<double>(v_); }
+  const std::vector<int64_t> &getInts() const { return std::get<std::vector<int64_t>>(v_); }
+  DType getDType() const { return std::get<DType>(v_); }
+  const std::string &getStr() const { return std::get<std::string>(v_); }
+  const DenseValue &getDense() const {
+    return *std::get<std::shared_ptr<const DenseValue>>(v_);
+  }
+  bool operator==(const Attr &o) const;
+  bool operator!=(const Attr &o) const { return !(*this == o); }
+  /// Hash for CSE.
+  size_t hash() const;
+
+private:
+  using Storage = std::variant<std::monostate, bool, int64_t, double, std::vector<int64_t>,
+                               DType, std::string, std::shared_ptr<const DenseValue>>;
+  template <class T> Attr(AttrKind k, T v) : kind_(k), v_(std::move(v)) {}
+  AttrKind kind_ = AttrKind::Bool;
+  Storage v_;
+};
+
+std::string_view attrKindName(AttrKind k);
+
+//===-- The operation table ------------------------------------------------===//
+
+enum class OpCode : uint16_t {
+#define NIMBLE_OP(Id, ...) Id,
+#include "ir/Ops.def"
+};
+inline constexpr int kNumOpCodes = 0
+#define NIMBLE_OP(...) +1
+#include "ir/Ops.def"
+    ;
+
+enum class Relation : uint8_t {
+  Unary, Broadcast, Compare, Select, Cast, MatMul, BatchMatMul, Reduce, ArgReduce,
+  LayerNorm, Reshape, DynReshape, Transpose, Concat, Split, Slice, DynamicSlice,
+  Take, ExpandDims, Squeeze, BroadcastTo, Constant, Zeros, Full, Arange, Unique,
+  Nonzero, ShapeOf, Dim, Structural,
+};
+enum class ShapeMode : uint8_t { None, DataIndependent, DataDependent, UpperBound };
+enum class FusionPattern : uint8_t {
+  ElemWise, Broadcast, Injective, Reduction, OutputFusable, Opaque,
+};
+enum class DTypeRule : uint8_t { Any, Float, Numeric, Int, Bool };
+
+namespace opflags {
+enum : unsigned {
+  Pure = 1u << 0,        // no side effect: CSE may merge, DCE may delete
+  Alloc = 1u << 1,       // allocates: DCE may delete, CSE must not merge
+  Effect = 1u << 2,      // observable effect (or unknown): keep and keep order
+  Terminator = 1u << 3,  // ends a block
+  Commutative = 1u << 4, // operands may be swapped
+};
+} // namespace opflags
+
+struct AttrSpec {
+  std::string name;
+  AttrKind kind;
+  std::optional<Attr> defaultValue; // none: the attribute is required
+};
+
+struct OpInfo {
+  OpCode code;
+  std::string_view mnemonic;
+  int minOperands, maxOperands; // max -1: variadic
+  int numResults;               // -1: decided by the relation / syntax
+  std::vector<AttrSpec> attrs;
+  Relation relation;
+  ShapeMode shapeMode;
+  FusionPattern fusion;
+  DTypeRule dtypes;
+  unsigned flags;
+
+  bool hasFlag(unsigned f) const { return (flags & f) != 0; }
+  /// Index of attribute `name` in `attrs`, or -1.
+  int attrIndex(std::string_view name) const;
+};
+
+const OpInfo &opInfo(OpCode code);
+std::optional<OpCode> lookupOpCode(std::string_view mnemonic);
+std::string_view shapeModeName(ShapeMode m);
+std::string_view fusionPatternName(FusionPattern p);
+bool dtypeAllowed(DTypeRule rule, DType t);
+std::string_view dtypeRuleDescription(DTypeRule rule);
+
+} // namespace nimble
+
+#endif // NIMBLE_IR_OPTABLE_H

@@ -1,0 +1,1125 @@
+//===- Parser.cpp - Reading .nir text into a Module -----------------------===//
+//
+// Recursive descent, one function per grammar rule (the rule is written above
+// each). Forward references (values used before their definition in the text,
+// blocks, globals) get placeholders that are replaced once defined; what is
+// still undefined at the end of its scope is an error at its first use.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/Parser.h"
+
+#include "ir/Inference.h"
+#include "ir/Lexer.h"
+#include "ir/Verifier.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+namespace nimble::ir {
+namespace {
+
+class Parser {
+public:
+  Parser(std::string_view text, const char *file, Context &ctx, DiagnosticEngine &diag,
+         uint32_t firstLine)
+      : lex_(text, file, firstLine), ctx_(ctx), diag_(diag) {
+    consume();
+  }
+  ~Parser() {
+    // On failure ops may still use placeholders: unlink those uses before the
+    // placeholders (and, later, the module) are destroyed.
+    auto drop = [](Value *v) {
+      while (v->hasUses()) v->uses().begin()->set(nullptr);
+    };
+    for (auto &[n, f] : forwardValues_) drop(f.placeholder.get());
+    for (auto &[n, f] : forwardGlobals_) drop(f.placeholder.get());
+    if (m_)
+      for (auto &fn : m_->functions())
+        for (auto &b : fn->blocks())
+          if (Operation *t = b->terminator())
+            for (Successor &s : t->successors())
+              for (auto &[n, fb] : forwardBlocks_)
+                if (s.block == fb.block.get()) s.block = nullptr;
+  }
+  std::unique_ptr<Module> parseModule();
+
+private:
+  //===-- Token helpers ------------------------------------------------------===//
+  void consume() { tok_ = lex_.lex(); }
+  Token peek() {
+    Lexer copy = lex_;
+    return copy.lex();
+  }
+  bool consumeIf(Tok k) {
+    if (!tok_.is(k)) return false;
+    consume();
+    return true;
+  }
+  bool error(Location loc, std::string msg) {
+    if (!failed_) diag_.error(loc, std::move(msg));
+    failed_ = true;
+    return false;
+  }
+  bool error(std::string msg) { return error(tok_.loc, std::move(msg)); }
+  std::string describe(const Token &t) {
+    if (t.is(Tok::Eof)) return "end of file";
+    if (t.is(Tok::Error)) return "invalid character '" + std::string(t.text.substr(0, 1)) + "'";
+    return "'" + std::string(t.text) + "'";
+  }
+  bool expect(Tok k, std::string_view context) {
+    if (tok_.is(Tok::Error)) return lexError();
+    if (consumeIf(k)) return true;
+    return error("expected " + std::string(tokName(k)) + " " + std::string(context) +
+                 ", found " + describe(tok_));
+  }
+  bool lexError() {
+    if (!tok_.text.empty() && tok_.text[0] == '"')
+      return error("unterminated string literal");
+    if (!tok_.text.empty() && (tok_.text[0] == '%' || tok_.text[0] == '^' || tok_.text[0] == '@'))
+      return error("expected a name after '" + std::string(tok_.text.substr(0, 1)) + "'");
+    return error("invalid character '" + std::string(tok_.text.substr(0, 1)) + "'");
+  }
+
+  //===-- Module level -------------------------------------------------------===//
+  bool parseTopLevel();
+  bool parseTypeDecl();
+  bool parseConstDecl();
+  bool parseFuncDecl();
+  bool parseFnAttrs(Function &f);
+  bool finishModule();
+
+  //===-- Types --------------------------------------------------------------===//
+  bool parseType(Type &t);
+  bool parseTensorType(Type &t);
+  bool parseTypeList(std::vector<Type> &ts, Tok close);
+  bool parseResultTypes(std::vector<Type> &ts);
+
+  //===-- Functions ----------------------------------------------------------===//
+  bool parseBody(Function &f);
+  bool parseBlockHeader(Function &f, Block *&b, bool first);
+  bool parseOperation(Block &b);
+  bool parseOperand(Value *&v);
+  bool parseOperandList(std::vector<Value *> &vs, Tok close);
+  bool parseSuccessor(Successor &s, std::vector<Value *> &operands);
+  bool parseAttrValue(const AttrSpec &spec, Attr &a);
+  bool parseLiteral(Type t, Location loc, DenseValue &out);
+  bool parseLiteralElems(Type t, size_t depth, DenseValue &out);
+  bool parseScalarLiteral(DType dt, DenseValue &out);
+  bool parseLoc(Location &loc);
+  bool defineValue(Value *v, const Token &nameTok);
+  Block *getBlock(const Token &t);
+  bool finishFunction(Function &f);
+
+  /// Creates the op, names its results, queues it for inference when its
+  /// result types were omitted.
+  bool buildOp(Block &b, OpCode code, Location loc, const std::vector<Token> &names,
+               const std::vector<Value *> &operands, std::vector<Type> types, bool typesGiven,
+               std::vector<Attr> attrs, std::vector<Successor> succs = {});
+
+  Lexer lex_;
+  Token tok_;
+  Context &ctx_;
+  DiagnosticEngine &diag_;
+  std::unique_ptr<Module> m_;
+  bool failed_ = false;
+
+  // Function scope.
+  std::unordered_map<std::string, Value *> values_;
+  struct ForwardValue {
+    std::unique_ptr<BlockArgument> placeholder;
+    Location firstUse;
+  };
+  std::unordered_map<std::string, ForwardValue> forwardValues_;
+  std::unordered_map<std::string, Block *> blocks_;
+  struct ForwardBlock {
+    std::unique_ptr<Block> block;
+    Location firstUse;
+  };
+  std::unordered_map<std::string, ForwardBlock> forwardBlocks_;
+
+  // Module scope.
+  struct ForwardGlobal {
+    std::unique_ptr<Global> placeholder;
+    Location firstUse;
+  };
+  std::unordered_map<std::string, ForwardGlobal> forwardGlobals_;
+  std::vector<std::pair<Function *, Operation *>> untyped_;
+  std::vector<std::pair<Operation *, std::vector<Type>>> declaredTypes_;
+};
+
+//===----------------------------------------------------------------------===//
+// Module level
+//===----------------------------------------------------------------------===//
+
+// module ::= (`module` symbol)? top-level*
+std::unique_ptr<Module> Parser::parseModule() {
+  m_ = std::make_unique<Module>(ctx_);
+  if (tok_.isKeyword("module")) {
+    consume();
+    if (!tok_.is(Tok::Symbol)) {
+      error("expected module name (e.g. 'module @lstm'), found " + describe(tok_));
+      return nullptr;
+    }
+    m_->setName(std::string(tok_.text.substr(1)));
+    consume();
+  }
+  while (!tok_.is(Tok::Eof))
+    if (!parseTopLevel()) return nullptr;
+  if (!finishModule()) return nullptr;
+  return std::move(m_);
+}
+
+// top-level ::= type-decl | const-decl | func-decl
+bool Parser::parseTopLevel() {
+  if (tok_.isKeyword("type")) return parseTypeDecl();
+  if (tok_.isKeyword("const")) return parseConstDecl();
+  if (tok_.isKeyword("func")) return parseFuncDecl();
+  if (tok_.is(Tok::Error)) return lexError();
+  if (tok_.isKeyword("module"))
+    return error("'module' may appear only once, at the top of the file");
+  return error("expected 'func', 'const' or 'type' at the top level, found " + describe(tok_));
+}
+
+// type-decl ::= `type` symbol `=` ctor (`|` ctor)*
+// ctor      ::= bare-id (`(` type (`,` type)* `)`)?
+bool Parser::parseTypeDecl() {
+  Location loc = tok_.loc;
+  consume();
+  if (!tok_.is(Tok::Symbol)) return error("expected type name (e.g. '@Tree'), found " + describe(tok_));
+  auto adt = std::make_unique<AdtDecl>();
+  adt->name = std::string(tok_.text.substr(1));
+  adt->loc = loc;
+  if (AdtDecl *prev = m_->lookupAdt(adt->name)) {
+    Diagnostic d{Severity::Error, tok_.loc, "redefinition of type @" + adt->name, {}};
+    d.note(prev->loc, "previous definition is here");
+    diag_.emit(std::move(d));
+    failed_ = true;
+    return false;
+  }
+  consume();
+  if (!expect(Tok::Equal, "after the type name")) return false;
+  do {
+    if (!tok_.is(Tok::BareId)) return error("expected constructor name, found " + describe(tok_));
+    AdtDecl::Ctor c;
+    c.name = std::string(tok_.text);
+    c.loc = tok_.loc;
+    if (adt->ctorIndex(c.name) >= 0)
+      return error("duplicate constructor '" + c.name + "' in type @" + adt->name);
+    consume();
+    if (consumeIf(Tok::LParen))
+      if (!parseTypeList(c.fields, Tok::RParen)) return false;
+    adt->ctors.push_back(std::move(c));
+  } while (consumeIf(Tok::Pipe));
+  m_->addAdt(std::move(adt));
+  return true;
+}
+
+// const-decl ::= `const` symbol `:` type `=` (`external` `(` string `,` string `)` | literal)
+bool Parser::parseConstDecl() {
+  Location loc = tok_.loc;
+  consume();
+  if (!tok_.is(Tok::Symbol)) return error("expected constant name (e.g. '@w'), found " + describe(tok_));
+  std::string name(tok_.text.substr(1));
+  Location nameLoc = tok_.loc;
+  consume();
+  if (Global *prev = m_->lookupGlobal(name)) {
+    Diagnostic d{Severity::Error, nameLoc, "redefinition of constant @" + name, {}};
+    d.note(prev->declLoc(), "previous definition is here");
+    diag_.emit(std::move(d));
+    failed_ = true;
+    return false;
+  }
+  if (!expect(Tok::Colon, "after the constant name")) return false;
+  Location typeLoc = tok_.loc;
+  Type t;
+  if (!parseType(t)) return false;
+  if (!t.isTensor()) return error(typeLoc, "constants must have a tensor type, got " + t.str());
+  if (!t.hasStaticShape())
+    return error(typeLoc, "constants must have a static shape, got " + t.str());
+  if (!expect(Tok::Equal, "after the constant type")) return false;
+  auto g = std::make_unique<Global>(name, t, loc);
+  if (tok_.isKeyword("external")) {
+    consume();
+    if (!expect(Tok::LParen, "after 'external'")) return false;
+    if (!tok_.is(Tok::String)) return error("expected the safetensors file name as a string");
+    std::string file = Lexer::unescape(tok_.text);
+    consume();
+    if (!expect(Tok::Comma, "between file and tensor name")) return false;
+    if (!tok_.is(Tok::String)) return error("expected the tensor name as a string");
+    std::string key = Lexer::unescape(tok_.text);
+    consume();
+    if (!expect(Tok::RParen, "after the tensor name")) return false;
+    g->setExternal(std::move(file), std::move(key));
+  } else {
+    DenseValue v;
+    if (!parseLiteral(t, loc, v)) return false;
+    g->setLiteral(Attr::getDense(std::move(v)));
+  }
+  Global *added = m_->addGlobal(std::move(g));
+  auto fwd = forwardGlobals_.find(name);
+  if (fwd != forwardGlobals_.end()) {
+    fwd->second.placeholder->replaceAllUsesWith(added);
+    forwardGlobals_.erase(fwd);
+  }
+  return true;
+}
+
+// func-decl ::= `func` symbol `(` (value-id `:` type (`,` value-id `:` type)*)? `)`
+//               (`->` result-types)? (`attributes` `{` fn-attr (`,` fn-attr)* `}`)?
+//               `{` block+ `}`
+bool Parser::parseFuncDecl() {
+  Location loc = tok_.loc;
+  consume();
+  if (!tok_.is(Tok::Symbol)) return error("expected function name (e.g. '@main'), found " + describe(tok_));
+  std::string name(tok_.text.substr(1));
+  Location nameLoc = tok_.loc;
+  consume();
+  if (Function *prev = m_->lookupFunction(name)) {
+    Diagnostic d{Severity::Error, nameLoc, "redefinition of function @" + name, {}};
+    d.note(prev->loc(), "previous definition is here");
+    diag_.emit(std::move(d));
+    failed_ = true;
+    return false;
+  }
+  values_.clear();
+  blocks_.clear();
+  if (!expect(Tok::LParen, "after the function name")) return false;
+  auto entry = std::make_unique<Block>();
+  entry->setLoc(loc);
+  std::vector<Type> argTypes;
+  std::vector<Token> argNames;
+  if (!tok_.is(Tok::RParen)) {
+    do {
+      if (!tok_.is(Tok::ValueId)) return error("expected parameter name (e.g. '%x'), found " + describe(tok_));
+      Token nameTok = tok_;
+      consume();
+      if (!expect(Tok::Colon, "after the parameter name")) return false;
+      Type t;
+      if (!parseType(t)) return false;
+      argTypes.push_back(t);
+      argNames.push_back(nameTok);
+    } while (consumeIf(Tok::Comma));
+  }
+  if (!expect(Tok::RParen, "to close the parameter list")) return false;
+  std::vector<Type> results;
+  if (consumeIf(Tok::Arrow))
+    if (!parseResultTypes(results)) return false;
+  auto f = std::make_unique<Function>(name, ctx_.func(argTypes, results), loc);
+  Function *fn = m_->addFunction(std::move(f));
+  Block *eb = fn->addBlock(std::move(entry));
+  for (size_t i = 0; i < argTypes.size(); ++i) {
+    BlockArgument *a = eb->addArgument(argTypes[i], argNames[i].loc);
+    if (!defineValue(a, argNames[i])) return false;
+  }
+  if (tok_.isKeyword("attributes"))
+    if (!parseFnAttrs(*fn)) return false;
+  if (!expect(Tok::LBrace, "to begin the function body")) return false;
+  if (!parseBody(*fn)) return false;
+  return finishFunction(*fn);
+}
+
+// fn-attrs ::= `attributes` `{` (bare-id `=` (string | integer | `true` | `false`))* `}`
+bool Parser::parseFnAttrs(Function &f) {
+  consume();
+  if (!expect(Tok::LBrace, "after 'attributes'")) return false;
+  if (!tok_.is(Tok::RBrace)) {
+    do {
+      if (!tok_.is(Tok::BareId)) return error("expected attribute name, found " + describe(tok_));
+      std::string name(tok_.text);
+      if (f.fnAttr(name)) return error("duplicate function attribute '" + name + "'");
+      consume();
+      if (!expect(Tok::Equal, "after the attribute name")) return false;
+      Attr a;
+      if (tok_.is(Tok::String)) a = Attr::getStr(Lexer::unescape(tok_.text));
+      else if (tok_.is(Tok::Integer)) {
+        int64_t v = 0;
+        auto r = std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v);
+        if (r.ec != std::errc()) return error("integer out of range");
+        a = Attr::getInt(v);
+      } else if (tok_.isKeyword("true") || tok_.isKeyword("false")) {
+        a = Attr::getBool(tok_.text == "true");
+      } else {
+        return error("expected a string, integer or boolean attribute value, found " + describe(tok_));
+      }
+      consume();
+      f.fnAttrs().emplace_back(std::move(name), std::move(a));
+    } while (consumeIf(Tok::Comma));
+  }
+  std::sort(f.fnAttrs().begin(), f.fnAttrs().end(),
+            [](const auto &a, const auto &b) { return a.first < b.first; });
+  return expect(Tok::RBrace, "to close the attribute list");
+}
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+// type ::= tensor-type | `tuple` `<` (type (`,` type)*)? `>` | symbol | `storage`
+//        | `(` (type (`,` type)*)? `)` `->` result-types
+bool Parser::parseType(Type &t) {
+  if (tok_.isKeyword("tensor")) return parseTensorType(t);
+  if (tok_.isKeyword("tuple")) {
+    consume();
+    if (!expect(Tok::Less, "after 'tuple'")) return false;
+    std::vector<Type> elems;
+    if (!parseTypeList(elems, Tok::Greater)) return false;
+    t = ctx_.tuple(elems);
+    return true;
+  }
+  if (tok_.isKeyword("storage")) {
+    consume();
+    t = ctx_.storage();
+    return true;
+  }
+  if (tok_.is(Tok::Symbol)) {
+    t = ctx_.adt(std::string(tok_.text.substr(1)));
+    consume();
+    return true;
+  }
+  if (tok_.is(Tok::LParen)) {
+    consume();
+    std::vector<Type> ins, outs;
+    if (!parseTypeList(ins, Tok::RParen)) return false;
+    if (!expect(Tok::Arrow, "in function type")) return false;
+    if (!parseResultTypes(outs)) return false;
+    t = ctx_.func(ins, outs);
+    return true;
+  }
+  if (tok_.is(Tok::Error)) return lexError();
+  if (tok_.is(Tok::BareId) && parseDType(tok_.text))
+    return error("expected a type, found element type '" + std::string(tok_.text) +
+                 "'; scalars are written 'tensor<" + std::string(tok_.text) + ">'");
+  return error("expected a type, found " + describe(tok_));
+}
+
+// tensor-type ::= `tensor` `<` (dim `x`)* dtype `>`      dim ::= integer | `?`
+bool Parser::parseTensorType(Type &t) {
+  std::string_view body;
+  Location bodyLoc;
+  switch (lex_.lexTensorBody(body, bodyLoc)) {
+  case Lexer::TensorBody::Ok: break;
+  case Lexer::TensorBody::NoLess: return error(bodyLoc, "expected '<' after 'tensor'");
+  case Lexer::TensorBody::NoGreater:
+    return error(bodyLoc, "expected '>' to close the tensor type on the same line");
+  }
+  // Split on 'x': dims then the element type.
+  std::vector<int64_t> dims;
+  size_t pos = 0;
+  Location partLoc = bodyLoc;
+  for (;;) {
+    size_t x = body.find('x', pos);
+    std::string_view part = body.substr(pos, x == std::string_view::npos ? x : x - pos);
+    partLoc.col = bodyLoc.col + static_cast<uint32_t>(pos);
+    // Trim spaces (allowed around 'x').
+    while (!part.empty() && part.front() == ' ') { part.remove_prefix(1); ++partLoc.col; }
+    while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
+    if (x == std::string_view::npos) {
+      auto dt = parseDType(part);
+      if (!dt) {
+        if (!part.empty() && (part == "?" || std::isdigit(static_cast<unsigned char>(part[0]))))
+          return error(partLoc, "expected element type after the dimensions (e.g. 'tensor<" +
+                                    std::string(body) + "xf32>')");
+        return error(partLoc, "unknown element type '" + std::string(part) +
+                                  "'; expected one of f32 f16 bf16 f64 i1 i8 i32 i64");
+      }
+      t = ctx_.tensor(*dt, dims);
+      consume();
+      return true;
+    }
+    if (part == "?") {
+      dims.push_back(kDynamic);
+    } else {
+      int64_t v = 0;
+      auto r = std::from_chars(part.data(), part.data() + part.size(), v);
+      if (part.empty() || r.ec != std::errc() || r.ptr != part.data() + part.size() || v < 0) {
+        if (parseDType(part))
+          return error(partLoc, "element type '" + std::string(part) +
+                                    "' must come last in a tensor type");
+        return error(partLoc, "invalid dimension '" + std::string(part) +
+                                  "'; expected a non-negative integer or '?'");
+      }
+      dims.push_back(v);
+    }
+    pos = x + 1;
+  }
+}
+
+// type-list ::= (type (`,` type)*)?   followed by `close`
+bool Parser::parseTypeList(std::vector<Type> &ts, Tok close) {
+  if (consumeIf(close)) return true;
+  do {
+    Type t;
+    if (!parseType(t)) return false;
+    ts.push_back(t);
+  } while (consumeIf(Tok::Comma));
+  return expect(close, "to close the type list");
+}
+
+// result-types ::= type | `(` (type (`,` type)*)? `)`
+bool Parser::parseResultTypes(std::vector<Type> &ts) {
+  if (consumeIf(Tok::LParen)) return parseTypeList(ts, Tok::RParen);
+  Type t;
+  if (!parseType(t)) return false;
+  ts.push_back(t);
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Function bodies
+//===----------------------------------------------------------------------===//
+
+bool Parser::defineValue(Value *v, const Token &nameTok) {
+  std::string name(nameTok.text.substr(1));
+  auto prev = values_.find(name);
+  if (prev != values_.end()) {
+    Diagnostic d{Severity::Error, nameTok.loc, "redefinition of value %" + name, {}};
+    d.note(prev->second->loc(), "previous definition is here");
+    diag_.emit(std::move(d));
+    failed_ = true;
+    return false;
+  }
+  v->setName(name);
+  values_[name] = v;
+  auto fwd = forwardValues_.find(name);
+  if (fwd != forwardValues_.end()) {
+    fwd->second.placeholder->replaceAllUsesWith(v);
+    forwardValues_.erase(fwd);
+  }
+  return true;
+}
+
+Block *Parser::getBlock(const Token &t) {
+  std::string name(t.text.substr(1));
+  auto it = blocks_.find(name);
+  if (it != blocks_.end()) return it->second;
+  auto fwd = forwardBlocks_.find(name);
+  if (fwd != forwardBlocks_.end()) return fwd->second.block.get();
+  auto b = std::make_unique<Block>(name);
+  Block *raw = b.get();
+  forwardBlocks_[name] = {std::move(b), t.loc};
+  return raw;
+}
+
+// body ::= block+ `}`
+// block ::= block-header? operation*      (only the entry block may omit its header)
+bool Parser::parseBody(Function &f) {
+  Block *cur = f.entry();
+  bool first = true;
+  while (!tok_.is(Tok::RBrace)) {
+    if (tok_.is(Tok::Eof)) return error("expected '}' to end the body of @" + f.name());
+    if (tok_.is(Tok::BlockId)) {
+      if (!parseBlockHeader(f, cur, first)) return false;
+    } else {
+      if (!parseOperation(*cur)) return false;
+    }
+    first = false;
+  }
+  consume();
+  return true;
+}
+
+// block-header ::= block-id (`(` value-id `:` type (`,` value-id `:` type)* `)`)? `:`
+bool Parser::parseBlockHeader(Function &f, Block *&b, bool first) {
+  Token label = tok_;
+  std::string name(label.text.substr(1));
+  consume();
+  Block *blk;
+  if (first) {
+    // The entry block exists already; it takes the label.
+    blk = f.entry();
+    blk->setLabel(name);
+    blk->setLoc(label.loc);
+    auto fwd = forwardBlocks_.find(name);
+    if (fwd != forwardBlocks_.end())
+      return error(fwd->second.firstUse, "the entry block ^" + name + " cannot be a branch target");
+    if (tok_.is(Tok::LParen))
+      return error("the entry block takes the function's parameters; it has no argument list");
+  } else {
+    if (blocks_.count(name)) return error(label.loc, "redefinition of block ^" + name);
+    auto fwd = forwardBlocks_.find(name);
+    std::unique_ptr<Block> owned;
+    if (fwd != forwardBlocks_.end()) {
+      owned = std::move(fwd->second.block);
+      forwardBlocks_.erase(fwd);
+    } else {
+      owned = std::make_unique<Block>(name);
+    }
+    owned->setLoc(label.loc);
+    blk = f.addBlock(std::move(owned));
+    if (consumeIf(Tok::LParen)) {
+      if (!tok_.is(Tok::RParen)) {
+        do {
+          if (!tok_.is(Tok::ValueId)) return error("expected block argument name, found " + describe(tok_));
+          Token nameTok = tok_;
+          consume();
+          if (!expect(Tok::Colon, "after the block argument name")) return false;
+          Type t;
+          if (!parseType(t)) return false;
+          if (!defineValue(blk->addArgument(t, nameTok.loc), nameTok)) return false;
+        } while (consumeIf(Tok::Comma));
+      }
+      if (!expect(Tok::RParen, "to close the block arguments")) return false;
+    }
+  }
+  blocks_[name] = blk;
+  b = blk;
+  return expect(Tok::Colon, "after the block label");
+}
+
+// operand ::= value-id | symbol          (a symbol names a module constant)
+bool Parser::parseOperand(Value *&v) {
+  if (tok_.is(Tok::ValueId)) {
+    std::string name(tok_.text.substr(1));
+    auto it = values_.find(name);
+    if (it != values_.end()) {
+      v = it->second;
+    } else {
+      auto &fwd = forwardValues_[name];
+      if (!fwd.placeholder) {
+        fwd.placeholder = std::make_unique<BlockArgument>(nullptr, 0, Type(), tok_.loc);
+        fwd.firstUse = tok_.loc;
+      }
+      v = fwd.placeholder.get();
+    }
+    consume();
+    return true;
+  }
+  if (tok_.is(Tok::Symbol)) {
+    std::string name(tok_.text.substr(1));
+    if (Global *g = m_->lookupGlobal(name)) {
+      v = g;
+    } else {
+      auto &fwd = forwardGlobals_[name];
+      if (!fwd.placeholder) {
+        fwd.placeholder = std::make_unique<Global>(name, Type(), tok_.loc);
+        fwd.firstUse = tok_.loc;
+      }
+      v = fwd.placeholder.get();
+    }
+    consume();
+    return true;
+  }
+  if (tok_.is(Tok::Error)) return lexError();
+  return error("expected an operand (e.g. '%x' or '@weight'), found " + describe(tok_));
+}
+
+// operand-list ::= (operand (`,` operand)*)?   followed by `close`
+bool Parser::parseOperandList(std::vector<Value *> &vs, Tok close) {
+  if (consumeIf(close)) return true;
+  do {
+    Value *v;
+    if (!parseOperand(v)) return false;
+    vs.push_back(v);
+  } while (consumeIf(Tok::Comma));
+  return expect(close, "to close the operand list");
+}
+
+// successor ::= block-id (`(` operand-list `)`)?
+bool Parser::parseSuccessor(Successor &s, std::vector<Value *> &operands) {
+  if (!tok_.is(Tok::BlockId)) return error("expected a block label (e.g. '^exit'), found " + describe(tok_));
+  s.block = getBlock(tok_);
+  consume();
+  s.operandBegin = static_cast<unsigned>(operands.size());
+  if (consumeIf(Tok::LParen))
+    if (!parseOperandList(operands, Tok::RParen)) return false;
+  s.operandCount = static_cast<unsigned>(operands.size()) - s.operandBegin;
+  return true;
+}
+
+// loc ::= `loc` `(` string `:` integer `:` integer `)`
+bool Parser::parseLoc(Location &loc) {
+  consume();
+  if (!expect(Tok::LParen, "after 'loc'")) return false;
+  if (!tok_.is(Tok::String)) return error("expected a file name string in loc(...)");
+  std::string file = Lexer::unescape(tok_.text);
+  consume();
+  uint32_t nums[2];
+  for (uint32_t &n : nums) {
+    if (!expect(Tok::Colon, "in loc(\"file\":line:col)")) return false;
+    int64_t v = 0;
+    if (!tok_.is(Tok::Integer) ||
+        std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v).ec !=
+            std::errc() ||
+        v < 0 || v > UINT32_MAX)
+      return error("expected a line or column number in loc(...)");
+    n = static_cast<uint32_t>(v);
+    consume();
+  }
+  if (!expect(Tok::RParen, "to close loc(...)")) return false;
+  loc = {ctx_.intern(file), nums[0], nums[1]};
+  return true;
+}
+
+// attr-value ::= `true` | `false` | integer | float | string | dtype | symbol
+//              | `[` (integer (`,` integer)*)? `]`
+bool Parser::parseAttrValue(const AttrSpec &spec, Attr &a) {
+  auto parseInt = [&](int64_t &v) {
+    if (!tok_.is(Tok::Integer)) return false;
+    auto r = std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v);
+    if (r.ec != std::errc()) return false;
+    consume();
+    return true;
+  };
+  std::string what = "attribute '" + spec.name + "' expects ";
+  switch (spec.kind) {
+  case AttrKind::Bool:
+    if (!tok_.isKeyword("true") && !tok_.isKeyword("false"))
+      return error(what + "true or false, found " + describe(tok_));
+    a = Attr::getBool(tok_.text == "true");
+    consume();
+    return true;
+  case AttrKind::Int: {
+    int64_t v;
+    if (!parseInt(v)) return error(what + "an integer, found " + describe(tok_));
+    a = Attr::getInt(v);
+    return true;
+  }
+  case AttrKind::Float: {
+    if (!tok_.is(Tok::Integer) && !tok_.is(Tok::Float))
+      return error(what + "a number, found " + describe(tok_));
+    double v = 0;
+    std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v);
+    a = Attr::getFloat(v);
+    consume();
+    return true;
+  }
+  case AttrKind::Ints: {
+    if (!consumeIf(Tok::LSquare)) return error(what + "a list like [0, 1], found " + describe(tok_));
+    std::vector<int64_t> vals;
+    if (!tok_.is(Tok::RSquare)) {
+      do {
+        int64_t v;
+        if (!parseInt(v)) return error(what + "integers in its list, found " + describe(tok_));
+        vals.push_back(v);
+      } while (consumeIf(Tok::Comma));
+    }
+    if (!expect(Tok::RSquare, "to close the list")) return false;
+    a = Attr::getInts(std::move(vals));
+    return true;
+  }
+  case AttrKind::DType: {
+    auto dt = tok_.is(Tok::BareId) ? parseDType(tok_.text) : std::nullopt;
+    if (!dt) return error(what + "an element type (f32 f16 bf16 f64 i1 i8 i32 i64), found " + describe(tok_));
+    a = Attr::getDType(*dt);
+    consume();
+    return true;
+  }
+  case AttrKind::Str:
+    if (!tok_.is(Tok::String)) return error(what + "a string, found " + describe(tok_));
+    a = Attr::getStr(Lexer::unescape(tok_.text));
+    consume();
+    return true;
+  case AttrKind::Sym:
+    if (!tok_.is(Tok::Symbol)) return error(what + "a symbol like @f, found " + describe(tok_));
+    a = Attr::getSym(std::string(tok_.text.substr(1)));
+    consume();
+    return true;
+  case AttrKind::Dense: break;
+  }
+  return error(what + "a value that cannot be written here");
+}
+
+// scalar-literal ::= integer | float | `true` | `false` | hex-integer (raw bits of a float)
+bool Parser::parseScalarLiteral(DType dt, DenseValue &out) {
+  if (tok_.isKeyword("true") || tok_.isKeyword("false")) {
+    if (dt != DType::I1) return error("boolean literal for element type " + std::string(dtypeName(dt)));
+    out.appendInt(tok_.text == "true");
+    consume();
+    return true;
+  }
+  if (tok_.is(Tok::Integer) || tok_.is(Tok::Float)) {
+    std::string_view s = tok_.text;
+    if (tok_.is(Tok::Integer) && s.starts_with("0x") && isFloat(dt)) {
+      uint64_t bits = 0;
+      auto r = std::from_chars(s.data() + 2, s.data() + s.size(), bits, 16);
+      if (r.ec != std::errc()) return error("invalid hexadecimal float literal");
+      size_t n = dtypeSize(dt);
+      for (size_t i = 0; i < n; ++i) out.bytes.push_back(static_cast<uint8_t>(bits >> (8 * i)));
+      consume();
+      return true;
+    }
+    if (isFloat(dt)) {
+      double v = 0;
+      auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (r.ec != std::errc()) return error("float literal out of range");
+      out.appendDouble(v);
+    } else {
+      if (tok_.is(Tok::Float))
+        return error("float literal for integer element type " + std::string(dtypeName(dt)));
+      int64_t v = 0;
+      auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (r.ec != std::errc()) return error("integer literal out of range");
+      if (dt == DType::I1 && v != 0 && v != 1)
+        return error("i1 literal must be 0, 1, true or false");
+      int bits = dt == DType::I8 ? 8 : dt == DType::I32 ? 32 : 64;
+      if (bits < 64 && (v < -(int64_t(1) << (bits - 1)) || v >= (int64_t(1) << (bits - 1))))
+        return error("integer literal " + std::string(s) + " does not fit in " +
+                     std::string(dtypeName(dt)));
+      out.appendInt(v);
+    }
+    consume();
+    return true;
+  }
+  return error("expected a number, found " + describe(tok_));
+}
+
+bool Parser::parseLiteralElems(Type t, size_t depth, DenseValue &out) {
+  if (depth == static_cast<size_t>(t.rank())) return parseScalarLiteral(t.dtype(), out);
+  Location open = tok_.loc;
+  if (!consumeIf(Tok::LSquare)) return error("expected '[' for dimension " + std::to_string(depth) + " of the literal, found " + describe(tok_));
+  int64_t n = 0;
+  if (!tok_.is(Tok::RSquare)) {
+    do {
+      if (!parseLiteralElems(t, depth + 1, out)) return false;
+      ++n;
+    } while (consumeIf(Tok::Comma));
+  }
+  if (!expect(Tok::RSquare, "to close the literal")) return false;
+  if (n != t.dims()[depth])
+    return error(open, "literal has " + std::to_string(n) + " elements in dimension " +
+                           std::to_string(depth) + " but the type " + t.str() + " has " +
+                           std::to_string(t.dims()[depth]));
+  return true;
+}
+
+// literal ::= scalar-literal | `[` (literal (`,` literal)*)? `]`
+//   A scalar literal for a non-scalar type is a splat.
+bool Parser::parseLiteral(Type t, Location loc, DenseValue &out) {
+  if (!t.isTensor() || !t.hasStaticShape())
+    return error(loc, "literals need a tensor type with a static shape, got " + t.str());
+  out.dtype = t.dtype();
+  out.shape = t.dims();
+  if (!tok_.is(Tok::LSquare)) {
+    out.splat = t.rank() > 0;
+    return parseScalarLiteral(t.dtype(), out);
+  }
+  if (t.rank() == 0) return error("a scalar type needs a scalar literal, not a list");
+  return parseLiteralElems(t, 0, out);
+}
+
+bool Parser::buildOp(Block &b, OpCode code, Location loc, const std::vector<Token> &names,
+                     const std::vector<Value *> &operands, std::vector<Type> types,
+                     bool typesGiven, std::vector<Attr> attrs, std::vector<Successor> succs) {
+  const OpInfo &info = opInfo(code);
+  std::string opName = "'" + std::string(info.mnemonic) + "'";
+  int n = static_cast<int>(operands.size());
+  if (n < info.minOperands || (info.maxOperands >= 0 && n > info.maxOperands)) {
+    std::string expected = info.minOperands == info.maxOperands
+                               ? std::to_string(info.minOperands)
+                           : info.maxOperands < 0
+                               ? "at least " + std::to_string(info.minOperands)
+                               : std::to_string(info.minOperands) + " or " +
+                                     std::to_string(info.maxOperands);
+    return error(loc, opName + " expects " + expected + " operand" +
+                          (expected == "1" ? "" : "s") + ", got " + std::to_string(n));
+  }
+  for (size_t i = 0; i < info.attrs.size(); ++i)
+    if (attrs[i].isNull())
+      return error(loc, opName + " requires attribute '" + info.attrs[i].name + "'");
+  size_t numResults = info.numResults >= 0 ? static_cast<size_t>(info.numResults)
+                      : typesGiven         ? types.size()
+                                           : names.size();
+  if (!names.empty() && names.size() != numResults)
+    return error(loc, opName + " produces " + std::to_string(numResults) + " result" +
+                          (numResults == 1 ? "" : "s") + " but " + std::to_string(names.size()) +
+                          (names.size() == 1 ? " name is" : " names are") + " given");
+  if (typesGiven && types.size() != numResults)
+    return error(loc, opName + " produces " + std::to_string(numResults) + " result" +
+                          (numResults == 1 ? "" : "s") + " but " + std::to_string(types.size()) +
+                          " result type" + (types.size() == 1 ? " is" : "s are") + " given");
+  if (!typesGiven) types.assign(numResults, Type());
+  auto op = Operation::create(code, loc, operands, types, std::move(attrs), std::move(succs));
+  Operation *raw = b.push_back(std::move(op));
+  for (size_t i = 0; i < names.size(); ++i)
+    if (!defineValue(raw->result(static_cast<unsigned>(i)), names[i])) return false;
+  if (!typesGiven) untyped_.push_back({b.function(), raw});
+  else if (info.relation != Relation::Structural || code == OpCode::Call ||
+           code == OpCode::Construct)
+    declaredTypes_.push_back({raw, types});
+  return true;
+}
+
+// operation ::= (value-id (`,` value-id)* `=`)? op-body loc?
+// op-body   ::= generic-op | constant-op | call-op | construct-op | br-op
+//             | cond-br-op | match-op | ret-op | invoke-op
+// generic-op ::= bare-id (item (`,` item)*)? (`:` type (`,` type)*)?
+// item       ::= operand | bare-id `=` attr-value
+bool Parser::parseOperation(Block &b) {
+  std::vector<Token> names;
+  Location loc = tok_.loc;
+  if (tok_.is(Tok::ValueId)) {
+    do {
+      if (!tok_.is(Tok::ValueId)) return error("expected a result name, found " + describe(tok_));
+      names.push_back(tok_);
+      consume();
+    } while (consumeIf(Tok::Comma));
+    if (!expect(Tok::Equal, "after the result names")) return false;
+  }
+  if (tok_.is(Tok::Error)) return lexError();
+  if (!tok_.is(Tok::BareId)) return error("expected an operation name, found " + describe(tok_));
+  Location opLoc = tok_.loc;
+  if (names.empty()) loc = opLoc;
+  auto code = lookupOpCode(tok_.text);
+  if (!code) return error("unknown operation '" + std::string(tok_.text) + "'");
+  const OpInfo &info = opInfo(*code);
+  consume();
+
+  std::vector<Value *> operands;
+  std::vector<Attr> attrs = defaultAttrs(*code);
+  std::vector<Successor> succs;
+  std::vector<Type> types;
+  bool typesGiven = false;
+  auto setAttr = [&](std::string_view name, Attr a) {
+    attrs[static_cast<size_t>(info.attrIndex(name))] = std::move(a);
+  };
+  auto parseOptionalTypes = [&]() {
+    if (!consumeIf(Tok::Colon)) return true;
+    typesGiven = true;
+    do {
+      Type t;
+      if (!parseType(t)) return false;
+      types.push_back(t);
+    } while (consumeIf(Tok::Comma));
+    return true;
+  };
+
+  switch (*code) {
+  // constant-op ::= `constant` literal `:` type
+  case OpCode::Constant: {
+    Location litLoc = tok_.loc;
+    // The literal is parsed after its type is known: remember where it is.
+    Lexer save = lex_;
+    Token saveTok = tok_;
+    int depth = 0;
+    while (!tok_.is(Tok::Eof) && !(depth == 0 && tok_.is(Tok::Colon))) {
+      if (tok_.is(Tok::LSquare)) ++depth;
+      if (tok_.is(Tok::RSquare)) --depth;
+      if (tok_.is(Tok::Error)) return lexError();
+      if (depth < 0 || tok_.is(Tok::ValueId) || tok_.is(Tok::BlockId) || tok_.is(Tok::RBrace)) break;
+      consume();
+    }
+    if (!tok_.is(Tok::Colon))
+      return error(litLoc, "'constant' needs its type: constant <literal> : tensor<...>");
+    consume();
+    Location typeLoc = tok_.loc;
+    Type t;
+    if (!parseType(t)) return false;
+    Lexer after = lex_;
+    Token afterTok = tok_;
+    lex_ = save;
+    tok_ = saveTok;
+    DenseValue v;
+    if (!parseLiteral(t, typeLoc, v)) return false;
+    if (!tok_.is(Tok::Colon)) return error("unexpected " + describe(tok_) + " after the literal");
+    lex_ = after;
+    tok_ = afterTok;
+    setAttr("value", Attr::getDense(std::move(v)));
+    types = {t};
+    typesGiven = true;
+    break;
+  }
+  // call-op ::= `call` symbol `(` operand-list `)` (`:` type (`,` type)*)?
+  case OpCode::Call: {
+    if (!tok_.is(Tok::Symbol)) return error("expected the callee (e.g. '@f'), found " + describe(tok_));
+    setAttr("callee", Attr::getSym(std::string(tok_.text.substr(1))));
+    consume();
+    if (!expect(Tok::LParen, "after the callee")) return false;
+    if (!parseOperandList(operands, Tok::RParen)) return false;
+    if (!parseOptionalTypes()) return false;
+    break;
+  }
+  // construct-op ::= `construct` symbol `::` bare-id (`(` operand-list `)`)? (`:` type)?
+  case OpCode::Construct: {
+    if (!tok_.is(Tok::Symbol)) return error("expected the type (e.g. '@Tree::Leaf'), found " + describe(tok_));
+    setAttr("adt", Attr::getSym(std::string(tok_.text.substr(1))));
+    consume();
+    if (!expect(Tok::ColonColon, "between the type and the constructor")) return false;
+    if (!tok_.is(Tok::BareId)) return error("expected a constructor name, found " + describe(tok_));
+    setAttr("ctor", Attr::getStr(std::string(tok_.text)));
+    consume();
+    if (consumeIf(Tok::LParen))
+      if (!parseOperandList(operands, Tok::RParen)) return false;
+    if (!parseOptionalTypes()) return false;
+    break;
+  }
+  // br-op ::= `br` successor
+  case OpCode::Br: {
+    Successor s;
+    if (!parseSuccessor(s, operands)) return false;
+    succs.push_back(s);
+    break;
+  }
+  // cond-br-op ::= `cond_br` operand `,` successor `,` successor
+  case OpCode::CondBr: {
+    Value *c;
+    if (!parseOperand(c)) return false;
+    operands.push_back(c);
+    Successor t, f;
+    if (!expect(Tok::Comma, "after the condition")) return false;
+    if (!parseSuccessor(t, operands)) return false;
+    if (!expect(Tok::Comma, "between the two successors")) return false;
+    if (!parseSuccessor(f, operands)) return false;
+    succs = {t, f};
+    break;
+  }
+  // match-op ::= `match` operand `[` case (`,` case)* `]`
+  // case     ::= (bare-id | `_`) `:` block-id
+  case OpCode::Match: {
+    Value *v;
+    if (!parseOperand(v)) return false;
+    operands.push_back(v);
+    if (!expect(Tok::LSquare, "to begin the match cases")) return false;
+    do {
+      if (!tok_.is(Tok::BareId)) return error("expected a constructor name or '_', found " + describe(tok_));
+      Successor s;
+      s.label = tok_.text == "_" ? "" : std::string(tok_.text);
+      consume();
+      if (!expect(Tok::Colon, "after the case name")) return false;
+      if (!tok_.is(Tok::BlockId)) return error("expected a block label, found " + describe(tok_));
+      s.block = getBlock(tok_);
+      consume();
+      succs.push_back(s);
+    } while (consumeIf(Tok::Comma));
+    if (!expect(Tok::RSquare, "to close the match cases")) return false;
+    break;
+  }
+  // ret-op ::= `ret` (operand (`,` operand)*)?
+  case OpCode::Ret: {
+    if (tok_.is(Tok::ValueId) || tok_.is(Tok::Symbol)) {
+      do {
+        Value *v;
+        if (!parseOperand(v)) return false;
+        operands.push_back(v);
+      } while (consumeIf(Tok::Comma));
+    }
+    break;
+  }
+  // invoke-op ::= (`invoke_mut` | `invoke_shape_func`) symbol `(` operand-list `)`
+  //               `->` `(` operand-list `)`
+  case OpCode::InvokeMut:
+  case OpCode::InvokeShapeFunc: {
+    if (!tok_.is(Tok::Symbol)) return error("expected the kernel (e.g. '@fused_add'), found " + describe(tok_));
+    setAttr("callee", Attr::getSym(std::string(tok_.text.substr(1))));
+    consume();
+    if (!expect(Tok::LParen, "after the kernel name")) return false;
+    if (!parseOperandList(operands, Tok::RParen)) return false;
+    setAttr("num_inputs", Attr::getInt(static_cast<int64_t>(operands.size())));
+    if (!expect(Tok::Arrow, "before the output list")) return false;
+    if (!expect(Tok::LParen, "to begin the output list")) return false;
+    if (!parseOperandList(operands, Tok::RParen)) return false;
+    break;
+  }
+  default: {
+    // Generic form: operands, then `name=value` attributes.
+    std::vector<bool> seen(info.attrs.size(), false);
+    auto startsItem = [&]() {
+      if (tok_.is(Tok::ValueId) || tok_.is(Tok::Symbol)) return true;
+      return tok_.is(Tok::BareId) && peek().is(Tok::Equal);
+    };
+    if (startsItem()) {
+      do {
+        if (tok_.is(Tok::BareId) && peek().is(Tok::Equal)) {
+          std::string name(tok_.text);
+          Location aloc = tok_.loc;
+          int idx = info.attrIndex(name);
+          if (idx < 0) {
+            std::string known;
+            for (const AttrSpec &s : info.attrs) known += (known.empty() ? "" : ", ") + s.name;
+            return error(aloc, "'" + std::string(info.mnemonic) + "' has no attribute '" + name +
+                                   "'" + (known.empty() ? std::string(" (it takes none)")
+                                                        : "; it takes: " + known));
+          }
+          if (seen[static_cast<size_t>(idx)]) return error(aloc, "attribute '" + name + "' is given twice");
+          seen[static_cast<size_t>(idx)] = true;
+          consume();
+          consume(); // '='
+          if (!parseAttrValue(info.attrs[static_cast<size_t>(idx)], attrs[static_cast<size_t>(idx)]))
+            return false;
+        } else {
+          if (std::find(seen.begin(), seen.end(), true) != seen.end())
+            return error("operands must come before attributes");
+          Value *v;
+          if (!parseOperand(v)) return false;
+          operands.push_back(v);
+        }
+      } while (consumeIf(Tok::Comma));
+    }
+    if (!parseOptionalTypes()) return false;
+    break;
+  }
+  }
+  if (tok_.isKeyword("loc") && peek().is(Tok::LParen)) {
+    if (!parseLoc(loc)) return false;
+  }
+  return buildOp(b, *code, loc, names, operands, std::move(types), typesGiven, std::move(attrs),
+                 std::move(succs));
+}
+
+bool Parser::finishFunction(Function &f) {
+  if (!forwardValues_.empty())
+    return error(forwardValues_.begin()->second.firstUse,
+                 "use of undefined value %" + forwardValues_.begin()->first);
+  if (!forwardBlocks_.empty())
+    return error(forwardBlocks_.begin()->second.firstUse,
+                 "use of undefined block ^" + forwardBlocks_.begin()->first);
+  (void)f;
+  return !failed_;
+}
+
+bool Parser::finishModule() {
+  if (!forwardGlobals_.empty())
+    return error(forwardGlobals_.begin()->second.firstUse,
+                 "use of undefined constant @" + forwardGlobals_.begin()->first);
+  // Structure first (terminators, successors, dominance): inference relies on
+  // every operand being defined before its use.
+  for (auto &f : m_->functions())
+    if (failed(verifyStructure(*f, diag_))) return false;
+  // Fill in omitted result types in dominance order.
+  for (auto &f : m_->functions()) {
+    std::vector<Block *> order = f->reversePostOrder();
+    std::unordered_map<Block *, bool> inOrder;
+    for (Block *b : order) inOrder[b] = true;
+    for (auto &b : f->blocks())
+      if (!inOrder.count(b.get())) order.push_back(b.get());
+    for (Block *b : order) {
+      for (Operation &op : *b) {
+        bool untyped = op.numResults() > 0 && !op.result(0)->type();
+        if (!untyped) continue;
+        for (unsigned i = 0; i < op.numOperands(); ++i)
+          if (!op.operand(i)->type())
+            return error(op.loc(), "cannot infer the result type: operand " + std::to_string(i) +
+                                       " is defined in unreachable code; give the type explicitly");
+        InferredTypes inf = inferResultTypes(op, *m_);
+        if (!inf.ok()) {
+          Diagnostic d{Severity::Error, op.loc(), "'" + std::string(op.name()) + "' " + inf.error, {}};
+          if (inf.errorOperand >= 0 && static_cast<unsigned>(inf.errorOperand) < op.numOperands())
+            d.note(op.operand(static_cast<unsigned>(inf.errorOperand))->loc(),
+                   "operand " + std::to_string(inf.errorOperand) + " is defined here");
+          diag_.emit(std::move(d));
+          failed_ = true;
+          return false;
+        }
+        if (inf.types.size() != op.numResults())
+          return error(op.loc(), "'" + std::string(op.name()) + "' produces " +
+                                     std::to_string(inf.types.size()) + " results but " +
+                                     std::to_string(op.numResults()) + " are named");
+        for (unsigned i = 0; i < op.numResults(); ++i) op.result(i)->setType(inf.types[i]);
+      }
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+std::unique_ptr<Module> parseModule(std::string_view text, const std::string &fileName,
+                                    Context &ctx, DiagnosticEngine &diag, uint32_t firstLine) {
+  Parser p(text, ctx.intern(fileName), ctx, diag, firstLine);
+  return p.parseModule();
+}
+
+} // namespace nimble::ir

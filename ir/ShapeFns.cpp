@@ -1,0 +1,681 @@
+//===- ShapeFns.cpp - Type relations and shape functions of every op -----===//
+//
+// See ShapeFns.h for the contract. Each relation below reads its operands'
+// signatures, checks what can be checked, defers what depends on `?`, and
+// produces the result signatures. Messages name operands by position and show
+// shapes as `2x?x3`, so the same text serves compile-time diagnostics (with an
+// op location added by the caller) and run-time errors (with the op's source
+// location from the bytecode).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/ShapeFns.h"
+
+#include <cassert>
+#include <cmath>
+#include <sstream>
+
+namespace nimble {
+
+std::string formatDims(const std::vector<int64_t> &dims) {
+  if (dims.empty()) return "scalar";
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += 'x';
+    s += dims[i] == kDynamic ? "?" : std::to_string(dims[i]);
+  }
+  return s;
+}
+
+std::string formatSig(const TensorSig &sig) {
+  std::string s = "tensor<";
+  for (int64_t d : sig.dims) s += (d == kDynamic ? "?" : std::to_string(d)) + "x";
+  s += dtypeName(sig.dtype);
+  return s + ">";
+}
+
+namespace {
+
+std::string dimStr(int64_t d) { return d == kDynamic ? "?" : std::to_string(d); }
+
+/// Builds one relation's answer. Relations return early on the first error.
+class Ctx {
+public:
+  Ctx(OpCode code, const std::vector<TensorSig> &ops, const std::vector<Attr> &attrs,
+      const std::vector<const DenseValue *> &values)
+      : info(opInfo(code)), ops(ops), attrs(attrs), values(values) {}
+
+  const OpInfo &info;
+  const std::vector<TensorSig> &ops;
+  const std::vector<Attr> &attrs;
+  const std::vector<const DenseValue *> &values;
+  ShapeFnResult r;
+
+  const Attr &attr(std::string_view name) const {
+    int i = info.attrIndex(name);
+    assert(i >= 0 && static_cast<size_t>(i) < attrs.size() && "attribute missing");
+    return attrs[static_cast<size_t>(i)];
+  }
+  int64_t intAttr(std::string_view n) const { return attr(n).getInt(); }
+  bool boolAttr(std::string_view n) const { return attr(n).getBool(); }
+  const std::vector<int64_t> &intsAttr(std::string_view n) const { return attr(n).getInts(); }
+  const DenseValue *value(size_t i) const { return i < values.size() ? values[i] : nullptr; }
+  int64_t rank(size_t i) const { return static_cast<int64_t>(ops[i].dims.size()); }
+
+  bool fail(std::string msg, int operand = -1) {
+    if (r.error.empty()) {
+      r.error = std::move(msg);
+      r.errorOperand = operand;
+    }
+    return false;
+  }
+  void defer(std::string what) { r.deferred.push_back(std::move(what)); }
+  void result(DType t, std::vector<int64_t> dims) { r.results.push_back({t, std::move(dims)}); }
+
+  /// Normalises a possibly negative axis against `rank`.
+  bool axis(int64_t a, int64_t rank, int64_t &out, std::string_view what = "axis") {
+    if (a < -rank || a >= rank || (rank == 0 && a != 0))
+      return fail(std::string(what) + " " + std::to_string(a) + " is out of range for rank " +
+                  std::to_string(rank));
+    out = a < 0 ? a + rank : a;
+    return true;
+  }
+
+  /// Equality constraint between two dims: returns the more precise one,
+  /// defers when one side is `?`.
+  bool unify(int64_t a, int64_t b, int64_t &out, const std::string &what) {
+    if (a != kDynamic && b != kDynamic && a != b)
+      return fail(what + " must be equal, got " + dimStr(a) + " and " + dimStr(b));
+    if ((a == kDynamic) != (b == kDynamic)) defer(what + " must be equal (" + dimStr(a) +
+                                                  " vs " + dimStr(b) + ")");
+    else if (a == kDynamic) defer(what + " must be equal (both ?)");
+    out = a == kDynamic ? b : a;
+    return true;
+  }
+
+  bool sameDType(size_t i, size_t j) {
+    if (ops[i].dtype == ops[j].dtype) return true;
+    return fail("operand " + std::to_string(j) + " has element type " +
+                    std::string(dtypeName(ops[j].dtype)) + " but operand " +
+                    std::to_string(i) + " has " + std::string(dtypeName(ops[i].dtype)),
+                static_cast<int>(j));
+  }
+
+  bool requireScalar(size_t i, std::string_view what) {
+    if (ops[i].dims.empty()) return true;
+    return fail(std::string(what) + " (operand " + std::to_string(i) +
+                    ") must be a scalar tensor, got " + formatSig(ops[i]),
+                static_cast<int>(i));
+  }
+
+  bool requireRank(size_t i, int64_t rank, std::string_view what) {
+    if (this->rank(i) == rank) return true;
+    return fail(std::string(what) + " (operand " + std::to_string(i) + ") must have rank " +
+                    std::to_string(rank) + ", got " + formatSig(ops[i]),
+                static_cast<int>(i));
+  }
+
+  /// numpy broadcasting of operands `which`, with the paper's `?` rules.
+  bool broadcast(const std::vector<size_t> &which, std::vector<int64_t> &out) {
+    size_t rankOut = 0;
+    for (size_t i : which) rankOut = std::max(rankOut, ops[i].dims.size());
+    out.assign(rankOut, 1);
+    // `known[k]`: the operand that fixed out[k] to a size != 1 (for messages).
+    std::vector<int> known(rankOut, -1);
+    for (size_t i : which) {
+      const auto &d = ops[i].dims;
+      size_t off = rankOut - d.size();
+      for (size_t k = 0; k < d.size(); ++k) {
+        int64_t a = out[off + k], b = d[k];
+        int64_t res;
+        if (a == kDynamic && b == kDynamic) {
+          res = kDynamic;
+          defer("dimension " + std::to_string(off + k) + " of the broadcast operands must "
+                "be compatible (both ?)");
+        } else if (a == kDynamic || b == kDynamic) {
+          int64_t n = a == kDynamic ? b : a;
+          if (n == 1) {
+            res = kDynamic;
+          } else {
+            res = n;
+            defer("dimension " + std::to_string(off + k) + " (?) must be 1 or " +
+                  std::to_string(n) + " to broadcast");
+          }
+        } else if (a == b || b == 1) {
+          res = a;
+        } else if (a == 1) {
+          res = b;
+        } else {
+          return fail("operands are not broadcast-compatible: dimension " +
+                          std::to_string(off + k) + " is " + std::to_string(a) +
+                          " in operand " + std::to_string(known[off + k]) + " and " +
+                          std::to_string(b) + " in operand " + std::to_string(i) + " (" +
+                          formatDims(ops[static_cast<size_t>(known[off + k])].dims) +
+                          " vs " + formatDims(d) + ")",
+                      static_cast<int>(i));
+        }
+        if (known[off + k] < 0 || (b != 1 && a == 1)) known[off + k] = static_cast<int>(i);
+        out[off + k] = res;
+      }
+    }
+    return true;
+  }
+
+  /// Reads an integer 1-D value (a shape) from operand `i`, if known.
+  bool shapeValue(size_t i, std::vector<int64_t> &out) {
+    const DenseValue *v = value(i);
+    if (!v) return false;
+    out.clear();
+    for (int64_t k = 0; k < v->numElements(); ++k) out.push_back(v->getInt(k));
+    return true;
+  }
+};
+
+bool relUnary(Ctx &c) {
+  c.result(c.ops[0].dtype, c.ops[0].dims);
+  if (c.info.code == OpCode::Softmax) {
+    int64_t ax;
+    if (!c.axis(c.intAttr("axis"), c.rank(0), ax)) return false;
+  }
+  return true;
+}
+
+bool relBroadcast(Ctx &c, bool compare) {
+  if (!c.sameDType(0, 1)) return false;
+  std::vector<int64_t> dims;
+  if (!c.broadcast({0, 1}, dims)) return false;
+  c.result(compare ? DType::I1 : c.ops[0].dtype, dims);
+  return true;
+}
+
+bool relSelect(Ctx &c) {
+  if (c.ops[0].dtype != DType::I1)
+    return c.fail("condition (operand 0) must have element type i1, got " +
+                      formatSig(c.ops[0]),
+                  0);
+  if (!c.sameDType(1, 2)) return false;
+  std::vector<int64_t> dims;
+  if (!c.broadcast({0, 1, 2}, dims)) return false;
+  c.result(c.ops[1].dtype, dims);
+  return true;
+}
+
+bool relMatMul(Ctx &c, bool batched) {
+  if (!c.sameDType(0, 1)) return false;
+  const auto &a = c.ops[0].dims, &b = c.ops[1].dims;
+  bool ta = c.boolAttr("transpose_a"), tb = c.boolAttr("transpose_b");
+  if (!batched) {
+    if (a.size() != 2) return c.fail("lhs must have rank 2, got " + formatSig(c.ops[0]), 0);
+    if (b.size() != 2) return c.fail("rhs must have rank 2, got " + formatSig(c.ops[1]), 1);
+  } else {
+    if (a.size() < 3)
+      return c.fail("lhs must have rank >= 3, got " + formatSig(c.ops[0]), 0);
+    if (b.size() != a.size())
+      return c.fail("rhs must have the rank of lhs (" + std::to_string(a.size()) +
+                        "), got " + formatSig(c.ops[1]),
+                    1);
+  }
+  size_t n = a.size();
+  int64_t m = ta ? a[n - 1] : a[n - 2], ka = ta ? a[n - 2] : a[n - 1];
+  int64_t kb = tb ? b[n - 1] : b[n - 2], nn = tb ? b[n - 2] : b[n - 1];
+  int64_t k;
+  if (!c.unify(ka, kb, k, "the contracted dimensions of lhs and rhs")) return false;
+  std::vector<int64_t> out;
+  if (batched) {
+    // Batch dimensions broadcast like element-wise operands.
+    TensorSig la{c.ops[0].dtype, {a.begin(), a.end() - 2}};
+    TensorSig lb{c.ops[1].dtype, {b.begin(), b.end() - 2}};
+    std::vector<TensorSig> batchOps = {la, lb};
+    Ctx bc(OpCode::Add, batchOps, {}, {});
+    if (!bc.broadcast({0, 1}, out)) return c.fail("batch dimensions: " + bc.r.error);
+    for (auto &d : bc.r.deferred) c.defer("batch " + d);
+  }
+  out.push_back(m);
+  out.push_back(nn);
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
+bool relReduce(Ctx &c, bool arg) {
+  int64_t r = c.rank(0);
+  std::vector<bool> reduced(static_cast<size_t>(r), false);
+  if (arg) {
+    int64_t ax;
+    if (!c.axis(c.intAttr("axis"), r, ax)) return false;
+    if (r > 0) reduced[static_cast<size_t>(ax)] = true;
+  } else {
+    const auto &axes = c.intsAttr("axes");
+    if (axes.empty()) reduced.assign(static_cast<size_t>(r), true);
+    for (int64_t a : axes) {
+      int64_t ax;
+      if (!c.axis(a, r, ax)) return false;
+      if (reduced[static_cast<size_t>(ax)])
+        return c.fail("axis " + std::to_string(a) + " is listed twice");
+      reduced[static_cast<size_t>(ax)] = true;
+    }
+  }
+  bool keep = c.boolAttr("keepdims");
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < r; ++i) {
+    if (!reduced[static_cast<size_t>(i)]) out.push_back(c.ops[0].dims[static_cast<size_t>(i)]);
+    else if (keep) out.push_back(1);
+  }
+  c.result(arg ? DType::I64 : c.ops[0].dtype, out);
+  return true;
+}
+
+bool relLayerNorm(Ctx &c) {
+  if (c.rank(0) < 1) return c.fail("input must have rank >= 1, got " + formatSig(c.ops[0]), 0);
+  int64_t d = c.ops[0].dims.back();
+  for (size_t i = 1; i < 3; ++i) {
+    if (!c.sameDType(0, i) || !c.requireRank(i, 1, i == 1 ? "gamma" : "beta")) return false;
+    int64_t k;
+    if (!c.unify(d, c.ops[i].dims[0],  k,
+                 std::string(i == 1 ? "gamma" : "beta") + " size and the last dimension"))
+      return false;
+  }
+  c.result(c.ops[0].dtype, c.ops[0].dims);
+  return true;
+}
+
+bool relReshape(Ctx &c) {
+  const auto &target = c.intsAttr("shape");
+  int infer = -1;
+  int64_t knownProduct = 1;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i] == -1) {
+      if (infer >= 0) return c.fail("shape may contain at most one -1");
+      infer = static_cast<int>(i);
+    } else if (target[i] < 0) {
+      return c.fail("shape entry " + std::to_string(target[i]) + " is negative");
+    } else {
+      knownProduct *= target[i];
+    }
+  }
+  bool inDynamic = false;
+  int64_t inProduct = 1;
+  for (int64_t d : c.ops[0].dims) {
+    if (d == kDynamic) inDynamic = true;
+    else inProduct *= d;
+  }
+  std::vector<int64_t> out = target;
+  if (infer >= 0) {
+    if (inDynamic) {
+      out[static_cast<size_t>(infer)] = kDynamic;
+      c.defer("element count of the input must be a multiple of " +
+              std::to_string(knownProduct));
+    } else {
+      if (knownProduct == 0 || inProduct % knownProduct != 0)
+        return c.fail("cannot reshape " + formatDims(c.ops[0].dims) + " (" +
+                      std::to_string(inProduct) + " elements) to " + formatDims(target));
+      out[static_cast<size_t>(infer)] = inProduct / knownProduct;
+    }
+  } else if (inDynamic) {
+    c.defer("element count of the input must be " + std::to_string(knownProduct));
+  } else if (inProduct != knownProduct) {
+    return c.fail("cannot reshape " + formatDims(c.ops[0].dims) + " (" +
+                  std::to_string(inProduct) + " elements) to " + formatDims(target) + " (" +
+                  std::to_string(knownProduct) + " elements)");
+  }
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
+/// Shared by dyn_reshape / zeros / full: a run-time shape operand `i`.
+bool shapeOperand(Ctx &c, size_t i, std::vector<int64_t> &out) {
+  const TensorSig &s = c.ops[i];
+  if (s.dims.size() != 1 || !isInteger(s.dtype))
+    return c.fail("shape (operand " + std::to_string(i) +
+                      ") must be a 1-D integer tensor, got " + formatSig(s),
+                  static_cast<int>(i));
+  if (c.shapeValue(i, out)) {
+    for (int64_t d : out)
+      if (d < 0 && c.info.code != OpCode::DynReshape)
+        return c.fail("shape entry " + std::to_string(d) + " is negative",
+                      static_cast<int>(i));
+    return true;
+  }
+  if (s.dims[0] == kDynamic)
+    return c.fail("shape (operand " + std::to_string(i) +
+                      ") must have a static length to fix the result rank",
+                  static_cast<int>(i));
+  out.assign(static_cast<size_t>(s.dims[0]), kDynamic);
+  return true;
+}
+
+bool relDynReshape(Ctx &c) {
+  std::vector<int64_t> target;
+  if (!shapeOperand(c, 1, target)) return false;
+  if (c.value(1)) {
+    // Known target: the static reshape relation decides.
+    std::vector<Attr> attrs = {Attr::getInts(target)};
+    ShapeFnResult sub = inferShapes(OpCode::Reshape, {c.ops[0]}, attrs);
+    if (!sub.ok()) return c.fail(sub.error, 0);
+    c.r.deferred = sub.deferred;
+    c.r.results = sub.results;
+    return true;
+  }
+  c.defer("element count of the input must match the run-time shape");
+  c.result(c.ops[0].dtype, target);
+  return true;
+}
+
+bool relTranspose(Ctx &c) {
+  int64_t r = c.rank(0);
+  std::vector<int64_t> perm = c.intsAttr("perm");
+  if (perm.empty())
+    for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
+  if (static_cast<int64_t>(perm.size()) != r)
+    return c.fail("perm has " + std::to_string(perm.size()) + " entries for rank " +
+                  std::to_string(r));
+  std::vector<bool> seen(static_cast<size_t>(r), false);
+  std::vector<int64_t> out;
+  for (int64_t p : perm) {
+    int64_t ax;
+    if (!c.axis(p, r, ax, "perm entry")) return false;
+    if (seen[static_cast<size_t>(ax)]) return c.fail("perm is not a permutation");
+    seen[static_cast<size_t>(ax)] = true;
+    out.push_back(c.ops[0].dims[static_cast<size_t>(ax)]);
+  }
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
+bool relConcat(Ctx &c) {
+  int64_t r = c.rank(0);
+  int64_t ax;
+  if (!c.axis(c.intAttr("axis"), r, ax)) return false;
+  std::vector<int64_t> out = c.ops[0].dims;
+  for (size_t i = 1; i < c.ops.size(); ++i) {
+    if (!c.sameDType(0, i)) return false;
+    if (c.rank(i) != r)
+      return c.fail("operand " + std::to_string(i) + " has rank " + std::to_string(c.rank(i)) +
+                        " but operand 0 has rank " + std::to_string(r),
+                    static_cast<int>(i));
+    for (int64_t k = 0; k < r; ++k) {
+      int64_t d = c.ops[i].dims[static_cast<size_t>(k)];
+      int64_t &o = out[static_cast<size_t>(k)];
+      if (k == ax) {
+        o = (o == kDynamic || d == kDynamic) ? kDynamic : o + d;
+      } else if (!c.unify(o, d, o, "dimension " + std::to_string(k) + " of operand " +
+                                       std::to_string(i) + " and operand 0")) {
+        c.r.errorOperand = static_cast<int>(i);
+        return false;
+      }
+    }
+  }
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
+bool relSplit(Ctx &c) {
+  int64_t ax;
+  if (!c.axis(c.intAttr("axis"), c.rank(0), ax)) return false;
+  int64_t n = c.intAttr("sections");
+  if (n <= 0) return c.fail("sections must be positive, got " + std::to_string(n));
+  std::vector<int64_t> part = c.ops[0].dims;
+  int64_t d = part[static_cast<size_t>(ax)];
+  if (d != kDynamic) {
+    if (d % n != 0)
+      return c.fail("dimension " + std::to_string(ax) + " (" + std::to_string(d) +
+                    ") is not divisible into " + std::to_string(n) + " sections");
+    part[static_cast<size_t>(ax)] = d / n;
+  } else {
+    c.defer("dimension " + std::to_string(ax) + " (?) must be divisible by " +
+            std::to_string(n));
+  }
+  for (int64_t i = 0; i < n; ++i) c.result(c.ops[0].dtype, part);
+  return true;
+}
+
+bool relSlice(Ctx &c) {
+  const auto &axes = c.intsAttr("axes"), &starts = c.intsAttr("starts"),
+             &ends = c.intsAttr("ends");
+  if (axes.size() != starts.size() || axes.size() != ends.size())
+    return c.fail("axes, starts and ends must have the same length");
+  std::vector<int64_t> out = c.ops[0].dims;
+  std::vector<bool> seen(out.size(), false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t ax;
+    if (!c.axis(axes[i], c.rank(0), ax)) return false;
+    if (seen[static_cast<size_t>(ax)])
+      return c.fail("axis " + std::to_string(axes[i]) + " is listed twice");
+    seen[static_cast<size_t>(ax)] = true;
+    int64_t d = out[static_cast<size_t>(ax)];
+    int64_t s = starts[i], e = ends[i];
+    if (d == kDynamic) {
+      // The extent depends on clamping against the run-time size.
+      out[static_cast<size_t>(ax)] = kDynamic;
+      continue;
+    }
+    auto clamp = [d](int64_t v) {
+      if (v < 0) v += d;
+      return std::min(std::max(v, int64_t(0)), d);
+    };
+    int64_t cs = clamp(s), ce = clamp(e);
+    out[static_cast<size_t>(ax)] = std::max(ce - cs, int64_t(0));
+  }
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
+bool relDynamicSlice(Ctx &c) {
+  if (!c.requireScalar(1, "start") ) return false;
+  if (!isInteger(c.ops[1].dtype))
+    return c.fail("start (operand 1) must be an integer, got " + formatSig(c.ops[1]), 1);
+  int64_t ax;
+  if (!c.axis(c.intAttr("axis"), c.rank(0), ax)) return false;
+  int64_t size = c.intAttr("size");
+  int64_t d = c.ops[0].dims[static_cast<size_t>(ax)];
+  if (size < 0) return c.fail("size must be non-negative, got " + std::to_string(size));
+  if (d != kDynamic && size > d)
+    return c.fail("size " + std::to_string(size) + " exceeds dimension " +
+                  std::to_string(ax) + " (" + std::to_string(d) + ")");
+  c.defer("start + size must lie within dimension " + std::to_string(ax));
+  std::vector<int64_t> out = c.ops[0].dims;
+  out[static_cast<size_t>(ax)] = size;
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
+bool relTake(Ctx &c) {
+  if (!isInteger(c.ops[1].dtype))
+    return c.fail("indices (operand 1) must have an integer element type, got " +
+                      formatSig(c.ops[1]),
+                  1);
+  int64_t ax;
+  if (!c.axis(c.intAttr("axis"), c.rank(0), ax)) return false;
+  const auto &d = c.ops[0].dims;
+  std::vector<int64_t> out(d.begin(), d.begin() + ax);
+  out.insert(out.end(), c.ops[1].dims.begin(), c.ops[1].dims.end());
+  out.insert(out.end(), d.begin() + ax + 1, d.end());
+  c.defer("indices must lie within dimension " + std::to_string(ax));
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
+bool relExpandDims(Ctx &c) {
+  int64_t ax;
+  if (!c.axis(c.intAttr("axis"), c.rank(0) + 1, ax)) return false;
+  std::vector<int64_t> out = c.ops[0].dims;
+  out.insert(out.begin() + ax, 1);
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
+bool relSqueeze(Ctx &c) {
+  const auto &d = c.ops[0].dims;
+  std::vector<bool> drop(d.size(), false);
+  const auto &axes = c.intsAttr("axes");
+  if (axes.empty()) {
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (d[i] == kDynamic)
+        return c.fail("squeeze without axes needs a static shape, got " + formatSig(c.ops[0]) +
+                      "; list the axes to drop");
+      drop[i] = d[i] == 1;
+    }
+  }
+  for (int64_t a : axes) {
+    int64_t ax;
+    if (!c.axis(a, c.rank(0), ax)) return false;
+    int64_t v = d[static_cast<size_t>(ax)];
+    if (v != 1 && v != kDynamic)
+      return c.fail("cannot squeeze dimension " + std::to_string(ax) + " of size " +
+                    std::to_string(v));
+    if (v == kDynamic) c.defer("dimension " + std::to_string(ax) + " (?) must be 1");
+    drop[static_cast<size_t>(ax)] = true;
+  }
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < d.size(); ++i)
+    if (!drop[i]) out.push_back(d[i]);
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
+bool relBroadcastTo(Ctx &c) {
+  const auto &target = c.intsAttr("shape");
+  const auto &d = c.ops[0].dims;
+  for (int64_t t : target)
+    if (t < 0) return c.fail("shape entry " + std::to_string(t) + " is negative");
+  if (d.size() > target.size())
+    return c.fail("cannot broadcast " + formatDims(d) + " to the lower rank " +
+                  formatDims(target));
+  size_t off = target.size() - d.size();
+  for (size_t k = 0; k < d.size(); ++k) {
+    int64_t t = target[off + k];
+    if (d[k] == kDynamic) {
+      c.defer("dimension " + std::to_string(k) + " (?) must be 1 or " + std::to_string(t));
+    } else if (d[k] != 1 && d[k] != t) {
+      return c.fail("cannot broadcast " + formatDims(d) + " to " + formatDims(target) +
+                    ": dimension " + std::to_string(k) + " is " + std::to_string(d[k]));
+    }
+  }
+  c.result(c.ops[0].dtype, target);
+  return true;
+}
+
+bool relArange(Ctx &c) {
+  for (size_t i = 0; i < 3; ++i) {
+    if (!c.requireScalar(i, i == 0 ? "start" : i == 1 ? "stop" : "step")) return false;
+    if (i && !c.sameDType(0, i)) return false;
+  }
+  const DenseValue *s = c.value(0), *e = c.value(1), *st = c.value(2);
+  int64_t n = kDynamic;
+  if (s && e && st) {
+    double step = st->getDouble(0);
+    if (step == 0) return c.fail("step must not be zero", 2);
+    double len = std::ceil((e->getDouble(0) - s->getDouble(0)) / step);
+    n = len > 0 ? static_cast<int64_t>(len) : 0;
+  }
+  c.result(c.ops[0].dtype, {n});
+  return true;
+}
+
+bool relUnique(Ctx &c) {
+  if (!c.requireRank(0, 1, "input")) return false;
+  c.r.upperBound = true;
+  c.result(c.ops[0].dtype, {c.ops[0].dims[0]});
+  return true;
+}
+
+bool relNonzero(Ctx &c) {
+  int64_t bound = 1;
+  for (int64_t d : c.ops[0].dims) bound = (bound == kDynamic || d == kDynamic) ? kDynamic : bound * d;
+  c.r.upperBound = true;
+  c.result(DType::I64, {bound, c.rank(0)});
+  return true;
+}
+
+bool relZerosFull(Ctx &c, bool full) {
+  std::vector<int64_t> shape;
+  if (!shapeOperand(c, 0, shape)) return false;
+  DType t = c.attrs.empty() ? DType::F32 : c.attr("dtype").getDType();
+  if (full) {
+    if (!c.requireScalar(1, "fill value")) return false;
+    t = c.ops[1].dtype;
+  }
+  c.result(t, shape);
+  return true;
+}
+
+bool apply(Ctx &c) {
+  const OpInfo &info = c.info;
+  int n = static_cast<int>(c.ops.size());
+  if (n < info.minOperands || (info.maxOperands >= 0 && n > info.maxOperands))
+    return c.fail("expects " +
+                  (info.minOperands == info.maxOperands
+                       ? std::to_string(info.minOperands)
+                       : info.maxOperands < 0 ? "at least " + std::to_string(info.minOperands)
+                                              : std::to_string(info.minOperands) + " to " +
+                                                    std::to_string(info.maxOperands)) +
+                  " operands, got " + std::to_string(n));
+  // Element type rule on the data operands.
+  switch (info.relation) {
+  case Relation::Unary: case Relation::Broadcast: case Relation::Compare:
+  case Relation::MatMul: case Relation::BatchMatMul: case Relation::Reduce:
+  case Relation::ArgReduce: case Relation::LayerNorm: case Relation::Arange:
+    for (size_t i = 0; i < (info.relation == Relation::Unary ? 1 : c.ops.size()); ++i)
+      if (!dtypeAllowed(info.dtypes, c.ops[i].dtype))
+        return c.fail("operand " + std::to_string(i) + " must have " +
+                          std::string(dtypeRuleDescription(info.dtypes)) + ", got " +
+                          formatSig(c.ops[i]),
+                      static_cast<int>(i));
+    break;
+  default: break;
+  }
+  switch (info.relation) {
+  case Relation::Unary: return relUnary(c);
+  case Relation::Broadcast: return relBroadcast(c, false);
+  case Relation::Compare: return relBroadcast(c, true);
+  case Relation::Select: return relSelect(c);
+  case Relation::Cast: c.result(c.attr("dtype").getDType(), c.ops[0].dims); return true;
+  case Relation::MatMul: return relMatMul(c, false);
+  case Relation::BatchMatMul: return relMatMul(c, true);
+  case Relation::Reduce: return relReduce(c, false);
+  case Relation::ArgReduce: return relReduce(c, true);
+  case Relation::LayerNorm: return relLayerNorm(c);
+  case Relation::Reshape: return relReshape(c);
+  case Relation::DynReshape: return relDynReshape(c);
+  case Relation::Transpose: return relTranspose(c);
+  case Relation::Concat: return relConcat(c);
+  case Relation::Split: return relSplit(c);
+  case Relation::Slice: return relSlice(c);
+  case Relation::DynamicSlice: return relDynamicSlice(c);
+  case Relation::Take: return relTake(c);
+  case Relation::ExpandDims: return relExpandDims(c);
+  case Relation::Squeeze: return relSqueeze(c);
+  case Relation::BroadcastTo: return relBroadcastTo(c);
+  case Relation::Constant: {
+    const DenseValue &v = c.attr("value").getDense();
+    c.result(v.dtype, v.shape);
+    return true;
+  }
+  case Relation::Zeros: return relZerosFull(c, false);
+  case Relation::Full: return relZerosFull(c, true);
+  case Relation::Arange: return relArange(c);
+  case Relation::Unique: return relUnique(c);
+  case Relation::Nonzero: return relNonzero(c);
+  case Relation::ShapeOf: c.result(DType::I64, {c.rank(0)}); return true;
+  case Relation::Dim: {
+    int64_t ax;
+    if (!c.axis(c.intAttr("axis"), c.rank(0), ax)) return false;
+    c.result(DType::I64, {});
+    return true;
+  }
+  case Relation::Structural: break;
+  }
+  assert(false && "structural ops are typed by the verifier");
+  return c.fail("op has no shape function");
+}
+
+} // namespace
+
+ShapeFnResult inferShapes(OpCode code, const std::vector<TensorSig> &operands,
+                          const std::vector<Attr> &attrs,
+                          const std::vector<const DenseValue *> &values) {
+  Ctx c(code, operands, attrs, values);
+  if (!apply(c)) c.r.results.clear();
+  return std::move(c.r);
+}
+
+} // namespace nimble

@@ -1,0 +1,153 @@
+//===- Types.cpp - Uniqued IR types and sub-shaping -----------------------===//
+
+#include "ir/Types.h"
+
+namespace nimble::ir {
+
+namespace {
+std::string typeStr(const detail::TypeStorage *s) {
+  switch (s->kind) {
+  case TypeKind::Tensor: {
+    std::string r = "tensor<";
+    for (int64_t d : s->dims) r += (d == kDynamic ? "?" : std::to_string(d)) + "x";
+    return r + std::string(dtypeName(s->dtype)) + ">";
+  }
+  case TypeKind::Tuple: {
+    std::string r = "tuple<";
+    for (size_t i = 0; i < s->elems.size(); ++i)
+      r += (i ? ", " : "") + typeStr(s->elems[i]);
+    return r + ">";
+  }
+  case TypeKind::Adt: return "@" + s->name;
+  case TypeKind::Func: {
+    std::string r = "(";
+    for (size_t i = 0; i < s->elems.size(); ++i) r += (i ? ", " : "") + typeStr(s->elems[i]);
+    r += ") -> ";
+    if (s->results.size() == 1 && s->results[0]->kind != TypeKind::Func)
+      return r + typeStr(s->results[0]);
+    r += "(";
+    for (size_t i = 0; i < s->results.size(); ++i)
+      r += (i ? ", " : "") + typeStr(s->results[i]);
+    return r + ")";
+  }
+  case TypeKind::Storage: return "storage";
+  }
+  return "<?>";
+}
+
+std::vector<Type> wrap(const std::vector<const detail::TypeStorage *> &v) {
+  std::vector<Type> r;
+  r.reserve(v.size());
+  for (auto *s : v) r.emplace_back(s);
+  return r;
+}
+} // namespace
+
+bool Type::hasStaticShape() const {
+  for (int64_t d : s_->dims)
+    if (d == kDynamic) return false;
+  return true;
+}
+
+std::vector<Type> Type::elems() const { return wrap(s_->elems); }
+std::vector<Type> Type::results() const { return wrap(s_->results); }
+
+bool Type::isSubtypeOf(Type super) const {
+  if (*this == super) return true;
+  if (!s_ || !super.s_ || kind() != super.kind()) return false;
+  switch (kind()) {
+  case TypeKind::Tensor:
+    if (dtype() != super.dtype() || rank() != super.rank()) return false;
+    for (size_t i = 0; i < dims().size(); ++i)
+      if (!isSubDim(dims()[i], super.dims()[i])) return false;
+    return true;
+  case TypeKind::Tuple: {
+    auto a = elems(), b = super.elems();
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!a[i].isSubtypeOf(b[i])) return false;
+    return true;
+  }
+  default: return false; // uniqued: equal handles only
+  }
+}
+
+bool Type::isCompatibleWith(Type o) const {
+  if (*this == o) return true;
+  if (!s_ || !o.s_ || kind() != o.kind()) return false;
+  switch (kind()) {
+  case TypeKind::Tensor:
+    if (dtype() != o.dtype() || rank() != o.rank()) return false;
+    for (size_t i = 0; i < dims().size(); ++i)
+      if (!dimsCompatible(dims()[i], o.dims()[i])) return false;
+    return true;
+  case TypeKind::Tuple: {
+    auto a = elems(), b = o.elems();
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!a[i].isCompatibleWith(b[i])) return false;
+    return true;
+  }
+  default: return false;
+  }
+}
+
+std::string Type::str() const { return s_ ? typeStr(s_) : "<<null type>>"; }
+
+Context::Context() = default;
+Context::~Context() = default;
+
+Type Context::unique(detail::TypeStorage s) {
+  std::string key = typeStr(&s);
+  auto it = types_.find(key);
+  if (it != types_.end()) return Type(it->second.get());
+  auto owned = std::make_unique<detail::TypeStorage>(std::move(s));
+  Type t(owned.get());
+  types_.emplace(std::move(key), std::move(owned));
+  return t;
+}
+
+Type Context::tensor(DType dtype, std::vector<int64_t> dims) {
+  detail::TypeStorage s;
+  s.kind = TypeKind::Tensor;
+  s.dtype = dtype;
+  s.dims = std::move(dims);
+  return unique(std::move(s));
+}
+
+Type Context::tuple(const std::vector<Type> &elems) {
+  detail::TypeStorage s;
+  s.kind = TypeKind::Tuple;
+  for (Type t : elems) s.elems.push_back(t.impl());
+  return unique(std::move(s));
+}
+
+Type Context::adt(const std::string &name) {
+  detail::TypeStorage s;
+  s.kind = TypeKind::Adt;
+  s.name = name;
+  return unique(std::move(s));
+}
+
+Type Context::func(const std::vector<Type> &inputs, const std::vector<Type> &results) {
+  detail::TypeStorage s;
+  s.kind = TypeKind::Func;
+  for (Type t : inputs) s.elems.push_back(t.impl());
+  for (Type t : results) s.results.push_back(t.impl());
+  return unique(std::move(s));
+}
+
+Type Context::storage() { detail::TypeStorage s;
+  s.kind = TypeKind::Storage;
+  return unique(std::move(s)); }
+
+const char *Context::intern(std::string_view s) {
+  auto it = strings_.find(std::string(s));
+  if (it != strings_.end()) return it->second->c_str();
+  auto owned = std::make_unique<std::string>(s);
+  const char *p = owned->c_str();
+  strings_.emplace(std::string(s), std::move(owned));
+  return p;
+}
+
+} // namespace nimble::ir

@@ -1,0 +1,469 @@
+//===- Verifier.cpp - IR invariants (see Verifier.h for the list) ---------===//
+
+#include "ir/Verifier.h"
+
+#include "ir/Inference.h"
+#include "ir/Printer.h"
+
+#include <unordered_set>
+
+namespace nimble::ir {
+
+//===-- Dominance ----------------------------------------------------------===//
+
+DominanceInfo::DominanceInfo(const Function &f) {
+  std::vector<Block *> rpo = f.reversePostOrder();
+  for (size_t i = 0; i < rpo.size(); ++i) order_[rpo[i]] = static_cast<int>(i);
+  std::unordered_map<const Block *, std::vector<const Block *>> preds;
+  for (Block *b : rpo)
+    for (Block *s : b->successors())
+      if (s) preds[s].push_back(b);
+  if (rpo.empty()) return;
+  idom_[rpo[0]] = rpo[0];
+  auto intersect = [&](const Block *a, const Block *b) {
+    while (a != b) {
+      while (order_.at(a) > order_.at(b)) a = idom_.at(a);
+      while (order_.at(b) > order_.at(a)) b = idom_.at(b);
+    }
+    return a;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 1; i < rpo.size(); ++i) {
+      const Block *newIdom = nullptr;
+      for (const Block *p : preds[rpo[i]]) {
+        if (!idom_.count(p)) continue;
+        newIdom = newIdom ? intersect(p, newIdom) : p;
+      }
+      if (newIdom && (!idom_.count(rpo[i]) || idom_[rpo[i]] != newIdom)) {
+        idom_[rpo[i]] = newIdom;
+        changed = true;
+      }
+    }
+  }
+}
+
+const Block *DominanceInfo::idom(const Block *b) const {
+  auto it = idom_.find(b);
+  return it == idom_.end() || it->second == b ? nullptr : it->second;
+}
+
+bool DominanceInfo::dominates(const Block *a, const Block *b) const {
+  if (!isReachable(a) || !isReachable(b)) return false;
+  for (const Block *x = b;; x = idom_.at(x)) {
+    if (x == a) return true;
+    if (idom_.at(x) == x) return false;
+  }
+}
+
+bool DominanceInfo::valueDominates(const Value *v, const Operation *user) const {
+  const Block *useBlock = user->block();
+  if (isa<Global>(v)) return true;
+  if (const BlockArgument *a = dyn_cast<BlockArgument>(v)) {
+    if (a->owner() == useBlock) return true;
+    return !isReachable(useBlock) || dominates(a->owner(), useBlock);
+  }
+  const Operation *def = v->definingOp();
+  if (def->block() == useBlock) return def->isBeforeInBlock(user);
+  return !isReachable(useBlock) || dominates(def->block(), useBlock);
+}
+
+//===-- Verification -------------------------------------------------------===//
+
+namespace {
+
+class Verifier {
+public:
+  Verifier(DiagnosticEngine &diag, const VerifyOptions &opts) : diag_(diag), opts_(opts) {}
+
+  bool structure(const Function &f);
+  bool module(const Module &m);
+
+private:
+  void fail(const Operation *op, Location loc, std::string msg,
+            std::vector<Diagnostic::Note> notes = {}) {
+    Diagnostic d{Severity::Error, loc, std::move(msg), std::move(notes)};
+    if (opts_.printOp && op) d.note(op->loc(), "see current operation: " + printOperation(*op));
+    diag_.emit(std::move(d));
+    ok_ = false;
+  }
+  void fail(const Operation &op, std::string msg, std::vector<Diagnostic::Note> notes = {}) {
+    fail(&op, op.loc(), std::move(msg), std::move(notes));
+  }
+  std::string opName(const Operation &op) { return "'" + std::string(op.name()) + "'"; }
+
+  bool checkNamedTypes(Type t, Location loc, const Operation *op);
+  void verifyOp(const Operation &op, const Function &f);
+  void checkFlow(const Operation &op, const std::vector<Value *> &vals,
+                 const std::vector<Type> &targets, const std::string &what);
+  void verifySuccessors(const Operation &op);
+  void verifyMatch(const Operation &op);
+
+  DiagnosticEngine &diag_;
+  const VerifyOptions &opts_;
+  const Module *m_ = nullptr;
+  bool ok_ = true;
+};
+
+bool Verifier::structure(const Function &f) {
+  if (f.blocks().empty()) {
+    diag_.error(f.loc(), "function @" + f.name() + " has no body");
+    return false;
+  }
+  bool ok = true;
+  std::unordered_set<const Block *> own;
+  for (auto &b : f.blocks()) own.insert(b.get());
+  for (auto &b : f.blocks()) {
+    Operation *term = b->terminator();
+    if (b->empty() || !term) {
+      Location loc = b->empty() ? b->loc() : b->back()->loc();
+      diag_.error(loc, "block ^" + (b->label().empty() ? std::string("entry") : b->label()) +
+                           " of @" + f.name() +
+                           " does not end with a terminator (br, cond_br, match or ret)");
+      ok = false;
+      continue;
+    }
+    for (Operation &op : *b) {
+      if (op.isTerminator() && &op != term) {
+        diag_.error(op.loc(), "'" + std::string(op.name()) +
+                                  "' must be the last operation of its block");
+        ok = false;
+      }
+      for (unsigned i = 0; i < op.numOperands(); ++i)
+        if (!op.operand(i)) {
+          diag_.error(op.loc(), "operand " + std::to_string(i) + " is undefined");
+          ok = false;
+        }
+      for (const Successor &s : op.successors())
+        if (!s.block || !own.count(s.block)) {
+          diag_.error(op.loc(), "successor is not a block of @" + f.name());
+          ok = false;
+        }
+    }
+  }
+  if (!ok) return false;
+  DominanceInfo dom(f);
+  for (auto &b : f.blocks())
+    for (Operation &op : *b)
+      for (unsigned i = 0; i < op.numOperands(); ++i) {
+        Value *v = op.operand(i);
+        if (dom.valueDominates(v, &op)) continue;
+        Diagnostic d{Severity::Error, op.loc(),
+                     "operand " + std::to_string(i) + " (%" + v->name() +
+                         ") does not dominate this use",
+                     {}};
+        d.note(v->loc(), "%" + v->name() + " is defined here");
+        if (opts_.printOp) d.note(op.loc(), "see current operation: " + printOperation(op));
+        diag_.emit(std::move(d));
+        ok = false;
+      }
+  return ok;
+}
+
+bool Verifier::checkNamedTypes(Type t, Location loc, const Operation *op) {
+  if (!t) return true;
+  switch (t.kind()) {
+  case TypeKind::Adt:
+    if (!m_->lookupAdt(t.adtName())) {
+      fail(op, loc, "unknown type @" + t.adtName());
+      return false;
+    }
+    return true;
+  case TypeKind::Tuple:
+  case TypeKind::Func: {
+    for (Type e : t.elems())
+      if (!checkNamedTypes(e, loc, op)) return false;
+    for (Type e : t.results())
+      if (!checkNamedTypes(e, loc, op)) return false;
+    return true;
+  }
+  default: return true;
+  }
+}
+
+void Verifier::checkFlow(const Operation &op, const std::vector<Value *> &vals,
+                         const std::vector<Type> &targets, const std::string &what) {
+  for (size_t i = 0; i < vals.size() && i < targets.size(); ++i) {
+    Type t = vals[i]->type();
+    if (t.isSubtypeOf(targets[i])) continue;
+    std::string hint = t.isCompatibleWith(targets[i])
+                           ? " (a value with unknown dimensions cannot flow into a more static type)"
+                           : "";
+    fail(op, what + " " + std::to_string(i) + " has type " + t.str() + " but " +
+                 targets[i].str() + " is expected" + hint,
+         {{vals[i]->loc(), "%" + vals[i]->name() + " is defined here"}});
+  }
+}
+
+void Verifier::verifySuccessors(const Operation &op) {
+  for (size_t k = 0; k < op.successors().size(); ++k) {
+    const Successor &s = op.successors()[k];
+    std::vector<Value *> args = op.successorOperands(static_cast<unsigned>(k));
+    std::vector<Type> params = s.block->argumentTypes();
+    std::string target = "^" + s.block->label();
+    if (args.size() != params.size()) {
+      fail(op, "branch to " + target + " passes " + std::to_string(args.size()) + " argument" +
+                   (args.size() == 1 ? "" : "s") + " but the block takes " +
+                   std::to_string(params.size()),
+           {{s.block->loc(), target + " is defined here"}});
+      continue;
+    }
+    checkFlow(op, args, params, "argument of the branch to " + target + ":");
+  }
+}
+
+void Verifier::verifyMatch(const Operation &op) {
+  Type t = op.operand(0)->type();
+  if (!t.isAdt()) {
+    fail(op, "'match' needs a value of an algebraic data type, got " + t.str());
+    return;
+  }
+  const AdtDecl *adt = m_->lookupAdt(t.adtName());
+  if (!adt) return; // reported by checkNamedTypes
+  std::vector<bool> covered(adt->ctors.size(), false);
+  bool hasDefault = false;
+  for (const Successor &s : op.successors()) {
+    std::string target = "^" + s.block->label();
+    if (s.label.empty()) {
+      if (hasDefault) fail(op, "'match' has more than one '_' case");
+      hasDefault = true;
+      if (s.block->numArguments() != 0)
+        fail(op, "the '_' case target " + target + " must take no arguments",
+             {{s.block->loc(), target + " is defined here"}});
+      continue;
+    }
+    int ci = adt->ctorIndex(s.label);
+    if (ci < 0) {
+      fail(op, "@" + adt->name + " has no constructor '" + s.label + "'",
+           {{adt->loc, "@" + adt->name + " is declared here"}});
+      continue;
+    }
+    if (covered[static_cast<size_t>(ci)]) fail(op, "constructor '" + s.label + "' is matched twice");
+    covered[static_cast<size_t>(ci)] = true;
+    const auto &fields = adt->ctors[static_cast<size_t>(ci)].fields;
+    if (s.block->numArguments() != fields.size()) {
+      fail(op, "case '" + s.label + "' has " + std::to_string(fields.size()) + " field" +
+                   (fields.size() == 1 ? "" : "s") + " but its target " + target + " takes " +
+                   std::to_string(s.block->numArguments()) + " argument" +
+                   (s.block->numArguments() == 1 ? "" : "s"),
+           {{s.block->loc(), target + " is defined here"}});
+      continue;
+    }
+    for (unsigned i = 0; i < fields.size(); ++i)
+      if (!fields[i].isSubtypeOf(s.block->argument(i)->type()))
+        fail(op, "field " + std::to_string(i) + " of '" + s.label + "' has type " +
+                     fields[i].str() + " but " + target + " argument " + std::to_string(i) +
+                     " has type " + s.block->argument(i)->type().str(),
+             {{s.block->loc(), target + " is defined here"}});
+  }
+  if (!hasDefault)
+    for (size_t i = 0; i < covered.size(); ++i)
+      if (!covered[i]) {
+        fail(op, "'match' does not cover constructor '" + adt->ctors[i].name +
+                     "' of @" + adt->name + "; add a case or a '_' default");
+        break;
+      }
+}
+
+void Verifier::verifyOp(const Operation &op, const Function &f) {
+  for (unsigned i = 0; i < op.numOperands(); ++i)
+    if (!op.operand(i)->type()) {
+      fail(op, "operand " + std::to_string(i) + " has no type");
+      return;
+    }
+  for (unsigned i = 0; i < op.numResults(); ++i) {
+    if (!op.result(i)->type()) {
+      fail(op, "result " + std::to_string(i) + " has no type");
+      return;
+    }
+    if (!checkNamedTypes(op.result(i)->type(), op.loc(), &op)) return;
+  }
+
+  // T2: the relation, and declared against inferred result types.
+  InferredTypes inf = inferResultTypes(op, *m_);
+  if (!inf.ok()) {
+    std::vector<Diagnostic::Note> notes;
+    if (inf.errorOperand >= 0 && static_cast<unsigned>(inf.errorOperand) < op.numOperands()) {
+      Value *v = op.operand(static_cast<unsigned>(inf.errorOperand));
+      notes.push_back({v->loc(), "operand " + std::to_string(inf.errorOperand) + " (" +
+                                     (isa<Global>(v) ? "@" : "%") + v->name() +
+                                     ") is defined here"});
+    }
+    fail(op, opName(op) + " " + inf.error, std::move(notes));
+    return;
+  }
+  bool typedByRelation = op.info().relation != Relation::Structural ||
+                         op.is(OpCode::Call) || op.is(OpCode::Construct) ||
+                         op.is(OpCode::Tuple) || op.is(OpCode::GetTuple) ||
+                         op.is(OpCode::AllocStorage) || op.is(OpCode::AllocTensor);
+  if (typedByRelation) {
+    if (inf.types.size() != op.numResults()) {
+      fail(op, opName(op) + " produces " + std::to_string(inf.types.size()) + " result" +
+                   (inf.types.size() == 1 ? "" : "s") + " but has " +
+                   std::to_string(op.numResults()));
+      return;
+    }
+    for (unsigned i = 0; i < op.numResults(); ++i) {
+      Type declared = op.result(i)->type();
+      if (!inf.types[i].isCompatibleWith(declared)) {
+        fail(op, opName(op) + " result " + std::to_string(i) + " is declared " + declared.str() +
+                     " but the operands give " + inf.types[i].str());
+        return;
+      }
+    }
+  }
+
+  switch (op.code()) {
+  case OpCode::Br:
+  case OpCode::CondBr:
+    if (op.is(OpCode::CondBr)) {
+      Type c = op.operand(0)->type();
+      if (!c.isTensor() || c.rank() != 0 || c.dtype() != DType::I1)
+        fail(op, "'cond_br' condition must be tensor<i1>, got " + c.str(),
+             {{op.operand(0)->loc(), "%" + op.operand(0)->name() + " is defined here"}});
+    }
+    verifySuccessors(op);
+    break;
+  case OpCode::Match: verifyMatch(op); break;
+  case OpCode::Ret: {
+    std::vector<Type> rts = f.resultTypes();
+    if (op.numOperands() != rts.size()) {
+      fail(op, "'ret' returns " + std::to_string(op.numOperands()) + " value" +
+                   (op.numOperands() == 1 ? "" : "s") + " but @" + f.name() + " returns " +
+                   std::to_string(rts.size()),
+           {{f.loc(), "@" + f.name() + " is declared here"}});
+      break;
+    }
+    checkFlow(op, op.operands(), rts, "returned value");
+    break;
+  }
+  case OpCode::Call: {
+    const Function *callee = m_->lookupFunction(op.strAttr("callee"));
+    std::vector<Type> params = callee->argTypes();
+    if (op.numOperands() != params.size()) {
+      fail(op, "call to @" + callee->name() + " passes " + std::to_string(op.numOperands()) +
+                   " argument" + (op.numOperands() == 1 ? "" : "s") + " but it takes " +
+                   std::to_string(params.size()),
+           {{callee->loc(), "@" + callee->name() + " is declared here"}});
+      break;
+    }
+    checkFlow(op, op.operands(), params, "argument");
+    break;
+  }
+  case OpCode::Construct: {
+    const AdtDecl *adt = m_->lookupAdt(op.strAttr("adt"));
+    int ci = adt->ctorIndex(op.strAttr("ctor"));
+    if (ci < 0) {
+      fail(op, "@" + adt->name + " has no constructor '" + op.strAttr("ctor") + "'",
+           {{adt->loc, "@" + adt->name + " is declared here"}});
+      break;
+    }
+    const auto &ctor = adt->ctors[static_cast<size_t>(ci)];
+    if (op.numOperands() != ctor.fields.size()) {
+      fail(op, "constructor '" + ctor.name + "' of @" + adt->name + " takes " +
+                   std::to_string(ctor.fields.size()) + " field" +
+                   (ctor.fields.size() == 1 ? "" : "s") + " but " +
+                   std::to_string(op.numOperands()) + " " +
+                   (op.numOperands() == 1 ? "is" : "are") + " given",
+           {{ctor.loc, "'" + ctor.name + "' is declared here"}});
+      break;
+    }
+    checkFlow(op, op.operands(), ctor.fields, "field");
+    break;
+  }
+  case OpCode::InvokeMut:
+  case OpCode::InvokeShapeFunc: {
+    const std::string &callee = op.strAttr("callee");
+    const Function *k = m_->lookupFunction(callee);
+    if (!k) {
+      fail(op, opName(op) + " of undefined function @" + callee);
+      break;
+    }
+    int64_t nin = op.intAttr("num_inputs");
+    if (nin < 0 || nin > op.numOperands()) {
+      fail(op, "num_inputs " + std::to_string(nin) + " is out of range");
+      break;
+    }
+    for (Value *v : op.operands())
+      if (!v->type().isTensor())
+        fail(op, opName(op) + " operands must be tensors, got " + v->type().str());
+    if (op.is(OpCode::InvokeMut)) {
+      std::vector<Value *> ins(op.operands().begin(), op.operands().begin() + nin);
+      std::vector<Value *> outs(op.operands().begin() + nin, op.operands().end());
+      if (ins.size() != k->argTypes().size() || outs.size() != k->resultTypes().size()) {
+        fail(op, "'invoke_mut' of @" + callee + " passes " + std::to_string(ins.size()) +
+                     " inputs and " + std::to_string(outs.size()) + " outputs but @" + callee +
+                     " takes " + std::to_string(k->argTypes().size()) + " and returns " +
+                     std::to_string(k->resultTypes().size()));
+        break;
+      }
+      for (size_t i = 0; i < ins.size(); ++i)
+        if (!ins[i]->type().isCompatibleWith(k->argTypes()[i]))
+          fail(op, "input " + std::to_string(i) + " has type " + ins[i]->type().str() +
+                       " but @" + callee + " takes " + k->argTypes()[i].str());
+      for (size_t i = 0; i < outs.size(); ++i)
+        if (!outs[i]->type().isCompatibleWith(k->resultTypes()[i]))
+          fail(op, "output " + std::to_string(i) + " has type " + outs[i]->type().str() +
+                       " but @" + callee + " returns " + k->resultTypes()[i].str());
+    }
+    break;
+  }
+  case OpCode::Kill: {
+    Type t = op.operand(0)->type();
+    if (!t.isTensor() && !t.isStorage())
+      fail(op, "'kill' takes a tensor or a storage, got " + t.str());
+    break;
+  }
+  default: break;
+  }
+}
+
+bool Verifier::module(const Module &m) {
+  m_ = &m;
+  for (auto &adt : m.adts())
+    for (auto &c : adt->ctors)
+      for (Type t : c.fields) checkNamedTypes(t, c.loc, nullptr);
+  for (auto &f : m.functions()) {
+    if (!structure(*f)) {
+      ok_ = false;
+      continue;
+    }
+    if (!checkNamedTypes(f->type(), f->loc(), nullptr)) continue;
+    std::vector<Type> params = f->argTypes();
+    Block *entry = f->entry();
+    if (entry->numArguments() != params.size()) {
+      fail(nullptr, f->loc(), "the entry block of @" + f->name() + " has " +
+                                  std::to_string(entry->numArguments()) +
+                                  " arguments but the signature has " +
+                                  std::to_string(params.size()) + " parameters");
+      continue;
+    }
+    for (unsigned i = 0; i < params.size(); ++i)
+      if (entry->argument(i)->type() != params[i])
+        fail(nullptr, entry->argument(i)->argLoc(),
+             "parameter " + std::to_string(i) + " of @" + f->name() + " has type " +
+                 entry->argument(i)->type().str() + " but the signature says " +
+                 params[i].str());
+    for (auto &b : f->blocks()) {
+      for (unsigned i = 0; i < b->numArguments(); ++i)
+        checkNamedTypes(b->argument(i)->type(), b->argument(i)->argLoc(), nullptr);
+      for (Operation &op : *b) verifyOp(op, *f);
+    }
+  }
+  return ok_;
+}
+
+} // namespace
+
+LogicalResult verifyStructure(const Function &f, DiagnosticEngine &diag,
+                              const VerifyOptions &opts) {
+  Verifier v(diag, opts);
+  return success(v.structure(f));
+}
+
+LogicalResult verifyModule(const Module &m, DiagnosticEngine &diag, const VerifyOptions &opts) {
+  Verifier v(diag, opts);
+  return success(v.module(m));
+}
+
+} // namespace nimble::ir

@@ -1,0 +1,68 @@
+//===- Verifier.h - IR invariants ----------------------------------*- C++ -*-===//
+//
+// The verifier runs after parsing and after every pass (nimble-opt
+// --verify-each). It checks, and reports with the op's location:
+//
+//  Structure (verifyStructure, needs no types):
+//   S1 every function has an entry block; every block ends in exactly one
+//      terminator, and no terminator appears before the end;
+//   S2 every operand is defined; successors are blocks of the same function;
+//   S3 SSA dominance: a value is used only where its definition dominates
+//      (same block: defined earlier; block arguments: the owner block
+//      dominates the use). Unreachable blocks are exempt, as in MLIR.
+//  Types (verifyModule, after structure):
+//   T1 entry block arguments match the function signature;
+//   T2 each op's operand count and attributes match its row in Ops.def, and
+//      its relation accepts the operand types (ShapeFns / Inference); declared
+//      result types are compatible with the inferred ones (`?` matches any
+//      size; a declared size the relation cannot prove is a run-time check);
+//   T3 values flowing into block arguments, call parameters, constructor
+//      fields and function results have a subtype of the target type
+//      (sub-shaping: tensor<3x4xf32> flows into tensor<?x4xf32>, not back);
+//   T4 branch, call and constructor arities; cond_br conditions are
+//      tensor<i1>; match covers each constructor at most once, its targets
+//      take exactly the constructor's fields, and a `_` case exists unless
+//      every constructor is covered;
+//   T5 every named type (@Adt) used anywhere is declared; callees exist.
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_IR_VERIFIER_H
+#define NIMBLE_IR_VERIFIER_H
+
+#include "ir/IR.h"
+
+#include <unordered_map>
+
+namespace nimble::ir {
+
+struct VerifyOptions {
+  /// Attach a note with the printed op (useful when the IR came from a pass
+  /// and the source line no longer shows it).
+  bool printOp = false;
+};
+
+LogicalResult verifyStructure(const Function &f, DiagnosticEngine &diag,
+                              const VerifyOptions &opts = {});
+LogicalResult verifyModule(const Module &m, DiagnosticEngine &diag,
+                           const VerifyOptions &opts = {});
+
+/// Dominance over a function's CFG (Cooper, Harvey, Kennedy: "A Simple, Fast
+/// Dominance Algorithm"), on reachable blocks.
+class DominanceInfo {
+public:
+  explicit DominanceInfo(const Function &f);
+  bool isReachable(const Block *b) const { return idom_.count(b) != 0; }
+  /// True when `a` dominates `b` (reflexive). False for unreachable blocks.
+  bool dominates(const Block *a, const Block *b) const;
+  /// True when value `v` is available at operation `user` (SSA dominance).
+  bool valueDominates(const Value *v, const Operation *user) const;
+  const Block *idom(const Block *b) const;
+
+private:
+  std::unordered_map<const Block *, const Block *> idom_;
+  std::unordered_map<const Block *, int> order_;
+};
+
+} // namespace nimble::ir
+
+#endif // NIMBLE_IR_VERIFIER_H
