@@ -1,0 +1,15 @@
+// PLACEHOLDER: being written; must not be committed in this form.
+#include "passes/Pass.h"
+namespace nimble::passes {
+namespace {
+class P : public Pass {
+public:
+  std::string_view name() const override { return "dce"; }
+  LogicalResult run(Module &, DiagnosticEngine &diag, bool &) override {
+    diag.error({}, "pass 'dce' is not implemented yet");
+    return ir::failure();
+  }
+};
+} // namespace
+std::unique_ptr<Pass> createDCEPass() { return std::make_unique<P>(); }
+} // namespace nimble::passes

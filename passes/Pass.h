@@ -1,0 +1,92 @@
+//===- Pass.h - Passes and the pass manager ------------------------*- C++ -*-===//
+//
+// A pass transforms a Module in place and reports whether it changed anything
+// (Glow's convention). Passes are registered once, in Passes.def; the pass
+// manager builds pipelines from their names, verifies the IR after each pass
+// (naming the pass that broke it), prints IR before/after passes and times
+// them — the options of LLVM's `opt` and `mlir-opt`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_PASSES_PASS_H
+#define NIMBLE_PASSES_PASS_H
+
+#include "ir/IR.h"
+
+#include <iosfwd>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace nimble::passes {
+
+using ir::DiagnosticEngine;
+using ir::LogicalResult;
+using ir::Module;
+
+class Pass {
+public:
+  virtual ~Pass() = default;
+  /// The registry name (`type-infer`).
+  virtual std::string_view name() const = 0;
+  /// Runs on `m`. Returns failure after reporting an error through `diag`;
+  /// sets `changed` when the IR was modified.
+  virtual LogicalResult run(Module &m, DiagnosticEngine &diag, bool &changed) = 0;
+  /// Sets option `key` (from `--passes=name{key=value}`). Returns an error
+  /// message, or "" on success.
+  virtual std::string setOption(std::string_view key, std::string_view value) {
+    return "pass '" + std::string(name()) + "' has no option '" + std::string(key) + "'";
+  }
+};
+
+struct PassInfo {
+  std::string_view name;
+  std::unique_ptr<Pass> (*create)();
+  std::string_view summary;
+};
+/// Every registered pass, in Passes.def order.
+const std::vector<PassInfo> &registeredPasses();
+std::unique_ptr<Pass> createPass(std::string_view name);
+
+#define NIMBLE_PASS(Name, Factory, Summary) std::unique_ptr<Pass> Factory();
+#include "passes/Passes.def"
+
+struct PassManagerOptions {
+  bool verifyEach = true;
+  bool printBeforeAll = false, printAfterAll = false;
+  std::set<std::string> printBefore, printAfter;
+  /// Print after a pass only when it changed the IR.
+  bool printAfterChange = false;
+  bool timePasses = false;
+  bool debugInfo = false;
+};
+
+class PassManager {
+public:
+  PassManager(DiagnosticEngine &diag, std::ostream &dumpStream, PassManagerOptions opts = {});
+  ~PassManager();
+
+  void addPass(std::unique_ptr<Pass> p) { passes_.push_back(std::move(p)); }
+  /// Appends the passes of a textual pipeline "a,b{key=value,...},c".
+  /// Reports unknown passes or options through the error string.
+  bool parsePipeline(std::string_view text, std::string &error);
+  const std::vector<std::unique_ptr<Pass>> &passes() const { return passes_; }
+
+  /// Runs every pass in order; stops at the first failure.
+  LogicalResult run(Module &m);
+  /// Prints the --time-passes report accumulated over all runs.
+  void printTimings(std::ostream &os) const;
+
+private:
+  DiagnosticEngine &diag_;
+  std::ostream &dump_;
+  PassManagerOptions opts_;
+  std::vector<std::unique_ptr<Pass>> passes_;
+  std::vector<double> seconds_;
+  double verifySeconds_ = 0;
+};
+
+} // namespace nimble::passes
+
+#endif // NIMBLE_PASSES_PASS_H

@@ -1,0 +1,164 @@
+//===- PassManager.cpp - Pipelines, verification, dumps and timing --------===//
+
+#include "passes/Pass.h"
+
+#include "ir/Printer.h"
+#include "ir/Verifier.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ostream>
+
+namespace nimble::passes {
+
+const std::vector<PassInfo> &registeredPasses() {
+  static const std::vector<PassInfo> passes = {
+#define NIMBLE_PASS(Name, Factory, Summary) {Name, &Factory, Summary},
+#include "passes/Passes.def"
+  };
+  return passes;
+}
+
+std::unique_ptr<Pass> createPass(std::string_view name) {
+  for (const PassInfo &p : registeredPasses())
+    if (p.name == name) return p.create();
+  return nullptr;
+}
+
+PassManager::PassManager(DiagnosticEngine &diag, std::ostream &dumpStream,
+                         PassManagerOptions opts)
+    : diag_(diag), dump_(dumpStream), opts_(std::move(opts)) {}
+
+PassManager::~PassManager() = default;
+
+// pipeline ::= pass (`,` pass)*
+// pass     ::= name (`{` key `=` value (`,` key `=` value)* `}`)?
+bool PassManager::parsePipeline(std::string_view text, std::string &error) {
+  size_t pos = 0;
+  auto trim = [](std::string_view s) {
+    while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+    while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+    return s;
+  };
+  while (pos < text.size()) {
+    size_t end = pos;
+    while (end < text.size() && text[end] != ',' && text[end] != '{') ++end;
+    std::string_view name = trim(text.substr(pos, end - pos));
+    if (name.empty()) {
+      error = "empty pass name in pipeline '" + std::string(text) + "'";
+      return false;
+    }
+    std::unique_ptr<Pass> p = createPass(name);
+    if (!p) {
+      error = "unknown pass '" + std::string(name) + "' (see --list-passes)";
+      return false;
+    }
+    pos = end;
+    if (pos < text.size() && text[pos] == '{') {
+      size_t close = text.find('}', pos);
+      if (close == std::string_view::npos) {
+        error = "missing '}' after the options of pass '" + std::string(name) + "'";
+        return false;
+      }
+      std::string_view opts = text.substr(pos + 1, close - pos - 1);
+      while (!opts.empty()) {
+        size_t comma = opts.find(',');
+        std::string_view kv = opts.substr(0, comma);
+        opts = comma == std::string_view::npos ? "" : opts.substr(comma + 1);
+        size_t eq = kv.find('=');
+        if (eq == std::string_view::npos) {
+          error = "pass option '" + std::string(trim(kv)) + "' of '" + std::string(name) +
+                  "' needs a value (key=value)";
+          return false;
+        }
+        std::string err = p->setOption(trim(kv.substr(0, eq)), trim(kv.substr(eq + 1)));
+        if (!err.empty()) {
+          error = err;
+          return false;
+        }
+      }
+      pos = close + 1;
+    }
+    passes_.push_back(std::move(p));
+    if (pos < text.size()) {
+      if (text[pos] != ',') {
+        error = "expected ',' between passes in '" + std::string(text) + "'";
+        return false;
+      }
+      ++pos;
+      if (pos == text.size()) {
+        error = "trailing ',' in pipeline '" + std::string(text) + "'";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+LogicalResult PassManager::run(Module &m) {
+  using Clock = std::chrono::steady_clock;
+  seconds_.resize(passes_.size(), 0.0);
+  ir::PrintOptions popts;
+  popts.debugInfo = opts_.debugInfo;
+  for (size_t i = 0; i < passes_.size(); ++i) {
+    Pass &p = *passes_[i];
+    std::string name(p.name());
+    if (opts_.printBeforeAll || opts_.printBefore.count(name)) {
+      dump_ << "// -----// IR Dump Before " << name << " //----- //\n";
+      ir::printModule(m, dump_, popts);
+      dump_ << "\n";
+    }
+    bool changed = false;
+    auto t0 = Clock::now();
+    LogicalResult r = p.run(m, diag_, changed);
+    seconds_[i] += std::chrono::duration<double>(Clock::now() - t0).count();
+    if (ir::failed(r)) return r;
+    if (opts_.verifyEach) {
+      auto v0 = Clock::now();
+      ir::VerifyOptions vo;
+      vo.printOp = true;
+      // Verify quietly first so the pass gets named before the details.
+      std::vector<ir::Diagnostic> held;
+      ir::DiagnosticEngine quiet(diag_.sourceMgr(), dump_);
+      quiet.setHandler([&](const ir::Diagnostic &d) { held.push_back(d); });
+      bool ok = ir::succeeded(ir::verifyModule(m, quiet, vo));
+      verifySeconds_ += std::chrono::duration<double>(Clock::now() - v0).count();
+      if (!ok) {
+        diag_.error({}, "the IR is invalid after pass '" + name + "' (a bug in the pass)");
+        for (ir::Diagnostic &d : held) diag_.emit(std::move(d));
+        return ir::failure();
+      }
+    }
+    if (opts_.printAfterAll || opts_.printAfter.count(name)) {
+      if (!opts_.printAfterChange || changed) {
+        dump_ << "// -----// IR Dump After " << name << (changed ? "" : " (no change)")
+              << " //----- //\n";
+        ir::printModule(m, dump_, popts);
+        dump_ << "\n";
+      }
+    }
+  }
+  return ir::success();
+}
+
+void PassManager::printTimings(std::ostream &os) const {
+  double total = verifySeconds_;
+  for (double s : seconds_) total += s;
+  char buf[256];
+  os << "===" << std::string(73, '-') << "===\n"
+     << "                      ... Pass execution timing report ...\n"
+     << "===" << std::string(73, '-') << "===\n";
+  std::snprintf(buf, sizeof buf, "  Total Execution Time: %.4f seconds\n\n", total);
+  os << buf << "  ----Wall Time----  ----Name----\n";
+  auto row = [&](double s, const std::string &name) {
+    std::snprintf(buf, sizeof buf, "  %8.4f (%5.1f%%)  %s\n", s,
+                  total > 0 ? 100.0 * s / total : 0.0, name.c_str());
+    os << buf;
+  };
+  for (size_t i = 0; i < passes_.size() && i < seconds_.size(); ++i)
+    row(seconds_[i], std::string(passes_[i]->name()));
+  if (opts_.verifyEach) row(verifySeconds_, "(verifier)");
+  row(total, "Total");
+}
+
+} // namespace nimble::passes

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Installs every Debian package Nimble needs to build, test and benchmark.
+#
+# Idempotent: packages already installed are skipped (checked with
+# dpkg-query), and when nothing is missing it touches neither the network nor
+# apt's lists. Runs as root (CI) or through sudo (a developer's machine).
+# Why each package is needed: /work/shared/design/BUILD-NOTES.md. Nothing may
+# be installed by hand: if the project needs it, it is listed here.
+set -euo pipefail
+
+PACKAGES=(
+  # Build: Bazel 4.2.3 and the @platforms repository it needs offline; the
+  # C++20 compiler (and with it libasan/libubsan for --config=asan).
+  bazel-bootstrap
+  bazel-platforms
+  g++
+  # Libraries: LLVM 19 (CPU and NVPTX codegen), oneDNN, a JSON reader.
+  llvm-19-dev
+  libdnnl-dev
+  nlohmann-json3-dev
+  # Tests: FileCheck, not, count, split-file, lit; GoogleTest.
+  llvm-19-tools
+  libgtest-dev
+  googletest
+  # Reference results and benchmarks against PyTorch. Without OpenBLAS,
+  # PyTorch's matrix products fall back to reference BLAS (~45x slower).
+  python3-numpy
+  python3-torch
+  libopenblas0-pthread
+  hyperfine
+)
+
+is_installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  is_installed "$pkg" || missing+=("$pkg")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+if ((EUID == 0)); then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  echo "setup: need root (or sudo) to install: ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "setup: installing ${missing[*]}"
+# `env` because sudo does not pass DEBIAN_FRONTEND through; noninteractive
+# keeps debconf from waiting on a prompt (CI has no stdin).
+apt_get() {
+  ${as_root[@]+"${as_root[@]}"} env DEBIAN_FRONTEND=noninteractive apt-get "$@"
+}
+apt_get update -q
+apt_get install -y -q --no-install-recommends "${missing[@]}"
+
+# Verify, so a package that apt silently skipped fails here and not later
+# in some confusing build step.
+still_missing=()
+for pkg in "${missing[@]}"; do
+  is_installed "$pkg" || still_missing+=("$pkg")
+done
+if ((${#still_missing[@]} > 0)); then
+  echo "setup: failed to install: ${still_missing[*]}" >&2
+  exit 1
+fi
+echo "setup: done"

@@ -1,0 +1,128 @@
+# -*- Python -*-
+"""Lit configuration shared by every Nimble lit suite (test/ir, test/passes,
+test/codegen, test/vm, test/e2e, ...).
+
+Two ways to run the suites:
+
+  * Through Bazel (what CI does): each directory's BUILD file declares a
+    lit_suite (build_defs/lit.bzl); `bazel test //test/...` runs them inside
+    the test sandbox. The runner passes `--param tools_dir=...` (where Bazel put
+    our binaries), `--param llvm_tools_dir=...` and `--param exec_root=...`.
+
+  * Directly, for quick iteration on a checkout:
+
+        bazel build //tools/...
+        /usr/bin/python3 /usr/lib/llvm-19/build/utils/lit/lit.py -sv test/
+        /usr/bin/python3 /usr/lib/llvm-19/build/utils/lit/lit.py -sv test/ir/parse.nir
+
+    Our tools are then taken from bazel-bin/tools/, LLVM's from
+    /usr/lib/llvm-19/bin, and lit's scratch files go to .lit-out/ at the
+    repository root. `--param nimble-opt=/some/other/nimble-opt` (likewise
+    nimblec, nimble-run, FileCheck, ...) overrides a single tool.
+
+Test files are `.nir` (IR with RUN lines in `//` comments) and `.test` (any
+other lit test). Directories named `Inputs` hold files that tests read; they
+are never run as tests.
+
+Every `.nir` test also gets an automatic printer round trip; see
+NimbleShTest in nimble_lit_format.py.
+"""
+
+import os
+import re
+
+import sys
+
+import lit.util
+
+# `config` and `lit_config` are injected by lit.
+# pylint: disable=undefined-variable
+
+config.name = "Nimble"
+config.suffixes = [".nir", ".test"]
+config.excludes = ["Inputs"]
+
+# Keep the runfiles path (do not resolve symlinks): under Bazel the test files
+# are symlinks and only this tree holds exactly the declared ones.
+config.test_source_root = os.path.dirname(os.path.abspath(__file__))
+_repo_root = os.path.dirname(config.test_source_root)
+
+# Lit writes Output/ directories with each test's %t files under the exec
+# root; never into the source tree.
+config.test_exec_root = lit_config.params.get("exec_root") or os.path.join(
+    _repo_root, ".lit-out"
+)
+
+_PYTHON = "/usr/bin/python3"  # Debian's, the one that sees numpy and torch.
+_running_under_bazel = "tools_dir" in lit_config.params
+
+
+def _dirs(param, default):
+    value = lit_config.params.get(param)
+    if value is None:
+        return default
+    return [d for d in value.split(os.pathsep) if d]
+
+
+_tools_dirs = _dirs("tools_dir", [os.path.join(_repo_root, "bazel-bin", "tools")])
+_llvm_tools_dirs = _dirs("llvm_tools_dir", ["/usr/lib/llvm-19/bin"])
+
+# Tests may also call the tools by bare name (e.g. from a %python script).
+config.environment["PATH"] = os.pathsep.join(
+    _tools_dirs + _llvm_tools_dirs + [config.environment.get("PATH", "")]
+)
+# Sanitizer reports and FileCheck options from the caller reach the tools.
+for _var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "FILECHECK_OPTS"):
+    if _var in os.environ:
+        config.environment[_var] = os.environ[_var]
+
+for _feature in lit_config.params.get("features", "").split(","):
+    if _feature:
+        config.available_features.add(_feature)
+
+
+def _tool_pattern(name):
+    """Matches `name` as a command word, the way LLVM's ToolSubst does: not
+    as part of a path, a file name or an option (`-`, `.`, `/` around it)."""
+    return r"(?<![.\-^/\\<])\b" + re.escape(name) + r"\b(?![-.])"
+
+
+def _add_tool(name, dirs):
+    """Substitutes the bare word `name` in RUN lines with the tool's path."""
+    path = lit_config.params.get(name)
+    if not path and dirs:
+        path = lit.util.which(name, os.pathsep.join(dirs))
+    if not path:
+        # Leave the bare name: the test then fails with "command not found",
+        # which is the right outcome for a suite that uses a tool it does not
+        # list in its lit_suite's `tools`.
+        path = name
+        if not _running_under_bazel:
+            lit_config.note(
+                "%s not found in %s (run `bazel build //tools/...`)"
+                % (name, os.pathsep.join(dirs))
+            )
+    config.substitutions.append((_tool_pattern(name), path))
+
+
+for _tool in ("nimble-opt", "nimblec", "nimble-run"):
+    _add_tool(_tool, _tools_dirs)
+for _tool in ("FileCheck", "not", "count", "split-file"):
+    _add_tool(_tool, _llvm_tools_dirs)
+config.substitutions.append(("%python", _PYTHON))
+# `%expect-exit N cmd args...`: cmd must exit with status N and not crash
+# (lit's internal shell has no `$?`).
+config.substitutions.append(
+    ("%expect-exit", _PYTHON + " " + os.path.join(config.test_source_root, "expect_exit.py"))
+)
+
+
+# The format (NimbleShTest: lit's ShTest plus the automatic .nir round trip)
+# is in nimble_lit_format.py beside this file; see there why.
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nimble_lit_format import NimbleShTest  # noqa: E402
+
+# execute_external=False: lit's internal shell (portable, and it shows each
+# failing command with its output).
+config.test_format = NimbleShTest(execute_external=False)

@@ -1,0 +1,121 @@
+//===- ToolSupport.cpp - What the command-line tools share -----------------===//
+
+#include "tools/ToolSupport.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace nimble::tools {
+
+std::string displayName(const std::string &path) { return path == "-" ? "<stdin>" : path; }
+
+bool readInput(const std::string &path, std::string &out, std::string &error) {
+  if (path == "-") {
+    out.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    return true;
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    error = "cannot open '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    error = "cannot read '" + path + "': it is a directory";
+    return false;
+  }
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    error = "cannot open '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  out.clear();
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  bool bad = std::ferror(f);
+  std::fclose(f);
+  if (bad) {
+    error = "cannot read '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool writeOutputAtomically(const std::string &path, std::string_view data, std::string &error) {
+  if (path == "-") {
+    std::cout.write(data.data(), static_cast<std::streamsize>(data.size()));
+    std::cout.flush();
+    if (!std::cout) {
+      error = "cannot write to standard output";
+      return false;
+    }
+    return true;
+  }
+  std::string tmp = path + ".tmp.XXXXXX";
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0) {
+    error = "cannot write '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t w = ::write(fd, data.data() + off, data.size() - off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      error = "cannot write '" + path + "': " + std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return false;
+    }
+    off += static_cast<size_t>(w);
+  }
+  // Keep the usual permissions of a new file (mkstemp creates 0600).
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
+  if (::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot write '" + path + "': " + std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+std::vector<Chunk> splitInput(std::string_view text) {
+  std::vector<Chunk> chunks;
+  size_t start = 0, pos = 0;
+  uint32_t line = 1, startLine = 1;
+  while (pos <= text.size()) {
+    size_t end = text.find('\n', pos);
+    std::string_view l = text.substr(pos, end == std::string_view::npos ? text.npos : end - pos);
+    std::string_view trimmed = l;
+    while (!trimmed.empty() && (trimmed.back() == ' ' || trimmed.back() == '\r')) trimmed.remove_suffix(1);
+    if (trimmed == "// -----") {
+      chunks.push_back({text.substr(start, pos - start), startLine});
+      start = end == std::string_view::npos ? text.size() : end + 1;
+      startLine = line + 1;
+    }
+    if (end == std::string_view::npos) break;
+    pos = end + 1;
+    ++line;
+  }
+  chunks.push_back({text.substr(start), startLine});
+  return chunks;
+}
+
+std::optional<std::string> flagValue(std::string_view arg, std::string_view flag) {
+  if (!arg.starts_with(flag)) return std::nullopt;
+  std::string_view rest = arg.substr(flag.size());
+  if (rest.empty()) return std::string();
+  if (rest[0] != '=') return std::nullopt;
+  return std::string(rest.substr(1));
+}
+
+} // namespace nimble::tools

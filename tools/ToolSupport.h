@@ -1,0 +1,45 @@
+//===- ToolSupport.h - What the command-line tools share -----------*- C++ -*-===//
+//
+// Reading inputs (a path or `-` for stdin), writing outputs atomically (a
+// temporary file beside the target, then rename, so a failed run never leaves
+// a half-written or clobbered output), and splitting `// -----` inputs.
+// Exit codes follow ARCHITECTURE.md: 0 success, 1 user error, 2 usage error.
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_TOOLS_TOOLSUPPORT_H
+#define NIMBLE_TOOLS_TOOLSUPPORT_H
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace nimble::tools {
+
+inline constexpr int kExitOk = 0, kExitError = 1, kExitUsage = 2;
+
+/// Reads `path` (`-`: stdin) into `out`; on failure returns false and sets
+/// `error` to a message naming the file and the reason.
+bool readInput(const std::string &path, std::string &out, std::string &error);
+
+/// Writes `data` to `path` (`-`: stdout) through a temporary file and rename.
+bool writeOutputAtomically(const std::string &path, std::string_view data, std::string &error);
+
+/// The display name of an input path in diagnostics (`<stdin>` for `-`).
+std::string displayName(const std::string &path);
+
+/// One chunk of a --split-input-file input and the line it starts on.
+struct Chunk {
+  std::string_view text;
+  uint32_t firstLine;
+};
+/// Splits on lines that consist of `// -----` (as mlir-opt does).
+std::vector<Chunk> splitInput(std::string_view text);
+
+/// Parses the value of `--flag=value`; returns nullopt when `arg` is not that
+/// flag. `--flag` alone gives "".
+std::optional<std::string> flagValue(std::string_view arg, std::string_view flag);
+
+} // namespace nimble::tools
+
+#endif // NIMBLE_TOOLS_TOOLSUPPORT_H

@@ -1,0 +1,214 @@
+//===- nimble-opt.cpp - Verify and optimize .nir ---------------------------===//
+//
+// The `opt` / `mlir-opt` of Nimble: parse, verify, run a pass pipeline, print.
+// docs/nimble-opt.md is the manual; `--help` below says the same.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/Parser.h"
+#include "ir/Printer.h"
+#include "ir/Verifier.h"
+#include "passes/Pass.h"
+#include "tools/ToolSupport.h"
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+using namespace nimble;
+using namespace nimble::tools;
+
+namespace {
+
+constexpr const char *kHelp = R"(OVERVIEW: nimble-opt - verify and optimize Nimble IR (.nir)
+
+USAGE: nimble-opt [options] [input.nir | -]
+
+Reads the input (standard input when absent or '-'), verifies it, runs the
+passes named by --passes in order, and prints the resulting IR.
+
+OPTIONS:
+  -o <file>                  Write the output to <file> (atomically) instead of stdout
+  --passes=<pipeline>        Comma-separated passes, e.g. type-infer,canonicalize,cse;
+                             options in braces: inline{max-cost=40}
+  --list-passes              List the registered passes and exit
+  --split-input-file         Treat '// -----' lines as boundaries between
+                             independent inputs; outputs are joined the same way
+  --verify-diagnostics       Check the diagnostics against the
+                             '// expected-error@+N {{...}}' comments of the input
+  --verify-each[=true|false] Verify the IR after every pass (default: true)
+  --no-verify-each           Same as --verify-each=false
+  --print-ir-before=<names>  Print the IR before the named passes (comma-separated)
+  --print-ir-after=<names>   Print the IR after the named passes
+  --print-ir-before-all      Print the IR before every pass
+  --print-ir-after-all       Print the IR after every pass
+  --print-ir-after-change    With --print-ir-after*, print only when the pass changed the IR
+  --print-debuginfo          Print loc("file":line:col) after each operation
+  --time-passes              Print the wall time of each pass to stderr
+  --help                     Show this help and exit
+  --version                  Show the version and exit
+
+IR dumps go to stderr. Exit status: 0 on success, 1 when the input is invalid or
+a pass fails (with a file:line:col: error: message), 2 on a usage error.
+)";
+
+struct Options {
+  std::string input = "-", output = "-", pipeline;
+  bool split = false, verifyDiagnostics = false;
+  passes::PassManagerOptions pm;
+};
+
+int usageError(const std::string &msg) {
+  std::cerr << "nimble-opt: error: " << msg << "\n"
+            << "Run 'nimble-opt --help' for usage.\n";
+  return kExitUsage;
+}
+
+void addNames(std::set<std::string> &to, const std::string &list) {
+  std::stringstream ss(list);
+  std::string n;
+  while (std::getline(ss, n, ','))
+    if (!n.empty()) to.insert(n);
+}
+
+/// Returns -1 to continue, else the exit code.
+int parseArgs(int argc, char **argv, Options &o) {
+  bool haveInput = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::optional<std::string> v;
+    if (a == "--help" || a == "-help" || a == "-h") {
+      std::cout << kHelp;
+      return kExitOk;
+    }
+    if (a == "--version") {
+      std::cout << "nimble-opt (Nimble) 0.1\n";
+      return kExitOk;
+    }
+    if (a == "--list-passes") {
+      std::cout << "Registered passes:\n";
+      for (const auto &p : passes::registeredPasses()) {
+        std::string name(p.name);
+        std::cout << "  " << name << std::string(name.size() < 16 ? 16 - name.size() : 1, ' ')
+                  << p.summary << "\n";
+      }
+      return kExitOk;
+    }
+    if (a == "-o") {
+      if (i + 1 >= argc) return usageError("-o needs a file name");
+      o.output = argv[++i];
+    } else if (a.starts_with("-o") && a.size() > 2 && a[2] != '-') {
+      o.output = a.substr(2);
+    } else if ((v = flagValue(a, "--passes"))) {
+      if (v->empty()) return usageError("--passes needs a pipeline, e.g. --passes=type-infer,cse");
+      o.pipeline += (o.pipeline.empty() ? "" : ",") + *v;
+    } else if (a == "--split-input-file") {
+      o.split = true;
+    } else if (a == "--verify-diagnostics") {
+      o.verifyDiagnostics = true;
+    } else if ((v = flagValue(a, "--verify-each"))) {
+      if (*v == "" || *v == "true") o.pm.verifyEach = true;
+      else if (*v == "false") o.pm.verifyEach = false;
+      else return usageError("--verify-each takes true or false, got '" + *v + "'");
+    } else if (a == "--no-verify-each") {
+      o.pm.verifyEach = false;
+    } else if (a == "--print-ir-before-all") {
+      o.pm.printBeforeAll = true;
+    } else if (a == "--print-ir-after-all") {
+      o.pm.printAfterAll = true;
+    } else if (a == "--print-ir-after-change") {
+      o.pm.printAfterChange = true;
+    } else if ((v = flagValue(a, "--print-ir-before"))) {
+      if (v->empty()) return usageError("--print-ir-before needs pass names");
+      addNames(o.pm.printBefore, *v);
+    } else if ((v = flagValue(a, "--print-ir-after"))) {
+      if (v->empty()) return usageError("--print-ir-after needs pass names");
+      addNames(o.pm.printAfter, *v);
+    } else if (a == "--print-debuginfo") {
+      o.pm.debugInfo = true;
+    } else if (a == "--time-passes") {
+      o.pm.timePasses = true;
+    } else if (a.size() > 1 && a[0] == '-') {
+      return usageError("unknown option '" + a + "'");
+    } else {
+      if (haveInput) return usageError("more than one input file ('" + o.input + "' and '" + a + "')");
+      o.input = a;
+      haveInput = true;
+    }
+  }
+  for (const auto &names : {o.pm.printBefore, o.pm.printAfter})
+    for (const std::string &n : names)
+      if (!passes::createPass(n)) return usageError("unknown pass '" + n + "' (see --list-passes)");
+  return -1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options o;
+  int early = parseArgs(argc, argv, o);
+  if (early >= 0) return early;
+
+  std::string text, error;
+  if (!readInput(o.input, text, error)) {
+    std::cerr << "nimble-opt: error: " << error << "\n";
+    return kExitError;
+  }
+  std::string name = displayName(o.input);
+  ir::SourceMgr sm;
+  sm.addBuffer(name, text);
+  const std::string &buffer = *sm.buffer(name);
+  ir::DiagnosticEngine diag(&sm, std::cerr);
+  ir::Context ctx;
+
+  // Validate the pipeline once, before any input is processed.
+  {
+    passes::PassManager probe(diag, std::cerr, o.pm);
+    if (!o.pipeline.empty() && !probe.parsePipeline(o.pipeline, error)) return usageError(error);
+  }
+
+  std::vector<Chunk> chunks =
+      o.split ? splitInput(buffer) : std::vector<Chunk>{{buffer, 1}};
+  std::string out;
+  bool ok = true;
+  passes::PassManager timing(diag, std::cerr, o.pm);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    std::unique_ptr<ir::DiagnosticVerifier> verifier;
+    if (o.verifyDiagnostics)
+      verifier = std::make_unique<ir::DiagnosticVerifier>(diag, ctx.intern(name), chunks[i].text,
+                                                         chunks[i].firstLine);
+    passes::PassManager pm(diag, std::cerr, o.pm);
+    std::string ignored;
+    if (!o.pipeline.empty()) pm.parsePipeline(o.pipeline, ignored);
+    bool chunkOk = false;
+    std::string printed;
+    if (auto m = ir::parseModule(chunks[i].text, name, ctx, diag, chunks[i].firstLine)) {
+      if (ir::succeeded(ir::verifyModule(*m, diag)) && ir::succeeded(pm.run(*m))) {
+        ir::PrintOptions popts;
+        popts.debugInfo = o.pm.debugInfo;
+        printed = ir::printModuleToString(*m, popts);
+        chunkOk = true;
+      }
+    }
+    if (o.pm.timePasses) pm.printTimings(std::cerr);
+    if (verifier) {
+      diag.setHandler(nullptr);
+      bool matched = verifier->finish([&](const std::string &msg) {
+        std::cerr << msg << "\n";
+      });
+      ok &= matched;
+    } else {
+      ok &= chunkOk;
+    }
+    if (chunkOk) {
+      if (i) out += "// -----\n";
+      out += printed;
+    }
+  }
+  if (!ok) return kExitError;
+  if (!writeOutputAtomically(o.output, out, error)) {
+    std::cerr << "nimble-opt: error: " << error << "\n";
+    return kExitError;
+  }
+  return kExitOk;
+}
