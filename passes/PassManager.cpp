@@ -148,10 +148,10 @@ void PassManager::printTimings(std::ostream &os) const {
   os << "===" << std::string(73, '-') << "===\n"
      << "                      ... Pass execution timing report ...\n"
      << "===" << std::string(73, '-') << "===\n";
-  std::snprintf(buf, sizeof buf, "  Total Execution Time: %.4f seconds\n\n", total);
-  os << buf << "  ----Wall Time----  ----Name----\n";
+  std::snprintf(buf, sizeof buf, "  Total Execution Time: %.3f ms\n\n", total * 1e3);
+  os << buf << "  ---Wall Time (ms)---  ----Name----\n";
   auto row = [&](double s, const std::string &name) {
-    std::snprintf(buf, sizeof buf, "  %8.4f (%5.1f%%)  %s\n", s,
+    std::snprintf(buf, sizeof buf, "  %10.3f (%5.1f%%)  %s\n", s * 1e3,
                   total > 0 ? 100.0 * s / total : 0.0, name.c_str());
     os << buf;
   };
