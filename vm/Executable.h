@@ -1,0 +1,138 @@
+//===- Executable.h - The in-memory form of a .nbc executable -----*- C++ -*-===//
+//
+// What nimblec produces and nimble-run loads (Nimble paper §4): functions of
+// VM bytecode, a constant pool (weights), a kernel table, the algebraic data
+// types and signatures needed to check inputs, and a map from instructions to
+// .nir source locations so run-time errors point at the model source.
+//
+// The compiler fills an Executable and serializes it (Format.h); the runtime
+// deserializes and verifies it. This header and Format.h are the only parts of
+// vm/ the compiler may include (ARCHITECTURE.md: codegen uses "vm/ format
+// headers only"); neither depends on anything but the shared op table.
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_VM_EXECUTABLE_H
+#define NIMBLE_VM_EXECUTABLE_H
+
+#include "ir/OpTable.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace nimble::vm {
+
+enum class Opcode : uint8_t {
+#define VM_OPCODE(Name, Sig, Meaning) Name,
+#include "vm/Opcodes.def"
+};
+inline constexpr int kNumOpcodes = 0
+#define VM_OPCODE(...) +1
+#include "vm/Opcodes.def"
+    ;
+
+struct OpcodeInfo {
+  Opcode op;
+  const char *name;
+  const char *signature; // see Opcodes.def
+  const char *meaning;
+};
+const OpcodeInfo &opcodeInfo(Opcode op);
+
+enum class Device : uint8_t { CPU = 0, CUDA = 1 };
+inline constexpr int kNumDevices = 2;
+const char *deviceName(Device d);
+
+/// A type as the runtime needs it: to check inputs and to read ADT inputs.
+struct TypeDesc {
+  enum class Kind : uint8_t { Tensor, Tuple, Adt, Storage };
+  Kind kind = Kind::Tensor;
+  DType dtype = DType::F32;        // Tensor
+  std::vector<int64_t> dims;       // Tensor; kDynamic for `?`
+  uint32_t adt = 0;                // Adt: index into Executable::adts
+  std::vector<TypeDesc> elems;     // Tuple
+  bool operator==(const TypeDesc &o) const {
+    return kind == o.kind && dtype == o.dtype && dims == o.dims && adt == o.adt &&
+           elems == o.elems;
+  }
+};
+
+struct AdtDesc {
+  struct Ctor {
+    std::string name;
+    std::vector<TypeDesc> fields;
+  };
+  std::string name;
+  std::vector<Ctor> ctors; // the tag of a constructor is its index
+};
+
+/// A constant-pool tensor. In a loaded executable `data` points into the
+/// executable's buffer (64-byte aligned, never copied).
+struct ConstantDesc {
+  std::string name; // the .nir constant (`w_ih`), or "" for an anonymous literal
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const uint8_t *data = nullptr;
+  uint64_t size = 0; // bytes
+};
+
+/// A kernel: one primitive function of the compiled module (a single op, or a
+/// fused group), as a short list of member ops over numbered values. Values
+/// 0..numInputs-1 are the kernel's inputs; member results are numbered after
+/// them in order. The reference implementation evaluates the members one by
+/// one; faster implementations register against the kernel's name. Its shape
+/// function is the composition of the members' shape functions (paper §3.2).
+struct KernelDesc {
+  struct Member {
+    OpCode op = OpCode::Add;
+    std::vector<Attr> attrs; // in the op's schema order
+    std::vector<uint32_t> operands;
+    uint32_t numResults = 1;
+  };
+  std::string name;
+  uint32_t numInputs = 0;
+  std::vector<Member> members;
+  std::vector<uint32_t> outputs; // value numbers of the kernel's outputs
+  /// Upper-bound kernels (a lone unique / nonzero) take one extra output: a
+  /// 1-D i64 tensor receiving the true shape of output 0.
+  bool upperBound = false;
+};
+
+/// An instruction's .nir source location.
+struct SourceLoc {
+  uint32_t pc = 0;   // word offset of the instruction
+  uint32_t file = 0; // string-table index
+  uint32_t line = 0, col = 0;
+};
+
+struct VMFunction {
+  std::string name;
+  std::vector<std::string> paramNames;
+  std::vector<TypeDesc> paramTypes;
+  std::vector<TypeDesc> resultTypes;
+  uint32_t numRegisters = 0; // parameters occupy registers 0..params-1
+  std::vector<uint32_t> code;
+  std::vector<SourceLoc> sourceMap; // sorted by pc
+};
+
+struct Executable {
+  static constexpr uint16_t kMajor = 1, kMinor = 0;
+  uint16_t major = kMajor, minor = kMinor;
+  std::vector<std::string> strings;
+  std::vector<AdtDesc> adts;
+  std::vector<ConstantDesc> constants;
+  std::vector<KernelDesc> kernels;
+  std::vector<VMFunction> functions;
+  /// Keeps the bytes that constants point into alive (set by the reader; the
+  /// compiler owns its constant data through `ownedData`).
+  std::shared_ptr<const void> buffer;
+  std::vector<std::vector<uint8_t>> ownedData;
+
+  int findFunction(const std::string &name) const;
+  uint32_t internString(const std::string &s);
+};
+
+} // namespace nimble::vm
+
+#endif // NIMBLE_VM_EXECUTABLE_H
