@@ -662,6 +662,15 @@ bool apply(Ctx &c) {
     c.result(DType::I64, {});
     return true;
   }
+  case Relation::StorageSize: {
+    if (c.rank(0) != 1 || !isInteger(c.ops[0].dtype))
+      return c.fail("shape must be a 1-D integer tensor, got " + formatSig(c.ops[0]), 0);
+    int64_t align = c.intAttr("alignment");
+    if (align <= 0 || (align & (align - 1)))
+      return c.fail("alignment must be a positive power of two, got " + std::to_string(align));
+    c.result(DType::I64, {});
+    return true;
+  }
   case Relation::Structural: break;
   }
   assert(false && "structural ops are typed by the verifier");

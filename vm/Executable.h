@@ -92,6 +92,9 @@ struct KernelDesc {
   };
   std::string name;
   uint32_t numInputs = 0;
+  /// Element types of the inputs: InvokeShapeFunc receives shapes, not the
+  /// tensors, and the member relations check dtypes.
+  std::vector<DType> inputDTypes;
   std::vector<Member> members;
   std::vector<uint32_t> outputs; // value numbers of the kernel's outputs
   /// Upper-bound kernels (a lone unique / nonzero) take one extra output: a

@@ -1,0 +1,583 @@
+//===- BytecodeEmitter.cpp - Memory-explicit IR to VM bytecode ------------===//
+
+#include "codegen/BytecodeEmitter.h"
+
+#include <cstring>
+#include <unordered_map>
+
+namespace nimble::codegen {
+
+using namespace nimble::ir;
+using vm::Opcode;
+
+std::vector<uint8_t> denseBytes(const DenseValue &v) {
+  if (!v.splat) return v.bytes;
+  int64_t n = v.numElements();
+  size_t elem = dtypeSize(v.dtype);
+  std::vector<uint8_t> out(static_cast<size_t>(n) * elem);
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(out.data() + static_cast<size_t>(i) * elem, v.bytes.data(), elem);
+  return out;
+}
+
+namespace {
+
+bool isPrimitive(const Function &f) {
+  const Attr *a = f.fnAttr("primitive");
+  return a && a->kind() == AttrKind::Bool && a->getBool();
+}
+
+/// State shared by the functions of one module.
+class ModuleEmitter {
+public:
+  ModuleEmitter(const Module &m, const GlobalData &globals, vm::Executable &out,
+                DiagnosticEngine &diag)
+      : m_(m), globals_(globals), out_(out), diag_(diag) {}
+
+  LogicalResult run();
+
+  vm::TypeDesc typeDesc(Type t);
+  uint32_t functionIndex(const std::string &name) const { return funcIndex_.at(name); }
+  bool hasFunction(const std::string &name) const { return funcIndex_.count(name) != 0; }
+  /// Kernel-table index of primitive function `name` (built on first use).
+  bool kernelIndex(const std::string &name, Location loc, uint32_t &idx);
+  uint32_t constantIndex(const std::string &name, DType dt, const std::vector<int64_t> &shape,
+                         std::vector<uint8_t> bytes);
+  uint32_t globalConstant(const Global *g);
+  uint32_t string(const std::string &s) { return out_.internString(s); }
+  DiagnosticEngine &diag() { return diag_; }
+  const Module &module() const { return m_; }
+
+private:
+  const Module &m_;
+  const GlobalData &globals_;
+  vm::Executable &out_;
+  DiagnosticEngine &diag_;
+  std::unordered_map<std::string, uint32_t> funcIndex_, kernelIndex_, adtIndex_;
+  std::unordered_map<const Global *, uint32_t> globalIndex_;
+  std::map<std::pair<std::string, std::vector<uint8_t>>, uint32_t> literalIndex_;
+};
+
+vm::TypeDesc ModuleEmitter::typeDesc(Type t) {
+  vm::TypeDesc d;
+  switch (t.kind()) {
+  case TypeKind::Tensor:
+    d.kind = vm::TypeDesc::Kind::Tensor;
+    d.dtype = t.dtype();
+    d.dims = t.dims();
+    break;
+  case TypeKind::Tuple:
+    d.kind = vm::TypeDesc::Kind::Tuple;
+    for (Type e : t.elems()) d.elems.push_back(typeDesc(e));
+    break;
+  case TypeKind::Adt:
+    d.kind = vm::TypeDesc::Kind::Adt;
+    d.adt = adtIndex_.at(t.adtName());
+    break;
+  case TypeKind::Storage:
+  case TypeKind::Func:
+    d.kind = vm::TypeDesc::Kind::Storage;
+    break;
+  }
+  return d;
+}
+
+uint32_t ModuleEmitter::constantIndex(const std::string &name, DType dt,
+                                      const std::vector<int64_t> &shape,
+                                      std::vector<uint8_t> bytes) {
+  std::string key = name + "|" + std::string(dtypeName(dt));
+  for (int64_t d : shape) key += "x" + std::to_string(d);
+  auto k = std::make_pair(key, bytes);
+  if (name.empty()) {
+    auto it = literalIndex_.find(k);
+    if (it != literalIndex_.end()) return it->second;
+  }
+  out_.ownedData.push_back(std::move(bytes));
+  vm::ConstantDesc c;
+  c.name = name;
+  c.dtype = dt;
+  c.shape = shape;
+  c.data = out_.ownedData.back().data();
+  c.size = out_.ownedData.back().size();
+  out_.constants.push_back(std::move(c));
+  uint32_t idx = static_cast<uint32_t>(out_.constants.size() - 1);
+  if (name.empty()) literalIndex_[k] = idx;
+  return idx;
+}
+
+uint32_t ModuleEmitter::globalConstant(const Global *g) {
+  auto it = globalIndex_.find(g);
+  if (it != globalIndex_.end()) return it->second;
+  std::vector<uint8_t> bytes;
+  auto d = globals_.find(g);
+  if (d != globals_.end()) bytes = d->second;
+  else if (!g->literal().isNull()) bytes = denseBytes(g->literal().getDense());
+  uint32_t idx = constantIndex(g->name(), g->type().dtype(), g->type().dims(), std::move(bytes));
+  globalIndex_[g] = idx;
+  return idx;
+}
+
+bool ModuleEmitter::kernelIndex(const std::string &name, Location loc, uint32_t &idx) {
+  auto it = kernelIndex_.find(name);
+  if (it != kernelIndex_.end()) {
+    idx = it->second;
+    return true;
+  }
+  const Function *f = m_.lookupFunction(name);
+  if (!f || !isPrimitive(*f) || f->blocks().size() != 1) {
+    diag_.error(loc, "@" + name + " is not a primitive function (one block, attribute primitive = true)");
+    return false;
+  }
+  vm::KernelDesc k;
+  k.name = name;
+  const Block *body = f->entry();
+  k.numInputs = body->numArguments();
+  for (unsigned i = 0; i < body->numArguments(); ++i) {
+    Type t = body->argument(i)->type();
+    k.inputDTypes.push_back(t.isTensor() ? t.dtype() : DType::F32);
+  }
+  std::unordered_map<const Value *, uint32_t> num;
+  for (unsigned i = 0; i < body->numArguments(); ++i) num[body->argument(i)] = i;
+  uint32_t next = k.numInputs;
+  for (const Operation &op : *body) {
+    if (op.is(OpCode::Ret)) {
+      for (Value *v : op.operands()) k.outputs.push_back(num.at(v));
+      break;
+    }
+    if (op.info().relation == Relation::Structural) {
+      diag_.error(op.loc(), "'" + std::string(op.name()) + "' cannot be part of a kernel");
+      return false;
+    }
+    vm::KernelDesc::Member mem;
+    mem.op = op.code();
+    mem.attrs = op.attrs();
+    for (Value *v : op.operands()) {
+      auto n = num.find(v);
+      if (n == num.end()) {
+        diag_.error(op.loc(), "kernel @" + name + " uses a value defined outside it");
+        return false;
+      }
+      mem.operands.push_back(n->second);
+    }
+    mem.numResults = op.numResults();
+    for (Value *r : op.results()) num[r] = next++;
+    if (op.info().shapeMode == ShapeMode::UpperBound) k.upperBound = true;
+    k.members.push_back(std::move(mem));
+  }
+  out_.kernels.push_back(std::move(k));
+  idx = static_cast<uint32_t>(out_.kernels.size() - 1);
+  kernelIndex_[name] = idx;
+  return true;
+}
+
+/// Emits one function.
+class FunctionEmitter {
+public:
+  FunctionEmitter(ModuleEmitter &me, const Function &f, vm::VMFunction &out)
+      : me_(me), f_(f), out_(out) {}
+  LogicalResult run();
+
+private:
+  uint32_t reg(const Value *v);
+  uint32_t fresh() { return next_++; }
+  /// Starts an instruction: records its pc and source location.
+  size_t begin(Opcode op, Location loc);
+  void word(uint32_t w) { out_.code.push_back(w); }
+  void i64(int64_t v) {
+    word(static_cast<uint32_t>(static_cast<uint64_t>(v)));
+    word(static_cast<uint32_t>(static_cast<uint64_t>(v) >> 32));
+  }
+  void regList(const std::vector<uint32_t> &rs) {
+    word(static_cast<uint32_t>(rs.size()));
+    for (uint32_t r : rs) word(r);
+  }
+  std::vector<uint32_t> regs(const std::vector<Value *> &vs) {
+    std::vector<uint32_t> r;
+    for (Value *v : vs) r.push_back(reg(v));
+    return r;
+  }
+  /// A jump operand to `target`, patched when the target's pc is known.
+  void jumpTo(size_t instrStart, const Block *target) {
+    fixups_.push_back({out_.code.size(), instrStart, target, SIZE_MAX});
+    word(0);
+  }
+  void jumpToPc(size_t instrStart, size_t padId) {
+    fixups_.push_back({out_.code.size(), instrStart, nullptr, padId});
+    word(0);
+  }
+  /// Copies `srcs` into `dsts` as if simultaneously (block arguments).
+  void parallelMove(const std::vector<uint32_t> &srcs, const std::vector<uint32_t> &dsts,
+                    Location loc);
+  LogicalResult emitOp(const Operation &op);
+  LogicalResult emitTerminator(const Operation &op);
+
+  ModuleEmitter &me_;
+  const Function &f_;
+  vm::VMFunction &out_;
+  std::unordered_map<const Value *, uint32_t> regs_;
+  uint32_t next_ = 0;
+  struct Fixup {
+    size_t word, instr;
+    const Block *block;
+    size_t pad;
+  };
+  std::vector<Fixup> fixups_;
+  std::unordered_map<const Block *, size_t> blockPc_;
+  /// Pads (move sequences before a jump into a block) emitted after the body.
+  struct Pad {
+    const Operation *term;
+    unsigned succ;
+  };
+  std::vector<Pad> pads_;
+  std::vector<size_t> padPc_;
+};
+
+uint32_t FunctionEmitter::reg(const Value *v) {
+  auto it = regs_.find(v);
+  if (it != regs_.end()) return it->second;
+  uint32_t r = fresh();
+  regs_[v] = r;
+  return r;
+}
+
+size_t FunctionEmitter::begin(Opcode op, Location loc) {
+  size_t pc = out_.code.size();
+  if (loc.known())
+    out_.sourceMap.push_back({static_cast<uint32_t>(pc), me_.string(loc.file), loc.line, loc.col});
+  word(static_cast<uint32_t>(op));
+  return pc;
+}
+
+void FunctionEmitter::parallelMove(const std::vector<uint32_t> &srcs,
+                                   const std::vector<uint32_t> &dsts, Location loc) {
+  bool overlap = false;
+  for (size_t i = 0; i < srcs.size(); ++i)
+    for (size_t j = 0; j < dsts.size(); ++j)
+      if (i != j && srcs[i] == dsts[j]) overlap = true;
+  std::vector<uint32_t> from = srcs;
+  if (overlap) {
+    for (size_t i = 0; i < srcs.size(); ++i) {
+      uint32_t t = fresh();
+      begin(Opcode::Move, loc);
+      word(t);
+      word(srcs[i]);
+      from[i] = t;
+    }
+  }
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i] == dsts[i]) continue;
+    begin(Opcode::Move, loc);
+    word(dsts[i]);
+    word(from[i]);
+  }
+}
+
+LogicalResult FunctionEmitter::run() {
+  out_.name = f_.name();
+  const Block *entry = f_.entry();
+  for (unsigned i = 0; i < entry->numArguments(); ++i) {
+    reg(entry->argument(i));
+    out_.paramNames.push_back(entry->argument(i)->name());
+  }
+  for (Type t : f_.argTypes()) out_.paramTypes.push_back(me_.typeDesc(t));
+  for (Type t : f_.resultTypes()) out_.resultTypes.push_back(me_.typeDesc(t));
+  // Globals used here are loaded once, at entry.
+  for (auto &b : f_.blocks())
+    for (const Operation &op : *b)
+      for (Value *v : op.operands())
+        if (auto *g = dyn_cast<Global>(v); g && !regs_.count(g)) {
+          uint32_t c = me_.globalConstant(g);
+          begin(Opcode::LoadConst, g->declLoc());
+          word(reg(g));
+          word(c);
+        }
+  // Blocks in layout order; a block's first instruction is its pc.
+  for (const Block *b : f_.reversePostOrder()) {
+    blockPc_[b] = out_.code.size();
+    for (const Operation &op : *b)
+      if (failed(op.isTerminator() ? emitTerminator(op) : emitOp(op))) return failure();
+  }
+  // Pads: moves into a successor's arguments, then a jump.
+  for (const Pad &p : pads_) {
+    padPc_.push_back(out_.code.size());
+    const Successor &s = p.term->successors()[p.succ];
+    if (p.term->is(OpCode::Match)) {
+      for (unsigned i = 0; i < s.block->numArguments(); ++i) {
+        begin(Opcode::GetField, p.term->loc());
+        word(reg(s.block->argument(i)));
+        word(reg(p.term->operand(0)));
+        word(i);
+      }
+    } else {
+      parallelMove(regs(p.term->successorOperands(p.succ)), regs(s.block->arguments()),
+                   p.term->loc());
+    }
+    size_t at = begin(Opcode::Goto, p.term->loc());
+    jumpTo(at, s.block);
+  }
+  for (const Fixup &fx : fixups_) {
+    size_t target = fx.block ? blockPc_.at(fx.block) : padPc_.at(fx.pad);
+    out_.code[fx.word] = static_cast<uint32_t>(static_cast<int32_t>(target) - static_cast<int32_t>(fx.instr));
+  }
+  out_.numRegisters = std::max<uint32_t>(next_, static_cast<uint32_t>(entry->numArguments()));
+  return success();
+}
+
+LogicalResult FunctionEmitter::emitTerminator(const Operation &op) {
+  Location loc = op.loc();
+  auto needsPad = [&](unsigned k) {
+    const Successor &s = op.successors()[k];
+    if (op.is(OpCode::Match)) return s.block->numArguments() > 0;
+    std::vector<uint32_t> src = regs(op.successorOperands(k)), dst = regs(s.block->arguments());
+    return src != dst;
+  };
+  switch (op.code()) {
+  case OpCode::Ret: {
+    begin(Opcode::Ret, loc);
+    regList(regs(op.operands()));
+    return success();
+  }
+  case OpCode::Br: {
+    parallelMove(regs(op.successorOperands(0)), regs(op.successors()[0].block->arguments()), loc);
+    size_t at = begin(Opcode::Goto, loc);
+    jumpTo(at, op.successors()[0].block);
+    return success();
+  }
+  case OpCode::CondBr: {
+    size_t at = begin(Opcode::If, loc);
+    word(reg(op.operand(0)));
+    for (unsigned k = 0; k < 2; ++k) {
+      if (needsPad(k)) {
+        pads_.push_back({&op, k});
+        jumpToPc(at, pads_.size() - 1);
+      } else {
+        jumpTo(at, op.successors()[k].block);
+      }
+    }
+    return success();
+  }
+  case OpCode::Match: {
+    const AdtDecl *adt = me_.module().lookupAdt(op.operand(0)->type().adtName());
+    size_t at = begin(Opcode::Switch, loc);
+    word(reg(op.operand(0)));
+    const Successor *dflt = nullptr;
+    std::vector<unsigned> cases;
+    for (unsigned k = 0; k < op.successors().size(); ++k) {
+      if (op.successors()[k].label.empty()) dflt = &op.successors()[k];
+      else cases.push_back(k);
+    }
+    word(static_cast<uint32_t>(cases.size()));
+    for (unsigned k : cases) {
+      word(static_cast<uint32_t>(adt->ctorIndex(op.successors()[k].label)));
+      if (needsPad(k)) {
+        pads_.push_back({&op, k});
+        jumpToPc(at, pads_.size() - 1);
+      } else {
+        jumpTo(at, op.successors()[k].block);
+      }
+    }
+    if (dflt) {
+      jumpTo(at, dflt->block);
+    } else {
+      // Every constructor is covered (the verifier checks), so the default is
+      // unreachable; it still needs a target: a Fatal right after the Switch
+      // (which never falls through).
+      size_t dfltWord = out_.code.size();
+      word(0);
+      size_t fat = begin(Opcode::Fatal, loc);
+      word(me_.string("match: no case for the constructor tag"));
+      out_.code[dfltWord] = static_cast<uint32_t>(static_cast<int32_t>(fat) - static_cast<int32_t>(at));
+    }
+    return success();
+  }
+  default: break;
+  }
+  me_.diag().error(loc, "cannot emit terminator '" + std::string(op.name()) + "'");
+  return failure();
+}
+
+LogicalResult FunctionEmitter::emitOp(const Operation &op) {
+  Location loc = op.loc();
+  auto result = [&](unsigned i = 0) { return reg(op.result(i)); };
+  switch (op.code()) {
+  case OpCode::Constant: {
+    const DenseValue &v = op.attr("value").getDense();
+    if (v.dtype == DType::I64 && v.shape.empty()) {
+      begin(Opcode::LoadConsti, loc);
+      word(result());
+      i64(v.getInt(0));
+    } else {
+      uint32_t c = me_.constantIndex("", v.dtype, v.shape, denseBytes(v));
+      begin(Opcode::LoadConst, loc);
+      word(result());
+      word(c);
+    }
+    return success();
+  }
+  case OpCode::AllocStorage: {
+    const std::string &dev = op.strAttr("device");
+    if (dev != "cpu" && dev != "cuda") {
+      me_.diag().error(loc, "unknown device \"" + dev + "\" (expected \"cpu\" or \"cuda\")");
+      return failure();
+    }
+    begin(Opcode::AllocStorage, loc);
+    word(result());
+    word(reg(op.operand(0)));
+    word(static_cast<uint32_t>(op.intAttr("alignment")));
+    word(dev == "cuda" ? 1u : 0u);
+    return success();
+  }
+  case OpCode::AllocTensor: {
+    DType dt = op.attr("dtype").getDType();
+    if (op.numOperands() == 2) {
+      begin(Opcode::AllocTensor, loc);
+      word(result());
+      word(reg(op.operand(0)));
+      word(reg(op.operand(1)));
+      word(static_cast<uint32_t>(dt));
+      const auto &shape = op.attr("shape").getInts();
+      word(static_cast<uint32_t>(shape.size()));
+      for (int64_t d : shape) i64(d);
+    } else {
+      begin(Opcode::AllocTensorReg, loc);
+      word(result());
+      word(reg(op.operand(0)));
+      word(reg(op.operand(1)));
+      word(static_cast<uint32_t>(dt));
+      word(reg(op.operand(2)));
+    }
+    return success();
+  }
+  case OpCode::StorageSize:
+    begin(Opcode::StorageSize, loc);
+    word(result());
+    word(reg(op.operand(0)));
+    word(static_cast<uint32_t>(op.attr("dtype").getDType()));
+    word(static_cast<uint32_t>(op.intAttr("alignment")));
+    return success();
+  case OpCode::InvokeMut:
+  case OpCode::InvokeShapeFunc: {
+    uint32_t k;
+    if (!me_.kernelIndex(op.strAttr("callee"), loc, k)) return failure();
+    unsigned nin = static_cast<unsigned>(op.intAttr("num_inputs"));
+    std::vector<Value *> all = op.operands();
+    begin(op.is(OpCode::InvokeMut) ? Opcode::InvokePacked : Opcode::InvokeShapeFunc, loc);
+    word(k);
+    regList(regs({all.begin(), all.begin() + nin}));
+    regList(regs({all.begin() + nin, all.end()}));
+    return success();
+  }
+  case OpCode::Kill:
+    begin(op.operand(0)->type().isStorage() ? Opcode::FreeStorage : Opcode::FreeTensor, loc);
+    word(reg(op.operand(0)));
+    return success();
+  case OpCode::ShapeOf:
+    begin(Opcode::ShapeOf, loc);
+    word(result());
+    word(reg(op.operand(0)));
+    return success();
+  case OpCode::Reshape:
+  case OpCode::DynReshape: {
+    uint32_t shapeReg;
+    if (op.is(OpCode::Reshape)) {
+      const auto &shape = op.attr("shape").getInts();
+      DenseValue d;
+      d.dtype = DType::I64;
+      d.shape = {static_cast<int64_t>(shape.size())};
+      for (int64_t s : shape) d.appendInt(s);
+      uint32_t c = me_.constantIndex("", DType::I64, d.shape, d.bytes);
+      shapeReg = fresh();
+      begin(Opcode::LoadConst, loc);
+      word(shapeReg);
+      word(c);
+    } else {
+      shapeReg = reg(op.operand(1));
+    }
+    begin(Opcode::ReshapeTensor, loc);
+    word(result());
+    word(reg(op.operand(0)));
+    word(shapeReg);
+    return success();
+  }
+  case OpCode::DeviceCopy: {
+    auto dev = [](const std::string &s) { return s == "cuda" ? 1u : 0u; };
+    begin(Opcode::DeviceCopy, loc);
+    word(result());
+    word(reg(op.operand(0)));
+    word(dev(op.strAttr("src")));
+    word(dev(op.strAttr("dst")));
+    return success();
+  }
+  case OpCode::Call: {
+    const std::string &callee = op.strAttr("callee");
+    if (!me_.hasFunction(callee)) {
+      me_.diag().error(loc, "call to primitive function @" + callee +
+                                " was not lowered to invoke_mut (run manifest-memory)");
+      return failure();
+    }
+    begin(Opcode::Invoke, loc);
+    word(me_.functionIndex(callee));
+    regList(regs(op.operands()));
+    regList(regs(op.results()));
+    return success();
+  }
+  case OpCode::Construct: {
+    const AdtDecl *adt = me_.module().lookupAdt(op.strAttr("adt"));
+    begin(Opcode::AllocADT, loc);
+    word(result());
+    word(static_cast<uint32_t>(adt->ctorIndex(op.strAttr("ctor"))));
+    regList(regs(op.operands()));
+    return success();
+  }
+  case OpCode::Tuple:
+    begin(Opcode::AllocADT, loc);
+    word(result());
+    word(0);
+    regList(regs(op.operands()));
+    return success();
+  case OpCode::GetTuple:
+    begin(Opcode::GetField, loc);
+    word(result());
+    word(reg(op.operand(0)));
+    word(static_cast<uint32_t>(op.intAttr("index")));
+    return success();
+  default: break;
+  }
+  me_.diag().error(loc, "'" + std::string(op.name()) +
+                            "' was not lowered to a kernel call (the manifest-memory pass does that)");
+  return failure();
+}
+
+LogicalResult ModuleEmitter::run() {
+  for (auto &a : m_.adts()) adtIndex_[a->name] = static_cast<uint32_t>(adtIndex_.size());
+  for (auto &a : m_.adts()) {
+    vm::AdtDesc d;
+    d.name = a->name;
+    for (auto &c : a->ctors) {
+      vm::AdtDesc::Ctor vc;
+      vc.name = c.name;
+      for (Type t : c.fields) vc.fields.push_back(typeDesc(t));
+      d.ctors.push_back(std::move(vc));
+    }
+    out_.adts.push_back(std::move(d));
+  }
+  for (auto &f : m_.functions())
+    if (!isPrimitive(*f)) funcIndex_[f->name()] = static_cast<uint32_t>(funcIndex_.size());
+  out_.functions.resize(funcIndex_.size());
+  for (auto &f : m_.functions()) {
+    if (isPrimitive(*f)) continue;
+    FunctionEmitter fe(*this, *f, out_.functions[funcIndex_.at(f->name())]);
+    if (failed(fe.run())) return failure();
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult emitExecutable(const Module &m, const GlobalData &globals, vm::Executable &out,
+                             DiagnosticEngine &diag) {
+  ModuleEmitter me(m, globals, out, diag);
+  return me.run();
+}
+
+} // namespace nimble::codegen

@@ -1,0 +1,52 @@
+//===- BytecodeEmitter.h - Memory-explicit IR to VM bytecode ------*- C++ -*-===//
+//
+// Turns a module in the explicit-memory form that manifest-memory produces
+// into a vm::Executable (Nimble paper §4; the `sum_up` listing of the Relay VM
+// slides shows the same mapping):
+//
+//   SSA values            -> virtual registers (unbounded; params first)
+//   blocks and branches   -> Goto / If, with parallel moves into the target
+//                            block's argument registers
+//   match                 -> Switch on the constructor tag, then GetField
+//                            into the case block's arguments
+//   call / ret            -> Invoke / Ret (recursion is ordinary Invoke)
+//   construct / tuple     -> AllocADT;  get_tuple -> GetField
+//   constant, @global     -> LoadConsti (scalar i64) / LoadConst (pool)
+//   alloc_storage, alloc_tensor, storage_size, shape_of, kill
+//                         -> AllocStorage, AllocTensor[Reg], StorageSize,
+//                            ShapeOf, FreeTensor / FreeStorage
+//   invoke_mut / invoke_shape_func @prim
+//                         -> InvokePacked / InvokeShapeFunc of the kernel
+//                            made from primitive function @prim
+//   reshape, dyn_reshape  -> ReshapeTensor (a view)
+//
+// Every instruction records the .nir location of its op, so run-time errors
+// point at the model source.
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_CODEGEN_BYTECODEEMITTER_H
+#define NIMBLE_CODEGEN_BYTECODEEMITTER_H
+
+#include "ir/IR.h"
+#include "vm/Executable.h"
+
+#include <map>
+#include <vector>
+
+namespace nimble::codegen {
+
+/// The bytes of each module constant (external weights loaded by the caller,
+/// inline literals expanded), keyed by the Global.
+using GlobalData = std::map<const ir::Global *, std::vector<uint8_t>>;
+
+/// Emits `m`. Reports unsupported constructs (an op that was not lowered)
+/// through `diag` at the op and returns failure.
+ir::LogicalResult emitExecutable(const ir::Module &m, const GlobalData &globals,
+                                 vm::Executable &out, ir::DiagnosticEngine &diag);
+
+/// Expands a dense literal (splats included) to its full byte image.
+std::vector<uint8_t> denseBytes(const DenseValue &v);
+
+} // namespace nimble::codegen
+
+#endif // NIMBLE_CODEGEN_BYTECODEEMITTER_H

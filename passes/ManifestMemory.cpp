@@ -1,0 +1,326 @@
+//===- ManifestMemory.cpp - Explicit shapes, allocation and kernel calls --===//
+//
+// Nimble paper §3.3 and appendix A: "an inter-procedural change of calling
+// convention, with each operator now taking its outputs explicitly". Every
+// tensor computation becomes
+//
+//   %s_x  = shape_of %x                              (dynamic output shapes only)
+//   %o_sh = alloc_tensor (alloc_storage 8*rank), shape=[rank], dtype=i64
+//   invoke_shape_func @k(%s_x, ...) -> (%o_sh)       (composed shape function)
+//   %sz   = storage_size %o_sh, dtype=f32            (or a constant when static)
+//   %st   = alloc_storage %sz, device="cpu"
+//   %out  = alloc_tensor %st, %zero, %o_sh, dtype=f32   (or shape=[..] when static)
+//   invoke_mut @k(%x, ...) -> (%out)
+//
+// where @k is a primitive function (attribute `primitive = true`): either the
+// callee of an existing `call` to a primitive function (what fusion produces)
+// or a one-op function outlined here for a bare op (identical ops share one).
+// Shape-function modes (paper §3.2):
+//   data-independent  the shape function reads the inputs' shapes (shape_of);
+//   data-dependent    inputs read by a data-dependent member are passed as
+//                     values (the runtime needs them: arange's bounds, zeros'
+//                     shape);
+//   upper-bound       (unique, nonzero) the shape function gives a bound; the
+//                     kernel takes one more output, the true shape, and the
+//                     result is a second alloc_tensor over the same storage
+//                     with that shape (the kernel writes the true elements
+//                     compactly at the start: "slicing" without a copy).
+//
+// Not lowered, because the VM has an instruction for them: constant (LoadConst
+// / LoadConsti), shape_of (ShapeOf), reshape and dyn_reshape (ReshapeTensor:
+// a view), device_copy (DeviceCopy), storage_size, and the structural ops.
+//
+// Devices: every storage is placed on the pass's `device` option (default
+// "cpu"); heterogeneous placement is a later pass.
+//
+// Frees: a `kill` follows the last use of each storage reference (the tensors
+// allocated in it keep it alive) and of each temporary shape tensor; a kernel
+// output is killed after its last use when every use is in its block and none
+// lets it escape (returned, passed to a branch, call or constructor). Liveness
+// across blocks (frees on every control-flow path) is memory planning's job.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Pass.h"
+
+#include "ir/Builder.h"
+#include "ir/Printer.h"
+
+#include <map>
+
+namespace nimble::passes {
+namespace {
+
+using namespace nimble::ir;
+
+bool isPrimitive(const Function &f) {
+  const Attr *a = f.fnAttr("primitive");
+  return a && a->kind() == AttrKind::Bool && a->getBool();
+}
+
+/// Ops the VM executes directly (no kernel, no manifested output).
+bool isVMNative(OpCode c) {
+  switch (c) {
+  case OpCode::Constant:
+  case OpCode::ShapeOf:
+  case OpCode::Reshape:
+  case OpCode::DynReshape:
+  case OpCode::DeviceCopy:
+  case OpCode::StorageSize:
+    return true;
+  default: return false;
+  }
+}
+
+bool isKernelOp(const Operation &op) {
+  return op.info().relation != Relation::Structural && !isVMNative(op.code());
+}
+
+/// Uses that let a value outlive its block or its frame.
+bool escapes(const OpOperand &use) {
+  switch (use.owner()->code()) {
+  case OpCode::Ret: case OpCode::Br: case OpCode::CondBr: case OpCode::Call:
+  case OpCode::Construct: case OpCode::Tuple: case OpCode::Match:
+    return true;
+  default: return false;
+  }
+}
+
+class ManifestMemoryPass : public Pass {
+public:
+  std::string_view name() const override { return "manifest-memory"; }
+  std::string setOption(std::string_view key, std::string_view value) override {
+    if (key == "device") {
+      if (value != "cpu" && value != "cuda") return "option 'device' of 'manifest-memory' takes cpu or cuda";
+      device_ = std::string(value);
+      return "";
+    }
+    return Pass::setOption(key, value);
+  }
+
+  LogicalResult run(Module &m, DiagnosticEngine &diag, bool &changed) override {
+    std::vector<Function *> funcs;
+    for (auto &f : m.functions())
+      if (!isPrimitive(*f)) funcs.push_back(f.get());
+    for (Function *f : funcs)
+      for (auto &b : f->blocks())
+        for (Operation *op : b->opsSnapshot()) {
+          Function *prim = nullptr;
+          if (op->is(OpCode::Call)) {
+            Function *callee = m.lookupFunction(op->strAttr("callee"));
+            if (callee && isPrimitive(*callee)) prim = callee;
+          } else if (isKernelOp(*op)) {
+            prim = outline(m, *op);
+          }
+          if (!prim) continue;
+          if (failed(manifest(m, *op, *prim, diag))) return failure();
+          changed = true;
+        }
+    return success();
+  }
+
+private:
+  Function *outline(Module &m, Operation &op);
+  LogicalResult manifest(Module &m, Operation &op, Function &prim, DiagnosticEngine &diag);
+  Value *allocShapeTensor(Builder &b, int64_t rank, std::vector<Value *> &temps);
+
+  std::string device_ = "cpu";
+  std::map<std::string, Function *> outlined_;
+};
+
+/// A one-op primitive function for `op`; identical ops (same op, attributes
+/// and types) share one, keyed by their printed form.
+Function *ManifestMemoryPass::outline(Module &m, Operation &op) {
+  Context &ctx = m.context();
+  std::vector<Type> ins, outs;
+  for (Value *v : op.operands()) ins.push_back(v->type());
+  for (Value *r : op.results()) outs.push_back(r->type());
+  std::string key = std::string(op.name()) + "|";
+  for (Type t : ins) key += t.str() + ",";
+  key += "|";
+  for (Type t : outs) key += t.str() + ",";
+  for (const Attr &a : op.attrs()) key += "|" + printAttr(a);
+  auto it = outlined_.find(key);
+  if (it != outlined_.end()) return it->second;
+
+  std::string base = std::string(op.name());
+  std::string fname;
+  for (unsigned n = 0;; ++n) {
+    fname = base + "_" + std::to_string(n);
+    if (!m.lookupFunction(fname)) break;
+  }
+  auto f = std::make_unique<Function>(fname, ctx.func(ins, outs), op.loc());
+  f->fnAttrs().emplace_back("primitive", Attr::getBool(true));
+  Function *fn = m.addFunction(std::move(f));
+  Block *entry = fn->addBlock(std::make_unique<Block>("entry"));
+  std::vector<Value *> args;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    Value *a = entry->addArgument(ins[i], op.loc());
+    a->setName("in" + std::to_string(i));
+    args.push_back(a);
+  }
+  auto clone = Operation::create(op.code(), op.loc(), args, outs, op.attrs());
+  Operation *c = entry->push_back(std::move(clone));
+  for (unsigned i = 0; i < c->numResults(); ++i) c->result(i)->setName("out" + std::to_string(i));
+  entry->push_back(Operation::create(OpCode::Ret, op.loc(), c->results(), {}, defaultAttrs(OpCode::Ret)));
+  outlined_[key] = fn;
+  return fn;
+}
+
+Value *ManifestMemoryPass::allocShapeTensor(Builder &b, int64_t rank, std::vector<Value *> &temps) {
+  Value *size = b.constantI64(8 * std::max<int64_t>(rank, 1));
+  Value *st = b.create(OpCode::AllocStorage, {size}, {{"device", Attr::getStr(device_)}})->result();
+  Value *zero = b.constantI64(0);
+  Value *t = b.create(OpCode::AllocTensor, {st, zero},
+                      {{"shape", Attr::getInts({rank})}, {"dtype", Attr::getDType(DType::I64)}})
+                 ->result();
+  temps.push_back(st);
+  temps.push_back(t);
+  return t;
+}
+
+LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &prim,
+                                           DiagnosticEngine &diag) {
+  Builder b(m, op.loc());
+  b.setInsertionPoint(&op);
+  std::vector<Value *> temps; // storages and shape tensors to kill after use
+  std::vector<Value *> ins = op.operands();
+
+  // Which kernel inputs the shape function needs as values, and whether any
+  // member is upper-bound.
+  Block *body = prim.entry();
+  std::vector<bool> needsValue(ins.size(), false);
+  bool upperBound = false;
+  for (Operation &member : *body) {
+    ShapeMode mode = member.info().shapeMode;
+    if (mode == ShapeMode::UpperBound) upperBound = true;
+    if (mode != ShapeMode::DataDependent) continue;
+    for (Value *v : member.operands())
+      if (auto *a = dyn_cast<BlockArgument>(v)) needsValue[a->index()] = true;
+  }
+  if (upperBound && op.numResults() != 1) {
+    diag.error(op.loc(), "upper-bound kernels must have exactly one result");
+    return failure();
+  }
+
+  bool allStatic = true;
+  for (Value *r : op.results()) {
+    if (!r->type().isTensor()) {
+      diag.error(op.loc(), "manifest-memory: result of '" + std::string(op.name()) +
+                               "' is not a tensor (" + r->type().str() + ")");
+      return failure();
+    }
+    allStatic &= r->type().hasStaticShape();
+  }
+
+  // Output shapes: static, or computed by the shape function.
+  std::vector<Value *> outShapes(op.numResults(), nullptr);
+  if (!allStatic || upperBound) {
+    std::vector<Value *> shapeIns;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (needsValue[i] || !ins[i]->type().isTensor()) {
+        shapeIns.push_back(ins[i]);
+      } else {
+        Value *s = b.create(OpCode::ShapeOf, {ins[i]})->result();
+        temps.push_back(s);
+        shapeIns.push_back(s);
+      }
+    }
+    std::vector<Value *> operands = shapeIns;
+    for (unsigned i = 0; i < op.numResults(); ++i) {
+      outShapes[i] = allocShapeTensor(b, op.result(i)->type().rank(), temps);
+      operands.push_back(outShapes[i]);
+    }
+    b.create(OpCode::InvokeShapeFunc, operands,
+             {{"callee", Attr::getSym(prim.name())},
+              {"num_inputs", Attr::getInt(static_cast<int64_t>(shapeIns.size()))}});
+  }
+
+  // Output buffers.
+  Value *zero = b.constantI64(0);
+  std::vector<Value *> outs, storages;
+  for (unsigned i = 0; i < op.numResults(); ++i) {
+    Type t = op.result(i)->type();
+    Value *size;
+    bool staticOut = t.hasStaticShape() && !upperBound;
+    if (staticOut) {
+      int64_t bytes = static_cast<int64_t>(dtypeSize(t.dtype()));
+      for (int64_t d : t.dims()) bytes *= d;
+      size = b.constantI64((bytes + 63) / 64 * 64);
+    } else {
+      size = b.create(OpCode::StorageSize, {outShapes[i]}, {{"dtype", Attr::getDType(t.dtype())}})
+                 ->result();
+    }
+    Value *st = b.create(OpCode::AllocStorage, {size}, {{"device", Attr::getStr(device_)}})->result();
+    storages.push_back(st);
+    Value *out;
+    if (staticOut) {
+      out = b.create(OpCode::AllocTensor, {st, zero},
+                     {{"shape", Attr::getInts(t.dims())}, {"dtype", Attr::getDType(t.dtype())}}, {t})
+                ->result();
+    } else {
+      // The buffer's type: the result type, with `?` where the (bound) shape
+      // is only known at run time.
+      out = b.create(OpCode::AllocTensor, {st, zero, outShapes[i]},
+                     {{"dtype", Attr::getDType(t.dtype())}}, {t})
+                ->result();
+    }
+    outs.push_back(out);
+  }
+
+  std::vector<Value *> results = outs;
+  std::vector<Value *> operands = ins;
+  if (upperBound) {
+    Type t = op.result(0)->type();
+    Value *trueShape = allocShapeTensor(b, t.rank(), temps);
+    operands.insert(operands.end(), outs.begin(), outs.end());
+    operands.push_back(trueShape);
+    b.create(OpCode::InvokeMut, operands,
+             {{"callee", Attr::getSym(prim.name())},
+              {"num_inputs", Attr::getInt(static_cast<int64_t>(ins.size()))}});
+    // The result: the same storage viewed with the true shape.
+    results[0] = b.create(OpCode::AllocTensor, {storages[0], zero, trueShape},
+                          {{"dtype", Attr::getDType(t.dtype())}}, {t})
+                     ->result();
+    temps.push_back(outs[0]);
+  } else {
+    operands.insert(operands.end(), outs.begin(), outs.end());
+    b.create(OpCode::InvokeMut, operands,
+             {{"callee", Attr::getSym(prim.name())},
+              {"num_inputs", Attr::getInt(static_cast<int64_t>(ins.size()))}});
+  }
+  for (Value *st : storages) temps.push_back(st);
+
+  for (unsigned i = 0; i < op.numResults(); ++i) {
+    results[i]->setName(op.result(i)->name());
+    op.result(i)->replaceAllUsesWith(results[i]);
+  }
+  op.erase();
+
+  // Frees. Temporaries: after their last use in this block (all their uses
+  // are here by construction). Outputs: the same, unless a use escapes or
+  // lies in another block.
+  auto killAfterLastUse = [&](Value *v) {
+    Operation *def = v->definingOp();
+    Block *blk = def->block();
+    Operation *last = def;
+    for (OpOperand &u : v->uses()) {
+      if (u.owner()->block() != blk || escapes(u) || u.owner()->isTerminator()) return;
+      if (last->isBeforeInBlock(u.owner())) last = u.owner();
+    }
+    Operation *next = last->nextOp();
+    if (!next) return;
+    Builder kb(m, last->loc());
+    kb.setInsertionPoint(next);
+    kb.create(OpCode::Kill, {v});
+  };
+  for (Value *t : temps) killAfterLastUse(t);
+  for (Value *r : results) killAfterLastUse(r);
+  return success();
+}
+
+} // namespace
+
+std::unique_ptr<Pass> createManifestMemoryPass() { return std::make_unique<ManifestMemoryPass>(); }
+
+} // namespace nimble::passes

@@ -1,0 +1,380 @@
+//===- nimble-run.cpp - Run a Nimble executable (.nbc) ---------------------===//
+//
+// Load and verify an executable, read the inputs, run one function on the VM,
+// print or save the outputs, optionally compare them, benchmark, profile or
+// trace. Conventions of IREE's iree-run-module. docs/nimble-run.md is the
+// manual; --help says the same. This binary links the runtime only: no
+// compiler code, no LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/ToolSupport.h"
+#include "vm/Allocator.h"
+#include "vm/Format.h"
+#include "vm/Interpreter.h"
+#include "vm/Npy.h"
+#include "vm/TensorText.h"
+#include "vm/ValueText.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+using namespace nimble;
+using namespace nimble::tools;
+using namespace nimble::vm;
+
+namespace {
+
+constexpr const char *kHelp = R"(OVERVIEW: nimble-run - run a Nimble executable (.nbc) on the VM
+
+USAGE: nimble-run [options] <model.nbc>
+
+OPTIONS:
+  --function=<name>          Function to run (default: main)
+  --input=<value>            One input, in parameter order (repeat the flag):
+                               2x3xf32="1 2 3 4 5 6"   a tensor literal (one value: splat)
+                               f32=1.5                 a scalar
+                               @x.npy                  a tensor from a .npy file
+                               Node(Leaf(1x4xf32=1 2 3 4), Leaf(@l.npy))
+                                                       an algebraic data type value
+                               @tree.txt               such a value from a text file
+  --output=@<file.npy>       Write the next output to a .npy file instead of printing
+                             it (repeat for several outputs; '-' prints that output)
+  --expected-output=<value>  Compare the next output with this value (same forms as
+                             --input); exit 1 on a mismatch
+  --tolerance=<t>            Allowed difference for floats: |a-b| <= t + t*|b| (default 1e-5)
+  --benchmark=<n>            Run n more times after a warm-up and print min/median/max
+                             latency
+  --profile                  Print per-kernel time, calls and argument shapes, the
+                             kernel / shape function / other split, and allocation stats
+  --trace                    Print each instruction as it executes (to stderr)
+  --device=<cpu|cuda>        Device to run on (default cpu)
+  --threads=<n>              Threads for kernels (default 1)
+  --max-call-depth=<n>       Limit on nested calls before an error (default 10000)
+  --help                     Show this help and exit
+  --version                  Show the version and exit
+
+Exit status: 0 on success, 1 on an invalid executable or input, a run-time error
+or a failed expectation, 2 on a usage error.
+)";
+
+struct Options {
+  std::string file, function = "main", device = "cpu";
+  std::vector<std::string> inputs, outputs, expected;
+  double tolerance = 1e-5;
+  int benchmark = 0;
+  unsigned threads = 1;
+  uint32_t maxDepth = 10000;
+  bool profile = false, trace = false;
+};
+
+int usageError(const std::string &msg) {
+  std::cerr << "nimble-run: error: " << msg << "\nRun 'nimble-run --help' for usage.\n";
+  return kExitUsage;
+}
+
+bool parseUnsigned(const std::string &s, uint64_t max, uint64_t &out) {
+  if (s.empty() || s.size() > 12) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (v > max) return false;
+  out = v;
+  return true;
+}
+
+int parseArgs(int argc, char **argv, Options &o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::optional<std::string> v;
+    uint64_t n;
+    if (a == "--help" || a == "-h") {
+      std::cout << kHelp;
+      return kExitOk;
+    }
+    if (a == "--version") {
+      std::cout << "nimble-run (Nimble) 0.1, bytecode format " << Executable::kMajor << "."
+                << Executable::kMinor << "\n";
+      return kExitOk;
+    }
+    if ((v = flagValue(a, "--function"))) {
+      if (v->empty()) return usageError("--function needs a name");
+      o.function = *v;
+    } else if ((v = flagValue(a, "--input"))) {
+      o.inputs.push_back(*v);
+    } else if ((v = flagValue(a, "--output"))) {
+      if (*v != "-" && (v->size() < 2 || (*v)[0] != '@'))
+        return usageError("--output takes @file.npy or -, got '" + *v + "'");
+      o.outputs.push_back(*v);
+    } else if ((v = flagValue(a, "--expected-output"))) {
+      o.expected.push_back(*v);
+    } else if ((v = flagValue(a, "--tolerance"))) {
+      char *end = nullptr;
+      double t = std::strtod(v->c_str(), &end);
+      if (v->empty() || *end || !(t >= 0)) return usageError("--tolerance takes a non-negative number");
+      o.tolerance = t;
+    } else if ((v = flagValue(a, "--benchmark"))) {
+      if (!parseUnsigned(*v, 1000000, n) || n == 0) return usageError("--benchmark takes a positive count");
+      o.benchmark = static_cast<int>(n);
+    } else if ((v = flagValue(a, "--threads"))) {
+      if (!parseUnsigned(*v, 256, n) || n == 0) return usageError("--threads takes a count from 1 to 256");
+      o.threads = static_cast<unsigned>(n);
+    } else if ((v = flagValue(a, "--max-call-depth"))) {
+      if (!parseUnsigned(*v, 100000000, n) || n == 0) return usageError("--max-call-depth takes a positive count");
+      o.maxDepth = static_cast<uint32_t>(n);
+    } else if ((v = flagValue(a, "--device"))) {
+      if (*v != "cpu" && *v != "cuda") return usageError("--device takes cpu or cuda");
+      o.device = *v;
+    } else if (a == "--profile") {
+      o.profile = true;
+    } else if (a == "--trace") {
+      o.trace = true;
+    } else if (a.size() > 1 && a[0] == '-') {
+      return usageError("unknown option '" + a + "'");
+    } else {
+      if (!o.file.empty()) return usageError("more than one executable given");
+      o.file = a;
+    }
+  }
+  if (o.file.empty()) return usageError("no executable given");
+  return -1;
+}
+
+/// Compares `got` with `want` (tensors element-wise, ADTs structurally).
+bool compare(const Object &got, const Object &want, double tol, const std::string &what,
+             std::string &why) {
+  const Tensor *g = asTensor(const_cast<Object *>(&got)), *w = asTensor(const_cast<Object *>(&want));
+  if (g && w) {
+    if (g->dtype() != w->dtype() || g->shape() != w->shape()) {
+      why = what + " is " + g->typeString() + ", expected " + w->typeString();
+      return false;
+    }
+    double worst = 0;
+    int64_t worstAt = -1;
+    for (int64_t i = 0; i < g->numElements(); ++i) {
+      double a, b;
+      switch (g->dtype()) {
+      case DType::F32: a = g->data<float>()[i]; b = w->data<float>()[i]; break;
+      case DType::F64: a = g->data<double>()[i]; b = w->data<double>()[i]; break;
+      case DType::F16: a = halfToFloat(g->data<uint16_t>()[i]); b = halfToFloat(w->data<uint16_t>()[i]); break;
+      case DType::BF16: a = bf16ToFloat(g->data<uint16_t>()[i]); b = bf16ToFloat(w->data<uint16_t>()[i]); break;
+      case DType::I1: case DType::I8: a = g->data<int8_t>()[i]; b = w->data<int8_t>()[i]; break;
+      case DType::I32: a = g->data<int32_t>()[i]; b = w->data<int32_t>()[i]; break;
+      case DType::I64:
+        if (g->data<int64_t>()[i] != w->data<int64_t>()[i]) {
+          why = what + "[" + std::to_string(i) + "] is " + std::to_string(g->data<int64_t>()[i]) +
+                ", expected " + std::to_string(w->data<int64_t>()[i]);
+          return false;
+        }
+        continue;
+      }
+      bool isF = isFloat(g->dtype());
+      double diff = std::fabs(a - b);
+      bool bad = isF ? !(diff <= tol + tol * std::fabs(b)) && !(std::isnan(a) && std::isnan(b)) : a != b;
+      if (bad && (worstAt < 0 || diff > worst || std::isnan(diff))) {
+        worst = diff;
+        worstAt = i;
+      }
+    }
+    if (worstAt >= 0) {
+      char buf[160];
+      double a = 0, b = 0;
+      if (g->dtype() == DType::F32) {
+        a = g->data<float>()[worstAt];
+        b = w->data<float>()[worstAt];
+      }
+      std::snprintf(buf, sizeof buf, "[%lld] differs: got %.9g, expected %.9g (|diff| %.3g > tolerance %.3g)",
+                    static_cast<long long>(worstAt), a, b, worst, tol);
+      why = what + buf;
+      return false;
+    }
+    return true;
+  }
+  const Adt *ga = asAdt(const_cast<Object *>(&got)), *wa = asAdt(const_cast<Object *>(&want));
+  if (ga && wa) {
+    if (ga->tag() != wa->tag() || ga->fields().size() != wa->fields().size()) {
+      why = what + " has a different constructor than expected";
+      return false;
+    }
+    for (size_t i = 0; i < ga->fields().size(); ++i)
+      if (!compare(*ga->fields()[i], *wa->fields()[i], tol, what + " field " + std::to_string(i), why))
+        return false;
+    return true;
+  }
+  why = what + " has a different kind of value than expected";
+  return false;
+}
+
+std::string dirOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+void printProfile(const VirtualMachine &vm, int runs) {
+  const Executable &exe = vm.executable();
+  const Profile &p = vm.profile();
+  double kernelTotal = 0;
+  for (const auto &k : p.kernels) kernelTotal += k.seconds;
+  std::vector<size_t> order;
+  for (size_t i = 0; i < p.kernels.size(); ++i)
+    if (p.kernels[i].calls) order.push_back(i);
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return p.kernels[a].seconds > p.kernels[b].seconds; });
+  std::fprintf(stderr, "Kernel profile (%d run%s):\n", runs, runs == 1 ? "" : "s");
+  std::fprintf(stderr, "  %-28s %8s %12s %7s  %s\n", "kernel", "calls", "total ms", "%", "argument shapes (calls)");
+  for (size_t i : order) {
+    const KernelProfile &k = p.kernels[i];
+    std::string shapes;
+    size_t shown = 0;
+    for (auto &[s, c] : k.shapes) {
+      if (shown++ == 3) {
+        shapes += " ...";
+        break;
+      }
+      shapes += (shapes.empty() ? "" : " ") + s + " (" + std::to_string(c) + ")";
+    }
+    std::fprintf(stderr, "  %-28s %8llu %12.3f %6.1f%%  %s\n", exe.kernels[i].name.c_str(),
+                 static_cast<unsigned long long>(k.calls), k.seconds * 1e3,
+                 p.totalSeconds > 0 ? 100 * k.seconds / p.totalSeconds : 0.0, shapes.c_str());
+  }
+  double other = p.totalSeconds - kernelTotal - p.shapeFuncSeconds;
+  std::fprintf(stderr, "Time split: kernels %.3f ms (%.1f%%), shape functions %.3f ms (%.1f%%, %llu calls), "
+                       "other VM work %.3f ms (%.1f%%), total %.3f ms, %llu instructions\n",
+               kernelTotal * 1e3, p.totalSeconds > 0 ? 100 * kernelTotal / p.totalSeconds : 0.0,
+               p.shapeFuncSeconds * 1e3, p.totalSeconds > 0 ? 100 * p.shapeFuncSeconds / p.totalSeconds : 0.0,
+               static_cast<unsigned long long>(p.shapeFuncCalls), other * 1e3,
+               p.totalSeconds > 0 ? 100 * other / p.totalSeconds : 0.0, p.totalSeconds * 1e3,
+               static_cast<unsigned long long>(p.instructions));
+  const AllocStats &s = defaultAllocator(Device::CPU).stats();
+  std::fprintf(stderr, "Memory: %llu allocations, %llu bytes allocated, peak %llu bytes live, %llu pool hits\n",
+               static_cast<unsigned long long>(s.allocations), static_cast<unsigned long long>(s.bytesAllocated),
+               static_cast<unsigned long long>(s.peakBytes), static_cast<unsigned long long>(s.poolHits));
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options o;
+  int early = parseArgs(argc, argv, o);
+  if (early >= 0) return early;
+  if (o.device == "cuda") {
+    std::cerr << "nimble-run: error: no CUDA device is available to this runtime (it was built "
+                 "without the CUDA runtime); use --device=cpu\n";
+    return kExitError;
+  }
+
+  auto exe = std::make_shared<Executable>();
+  std::string error;
+  if (!readExecutableFile(o.file, *exe, error)) {
+    std::cerr << "nimble-run: error: " << error << "\n";
+    return kExitError;
+  }
+  int fi = exe->findFunction(o.function);
+  if (fi < 0) {
+    std::string names;
+    for (auto &f : exe->functions) names += (names.empty() ? "" : ", ") + ("@" + f.name);
+    std::cerr << "nimble-run: error: no function @" << o.function << " in '" << o.file
+              << "' (it has " << names << ")\n";
+    return kExitError;
+  }
+  const VMFunction &fn = exe->functions[static_cast<size_t>(fi)];
+  if (o.inputs.size() != fn.paramTypes.size()) {
+    std::cerr << "nimble-run: error: @" << fn.name << " takes " << fn.paramTypes.size() << " input"
+              << (fn.paramTypes.size() == 1 ? "" : "s") << ", got " << o.inputs.size() << "\n";
+    for (size_t i = 0; i < fn.paramTypes.size(); ++i)
+      std::cerr << "  input " << i << " (%" << fn.paramNames[i] << "): " << typeToString(*exe, fn.paramTypes[i]) << "\n";
+    return kExitError;
+  }
+  std::vector<ObjectRef> args;
+  for (size_t i = 0; i < o.inputs.size(); ++i) {
+    std::string what = "input " + std::to_string(i) + " (%" + fn.paramNames[i] + ")";
+    ObjectRef v;
+    if (!parseValue(*exe, fn.paramTypes[i], o.inputs[i], ".", v, error) ||
+        !checkValue(*exe, fn.paramTypes[i], v.get(), what, error)) {
+      std::cerr << "nimble-run: error: " << (error.rfind(what, 0) == 0 ? "" : what + ": ") << error << "\n";
+      return kExitError;
+    }
+    args.push_back(v);
+  }
+  if (o.outputs.size() > fn.resultTypes.size() || o.expected.size() > fn.resultTypes.size()) {
+    std::cerr << "nimble-run: error: @" << fn.name << " has " << fn.resultTypes.size()
+              << " output(s); more --output or --expected-output flags were given\n";
+    return kExitError;
+  }
+  std::vector<ObjectRef> expected;
+  for (size_t i = 0; i < o.expected.size(); ++i) {
+    ObjectRef v;
+    if (!parseValue(*exe, fn.resultTypes[i], o.expected[i], ".", v, error)) {
+      std::cerr << "nimble-run: error: expected output " << i << ": " << error << "\n";
+      return kExitError;
+    }
+    expected.push_back(v);
+  }
+
+  VMOptions vo;
+  vo.threads = o.threads;
+  vo.maxCallDepth = o.maxDepth;
+  vo.profile = o.profile;
+  vo.trace = o.trace;
+  vo.traceStream = &std::cerr;
+  VirtualMachine vm(exe, vo);
+  std::vector<ObjectRef> results;
+  Status st = vm.run(o.function, args, results);
+  if (!st.ok()) {
+    std::cerr << st.message << "\n";
+    return kExitError;
+  }
+  int runs = 1;
+  if (o.benchmark > 0) {
+    vm.resetProfile();
+    std::vector<double> ms;
+    for (int i = 0; i < o.benchmark; ++i) {
+      std::vector<ObjectRef> r;
+      auto t0 = std::chrono::steady_clock::now();
+      Status s = vm.run(o.function, args, r);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      if (!s.ok()) {
+        std::cerr << s.message << "\n";
+        return kExitError;
+      }
+    }
+    runs = o.benchmark;
+    std::sort(ms.begin(), ms.end());
+    std::printf("latency: min %.3f ms, median %.3f ms, max %.3f ms over %d runs (after 1 warm-up)\n",
+                ms.front(), ms[ms.size() / 2], ms.back(), o.benchmark);
+  }
+
+  bool ok = true;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const TypeDesc &t = fn.resultTypes[i];
+    std::string what = "output " + std::to_string(i);
+    if (i < o.outputs.size() && o.outputs[i] != "-") {
+      const Tensor *x = asTensor(results[i].get());
+      if (!x) {
+        std::cerr << "nimble-run: error: " << what << " is not a tensor; it cannot be written as .npy\n";
+        return kExitError;
+      }
+      if (!writeNpy(o.outputs[i].substr(1), *x, error)) {
+        std::cerr << "nimble-run: error: " << error << "\n";
+        return kExitError;
+      }
+    } else {
+      std::printf("%s\n", printValue(*exe, t, *results[i]).c_str());
+    }
+    if (i < expected.size()) {
+      std::string why;
+      if (!compare(*results[i], *expected[i], o.tolerance, what, why)) {
+        std::cerr << "nimble-run: error: " << why << "\n";
+        ok = false;
+      }
+    }
+  }
+  if (o.profile) printProfile(vm, runs);
+  return ok ? kExitOk : kExitError;
+}

@@ -1,0 +1,246 @@
+//===- nimblec.cpp - Compile .nir to a VM executable (.nbc) ---------------===//
+//
+// parse -> verify -> pipeline for the -O level -> manifest-memory ->
+// bytecode emission -> verify the executable -> write it atomically.
+// docs/nimblec.md is the manual; --help below says the same.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/BytecodeEmitter.h"
+#include "codegen/Safetensors.h"
+#include "ir/Parser.h"
+#include "ir/Printer.h"
+#include "ir/Verifier.h"
+#include "passes/Pass.h"
+#include "tools/ToolSupport.h"
+#include "vm/Disassembler.h"
+#include "vm/Format.h"
+
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+using namespace nimble;
+using namespace nimble::tools;
+
+namespace {
+
+constexpr const char *kHelp = R"(OVERVIEW: nimblec - compile Nimble IR (.nir) to a VM executable (.nbc)
+
+USAGE: nimblec [options] <input.nir | ->
+
+OPTIONS:
+  -o <file>                 Write the output to <file> (atomically); default: stdout
+                            for --emit=asm and --emit=nir, required for bytecode
+  -O0, -O1, -O2, -O3        Optimization level (default -O2); see docs/nimblec.md
+  --target=<cpu|cuda>       Target device (default cpu; cuda is not implemented yet)
+  --emit=<kind>             bytecode (default), asm (bytecode as text), nir (the IR
+                            after the pipeline)
+  --weights-dir=<dir>       Where external(...) weight files are looked up when their
+                            path is relative (default: the directory of the input)
+  --print-ir-after-all      Print the IR after every pass (to stderr)
+  --print-ir-after=<names>  Print the IR after the named passes
+  --print-ir-before=<names> Print the IR before the named passes
+  --time-passes             Print the wall time of each pass to stderr
+  --print-debuginfo         With --emit=nir, print loc(...) after each operation
+  --help                    Show this help and exit
+  --version                 Show the version and exit
+
+Exit status: 0 on success, 1 when the input is invalid or cannot be compiled
+(with a file:line:col: error: message), 2 on a usage error.
+)";
+
+struct Options {
+  std::string input = "-", output, emit = "bytecode", weightsDir, target = "cpu";
+  int optLevel = 2;
+  passes::PassManagerOptions pm;
+};
+
+int usageError(const std::string &msg) {
+  std::cerr << "nimblec: error: " << msg << "\nRun 'nimblec --help' for usage.\n";
+  return kExitUsage;
+}
+
+void addNames(std::set<std::string> &to, const std::string &list) {
+  std::stringstream ss(list);
+  std::string n;
+  while (std::getline(ss, n, ','))
+    if (!n.empty()) to.insert(n);
+}
+
+int parseArgs(int argc, char **argv, Options &o) {
+  bool haveInput = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::optional<std::string> v;
+    if (a == "--help" || a == "-h") {
+      std::cout << kHelp;
+      return kExitOk;
+    }
+    if (a == "--version") {
+      std::cout << "nimblec (Nimble) 0.1, bytecode format " << vm::Executable::kMajor << "."
+                << vm::Executable::kMinor << "\n";
+      return kExitOk;
+    }
+    if (a == "-o") {
+      if (i + 1 >= argc) return usageError("-o needs a file name");
+      o.output = argv[++i];
+    } else if (a.size() == 3 && a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3') {
+      o.optLevel = a[2] - '0';
+    } else if ((v = flagValue(a, "--emit"))) {
+      if (*v != "bytecode" && *v != "asm" && *v != "nir")
+        return usageError("--emit takes bytecode, asm or nir, got '" + *v + "'");
+      o.emit = *v;
+    } else if ((v = flagValue(a, "--target"))) {
+      if (*v != "cpu" && *v != "cuda") return usageError("--target takes cpu or cuda, got '" + *v + "'");
+      o.target = *v;
+    } else if ((v = flagValue(a, "--weights-dir"))) {
+      if (v->empty()) return usageError("--weights-dir needs a directory");
+      o.weightsDir = *v;
+    } else if (a == "--print-ir-after-all") {
+      o.pm.printAfterAll = true;
+    } else if ((v = flagValue(a, "--print-ir-after"))) {
+      addNames(o.pm.printAfter, *v);
+    } else if ((v = flagValue(a, "--print-ir-before"))) {
+      addNames(o.pm.printBefore, *v);
+    } else if (a == "--time-passes") {
+      o.pm.timePasses = true;
+    } else if (a == "--print-debuginfo") {
+      o.pm.debugInfo = true;
+    } else if (a.size() > 1 && a[0] == '-') {
+      return usageError("unknown option '" + a + "'");
+    } else {
+      if (haveInput) return usageError("more than one input file");
+      o.input = a;
+      haveInput = true;
+    }
+  }
+  if (!haveInput) return usageError("no input file (use '-' for standard input)");
+  if (o.emit == "bytecode" && o.output.empty())
+    return usageError("bytecode output needs -o <file.nbc>");
+  if (o.output.empty()) o.output = "-";
+  for (const auto &names : {o.pm.printBefore, o.pm.printAfter})
+    for (const std::string &n : names)
+      if (!passes::createPass(n)) return usageError("unknown pass '" + n + "'");
+  return -1;
+}
+
+/// The pipeline of each -O level (docs/nimblec.md). manifest-memory is always
+/// last: it changes the calling convention, which the other passes do not
+/// model (its kills would not survive CSE).
+std::string pipelineFor(int level) {
+  switch (level) {
+  case 0: return "type-infer,manifest-memory";
+  case 1: return "type-infer,canonicalize,cse,dce,manifest-memory";
+  default: return "inline,type-infer,canonicalize,cse,dce,type-infer,manifest-memory";
+  }
+}
+
+std::string dirOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+/// Loads every external constant, checking names, dtypes and shapes.
+bool loadWeights(const ir::Module &m, const std::string &dir, codegen::GlobalData &data,
+                 ir::DiagnosticEngine &diag) {
+  std::map<std::string, std::unique_ptr<codegen::SafetensorsFile>> files;
+  for (auto &g : m.globals()) {
+    if (!g->isExternal()) continue;
+    std::string path = g->file();
+    if (path.empty() || path[0] != '/') path = dir + "/" + path;
+    auto &file = files[path];
+    if (!file) {
+      file = std::make_unique<codegen::SafetensorsFile>();
+      std::string err;
+      if (!file->load(path, err)) {
+        diag.error(g->declLoc(), "constant @" + g->name() + ": " + err);
+        return false;
+      }
+    }
+    const auto *e = file->find(g->key());
+    if (!e) {
+      diag.error(g->declLoc(), "constant @" + g->name() + ": no tensor '" + g->key() + "' in '" + path + "'");
+      return false;
+    }
+    ir::Type t = g->type();
+    if (e->dtype != t.dtype() || e->shape != t.dims()) {
+      diag.error(g->declLoc(), "constant @" + g->name() + ": tensor '" + g->key() + "' in '" + path +
+                                   "' is " + formatSig({e->dtype, e->shape}) + " but the constant is declared " +
+                                   t.str());
+      return false;
+    }
+    const uint8_t *p = file->data(*e);
+    data[g.get()] = std::vector<uint8_t>(p, p + (e->end - e->begin));
+  }
+  return true;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options o;
+  int early = parseArgs(argc, argv, o);
+  if (early >= 0) return early;
+  if (o.target == "cuda") {
+    std::cerr << "nimblec: error: --target=cuda is not implemented yet (device placement and "
+                 "CUDA kernels come later); use --target=cpu\n";
+    return kExitError;
+  }
+
+  std::string text, error;
+  if (!readInput(o.input, text, error)) {
+    std::cerr << "nimblec: error: " << error << "\n";
+    return kExitError;
+  }
+  std::string name = displayName(o.input);
+  ir::SourceMgr sm;
+  sm.addBuffer(name, text);
+  ir::DiagnosticEngine diag(&sm, std::cerr);
+  ir::Context ctx;
+  auto m = ir::parseModule(*sm.buffer(name), name, ctx, diag);
+  if (!m || ir::failed(ir::verifyModule(*m, diag))) return kExitError;
+
+  passes::PassManager pm(diag, std::cerr, o.pm);
+  if (!pm.parsePipeline(pipelineFor(o.optLevel), error)) {
+    std::cerr << "nimblec: internal error: " << error << "\n";
+    return kExitError;
+  }
+  bool ok = ir::succeeded(pm.run(*m));
+  if (o.pm.timePasses) pm.printTimings(std::cerr);
+  if (!ok) return kExitError;
+
+  if (o.emit == "nir") {
+    ir::PrintOptions popts;
+    popts.debugInfo = o.pm.debugInfo;
+    if (!writeOutputAtomically(o.output, ir::printModuleToString(*m, popts), error)) {
+      std::cerr << "nimblec: error: " << error << "\n";
+      return kExitError;
+    }
+    return kExitOk;
+  }
+
+  codegen::GlobalData weights;
+  std::string wdir = !o.weightsDir.empty() ? o.weightsDir : o.input == "-" ? "." : dirOf(o.input);
+  if (!loadWeights(*m, wdir, weights, diag)) return kExitError;
+  vm::Executable exe;
+  if (ir::failed(codegen::emitExecutable(*m, weights, exe, diag))) return kExitError;
+  if (!vm::verify(exe, error)) {
+    std::cerr << "nimblec: internal error: the emitted executable is invalid: " << error << "\n";
+    return kExitError;
+  }
+  std::string out;
+  if (o.emit == "asm") {
+    out = vm::disassemble(exe);
+  } else {
+    std::vector<uint8_t> bytes = vm::serialize(exe);
+    out.assign(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  }
+  if (!writeOutputAtomically(o.output, out, error)) {
+    std::cerr << "nimblec: error: " << error << "\n";
+    return kExitError;
+  }
+  return kExitOk;
+}

@@ -1,0 +1,433 @@
+//===- Interpreter.cpp - The dispatch loop ---------------------------------===//
+//
+// One loop behind FETCH / DISPATCH / NEXT (STYLE.md habit 10): with
+// NIMBLE_VM_COMPUTED_GOTO defined (the default with GCC/Clang) DISPATCH jumps
+// through a label table; otherwise it is a switch. Operands are read straight
+// from the code words at the offsets Opcodes.def fixes; the loader verified
+// them, so only what depends on run-time values is checked here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "vm/Interpreter.h"
+
+#include "ir/ShapeFns.h"
+#include "vm/Bytecode.h"
+#include "vm/Disassembler.h"
+#include "vm/Format.h"
+#include "vm/ThreadPool.h"
+
+#include <chrono>
+#include <cstring>
+#include <ostream>
+
+#if !defined(NIMBLE_VM_SWITCH_DISPATCH) && (defined(__GNUC__) || defined(__clang__))
+#define NIMBLE_VM_COMPUTED_GOTO 1
+#endif
+
+namespace nimble::vm {
+
+using Clock = std::chrono::steady_clock;
+
+VirtualMachine::VirtualMachine(std::shared_ptr<const Executable> exe, VMOptions opts)
+    : exe_(std::move(exe)), opts_(opts) {
+  if (opts_.threads > 1) pool_ = std::make_unique<ThreadPool>(opts_.threads);
+  kctx_.pool = pool_.get();
+  constants_.resize(exe_->constants.size());
+  profile_.kernels.resize(exe_->kernels.size());
+}
+
+VirtualMachine::~VirtualMachine() = default;
+
+void VirtualMachine::resetProfile() {
+  profile_ = Profile{};
+  profile_.kernels.resize(exe_->kernels.size());
+}
+
+TensorRef VirtualMachine::constant(uint32_t index) {
+  TensorRef &t = constants_[index];
+  if (!t) {
+    const ConstantDesc &c = exe_->constants[index];
+    // Zero-copy: the storage borrows the executable's bytes.
+    Ref<Storage> st(new Storage(c.data, c.size, exe_->buffer));
+    t = TensorRef(new Tensor(c.dtype, c.shape, st, 0));
+  }
+  return t;
+}
+
+Status VirtualMachine::errorAt(uint32_t func, uint32_t pc, const std::string &msg) const {
+  const VMFunction &fn = exe_->functions[func];
+  std::string where;
+  if (const SourceLoc *loc = findSourceLoc(fn, pc); loc && loc->pc == pc)
+    where = exe_->strings[loc->file] + ":" + std::to_string(loc->line) + ":" +
+            std::to_string(loc->col) + ": ";
+  std::string s = where + "error: " + msg;
+  // The call stack, innermost first (the caller's Invoke locations).
+  for (size_t i = frames_.size(); i-- > 1;) {
+    const Frame &callee = frames_[i], &caller = frames_[i - 1];
+    const VMFunction &cf = exe_->functions[caller.func];
+    uint32_t callPc = callee.callPc;
+    std::string at;
+    if (const SourceLoc *loc = findSourceLoc(cf, callPc))
+      at = " at " + exe_->strings[loc->file] + ":" + std::to_string(loc->line) + ":" +
+           std::to_string(loc->col);
+    s += "\n  in @" + exe_->functions[callee.func].name + ", called from @" + cf.name + at;
+    if (frames_.size() - i > 8 && i > 3) {
+      s += "\n  ... (" + std::to_string(i - 2) + " more frames)";
+      i = 2;
+    }
+  }
+  return Status::error(s);
+}
+
+Status VirtualMachine::run(const std::string &name, std::vector<ObjectRef> args,
+                           std::vector<ObjectRef> &results) {
+  int f = exe_->findFunction(name);
+  if (f < 0) return Status::error("no function @" + name + " in the executable");
+  const VMFunction &fn = exe_->functions[static_cast<size_t>(f)];
+  if (args.size() != fn.paramTypes.size())
+    return Status::error("@" + name + " takes " + std::to_string(fn.paramTypes.size()) +
+                         " arguments, got " + std::to_string(args.size()));
+  regs_.assign(fn.numRegisters, ObjectRef());
+  for (size_t i = 0; i < args.size(); ++i) regs_[i] = std::move(args[i]);
+  frames_.assign(1, Frame{static_cast<uint32_t>(f), 0, 0});
+  auto t0 = Clock::now();
+  Status st = execute(static_cast<uint32_t>(f), results);
+  profile_.totalSeconds += std::chrono::duration<double>(Clock::now() - t0).count();
+  // Release everything the run still holds.
+  regs_.clear();
+  frames_.clear();
+  return st;
+}
+
+namespace {
+std::string shapesKey(const std::vector<Tensor *> &ts) {
+  std::string s = "(";
+  for (size_t i = 0; i < ts.size(); ++i) s += (i ? ", " : "") + formatDims(ts[i]->shape()) + "x" + std::string(dtypeName(ts[i]->dtype()));
+  return s + ")";
+}
+} // namespace
+
+Status VirtualMachine::execute(uint32_t entry, std::vector<ObjectRef> &results) {
+  uint32_t func = entry;
+  const VMFunction *fn = &exe_->functions[func];
+  const uint32_t *code = fn->code.data();
+  size_t base = 0;
+  uint32_t pc = 0;
+
+#define R(i) regs_[base + (i)]
+#define FAIL(msg) return errorAt(func, pc, (msg))
+#define TENSOR_OR_FAIL(var, reg)                                                                   \
+  Tensor *var = asTensor(R(reg).get());                                                            \
+  if (!var) FAIL("register r" + std::to_string(reg) + " does not hold a tensor");
+
+#if NIMBLE_VM_COMPUTED_GOTO
+  static void *const labels[] = {
+#define VM_OPCODE(Name, Sig, Meaning) &&L_##Name,
+#include "vm/Opcodes.def"
+  };
+#define CASE(Name) L_##Name:
+#define DISPATCH() goto *labels[code[pc] & kOpcodeMask]
+#else
+#define CASE(Name) case Opcode::Name:
+#define DISPATCH() goto dispatch
+#endif
+#define FETCH()                                                                                    \
+  do {                                                                                             \
+    ++profile_.instructions;                                                                       \
+    if (opts_.trace && opts_.traceStream)                                                          \
+      *opts_.traceStream << "[" << frames_.size() << "] @" << fn->name << " "                      \
+                         << disassembleInstr(*exe_, *fn, pc) << "\n";                              \
+  } while (0)
+#define NEXT(size)                                                                                 \
+  do {                                                                                             \
+    pc += (size);                                                                                  \
+    FETCH();                                                                                       \
+    DISPATCH();                                                                                    \
+  } while (0)
+#define JUMP(target)                                                                               \
+  do {                                                                                             \
+    pc = static_cast<uint32_t>(static_cast<int64_t>(pc) + static_cast<int32_t>(target));           \
+    FETCH();                                                                                       \
+    DISPATCH();                                                                                    \
+  } while (0)
+
+  FETCH();
+#if NIMBLE_VM_COMPUTED_GOTO
+  DISPATCH();
+#else
+dispatch:
+  switch (opcodeOf(code[pc])) {
+#endif
+
+  CASE(Move) {
+    R(code[pc + 1]) = R(code[pc + 2]);
+    NEXT(3);
+  }
+  CASE(Ret) {
+    uint32_t n = code[pc + 1];
+    const uint32_t *rs = code + pc + 2;
+    if (frames_.size() == 1) {
+      results.clear();
+      for (uint32_t i = 0; i < n; ++i) results.push_back(R(rs[i]));
+      return Status::success();
+    }
+    Frame done = frames_.back();
+    frames_.pop_back();
+    const Frame &caller = frames_.back();
+    const VMFunction &cf = exe_->functions[caller.func];
+    const uint32_t *ccode = cf.code.data();
+    // The caller's Invoke: f, [nargs args...], [ndst dsts...].
+    uint32_t nargs = ccode[done.callPc + 2];
+    uint32_t ndst = ccode[done.callPc + 3 + nargs];
+    const uint32_t *dsts = ccode + done.callPc + 4 + nargs;
+    if (ndst != n) {
+      frames_.push_back(done);
+      FAIL("returns " + std::to_string(n) + " values to a call expecting " + std::to_string(ndst));
+    }
+    std::vector<ObjectRef> vals;
+    vals.reserve(n);
+    for (uint32_t i = 0; i < n; ++i) vals.push_back(R(rs[i]));
+    // Release the callee's registers.
+    for (size_t i = done.base; i < done.base + fn->numRegisters && i < regs_.size(); ++i) regs_[i].reset();
+    func = caller.func;
+    fn = &cf;
+    code = ccode;
+    base = caller.base;
+    for (uint32_t i = 0; i < n; ++i) R(dsts[i]) = std::move(vals[i]);
+    pc = done.callPc + 4 + nargs + ndst;
+    FETCH();
+    DISPATCH();
+  }
+  CASE(Invoke) {
+    uint32_t callee = code[pc + 1];
+    uint32_t nargs = code[pc + 2];
+    const uint32_t *args = code + pc + 3;
+    uint32_t ndst = code[pc + 3 + nargs];
+    uint32_t size = 4 + nargs + ndst;
+    if (frames_.size() >= opts_.maxCallDepth)
+      FAIL("call depth limit (" + std::to_string(opts_.maxCallDepth) + ") exceeded calling @" +
+           exe_->functions[callee].name + "; raise it with --max-call-depth");
+    const VMFunction &cfn = exe_->functions[callee];
+    size_t newBase = base + fn->numRegisters;
+    if (regs_.size() < newBase + cfn.numRegisters) regs_.resize(newBase + cfn.numRegisters);
+    for (uint32_t i = 0; i < nargs; ++i) regs_[newBase + i] = R(args[i]);
+    (void)size;
+    frames_.push_back(Frame{callee, newBase, pc});
+    func = callee;
+    fn = &cfn;
+    code = cfn.code.data();
+    base = newBase;
+    pc = 0;
+    FETCH();
+    DISPATCH();
+  }
+  CASE(InvokePacked)
+  CASE(InvokeShapeFunc) {
+    bool shapeFunc = opcodeOf(code[pc]) == Opcode::InvokeShapeFunc;
+    const KernelDesc &k = exe_->kernels[code[pc + 1]];
+    uint32_t nin = code[pc + 2];
+    const uint32_t *ins = code + pc + 3;
+    uint32_t nout = code[pc + 3 + nin];
+    const uint32_t *outs = code + pc + 4 + nin;
+    std::vector<Tensor *> ti, to;
+    for (uint32_t i = 0; i < nin; ++i) {
+      TENSOR_OR_FAIL(t, ins[i]);
+      ti.push_back(t);
+    }
+    for (uint32_t i = 0; i < nout; ++i) {
+      TENSOR_OR_FAIL(t, outs[i]);
+      to.push_back(t);
+    }
+    auto t0 = opts_.profile ? Clock::now() : Clock::time_point();
+    Status st = shapeFunc ? runShapeFunc(k, ti, to) : runKernel(k, ti, to, kctx_);
+    if (opts_.profile) {
+      double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (shapeFunc) {
+        profile_.shapeFuncSeconds += s;
+        ++profile_.shapeFuncCalls;
+      } else {
+        KernelProfile &kp = profile_.kernels[code[pc + 1]];
+        ++kp.calls;
+        kp.seconds += s;
+        if (kp.shapes.size() < 16 || kp.shapes.count(shapesKey(ti))) ++kp.shapes[shapesKey(ti)];
+      }
+    }
+    if (!st.ok()) FAIL(st.message);
+    NEXT(4 + nin + nout);
+  }
+  CASE(AllocStorage) {
+    TENSOR_OR_FAIL(sz, code[pc + 2]);
+    int64_t size = sz->scalarInt();
+    uint32_t align = code[pc + 3];
+    Device dev = static_cast<Device>(code[pc + 4]);
+    if (size < 0) FAIL("storage size " + std::to_string(size) + " is negative");
+    if (dev != Device::CPU) FAIL(std::string("device ") + deviceName(dev) + " is not available in this runtime");
+    Allocator &a = defaultAllocator(dev);
+    void *p = a.allocate(static_cast<size_t>(size), align);
+    if (!p) FAIL("out of memory allocating " + std::to_string(size) + " bytes");
+    R(code[pc + 1]) = ObjectRef(new Storage(&a, p, static_cast<size_t>(size), dev));
+    NEXT(5);
+  }
+  CASE(StorageSize) {
+    TENSOR_OR_FAIL(sh, code[pc + 2]);
+    DType dt = static_cast<DType>(code[pc + 3]);
+    uint64_t align = code[pc + 4];
+    if (sh->rank() != 1 || sh->dtype() != DType::I64) FAIL("storage_size needs a 1-D i64 shape, got " + sh->typeString());
+    unsigned __int128 bytes = dtypeSize(dt);
+    for (int64_t i = 0; i < sh->dim(0); ++i) {
+      int64_t d = sh->data<int64_t>()[i];
+      if (d < 0) FAIL("negative dimension " + std::to_string(d) + " in shape");
+      bytes *= static_cast<uint64_t>(d);
+      if (bytes > (unsigned __int128)(1) << 48) FAIL("tensor of shape " + formatDims({sh->data<int64_t>(), sh->data<int64_t>() + sh->dim(0)}) + " is too large");
+    }
+    uint64_t b = static_cast<uint64_t>(bytes);
+    if (align > 1) b = (b + align - 1) / align * align;
+    R(code[pc + 1]) = ObjectRef(makeScalarI64(static_cast<int64_t>(b)).get());
+    NEXT(5);
+  }
+  CASE(AllocTensor)
+  CASE(AllocTensorReg) {
+    bool fromReg = opcodeOf(code[pc]) == Opcode::AllocTensorReg;
+    Storage *st = asStorage(R(code[pc + 2]).get());
+    if (!st) FAIL("register r" + std::to_string(code[pc + 2]) + " does not hold a storage");
+    TENSOR_OR_FAIL(off, code[pc + 3]);
+    DType dt = static_cast<DType>(code[pc + 4]);
+    std::vector<int64_t> shape;
+    uint32_t size;
+    if (fromReg) {
+      TENSOR_OR_FAIL(sh, code[pc + 5]);
+      if (sh->rank() != 1 || sh->dtype() != DType::I64) FAIL("alloc_tensor needs a 1-D i64 shape, got " + sh->typeString());
+      shape.assign(sh->data<int64_t>(), sh->data<int64_t>() + sh->dim(0));
+      size = 6;
+    } else {
+      uint32_t rank = code[pc + 5];
+      for (uint32_t i = 0; i < rank; ++i)
+        shape.push_back(static_cast<int64_t>(uint64_t(code[pc + 6 + 2 * i]) | (uint64_t(code[pc + 7 + 2 * i]) << 32)));
+      size = 6 + 2 * rank;
+    }
+    unsigned __int128 bytes = dtypeSize(dt);
+    for (int64_t d : shape) {
+      if (d < 0) FAIL("negative dimension in alloc_tensor shape " + formatDims(shape));
+      bytes *= static_cast<uint64_t>(d);
+      if (bytes > (unsigned __int128)(1) << 48) FAIL("tensor of shape " + formatDims(shape) + " is too large");
+    }
+    int64_t offset = off->scalarInt();
+    if (offset < 0 || static_cast<unsigned __int128>(offset) + bytes > st->size())
+      FAIL("tensor of shape " + formatDims(shape) + "x" + std::string(dtypeName(dt)) + " at offset " +
+           std::to_string(offset) + " does not fit its storage of " + std::to_string(st->size()) + " bytes");
+    R(code[pc + 1]) = ObjectRef(new Tensor(dt, std::move(shape), Ref<Storage>(st), static_cast<size_t>(offset)));
+    NEXT(size);
+  }
+  CASE(AllocADT) {
+    uint32_t tag = code[pc + 2];
+    uint32_t n = code[pc + 3];
+    std::vector<ObjectRef> fields;
+    fields.reserve(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      const ObjectRef &o = R(code[pc + 4 + i]);
+      if (!o) FAIL("register r" + std::to_string(code[pc + 4 + i]) + " is empty");
+      fields.push_back(o);
+    }
+    R(code[pc + 1]) = ObjectRef(new Adt(tag, std::move(fields)));
+    NEXT(4 + n);
+  }
+  CASE(GetField) {
+    Adt *a = asAdt(R(code[pc + 2]).get());
+    if (!a) FAIL("register r" + std::to_string(code[pc + 2]) + " does not hold a constructor value");
+    uint32_t i = code[pc + 3];
+    if (i >= a->fields().size()) FAIL("field " + std::to_string(i) + " of a value with " + std::to_string(a->fields().size()) + " fields");
+    R(code[pc + 1]) = a->fields()[i];
+    NEXT(4);
+  }
+  CASE(GetTag) {
+    Adt *a = asAdt(R(code[pc + 2]).get());
+    if (!a) FAIL("register r" + std::to_string(code[pc + 2]) + " does not hold a constructor value");
+    R(code[pc + 1]) = ObjectRef(makeScalarI64(a->tag()).get());
+    NEXT(3);
+  }
+  CASE(If) {
+    TENSOR_OR_FAIL(c, code[pc + 1]);
+    if (c->numElements() != 1) FAIL("branch condition must be a scalar, got " + c->typeString());
+    JUMP(c->scalarInt() != 0 ? code[pc + 2] : code[pc + 3]);
+  }
+  CASE(Switch) {
+    Adt *a = asAdt(R(code[pc + 1]).get());
+    if (!a) FAIL("match on a register that does not hold a constructor value");
+    uint32_t n = code[pc + 2];
+    for (uint32_t i = 0; i < n; ++i)
+      if (code[pc + 3 + 2 * i] == a->tag()) JUMP(code[pc + 4 + 2 * i]);
+    JUMP(code[pc + 3 + 2 * n]);
+  }
+  CASE(Goto) { JUMP(code[pc + 1]); }
+  CASE(LoadConst) {
+    R(code[pc + 1]) = ObjectRef(constant(code[pc + 2]).get());
+    NEXT(3);
+  }
+  CASE(LoadConsti) {
+    int64_t v = static_cast<int64_t>(uint64_t(code[pc + 2]) | (uint64_t(code[pc + 3]) << 32));
+    R(code[pc + 1]) = ObjectRef(makeScalarI64(v).get());
+    NEXT(4);
+  }
+  CASE(ShapeOf) {
+    TENSOR_OR_FAIL(t, code[pc + 2]);
+    TensorRef s = makeTensor(DType::I64, {t->rank()});
+    std::memcpy(s->rawData(), t->shape().data(), t->shape().size() * sizeof(int64_t));
+    R(code[pc + 1]) = ObjectRef(s.get());
+    NEXT(3);
+  }
+  CASE(ReshapeTensor) {
+    TENSOR_OR_FAIL(t, code[pc + 2]);
+    TENSOR_OR_FAIL(sh, code[pc + 3]);
+    if (sh->rank() != 1 || !isInteger(sh->dtype())) FAIL("reshape needs a 1-D integer shape, got " + sh->typeString());
+    std::vector<int64_t> shape;
+    int infer = -1;
+    int64_t known = 1;
+    for (int64_t i = 0; i < sh->dim(0); ++i) {
+      int64_t d = sh->dtype() == DType::I64 ? sh->data<int64_t>()[i] : sh->dtype() == DType::I32 ? sh->data<int32_t>()[i] : sh->data<int8_t>()[i];
+      if (d == -1 && infer < 0) infer = static_cast<int>(i);
+      else if (d < 0) FAIL("invalid reshape target dimension " + std::to_string(d));
+      else known *= d;
+      shape.push_back(d);
+    }
+    int64_t n = t->numElements();
+    if (infer >= 0) {
+      if (known == 0 || n % known != 0) FAIL("cannot reshape " + t->typeString() + " to " + formatDims(shape));
+      shape[static_cast<size_t>(infer)] = n / known;
+    } else if (known != n) {
+      FAIL("cannot reshape " + t->typeString() + " (" + std::to_string(n) + " elements) to " + formatDims(shape));
+    }
+    R(code[pc + 1]) = ObjectRef(new Tensor(t->dtype(), std::move(shape), t->storage(), t->offset()));
+    NEXT(4);
+  }
+  CASE(DeviceCopy) {
+    TENSOR_OR_FAIL(t, code[pc + 2]);
+    Device from = static_cast<Device>(code[pc + 3]), to = static_cast<Device>(code[pc + 4]);
+    if (from != Device::CPU || to != Device::CPU)
+      FAIL(std::string("device_copy from ") + deviceName(from) + " to " + deviceName(to) + ": only the CPU is available in this runtime");
+    TensorRef c = makeTensor(t->dtype(), t->shape());
+    std::memcpy(c->rawData(), t->rawData(), t->numBytes());
+    R(code[pc + 1]) = ObjectRef(c.get());
+    NEXT(5);
+  }
+  CASE(FreeStorage)
+  CASE(FreeTensor) {
+    R(code[pc + 1]).reset();
+    NEXT(2);
+  }
+  CASE(Fatal) { FAIL(exe_->strings[code[pc + 1]]); }
+
+#if !NIMBLE_VM_COMPUTED_GOTO
+  }
+  FAIL("invalid opcode");
+#endif
+#undef R
+#undef FAIL
+#undef TENSOR_OR_FAIL
+#undef CASE
+#undef DISPATCH
+#undef FETCH
+#undef NEXT
+#undef JUMP
+}
+
+} // namespace nimble::vm

@@ -1,0 +1,108 @@
+//===- Interpreter.h - The Nimble virtual machine ------------------*- C++ -*-===//
+//
+// A register VM (Nimble paper §4): each call gets a frame of virtual
+// registers holding reference-counted objects; instructions are CISC (a
+// kernel call, an allocation, a whole match) so that dispatch overhead stays
+// small next to kernel time. Frames live on an explicit stack, never the C++
+// stack, so deep recursion in the model cannot overflow the process: past
+// `maxCallDepth` frames the run stops with an error at the call's .nir
+// location.
+//
+// The executable must have passed vm::verify (deserialize does it); the
+// interpreter still checks what only the run can know — register contents,
+// shapes against every kernel's shape function (the run-time half of gradual
+// typing), storage bounds, tags — and reports each as an error carrying the
+// op's .nir source location. Nothing a model does crashes the VM.
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_VM_INTERPRETER_H
+#define NIMBLE_VM_INTERPRETER_H
+
+#include "vm/Allocator.h"
+#include "vm/Executable.h"
+#include "vm/Kernel.h"
+#include "vm/Object.h"
+
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace nimble::vm {
+
+class ThreadPool;
+
+struct VMOptions {
+  uint32_t maxCallDepth = 10000;
+  unsigned threads = 1;
+  bool profile = false;
+  /// Print each instruction as it executes (to `traceStream`).
+  bool trace = false;
+  std::ostream *traceStream = nullptr;
+};
+
+/// Per-kernel statistics of --profile (paper Table 4: kernel time versus the
+/// rest of the VM's time).
+struct KernelProfile {
+  uint64_t calls = 0;
+  double seconds = 0;
+  std::map<std::string, uint64_t> shapes; // "(1x300xf32, 300x2048xf32)" -> calls
+};
+struct Profile {
+  std::vector<KernelProfile> kernels; // by kernel index
+  double shapeFuncSeconds = 0;
+  uint64_t shapeFuncCalls = 0;
+  double totalSeconds = 0;
+  uint64_t instructions = 0;
+};
+
+class VirtualMachine {
+public:
+  VirtualMachine(std::shared_ptr<const Executable> exe, VMOptions opts = {});
+  ~VirtualMachine();
+
+  /// Runs function `name` on `args`. On failure returns the error message,
+  /// prefixed with the failing op's source location where known.
+  Status run(const std::string &name, std::vector<ObjectRef> args, std::vector<ObjectRef> &results);
+
+  const Profile &profile() const { return profile_; }
+  void resetProfile();
+  const Executable &executable() const { return *exe_; }
+
+private:
+  struct Frame {
+    uint32_t func;
+    size_t base;     // first register in regs_
+    uint32_t callPc; // pc of the caller's Invoke (unused for frame 0)
+  };
+  Status execute(uint32_t entry, std::vector<ObjectRef> &results);
+  Status errorAt(uint32_t func, uint32_t pc, const std::string &msg) const;
+  TensorRef constant(uint32_t index);
+
+  std::shared_ptr<const Executable> exe_;
+  VMOptions opts_;
+  std::unique_ptr<ThreadPool> pool_;
+  KernelContext kctx_;
+  std::vector<ObjectRef> regs_;
+  std::vector<Frame> frames_;
+  std::vector<TensorRef> constants_;
+  Profile profile_;
+};
+
+/// Runs kernel `k` (its members in order, reference kernels) on `ins`,
+/// writing `outs`. Checks every member against its shape function with the
+/// actual shapes first.
+Status runKernel(const KernelDesc &k, const std::vector<Tensor *> &ins,
+                 const std::vector<Tensor *> &outs, KernelContext &ctx);
+/// Runs kernel `k`'s composed shape function: `ins` are 1-D i64 shape tensors,
+/// or the input tensors themselves where a data-dependent member reads them;
+/// `outs` receive the output shapes (for upper-bound kernels, the bound).
+Status runShapeFunc(const KernelDesc &k, const std::vector<Tensor *> &ins,
+                    const std::vector<Tensor *> &outs);
+/// Which kernel inputs the shape function needs as values (see above).
+std::vector<bool> shapeFuncNeedsValue(const KernelDesc &k);
+
+} // namespace nimble::vm
+
+#endif // NIMBLE_VM_INTERPRETER_H

@@ -1,0 +1,247 @@
+//===- ValueText.cpp - Inputs and outputs as text (nimble-run) ------------===//
+
+#include "vm/ValueText.h"
+
+#include "ir/ShapeFns.h"
+#include "vm/Format.h"
+#include "vm/Npy.h"
+#include "vm/TensorText.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace nimble::vm {
+
+namespace {
+
+constexpr int kMaxDepth = 10000;
+
+class ValueParser {
+public:
+  ValueParser(const Executable &exe, std::string_view text, const std::string &baseDir,
+              std::string &error)
+      : exe_(exe), s_(text), dir_(baseDir), error_(error) {}
+
+  bool parse(const TypeDesc &t, ObjectRef &out) {
+    if (!value(t, out, 0)) return false;
+    skip();
+    if (pos_ != s_.size()) return fail("unexpected '" + std::string(1, s_[pos_]) + "' after the value");
+    return true;
+  }
+
+private:
+  bool fail(std::string msg) {
+    error_ = msg + " (at offset " + std::to_string(pos_) + ")";
+    return false;
+  }
+  void skip() {
+    while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+  }
+  /// The text of a tensor: up to the next ',' or ')' (or the end).
+  std::string_view tensorText() {
+    size_t start = pos_;
+    while (pos_ < s_.size() && s_[pos_] != ',' && s_[pos_] != ')') ++pos_;
+    std::string_view t = s_.substr(start, pos_ - start);
+    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.remove_suffix(1);
+    return t;
+  }
+
+  bool value(const TypeDesc &t, ObjectRef &out, int depth) {
+    if (depth > kMaxDepth) return fail("value nested too deeply");
+    skip();
+    switch (t.kind) {
+    case TypeDesc::Kind::Tensor: {
+      std::string_view txt = tensorText();
+      if (txt.empty()) return fail("expected a tensor");
+      TensorRef tensor;
+      std::string err;
+      if (txt[0] == '@') {
+        std::string path(txt.substr(1));
+        if (!path.empty() && path[0] != '/') path = dir_ + "/" + path;
+        if (!readNpy(path, tensor, err)) return fail(err);
+      } else if (!parseTensorLiteral(txt, tensor, err)) {
+        return fail(err);
+      }
+      out = ObjectRef(tensor.get());
+      return true;
+    }
+    case TypeDesc::Kind::Tuple: {
+      if (pos_ >= s_.size() || s_[pos_] != '(') return fail("expected '(' for a tuple");
+      ++pos_;
+      std::vector<ObjectRef> fields;
+      for (size_t i = 0; i < t.elems.size(); ++i) {
+        if (i) {
+          skip();
+          if (pos_ >= s_.size() || s_[pos_] != ',') return fail("expected ',' in a tuple");
+          ++pos_;
+        }
+        ObjectRef f;
+        if (!value(t.elems[i], f, depth + 1)) return false;
+        fields.push_back(f);
+      }
+      skip();
+      if (pos_ >= s_.size() || s_[pos_] != ')') return fail("expected ')' to close the tuple");
+      ++pos_;
+      out = ObjectRef(new Adt(0, std::move(fields)));
+      return true;
+    }
+    case TypeDesc::Kind::Adt: {
+      const AdtDesc &adt = exe_.adts[t.adt];
+      size_t start = pos_;
+      while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
+      std::string name(s_.substr(start, pos_ - start));
+      if (name.empty()) return fail("expected a constructor of @" + adt.name);
+      int tag = -1;
+      for (size_t i = 0; i < adt.ctors.size(); ++i)
+        if (adt.ctors[i].name == name) tag = static_cast<int>(i);
+      if (tag < 0) {
+        std::string known;
+        for (auto &c : adt.ctors) known += (known.empty() ? "" : ", ") + c.name;
+        pos_ = start;
+        return fail("@" + adt.name + " has no constructor '" + name + "' (it has " + known + ")");
+      }
+      const auto &fields = adt.ctors[static_cast<size_t>(tag)].fields;
+      std::vector<ObjectRef> vals;
+      skip();
+      bool open = pos_ < s_.size() && s_[pos_] == '(';
+      if (fields.empty() && !open) {
+        out = ObjectRef(new Adt(static_cast<uint32_t>(tag), {}));
+        return true;
+      }
+      if (!open) return fail("constructor '" + name + "' takes " + std::to_string(fields.size()) + " fields: expected '('");
+      ++pos_;
+      for (size_t i = 0; i < fields.size(); ++i) {
+        if (i) {
+          skip();
+          if (pos_ >= s_.size() || s_[pos_] != ',')
+            return fail("constructor '" + name + "' takes " + std::to_string(fields.size()) + " fields; expected ','");
+          ++pos_;
+        }
+        ObjectRef f;
+        if (!value(fields[i], f, depth + 1)) return false;
+        vals.push_back(f);
+      }
+      skip();
+      if (pos_ >= s_.size() || s_[pos_] != ')')
+        return fail("constructor '" + name + "' takes " + std::to_string(fields.size()) + " fields; expected ')'");
+      ++pos_;
+      out = ObjectRef(new Adt(static_cast<uint32_t>(tag), std::move(vals)));
+      return true;
+    }
+    case TypeDesc::Kind::Storage: return fail("storage values cannot be given as input");
+    }
+    return fail("unknown type");
+  }
+
+  const Executable &exe_;
+  std::string_view s_;
+  size_t pos_ = 0;
+  std::string dir_;
+  std::string &error_;
+};
+
+} // namespace
+
+bool parseValue(const Executable &exe, const TypeDesc &t, std::string_view text,
+                const std::string &baseDir, ObjectRef &out, std::string &error) {
+  std::string fileText;
+  // A whole ADT or tuple value may come from a text file.
+  if (t.kind != TypeDesc::Kind::Tensor && !text.empty() && text[0] == '@') {
+    std::string path(text.substr(1));
+    if (!path.empty() && path[0] != '/') path = baseDir + "/" + path;
+    FILE *f = std::fopen(path.c_str(), "rb");
+    if (!f) {
+      error = "cannot open '" + path + "': " + std::strerror(errno);
+      return false;
+    }
+    char buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) fileText.append(buf, n);
+    std::fclose(f);
+    text = fileText;
+    size_t slash = path.rfind('/');
+    std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+    ValueParser p(exe, text, dir, error);
+    return p.parse(t, out);
+  }
+  ValueParser p(exe, text, baseDir, error);
+  return p.parse(t, out);
+}
+
+bool checkValue(const Executable &exe, const TypeDesc &t, const Object *v, const std::string &what,
+                std::string &error) {
+  std::string want = typeToString(exe, t);
+  switch (t.kind) {
+  case TypeDesc::Kind::Tensor: {
+    const Tensor *x = asTensor(const_cast<Object *>(v));
+    if (!x) {
+      error = what + " must be " + want + ", got a constructor value";
+      return false;
+    }
+    bool ok = x->dtype() == t.dtype && x->rank() == static_cast<int64_t>(t.dims.size());
+    for (size_t i = 0; ok && i < t.dims.size(); ++i)
+      ok = t.dims[i] == kDynamic || t.dims[i] == x->dim(i);
+    if (!ok) error = what + " must be " + want + ", got " + x->typeString();
+    return ok;
+  }
+  case TypeDesc::Kind::Adt:
+  case TypeDesc::Kind::Tuple: {
+    const Adt *a = asAdt(const_cast<Object *>(v));
+    if (!a) {
+      error = what + " must be " + want + ", got a tensor";
+      return false;
+    }
+    const std::vector<TypeDesc> *fields;
+    if (t.kind == TypeDesc::Kind::Tuple) {
+      fields = &t.elems;
+    } else {
+      const AdtDesc &adt = exe.adts[t.adt];
+      if (a->tag() >= adt.ctors.size()) {
+        error = what + ": constructor tag " + std::to_string(a->tag()) + " is not one of @" + adt.name;
+        return false;
+      }
+      fields = &adt.ctors[a->tag()].fields;
+    }
+    if (fields->size() != a->fields().size()) {
+      error = what + " has " + std::to_string(a->fields().size()) + " fields, " + want + " needs " +
+              std::to_string(fields->size());
+      return false;
+    }
+    for (size_t i = 0; i < fields->size(); ++i)
+      if (!checkValue(exe, (*fields)[i], a->fields()[i].get(), what + " field " + std::to_string(i), error))
+        return false;
+    return true;
+  }
+  case TypeDesc::Kind::Storage: error = what + ": storage values are not accepted"; return false;
+  }
+  return false;
+}
+
+std::string printValue(const Executable &exe, const TypeDesc &t, const Object &v) {
+  if (const Tensor *x = asTensor(const_cast<Object *>(&v))) return formatTensor(*x);
+  const Adt *a = asAdt(const_cast<Object *>(&v));
+  if (!a) return "<storage>";
+  std::string s;
+  const std::vector<TypeDesc> *fields = nullptr;
+  if (t.kind == TypeDesc::Kind::Adt && t.adt < exe.adts.size() && a->tag() < exe.adts[t.adt].ctors.size()) {
+    s = exe.adts[t.adt].ctors[a->tag()].name;
+    fields = &exe.adts[t.adt].ctors[a->tag()].fields;
+  } else if (t.kind == TypeDesc::Kind::Tuple) {
+    fields = &t.elems;
+  } else {
+    s = "#" + std::to_string(a->tag());
+  }
+  if (!a->fields().empty() || t.kind == TypeDesc::Kind::Tuple) {
+    s += "(";
+    for (size_t i = 0; i < a->fields().size(); ++i) {
+      TypeDesc ft = fields && i < fields->size() ? (*fields)[i] : TypeDesc{};
+      s += (i ? ", " : "") + printValue(exe, ft, *a->fields()[i]);
+    }
+    s += ")";
+  }
+  return s;
+}
+
+} // namespace nimble::vm
