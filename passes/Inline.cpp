@@ -20,9 +20,8 @@
 // between (Analysis.h: cloneBlocksInto), labelled `<callee>.<label>`, with
 // values keeping their names (the printer makes clashes unique). The cloned
 // ops keep the callee's types: the call's arguments may be more precise than
-// the parameters (sub-shaping), which every use accepts. If the callee's
-// entry block is itself a branch target, it keeps its arguments and the call
-// becomes `br ^g.entry(%a)`.
+// the parameters (sub-shaping), which every use accepts. The entry block is
+// never a branch target (Verifier S2), so its copy needs no arguments.
 //
 // Which calls: the callee must not be in a recursive SCC of the call graph
 // (inlining recursion would never end; a recursive caller may still receive
@@ -55,13 +54,6 @@ size_t cost(const Function &f) {
   size_t n = 0;
   for (auto &b : f.blocks()) n += b->size();
   return n;
-}
-
-bool hasPredecessors(const Function &f, const Block *b) {
-  for (auto &other : f.blocks())
-    for (Block *s : other->successors())
-      if (s == b) return true;
-  return false;
 }
 
 class InlinePass : public Pass {
@@ -127,7 +119,6 @@ private:
   /// True when every value the callee returns can flow into the call's
   /// result types (the continuation block's arguments).
   static bool returnsFit(const Operation &call, const Function &callee) {
-    bool mapsParams = !hasPredecessors(callee, callee.entry());
     for (Block *b : callee.reversePostOrder()) {
       Operation *t = b->terminator();
       if (!t || !t->is(OpCode::Ret)) continue;
@@ -135,7 +126,7 @@ private:
       for (unsigned i = 0; i < t->numOperands(); ++i) {
         Value *v = t->operand(i);
         const BlockArgument *a = dyn_cast<BlockArgument>(v);
-        if (mapsParams && a && a->owner() == callee.entry()) v = call.operand(a->index());
+        if (a && a->owner() == callee.entry()) v = call.operand(a->index());
         if (!v->type().isSubtypeOf(call.result(i)->type())) return false;
       }
     }
@@ -161,10 +152,8 @@ private:
     // Clone the reachable blocks between the two halves.
     IRMapping map;
     Block *entry = callee.entry();
-    bool mapParams = !hasPredecessors(callee, entry);
-    if (mapParams)
-      for (unsigned i = 0; i < entry->numArguments(); ++i)
-        map.values[entry->argument(i)] = call.operand(i);
+    for (unsigned i = 0; i < entry->numArguments(); ++i)
+      map.values[entry->argument(i)] = call.operand(i);
     std::vector<Block *> order;
     std::vector<Block *> rpo = callee.reversePostOrder();
     std::unordered_set<Block *> reachable(rpo.begin(), rpo.end());
@@ -184,9 +173,8 @@ private:
     }
 
     // The call becomes a branch into the copy.
-    std::vector<Value *> args = mapParams ? std::vector<Value *>() : call.operands();
-    Successor s{map.lookup(entry), 0, static_cast<unsigned>(args.size()), ""};
-    block->push_back(Operation::create(OpCode::Br, call.loc(), args, {}, defaultAttrs(OpCode::Br), {s}));
+    Successor s{map.lookup(entry), 0, 0, ""};
+    block->push_back(Operation::create(OpCode::Br, call.loc(), {}, {}, defaultAttrs(OpCode::Br), {s}));
     call.erase();
   }
 
