@@ -92,42 +92,33 @@ const std::vector<Function *> &CallGraph::callees(const Function *f) const {
 EffectAnalysis::EffectAnalysis(const Module &m, const CallGraph &cg) : m_(m) {
   for (unsigned id = 0; id < cg.sccs().size(); ++id) {
     const std::vector<Function *> &scc = cg.sccs()[id];
-    bool free = true;
-    for (Function *f : scc) {
-      for (auto &b : f->blocks()) {
+    Level lvl = Level::Pure;
+    for (Function *f : scc)
+      for (auto &b : f->blocks())
         for (Operation &op : *b) {
-          if (!op.info().hasFlag(opflags::Effect)) continue;
           if (op.is(OpCode::Call)) {
-            const Function *callee = m.lookupFunction(op.strAttr("callee"));
             // Callees in other components were decided earlier (bottom-up);
-            // calls inside the component are assumed free (optimistic).
-            if (callee && (cg.sccOf(callee) == id || free_.at(callee))) continue;
+            // calls inside the component add nothing of their own.
+            const Function *callee = m.lookupFunction(op.strAttr("callee"));
+            if (callee && cg.sccOf(callee) == id) continue;
           }
-          free = false;
-          break;
+          lvl = std::max(lvl, level(op));
         }
-        if (!free) break;
-      }
-      if (!free) break;
-    }
-    for (Function *f : scc) free_[f] = free;
+    for (Function *f : scc) level_[f] = lvl;
   }
 }
 
-bool EffectAnalysis::isSideEffectFree(const Function *f) const {
-  auto it = free_.find(f);
-  return it != free_.end() && it->second;
+EffectAnalysis::Level EffectAnalysis::level(const Function *f) const {
+  auto it = level_.find(f);
+  return it == level_.end() ? Level::Effect : it->second;
 }
 
-bool EffectAnalysis::isPure(const Operation &op) const {
+EffectAnalysis::Level EffectAnalysis::level(const Operation &op) const {
+  if (op.is(OpCode::Call)) return level(m_.lookupFunction(op.strAttr("callee")));
   const OpInfo &info = op.info();
-  if (info.hasFlag(opflags::Pure)) return true;
-  if (op.is(OpCode::Call)) return isSideEffectFree(m_.lookupFunction(op.strAttr("callee")));
-  return false;
-}
-
-bool EffectAnalysis::isRemovableIfUnused(const Operation &op) const {
-  return isPure(op) || op.info().hasFlag(opflags::Alloc);
+  if (info.hasFlag(opflags::Effect)) return Level::Effect;
+  if (info.hasFlag(opflags::Alloc)) return Level::Alloc;
+  return Level::Pure;
 }
 
 //===-- Cloning ------------------------------------------------------------===//

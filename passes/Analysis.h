@@ -12,19 +12,27 @@
 //                 `invoke_mut` / `invoke_shape_func` name kernels, not calls:
 //                 they are effects in their own right and add no edge.
 //
-//  EffectAnalysis which functions are side-effect free. `call` is flagged
-//                 Effect in Ops.def because its effect is its callee's: a
-//                 function is side-effect free when it contains no Effect op
-//                 other than calls to side-effect-free functions. One bottom-
-//                 up walk over the SCCs decides it; a recursive SCC is free of
-//                 effects when none of its members has a real effect (calls
-//                 inside the SCC do not count). Non-termination is not
-//                 modelled: a recursion that never returns is still "pure",
-//                 as LLVM's `readnone` without `willreturn`. So DCE may delete
-//                 an unused call that would not have returned, and CSE may
-//                 merge two such calls; the same holds for the run-time shape
-//                 checks of Pure ops (gradual typing): a failing check of a
-//                 deleted op is not preserved.
+//  EffectAnalysis what calling a function may do, on the scale of the Ops.def
+//                 flags: nothing (Pure), allocate (Alloc), or an observable
+//                 effect (Effect). `call` is flagged Effect in Ops.def because
+//                 its effect is its callee's: a function's level is the
+//                 highest level of its ops, where a call counts at its
+//                 callee's level. One bottom-up walk over the SCCs decides it;
+//                 calls inside a recursive SCC do not count (the component is
+//                 as pure as its members' other ops). A function without an
+//                 Effect op (other than calls to such functions) is
+//                 side-effect free: DCE may delete an unused call to it. CSE
+//                 may merge two calls only when the callee does not allocate
+//                 either: each call would return a fresh buffer, which a
+//                 later invoke_mut may write (the same reason CSE never
+//                 merges alloc_tensor).
+//                 Non-termination is not modelled: a recursion that never
+//                 returns is still "pure", as LLVM's `readnone` without
+//                 `willreturn`. So DCE may delete an unused call that would
+//                 not have returned, and CSE may merge two such calls; the
+//                 same holds for the run-time shape checks of Pure ops
+//                 (gradual typing): a failing check of a deleted op is not
+//                 preserved.
 //
 //  IRMapping / cloneOp / cloneBlocksInto
 //                 copy operations and blocks, remapping operands, block
@@ -71,20 +79,28 @@ private:
 
 class EffectAnalysis {
 public:
+  /// Ordered: each level includes what the ones below it may do.
+  enum class Level : uint8_t { Pure, Alloc, Effect };
+
   EffectAnalysis(const ir::Module &m, const CallGraph &cg);
 
-  /// True when calling `f` has no side effect (see the header comment).
-  bool isSideEffectFree(const ir::Function *f) const;
-  /// True when `op` has no side effect and allocates nothing: the ops CSE may
-  /// merge. Pure table ops and calls to side-effect-free functions.
-  bool isPure(const ir::Operation &op) const;
-  /// True when `op` may be deleted once its results are unused: pure ops and
-  /// Alloc ops (an unused allocation is dead; a `kill` would be a use).
-  bool isRemovableIfUnused(const ir::Operation &op) const;
+  /// What calling `f` may do (Effect for an unknown function).
+  Level level(const ir::Function *f) const;
+  /// True when calling `f` has no side effect (it may allocate).
+  bool isSideEffectFree(const ir::Function *f) const { return level(f) != Level::Effect; }
+  /// What executing `op` may do: its Ops.def flags, or its callee's level.
+  /// Terminators are Pure here (control flow is not an effect).
+  Level level(const ir::Operation &op) const;
+  /// The ops CSE may merge: no side effect and no allocation.
+  bool isPure(const ir::Operation &op) const { return level(op) == Level::Pure; }
+  /// The ops DCE may delete once their results are unused.
+  bool isRemovableIfUnused(const ir::Operation &op) const {
+    return !op.isTerminator() && level(op) != Level::Effect;
+  }
 
 private:
   const ir::Module &m_;
-  std::unordered_map<const ir::Function *, bool> free_;
+  std::unordered_map<const ir::Function *, Level> level_;
 };
 
 //===-- Cloning ------------------------------------------------------------===//

@@ -18,8 +18,9 @@
 // alone have successors, are never candidates.
 //
 // Candidates are the ops EffectAnalysis calls pure: Pure rows of Ops.def and
-// calls to side-effect-free functions (Analysis.h). Alloc ops (each makes a
-// fresh buffer) and Effect ops (invoke_mut, invoke_shape_func, kill, calls
+// calls to functions that neither have side effects nor allocate
+// (Analysis.h). Alloc ops (each makes a fresh buffer), calls to functions
+// that allocate, and Effect ops (invoke_mut, invoke_shape_func, kill, calls
 // with effects) are never merged.
 //
 // Unreachable blocks are not in the dominator tree and are left alone.

@@ -37,7 +37,6 @@
 #include "passes/Analysis.h"
 #include "passes/Pass.h"
 
-#include <algorithm>
 #include <unordered_set>
 
 namespace nimble::passes {
@@ -142,8 +141,8 @@ private:
     liveValues_.clear();
     worklist_.clear();
     for (auto &b : f.blocks()) {
-      for (BlockArgument *a : argsOf(*b))
-        if (!argRemovable(a)) markValue(a);
+      for (unsigned i = 0; i < b->numArguments(); ++i)
+        if (!argRemovable(b->argument(i))) markValue(b->argument(i));
       for (Operation &op : *b)
         if (op.isTerminator() || !effects_.isRemovableIfUnused(op)) markOp(&op);
     }
@@ -190,12 +189,6 @@ private:
     changed |= !deadArgs.empty();
     for (Operation *op : deadOps) op->erase();
     return changed;
-  }
-
-  static std::vector<BlockArgument *> argsOf(const Block &b) {
-    std::vector<BlockArgument *> r;
-    for (unsigned i = 0; i < b.numArguments(); ++i) r.push_back(b.argument(i));
-    return r;
   }
 
   const EffectAnalysis &effects_;
