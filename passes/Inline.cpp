@@ -1,8 +1,8 @@
 //===- Inline.cpp - Inlining of non-recursive calls -----------------------===//
 //
-// Replaces `call @g(args)` by a copy of @g's body (DLVM §3.1 names inlining
-// among the interprocedural optimizations its SSA IR enables; the mechanics
-// are LLVM's InlineFunction on block arguments instead of phis):
+// Replaces `call @g(args)` by a copy of @g's body (DLVM §2 names inlining
+// among the interprocedural optimizations a modular SSA IR enables; the
+// mechanics are LLVM's InlineFunction on block arguments instead of phis):
 //
 //   ^bb:                                ^bb:
 //     %pre = ...                          %pre = ...
