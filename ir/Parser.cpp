@@ -622,6 +622,8 @@ bool Parser::parseOperandList(std::vector<Value *> &vs, Tok close) {
 bool Parser::parseSuccessor(Successor &s, std::vector<Value *> &operands) {
   if (!tok_.is(Tok::BlockId)) return error("expected a block label (e.g. '^exit'), found " + describe(tok_));
   s.block = getBlock(tok_);
+  if (s.block->isEntry())
+    return error("the entry block " + std::string(tok_.text) + " cannot be a branch target");
   consume();
   s.operandBegin = static_cast<unsigned>(operands.size());
   if (consumeIf(Tok::LParen))
@@ -981,6 +983,8 @@ bool Parser::parseOperation(Block &b) {
       if (!expect(Tok::Colon, "after the case name")) return false;
       if (!tok_.is(Tok::BlockId)) return error("expected a block label, found " + describe(tok_));
       s.block = getBlock(tok_);
+      if (s.block->isEntry())
+        return error("the entry block " + std::string(tok_.text) + " cannot be a branch target");
       consume();
       succs.push_back(s);
     } while (consumeIf(Tok::Comma));

@@ -1,15 +1,157 @@
-// PLACEHOLDER: being written; must not be committed in this form.
+//===- CSE.cpp - Common subexpression elimination -------------------------===//
+//
+// DLVM §3.1.4 lists CSE among the general-purpose SSA optimizations it reuses;
+// this is the classic dominator-tree formulation (as in MLIR's CSE pass):
+//
+//   Walk each function's dominator tree in pre-order with a scoped hash table.
+//   On entering a block, every side-effect-free op is looked up: if an
+//   equivalent op is in the table, it was met earlier in this block or in a
+//   block that dominates this one, so its results are available here and
+//   replace this op's (RAUW, erase). Otherwise the op is added to the current
+//   scope. Leaving a block pops its scope, so ops of sibling branches (which
+//   do not dominate each other) are never matched.
+//
+// Equivalent means: same opcode, same operands (as a multiset for ops flagged
+// Commutative: add(a, b) ≡ add(b, a)), equal attributes (Attr::==, so
+// constants with the same literal and type merge; floats compare bitwise,
+// keeping 0.0 and -0.0 apart) and identical result types. Terminators, which
+// alone have successors, are never candidates.
+//
+// Candidates are the ops EffectAnalysis calls pure: Pure rows of Ops.def and
+// calls to functions that neither have side effects nor allocate
+// (Analysis.h). Alloc ops (each makes a fresh buffer), calls to functions
+// that allocate, and Effect ops (invoke_mut, invoke_shape_func, kill, calls
+// with effects) are never merged.
+//
+// Unreachable blocks are not in the dominator tree and are left alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Analysis.h"
 #include "passes/Pass.h"
+
+#include "ir/Verifier.h"
+
+#include <algorithm>
+#include <unordered_set>
+
 namespace nimble::passes {
 namespace {
-class P : public Pass {
-public:
-  std::string_view name() const override { return "cse"; }
-  LogicalResult run(Module &, DiagnosticEngine &diag, bool &) override {
-    diag.error({}, "pass 'cse' is not implemented yet");
-    return ir::failure();
+
+using namespace nimble::ir;
+
+/// The operands in matching order: sorted for commutative ops, so that both
+/// orders hash and compare alike.
+std::vector<Value *> keyOperands(const Operation &op) {
+  std::vector<Value *> ops = op.operands();
+  if (op.info().hasFlag(opflags::Commutative))
+    std::sort(ops.begin(), ops.end(), std::less<Value *>());
+  return ops;
+}
+
+struct OpHash {
+  size_t operator()(const Operation *op) const {
+    size_t h = std::hash<unsigned>()(static_cast<unsigned>(op->code()));
+    auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+    for (Value *v : keyOperands(*op)) mix(std::hash<const Value *>()(v));
+    for (const Attr &a : op->attrs()) mix(a.hash());
+    for (Value *r : op->results()) mix(std::hash<const void *>()(r->type().impl()));
+    return h;
   }
 };
+
+struct OpEqual {
+  bool operator()(const Operation *a, const Operation *b) const {
+    if (a == b) return true;
+    if (a->code() != b->code() || a->numOperands() != b->numOperands() ||
+        a->numResults() != b->numResults() || a->attrs() != b->attrs())
+      return false;
+    for (unsigned i = 0; i < a->numResults(); ++i)
+      if (a->result(i)->type() != b->result(i)->type()) return false;
+    return keyOperands(*a) == keyOperands(*b);
+  }
+};
+
+class CSE {
+public:
+  explicit CSE(const EffectAnalysis &effects) : effects_(effects) {}
+
+  /// Returns the number of ops erased from `f`.
+  unsigned run(Function &f) {
+    DominanceInfo dom(f);
+    std::vector<Block *> rpo = f.reversePostOrder();
+    if (rpo.empty()) return 0;
+    // Dominator-tree children in RPO order, so the walk is deterministic.
+    std::unordered_map<const Block *, std::vector<Block *>> children;
+    for (Block *b : rpo)
+      if (const Block *parent = dom.idom(b)) children[parent].push_back(b);
+
+    // Iterative pre-order walk; each frame owns the table entries its block
+    // added and removes them when the walk leaves the block's subtree.
+    unsigned erased = 0;
+    std::vector<Frame> stack;
+    stack.push_back({rpo.front(), 0, {}});
+    erased += visit(stack.back());
+    while (!stack.empty()) {
+      Frame &fr = stack.back();
+      const std::vector<Block *> &kids = children[fr.block];
+      if (fr.nextChild < kids.size()) {
+        Block *child = kids[fr.nextChild++];
+        stack.push_back({child, 0, {}});
+        erased += visit(stack.back());
+        continue;
+      }
+      for (Operation *op : fr.added) table_.erase(op);
+      stack.pop_back();
+    }
+    return erased;
+  }
+
+private:
+  struct Frame {
+    Block *block;
+    size_t nextChild;
+    std::vector<Operation *> added;
+  };
+
+  unsigned visit(Frame &fr) {
+    unsigned erased = 0;
+    for (Operation *op : fr.block->opsSnapshot()) {
+      if (op->numResults() == 0 || op->isTerminator() || !effects_.isPure(*op)) continue;
+      auto it = table_.find(op);
+      if (it == table_.end()) {
+        table_.insert(op);
+        fr.added.push_back(op);
+        continue;
+      }
+      Operation *existing = *it;
+      for (unsigned i = 0; i < op->numResults(); ++i)
+        op->result(i)->replaceAllUsesWith(existing->result(i));
+      op->erase();
+      ++erased;
+    }
+    return erased;
+  }
+
+  const EffectAnalysis &effects_;
+  std::unordered_set<Operation *, OpHash, OpEqual> table_;
+};
+
+class CSEPass : public Pass {
+public:
+  std::string_view name() const override { return "cse"; }
+  LogicalResult run(Module &m, DiagnosticEngine &, bool &changed) override {
+    CallGraph cg(m);
+    EffectAnalysis effects(m, cg);
+    CSE cse(effects);
+    for (auto &f : m.functions())
+      if (cse.run(*f)) changed = true;
+    return success();
+  }
+};
+
 } // namespace
-std::unique_ptr<Pass> createCSEPass() { return std::make_unique<P>(); }
+
+std::unique_ptr<Pass> createCSEPass() { return std::make_unique<CSEPass>(); }
+
 } // namespace nimble::passes

@@ -1,15 +1,219 @@
-// PLACEHOLDER: being written; must not be committed in this form.
+//===- DCE.cpp - Dead code elimination -------------------------------------===//
+//
+// DLVM §3.1.4's "aggressive dead code elimination", without touching control
+// flow. Per function:
+//
+//  1. Unreachable blocks (not in Function::reversePostOrder) are deleted. No
+//     reachable op can use their values (SSA dominance), so dropping their
+//     references and erasing them is safe.
+//
+//  2. Mark and sweep over values (instead of "delete unused ops until none
+//     is left", which cannot see a dead loop-carried cycle such as
+//     `^loop(%acc): %n = add %acc, %x; br ^loop(%n)` where %acc is used only
+//     to compute its own next value):
+//
+//     roots   every op that may not be deleted (Effect ops, calls with side
+//             effects, terminators) and the arguments DCE may not delete
+//             (entry-block arguments: the signature; arguments of `match`
+//             targets: the constructor's fields);
+//     mark    a live op makes its operands live, except a br/cond_br whose
+//             successor operands are live only when the target argument they
+//             feed is (the condition of cond_br, the scrutinee of match and
+//             ret's operands are always live); a live block argument makes
+//             the operand every br/cond_br passes to it live;
+//     sweep   every op left unmarked is deletable (Pure or Alloc rows and
+//             calls to side-effect-free functions; see Analysis.h for why
+//             non-termination and run-time shape checks are not kept), and
+//             every unmarked argument of a block that only br/cond_br
+//             target is deleted together with the operand each predecessor
+//             passes to it (the terminator's operand list is rebuilt and its
+//             successor slices renumbered).
+//
+// Everything unmarked is deleted in one sweep: references among dead ops (and
+// from dead branch operands) are dropped first, so dead cycles go too.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Analysis.h"
 #include "passes/Pass.h"
+
+#include <unordered_set>
+
 namespace nimble::passes {
 namespace {
-class P : public Pass {
+
+using namespace nimble::ir;
+
+/// Deletes blocks that cannot be reached from the entry. Returns true if any.
+bool eraseUnreachableBlocks(Function &f) {
+  std::vector<Block *> rpo = f.reversePostOrder();
+  std::unordered_set<Block *> reachable(rpo.begin(), rpo.end());
+  std::vector<Block *> dead;
+  for (auto &b : f.blocks())
+    if (!reachable.count(b.get())) dead.push_back(b.get());
+  if (dead.empty()) return false;
+  // Their ops may use each other's values and branch to each other: drop all
+  // references and terminators before erasing any block.
+  for (Block *b : dead)
+    for (Operation &op : *b) op.dropAllReferences();
+  for (Block *b : dead)
+    if (Operation *t = b->terminator()) t->erase();
+  for (Block *b : dead) f.eraseBlock(b);
+  return true;
+}
+
+/// Removes from `term` the operands passed to argument `argIndex` of `target`
+/// (on every edge to `target`), renumbering the successor slices.
+void dropSuccessorOperand(Operation &term, const Block *target, unsigned argIndex) {
+  std::vector<Successor> &succs = term.successors();
+  std::vector<bool> drop(term.numOperands(), false);
+  for (const Successor &s : succs)
+    if (s.block == target && argIndex < s.operandCount) drop[s.operandBegin + argIndex] = true;
+  std::vector<Value *> kept;
+  std::vector<unsigned> newIndex(term.numOperands() + 1, 0);
+  for (unsigned i = 0; i < term.numOperands(); ++i) {
+    newIndex[i] = static_cast<unsigned>(kept.size());
+    if (!drop[i]) kept.push_back(term.operand(i));
+  }
+  newIndex[term.numOperands()] = static_cast<unsigned>(kept.size());
+  for (Successor &s : succs) {
+    unsigned end = newIndex[s.operandBegin + s.operandCount];
+    s.operandBegin = newIndex[s.operandBegin];
+    s.operandCount = end - s.operandBegin;
+  }
+  term.setOperands(kept);
+}
+
+class DeadCodeElimination {
+public:
+  explicit DeadCodeElimination(const EffectAnalysis &effects) : effects_(effects) {}
+
+  bool run(Function &f) {
+    bool changed = eraseUnreachableBlocks(f);
+    collectEdges(f);
+    markLive(f);
+    return sweep(f) || changed;
+  }
+
+private:
+  struct Edge {
+    Operation *term;
+    unsigned succ;
+  };
+
+  /// Records, for each block, the br/cond_br edges into it, and which blocks
+  /// some `match` targets (their arguments are never removed).
+  void collectEdges(Function &f) {
+    incoming_.clear();
+    matchTargets_.clear();
+    for (auto &b : f.blocks()) {
+      Operation *t = b->terminator();
+      if (!t) continue;
+      for (unsigned k = 0; k < t->successors().size(); ++k) {
+        Block *target = t->successors()[k].block;
+        if (t->is(OpCode::Br) || t->is(OpCode::CondBr)) incoming_[target].push_back({t, k});
+        else matchTargets_.insert(target);
+      }
+    }
+  }
+
+  bool argRemovable(const BlockArgument *a) const {
+    const Block *b = a->owner();
+    return !b->isEntry() && !matchTargets_.count(b);
+  }
+
+  void markValue(Value *v) {
+    if (!v || !liveValues_.insert(v).second) return;
+    worklist_.push_back(v);
+  }
+
+  void markOp(Operation *op) {
+    if (!liveOps_.insert(op).second) return;
+    // A branch's successor operands are live only through the argument they
+    // feed; everything else an op reads is live with it.
+    bool branch = op->is(OpCode::Br) || op->is(OpCode::CondBr);
+    unsigned n = branch ? op->numNonSuccessorOperands() : op->numOperands();
+    for (unsigned i = 0; i < n; ++i) markValue(op->operand(i));
+  }
+
+  void markLive(Function &f) {
+    liveOps_.clear();
+    liveValues_.clear();
+    worklist_.clear();
+    for (auto &b : f.blocks()) {
+      for (unsigned i = 0; i < b->numArguments(); ++i)
+        if (!argRemovable(b->argument(i))) markValue(b->argument(i));
+      for (Operation &op : *b)
+        if (op.isTerminator() || !effects_.isRemovableIfUnused(op)) markOp(&op);
+    }
+    while (!worklist_.empty()) {
+      Value *v = worklist_.back();
+      worklist_.pop_back();
+      if (Operation *def = v->definingOp()) {
+        markOp(def);
+      } else if (BlockArgument *a = dyn_cast<BlockArgument>(v)) {
+        auto it = incoming_.find(a->owner());
+        if (it == incoming_.end()) continue;
+        for (const Edge &e : it->second) {
+          const Successor &s = e.term->successors()[e.succ];
+          if (a->index() < s.operandCount) markValue(e.term->operand(s.operandBegin + a->index()));
+        }
+      }
+    }
+  }
+
+  bool sweep(Function &f) {
+    std::vector<Operation *> deadOps;
+    for (auto &b : f.blocks())
+      for (Operation &op : *b)
+        if (!liveOps_.count(&op)) deadOps.push_back(&op);
+    for (Operation *op : deadOps) op->dropAllReferences();
+
+    bool changed = !deadOps.empty();
+    // A dead argument may be passed on to another dead argument: remove every
+    // dead branch operand first, then the arguments (highest index first, so
+    // the lower indices stay valid).
+    std::vector<BlockArgument *> deadArgs;
+    for (auto &b : f.blocks()) {
+      for (unsigned i = b->numArguments(); i-- > 0;) {
+        if (liveValues_.count(b->argument(i))) continue;
+        deadArgs.push_back(b->argument(i));
+        auto it = incoming_.find(b.get());
+        std::unordered_set<Operation *> preds;
+        if (it != incoming_.end())
+          for (const Edge &e : it->second) preds.insert(e.term);
+        for (Operation *t : preds) dropSuccessorOperand(*t, b.get(), i);
+      }
+    }
+    for (BlockArgument *a : deadArgs) a->owner()->eraseArgument(a->index());
+    changed |= !deadArgs.empty();
+    for (Operation *op : deadOps) op->erase();
+    return changed;
+  }
+
+  const EffectAnalysis &effects_;
+  std::unordered_map<const Block *, std::vector<Edge>> incoming_;
+  std::unordered_set<const Block *> matchTargets_;
+  std::unordered_set<const Operation *> liveOps_;
+  std::unordered_set<const Value *> liveValues_;
+  std::vector<Value *> worklist_;
+};
+
+class DCEPass : public Pass {
 public:
   std::string_view name() const override { return "dce"; }
-  LogicalResult run(Module &, DiagnosticEngine &diag, bool &) override {
-    diag.error({}, "pass 'dce' is not implemented yet");
-    return ir::failure();
+  LogicalResult run(Module &m, DiagnosticEngine &, bool &changed) override {
+    CallGraph cg(m);
+    EffectAnalysis effects(m, cg);
+    DeadCodeElimination dce(effects);
+    for (auto &f : m.functions())
+      if (dce.run(*f)) changed = true;
+    return success();
   }
 };
+
 } // namespace
-std::unique_ptr<Pass> createDCEPass() { return std::make_unique<P>(); }
+
+std::unique_ptr<Pass> createDCEPass() { return std::make_unique<DCEPass>(); }
+
 } // namespace nimble::passes

@@ -1,15 +1,188 @@
-// PLACEHOLDER: being written; must not be committed in this form.
+//===- Inline.cpp - Inlining of non-recursive calls -----------------------===//
+//
+// Replaces `call @g(args)` by a copy of @g's body (DLVM §2 names inlining
+// among the interprocedural optimizations a modular SSA IR enables; the
+// mechanics are LLVM's InlineFunction on block arguments instead of phis):
+//
+//   ^bb:                                ^bb:
+//     %pre = ...                          %pre = ...
+//     %r = call @g(%a)          ==>       br ^g.entry
+//     %post = use %r                    ^g.entry:            (g's params → %a)
+//     ret %post                           ... g's body, each `ret %v`
+//                                         br ^g.exit(%v)
+//                                       ^g.exit(%r: T):      (the call's results)
+//                                         %post = use %r
+//                                         ret %post
+//
+// The caller's block is split after the call: what follows moves to a
+// continuation block whose arguments take the call's results (with the call
+// results' types and names). The callee's reachable blocks are cloned in
+// between (Analysis.h: cloneBlocksInto), labelled `<callee>.<label>`, with
+// values keeping their names (the printer makes clashes unique). The cloned
+// ops keep the callee's types: the call's arguments may be more precise than
+// the parameters (sub-shaping), which every use accepts. The entry block is
+// never a branch target (Verifier S2), so its copy needs no arguments.
+//
+// Which calls: the callee must not be in a recursive SCC of the call graph
+// (inlining recursion would never end; a recursive caller may still receive
+// non-recursive callees), and either its cost (the number of ops in its body)
+// is at most `max-cost` or it carries `attributes {inline = "always"}`;
+// `inline = "never"` forbids it. Functions are processed bottom-up over the
+// SCCs (callees first), so a callee's own calls are already inlined when it is
+// copied and its cost is measured after that. A call whose declared result
+// type is more precise than what the callee returns (a run-time check) is
+// left alone: the continuation argument could not take the returned value.
+// Callees are never deleted (they may be entry points; a later dead-function
+// pass may remove them).
+//
+// Option: inline{max-cost=N}, N a non-negative integer (default 40).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Analysis.h"
 #include "passes/Pass.h"
+
+#include <charconv>
+#include <unordered_set>
+
 namespace nimble::passes {
 namespace {
-class P : public Pass {
+
+using namespace nimble::ir;
+
+size_t cost(const Function &f) {
+  size_t n = 0;
+  for (auto &b : f.blocks()) n += b->size();
+  return n;
+}
+
+class InlinePass : public Pass {
 public:
   std::string_view name() const override { return "inline"; }
-  LogicalResult run(Module &, DiagnosticEngine &diag, bool &) override {
-    diag.error({}, "pass 'inline' is not implemented yet");
-    return ir::failure();
+
+  std::string setOption(std::string_view key, std::string_view value) override {
+    if (key != "max-cost") return Pass::setOption(key, value);
+    int64_t n = -1;
+    auto r = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (r.ec != std::errc() || r.ptr != value.data() + value.size() || n < 0)
+      return "option 'max-cost' of 'inline' takes a non-negative integer, got '" +
+             std::string(value) + "'";
+    maxCost_ = static_cast<size_t>(n);
+    return "";
   }
+
+  LogicalResult run(Module &m, DiagnosticEngine &diag, bool &changed) override {
+    if (failed(checkAttributes(m, diag))) return failure();
+    CallGraph cg(m);
+    for (const std::vector<Function *> &scc : cg.sccs())
+      for (Function *f : scc) {
+        // Only the calls written in `f`: calls copied in with a callee were
+        // already judged (and kept) when that callee was processed.
+        std::vector<Operation *> calls;
+        for (auto &b : f->blocks())
+          for (Operation &op : *b)
+            if (op.is(OpCode::Call)) calls.push_back(&op);
+        for (Operation *call : calls)
+          if (shouldInline(*call, cg)) {
+            inlineCall(*call, *m.lookupFunction(call->strAttr("callee")));
+            changed = true;
+          }
+      }
+    return success();
+  }
+
+private:
+  /// `inline` must be "always" or "never": a typo must not silently change
+  /// what gets inlined.
+  static LogicalResult checkAttributes(const Module &m, DiagnosticEngine &diag) {
+    bool ok = true;
+    for (auto &f : m.functions()) {
+      const Attr *a = f->fnAttr("inline");
+      if (!a || (a->kind() == AttrKind::Str && (a->getStr() == "always" || a->getStr() == "never")))
+        continue;
+      diag.error(f->loc(), "function attribute 'inline' of @" + f->name() +
+                               " must be \"always\" or \"never\"");
+      ok = false;
+    }
+    return success(ok);
+  }
+
+  bool shouldInline(const Operation &call, const CallGraph &cg) const {
+    const Function *callee = call.function()->module()->lookupFunction(call.strAttr("callee"));
+    if (!callee || callee->blocks().empty() || cg.isRecursive(callee)) return false;
+    const Attr *hint = callee->fnAttr("inline");
+    if (hint && hint->getStr() == "never") return false;
+    if (!(hint && hint->getStr() == "always") && cost(*callee) > maxCost_) return false;
+    return returnsFit(call, *callee);
+  }
+
+  /// True when every value the callee returns can flow into the call's
+  /// result types (the continuation block's arguments).
+  static bool returnsFit(const Operation &call, const Function &callee) {
+    for (Block *b : callee.reversePostOrder()) {
+      Operation *t = b->terminator();
+      if (!t || !t->is(OpCode::Ret)) continue;
+      if (t->numOperands() != call.numResults()) return false;
+      for (unsigned i = 0; i < t->numOperands(); ++i) {
+        Value *v = t->operand(i);
+        const BlockArgument *a = dyn_cast<BlockArgument>(v);
+        if (a && a->owner() == callee.entry()) v = call.operand(a->index());
+        if (!v->type().isSubtypeOf(call.result(i)->type())) return false;
+      }
+    }
+    return true;
+  }
+
+  void inlineCall(Operation &call, const Function &callee) {
+    Block *block = call.block();
+    Function &caller = *block->function();
+
+    // Split: the ops after the call move to the continuation block, whose
+    // arguments stand for the call's results.
+    auto contOwned = std::make_unique<Block>(callee.name() + ".exit");
+    contOwned->setLoc(call.loc());
+    Block *cont = caller.insertBlockAfter(block, std::move(contOwned));
+    for (unsigned i = 0; i < call.numResults(); ++i) {
+      BlockArgument *a = cont->addArgument(call.result(i)->type(), call.loc());
+      a->setName(call.result(i)->name());
+      call.result(i)->replaceAllUsesWith(a);
+    }
+    while (Operation *next = call.nextOp()) cont->push_back(next->remove());
+
+    // Clone the reachable blocks between the two halves.
+    IRMapping map;
+    Block *entry = callee.entry();
+    for (unsigned i = 0; i < entry->numArguments(); ++i)
+      map.values[entry->argument(i)] = call.operand(i);
+    std::vector<Block *> order;
+    std::vector<Block *> rpo = callee.reversePostOrder();
+    std::unordered_set<Block *> reachable(rpo.begin(), rpo.end());
+    for (auto &b : callee.blocks())
+      if (reachable.count(b.get())) order.push_back(b.get());
+    std::vector<Block *> clones =
+        cloneBlocksInto(order, caller, block, map, callee.name() + ".");
+
+    // Each `ret` becomes a branch to the continuation.
+    for (Block *b : clones) {
+      Operation *ret = b->terminator();
+      if (!ret || !ret->is(OpCode::Ret)) continue;
+      std::vector<Value *> vals = ret->operands();
+      Successor s{cont, 0, static_cast<unsigned>(vals.size()), ""};
+      b->push_back(Operation::create(OpCode::Br, ret->loc(), vals, {}, defaultAttrs(OpCode::Br), {s}));
+      ret->erase();
+    }
+
+    // The call becomes a branch into the copy.
+    Successor s{map.lookup(entry), 0, 0, ""};
+    block->push_back(Operation::create(OpCode::Br, call.loc(), {}, {}, defaultAttrs(OpCode::Br), {s}));
+    call.erase();
+  }
+
+  size_t maxCost_ = 40;
 };
+
 } // namespace
-std::unique_ptr<Pass> createInlinePass() { return std::make_unique<P>(); }
+
+std::unique_ptr<Pass> createInlinePass() { return std::make_unique<InlinePass>(); }
+
 } // namespace nimble::passes
