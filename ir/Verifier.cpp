@@ -138,6 +138,12 @@ bool Verifier::structure(const Function &f) {
         if (!s.block || !own.count(s.block)) {
           diag_.error(op.loc(), "successor is not a block of @" + f.name());
           ok = false;
+        } else if (s.block == f.entry()) {
+          diag_.error(op.loc(), "the entry block ^" +
+                                    (s.block->label().empty() ? std::string("entry")
+                                                              : s.block->label()) +
+                                    " cannot be a branch target");
+          ok = false;
         }
     }
   }
@@ -388,8 +394,10 @@ void Verifier::verifyOp(const Operation &op, const Function &f) {
       if (!v->type().isTensor())
         fail(op, opName(op) + " operands must be tensors, got " + v->type().str());
     if (op.is(OpCode::InvokeMut)) {
-      std::vector<Value *> ins(op.operands().begin(), op.operands().begin() + nin);
-      std::vector<Value *> outs(op.operands().begin() + nin, op.operands().end());
+      // operands() returns a copy: take one, not an iterator into each.
+      std::vector<Value *> all = op.operands();
+      std::vector<Value *> ins(all.begin(), all.begin() + nin);
+      std::vector<Value *> outs(all.begin() + nin, all.end());
       if (ins.size() != k->argTypes().size() || outs.size() != k->resultTypes().size()) {
         fail(op, "'invoke_mut' of @" + callee + " passes " + std::to_string(ins.size()) +
                      " inputs and " + std::to_string(outs.size()) + " outputs but @" + callee +
