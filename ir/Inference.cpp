@@ -114,7 +114,13 @@ InferredTypes inferResultTypes(const Operation &op, const Module &m) {
   ShapeFnResult sr = inferShapes(op.code(), sigs, op.attrs(), values);
   InferredTypes r;
   if (!sr.ok()) return fail(sr.error, sr.errorOperand);
-  for (const TensorSig &s : sr.results) r.types.push_back(m.context().tensor(s));
+  for (TensorSig s : sr.results) {
+    // Upper-bound mode (paper §3.2): the relation gives the bound of the
+    // leading dimension, which sizes the kernel's output buffer; the value's
+    // true extent is known only when the kernel returns, so the type says `?`.
+    if (sr.upperBound && !s.dims.empty()) s.dims[0] = kDynamic;
+    r.types.push_back(m.context().tensor(s));
+  }
   r.deferred = std::move(sr.deferred);
   return r;
 }

@@ -17,10 +17,20 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <unordered_map>
 
 namespace nimble::ir {
 namespace {
+
+/// The value of an integer token, decimal (`-12`) or hexadecimal (`0x1F`).
+/// False when the whole spelling is not one int64 value.
+bool integerValue(std::string_view s, int64_t &v) {
+  bool hex = s.starts_with("0x");
+  const char *begin = s.data() + (hex ? 2 : 0), *end = s.data() + s.size();
+  auto r = std::from_chars(begin, end, v, hex ? 16 : 10);
+  return r.ec == std::errc() && r.ptr == end;
+}
 
 class Parser {
 public:
@@ -185,7 +195,7 @@ bool Parser::parseTopLevel() {
 }
 
 // type-decl ::= `type` symbol `=` ctor (`|` ctor)*
-// ctor      ::= bare-id (`(` type (`,` type)* `)`)?
+// ctor      ::= bare-id (`(` (type (`,` type)*)? `)`)?
 bool Parser::parseTypeDecl() {
   Location loc = tok_.loc;
   consume();
@@ -269,8 +279,7 @@ bool Parser::parseConstDecl() {
 }
 
 // func-decl ::= `func` symbol `(` (value-id `:` type (`,` value-id `:` type)*)? `)`
-//               (`->` result-types)? (`attributes` `{` fn-attr (`,` fn-attr)* `}`)?
-//               `{` block+ `}`
+//               (`->` result-types)? fn-attrs? `{` body
 bool Parser::parseFuncDecl() {
   Location loc = tok_.loc;
   consume();
@@ -322,7 +331,8 @@ bool Parser::parseFuncDecl() {
   return finishFunction(*fn);
 }
 
-// fn-attrs ::= `attributes` `{` (bare-id `=` (string | integer | `true` | `false`))* `}`
+// fn-attrs ::= `attributes` `{` (fn-attr (`,` fn-attr)*)? `}`
+// fn-attr  ::= bare-id `=` (string | integer | `true` | `false`)
 bool Parser::parseFnAttrs(Function &f) {
   consume();
   if (!expect(Tok::LBrace, "after 'attributes'")) return false;
@@ -337,8 +347,7 @@ bool Parser::parseFnAttrs(Function &f) {
       if (tok_.is(Tok::String)) a = Attr::getStr(Lexer::unescape(tok_.text));
       else if (tok_.is(Tok::Integer)) {
         int64_t v = 0;
-        auto r = std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v);
-        if (r.ec != std::errc()) return error("integer out of range");
+        if (!integerValue(tok_.text, v)) return error("integer out of range");
         a = Attr::getInt(v);
       } else if (tok_.isKeyword("true") || tok_.isKeyword("false")) {
         a = Attr::getBool(tok_.text == "true");
@@ -522,7 +531,7 @@ bool Parser::parseBody(Function &f) {
   return true;
 }
 
-// block-header ::= block-id (`(` value-id `:` type (`,` value-id `:` type)* `)`)? `:`
+// block-header ::= block-id (`(` (value-id `:` type (`,` value-id `:` type)*)? `)`)? `:`
 bool Parser::parseBlockHeader(Function &f, Block *&b, bool first) {
   Token label = tok_;
   std::string name(label.text.substr(1));
@@ -643,10 +652,7 @@ bool Parser::parseLoc(Location &loc) {
   for (uint32_t &n : nums) {
     if (!expect(Tok::Colon, "in loc(\"file\":line:col)")) return false;
     int64_t v = 0;
-    if (!tok_.is(Tok::Integer) ||
-        std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v).ec !=
-            std::errc() ||
-        v < 0 || v > UINT32_MAX)
+    if (!tok_.is(Tok::Integer) || !integerValue(tok_.text, v) || v < 0 || v > UINT32_MAX)
       return error("expected a line or column number in loc(...)");
     n = static_cast<uint32_t>(v);
     consume();
@@ -660,9 +666,7 @@ bool Parser::parseLoc(Location &loc) {
 //              | `[` (integer (`,` integer)*)? `]`
 bool Parser::parseAttrValue(const AttrSpec &spec, Attr &a) {
   auto parseInt = [&](int64_t &v) {
-    if (!tok_.is(Tok::Integer)) return false;
-    auto r = std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v);
-    if (r.ec != std::errc()) return false;
+    if (!tok_.is(Tok::Integer) || !integerValue(tok_.text, v)) return false;
     consume();
     return true;
   };
@@ -681,10 +685,11 @@ bool Parser::parseAttrValue(const AttrSpec &spec, Attr &a) {
     return true;
   }
   case AttrKind::Float: {
-    if (!tok_.is(Tok::Integer) && !tok_.is(Tok::Float))
-      return error(what + "a number, found " + describe(tok_));
     double v = 0;
-    std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v);
+    if ((!tok_.is(Tok::Integer) && !tok_.is(Tok::Float)) || tok_.text.starts_with("0x") ||
+        std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v).ec !=
+            std::errc())
+      return error(what + "a decimal number, found " + describe(tok_));
     a = Attr::getFloat(v);
     consume();
     return true;
@@ -725,7 +730,9 @@ bool Parser::parseAttrValue(const AttrSpec &spec, Attr &a) {
   return error(what + "a value that cannot be written here");
 }
 
-// scalar-literal ::= integer | float | `true` | `false` | hex-integer (raw bits of a float)
+// scalar-literal ::= integer | float | `true` | `false`
+//   An integer written in hexadecimal is, for a float element type, the raw
+//   bits of the element (how inf and nan are written); else its value.
 bool Parser::parseScalarLiteral(DType dt, DenseValue &out) {
   if (tok_.isKeyword("true") || tok_.isKeyword("false")) {
     if (dt != DType::I1) return error("boolean literal for element type " + std::string(dtypeName(dt)));
@@ -738,8 +745,11 @@ bool Parser::parseScalarLiteral(DType dt, DenseValue &out) {
     if (tok_.is(Tok::Integer) && s.starts_with("0x") && isFloat(dt)) {
       uint64_t bits = 0;
       auto r = std::from_chars(s.data() + 2, s.data() + s.size(), bits, 16);
-      if (r.ec != std::errc()) return error("invalid hexadecimal float literal");
       size_t n = dtypeSize(dt);
+      if (r.ec != std::errc() || r.ptr != s.data() + s.size() || (n < 8 && (bits >> (8 * n))))
+        return error("hexadecimal literal " + std::string(s) + " is not the bits of one " +
+                     std::string(dtypeName(dt)) + " (" + std::to_string(2 * n) +
+                     " hex digits at most)");
       for (size_t i = 0; i < n; ++i) out.bytes.push_back(static_cast<uint8_t>(bits >> (8 * i)));
       consume();
       return true;
@@ -747,14 +757,24 @@ bool Parser::parseScalarLiteral(DType dt, DenseValue &out) {
     if (isFloat(dt)) {
       double v = 0;
       auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (r.ec != std::errc()) return error("float literal out of range");
+      if (r.ec != std::errc())
+        return error("float literal " + std::string(s) + " is out of range");
+      // A literal must stay finite in its element type (inf and nan are
+      // written as hexadecimal bits).
+      auto tooBig = [&] {
+        return error("float literal " + std::string(s) + " does not fit in " +
+                     std::string(dtypeName(dt)));
+      };
+      if (dt != DType::F64 && std::fabs(v) > std::numeric_limits<float>::max()) return tooBig();
       out.appendDouble(v);
+      int64_t last = static_cast<int64_t>(out.bytes.size() / dtypeSize(dt)) - 1;
+      if (!std::isfinite(out.getDouble(last))) return tooBig();
     } else {
       if (tok_.is(Tok::Float))
         return error("float literal for integer element type " + std::string(dtypeName(dt)));
       int64_t v = 0;
-      auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (r.ec != std::errc()) return error("integer literal out of range");
+      if (!integerValue(s, v))
+        return error("integer literal " + std::string(s) + " is out of range");
       if (dt == DType::I1 && v != 0 && v != 1)
         return error("i1 literal must be 0, 1, true or false");
       int bits = dt == DType::I8 ? 8 : dt == DType::I32 ? 32 : 64;

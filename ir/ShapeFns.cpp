@@ -270,8 +270,9 @@ bool relLayerNorm(Ctx &c) {
   for (size_t i = 1; i < 3; ++i) {
     if (!c.sameDType(0, i) || !c.requireRank(i, 1, i == 1 ? "gamma" : "beta")) return false;
     int64_t k;
-    if (!c.unify(d, c.ops[i].dims[0],  k,
-                 std::string(i == 1 ? "gamma" : "beta") + " size and the last dimension"))
+    if (!c.unify(d, c.ops[i].dims[0], k,
+                 "the last dimension and the " + std::string(i == 1 ? "gamma" : "beta") +
+                     " size"))
       return false;
   }
   c.result(c.ops[0].dtype, c.ops[0].dims);
@@ -397,8 +398,8 @@ bool relConcat(Ctx &c) {
       int64_t &o = out[static_cast<size_t>(k)];
       if (k == ax) {
         o = (o == kDynamic || d == kDynamic) ? kDynamic : o + d;
-      } else if (!c.unify(o, d, o, "dimension " + std::to_string(k) + " of operand " +
-                                       std::to_string(i) + " and operand 0")) {
+      } else if (!c.unify(o, d, o, "dimension " + std::to_string(k) +
+                                       " of operand 0 and operand " + std::to_string(i))) {
         c.r.errorOperand = static_cast<int>(i);
         return false;
       }

@@ -18,7 +18,9 @@
 // Data-dependent ops (dyn_reshape, zeros, full, arange) need operand values:
 // `values[i]` is operand i's value where known (a constant at compile time;
 // always supplied at run time). Upper-bound ops (unique, nonzero) return the
-// bound with `upperBound` set; the kernel reports the true extent.
+// bound of their results' leading dimension with `upperBound` set; the kernel
+// reports the true extent, so compile-time types show that dimension as `?`
+// (ir/Inference.cpp).
 //
 // This file is shared with the runtime: it depends on OpTable.h only.
 //

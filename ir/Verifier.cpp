@@ -138,8 +138,11 @@ bool Verifier::structure(const Function &f) {
         if (!s.block || !own.count(s.block)) {
           diag_.error(op.loc(), "successor is not a block of @" + f.name());
           ok = false;
-        } else if (s.block->isEntry()) {
-          diag_.error(op.loc(), "the entry block of @" + f.name() + " cannot be a branch target");
+        } else if (s.block == f.entry()) {
+          diag_.error(op.loc(), "the entry block ^" +
+                                    (s.block->label().empty() ? std::string("entry")
+                                                              : s.block->label()) +
+                                    " cannot be a branch target");
           ok = false;
         }
     }

@@ -28,25 +28,25 @@ Reads the input (standard input when absent or '-'), verifies it, runs the
 passes named by --passes in order, and prints the resulting IR.
 
 OPTIONS:
-  -o <file>                  Write the output to <file> (atomically) instead of stdout
-  --passes=<pipeline>        Comma-separated passes, e.g. type-infer,canonicalize,cse;
-                             options in braces: inline{max-cost=40}
-  --list-passes              List the registered passes and exit
-  --split-input-file         Treat '// -----' lines as boundaries between
-                             independent inputs; outputs are joined the same way
-  --verify-diagnostics       Check the diagnostics against the
-                             '// expected-error@+N {{...}}' comments of the input
-  --verify-each[=true|false] Verify the IR after every pass (default: true)
-  --no-verify-each           Same as --verify-each=false
-  --print-ir-before=<names>  Print the IR before the named passes (comma-separated)
-  --print-ir-after=<names>   Print the IR after the named passes
-  --print-ir-before-all      Print the IR before every pass
-  --print-ir-after-all       Print the IR after every pass
-  --print-ir-after-change    With --print-ir-after*, print only when the pass changed the IR
-  --print-debuginfo          Print loc("file":line:col) after each operation
-  --time-passes              Print the wall time of each pass to stderr
-  --help                     Show this help and exit
-  --version                  Show the version and exit
+  -o <file>                   Write the output to <file> (atomically) instead of stdout
+  --passes=<pipeline>         Comma-separated passes, e.g. type-infer,canonicalize,cse;
+                              options in braces: inline{max-cost=40}
+  --list-passes               List the registered passes and exit
+  --split-input-file          Treat '// -----' lines as boundaries between
+                              independent inputs; outputs are joined the same way
+  --verify-diagnostics        Check the diagnostics against the
+                              '// expected-error@+N {{...}}' comments of the input
+  --verify-each[=true|false]  Verify the IR after every pass (default: true)
+  --no-verify-each            Same as --verify-each=false
+  --print-ir-before=<names>   Print the IR before the named passes (comma-separated)
+  --print-ir-after=<names>    Print the IR after the named passes
+  --print-ir-before-all       Print the IR before every pass
+  --print-ir-after-all        Print the IR after every pass
+  --print-ir-after-change     With --print-ir-after*, print only when the pass changed the IR
+  --print-debuginfo           Print loc("file":line:col) after each operation
+  --time-passes               Print the wall time of each pass to stderr
+  --help                      Show this help and exit
+  --version                   Show the version and exit
 
 IR dumps go to stderr. Exit status: 0 on success, 1 when the input is invalid or
 a pass fails (with a file:line:col: error: message), 2 on a usage error.
@@ -149,7 +149,15 @@ int main(int argc, char **argv) {
   int early = parseArgs(argc, argv, o);
   if (early >= 0) return early;
 
+  // Validate the pipeline before reading the input: a usage error must not
+  // wait for standard input, nor hide behind an unreadable file.
   std::string text, error;
+  if (!o.pipeline.empty()) {
+    ir::DiagnosticEngine quiet(nullptr, std::cerr);
+    passes::PassManager probe(quiet, std::cerr, o.pm);
+    if (!probe.parsePipeline(o.pipeline, error)) return usageError(error);
+  }
+
   if (!readInput(o.input, text, error)) {
     std::cerr << "nimble-opt: error: " << error << "\n";
     return kExitError;
@@ -161,17 +169,10 @@ int main(int argc, char **argv) {
   ir::DiagnosticEngine diag(&sm, std::cerr);
   ir::Context ctx;
 
-  // Validate the pipeline once, before any input is processed.
-  {
-    passes::PassManager probe(diag, std::cerr, o.pm);
-    if (!o.pipeline.empty() && !probe.parsePipeline(o.pipeline, error)) return usageError(error);
-  }
-
   std::vector<Chunk> chunks =
       o.split ? splitInput(buffer) : std::vector<Chunk>{{buffer, 1}};
   std::string out;
   bool ok = true;
-  passes::PassManager timing(diag, std::cerr, o.pm);
   for (size_t i = 0; i < chunks.size(); ++i) {
     std::unique_ptr<ir::DiagnosticVerifier> verifier;
     if (o.verifyDiagnostics)
@@ -201,7 +202,7 @@ int main(int argc, char **argv) {
       ok &= chunkOk;
     }
     if (chunkOk) {
-      if (i) out += "// -----\n";
+      if (!out.empty()) out += "// -----\n";
       out += printed;
     }
   }
