@@ -13,7 +13,8 @@
 //       - put in canonical form: a commutative op with a constant on the left
 //         gets its operands swapped, so patterns see `x op c` only;
 //       - rewritten by the first algebraic or control-flow pattern that
-//         matches (the list is in docs/passes.md and at each pattern below).
+//         matches (each pattern is written as a comment where it is matched;
+//         docs/passes.md lists them with where they must not fire).
 //     Whatever a rewrite touches goes back on the list: users of a replaced
 //     value, new ops, and the definitions of an erased op's operands (they
 //     may have become dead). The number of steps is bounded, so a pair of
@@ -23,19 +24,23 @@
 //     non-entry block whose only predecessor ends in `br` to it is merged into
 //     that predecessor, its arguments replaced by the branch operands.
 //     Unreachable blocks are also deleted before the first worklist run: the
-//     verifier exempts them from dominance, so they may hold `%a = neg %a`,
-//     which the patterns (like every SSA rewrite) must not see.
+//     verifier exempts them from dominance, so two of their ops may use each
+//     other (`%a = neg %b` in one block, `%b = neg %a` in the next), and
+//     neg(neg(x)) -> x would replace %a by itself.
 //  Merging exposes new folds (a block argument becomes a constant), so 1 and 2
-//  repeat while the CFG changes, at most kMaxRounds times.
+//  repeat while the CFG changes. Every CFG change deletes a block, so this
+//  happens at most once per block.
 //
 // Every replacement keeps the IR typed: a value replaces a result only when
 // its type is a subtype of the result's (sub-shaping), and an operand replaces
 // a broadcasting op's result only when no other operand can grow the shape
-// (canForwardOperand). Rewrites never drop a run-time check: what would
-// change the result for some run-time shape or value is left alone. In
-// particular float x * 0 and x - x are kept (NaN and inf make them non-zero),
-// integer division by zero is kept (the runtime reports it), and folded
-// constants are limited to `fold-limit` elements (ConstantFold.h says why).
+// (canForwardOperand). A rewrite that would change the result for some
+// run-time shape or value is not made, nor one that would skip a run-time
+// check (a `?` dimension the op verifies) on a value that is still computed;
+// ops left dead are deleted like any Pure op, as DCE does. In particular
+// float x * 0 and x - x are kept (NaN and inf make them non-zero), integer
+// division by zero is kept (the runtime reports it), and folded constants are
+// limited to `fold-limit` elements (ConstantFold.h says why).
 //
 // Signed zeros are the one thing not preserved: x + 0.0 becomes x although
 // -0.0 + 0.0 is +0.0, and pow(x, 0.5) becomes sqrt(x) although they differ at
@@ -57,8 +62,6 @@ namespace nimble::passes {
 namespace {
 
 using namespace nimble::ir;
-
-constexpr int kMaxRounds = 8;
 
 /// Drives the rewrites of one function and keeps its worklist in step with
 /// every IR edit (MLIR's greedy pattern rewrite driver, without regions).
@@ -141,15 +144,14 @@ private:
 //===----------------------------------------------------------------------===//
 
 bool Canonicalizer::run(Function &f) {
-  // Unreachable code goes first: SSA dominance does not hold there (`%a =
-  // neg %a` verifies in an unreachable block), and patterns assume it.
+  // Unreachable code goes first: dominance does not hold there (see the
+  // file comment), and the patterns assume it.
   bool changed = eraseUnreachableBlocks(f);
-  for (int round = 0; round < kMaxRounds; ++round) {
+  for (;;) {
     changed |= drain(f);
-    if (!simplifyCFG(f)) break;
-    changed = true;
+    if (!simplifyCFG(f)) return changed;
+    changed = true; // and a block fewer: the loop ends
   }
-  return changed;
 }
 
 bool Canonicalizer::drain(Function &f) {
@@ -282,7 +284,9 @@ bool Canonicalizer::simplify(Operation *op) {
   case OpCode::Add:
   case OpCode::Sub:
   case OpCode::Mul:
-  case OpCode::Div: return simplifyArith(op);
+  case OpCode::Div:
+  case OpCode::LogicalAnd:
+  case OpCode::LogicalOr: return simplifyArith(op);
   case OpCode::Pow: return simplifyPow(op);
   case OpCode::Neg:
   case OpCode::LogicalNot:
@@ -331,6 +335,14 @@ bool Canonicalizer::simplifyArith(Operation *op) {
   case OpCode::Div: // x / 1 -> x
     if (isConstantSplat(c, 1) && canForwardOperand(*op, x)) return replaceBy(op, x);
     return false;
+  case OpCode::LogicalAnd:
+  case OpCode::LogicalOr: {
+    // x and true -> x, x and false -> false; x or false -> x, x or true -> true.
+    bool isAnd = op->is(OpCode::LogicalAnd);
+    if (isConstantSplat(c, isAnd ? 1 : 0) && canForwardOperand(*op, x)) return replaceBy(op, x);
+    if (isConstantSplat(c, isAnd ? 0 : 1)) return replaceWithSplat(op, isAnd ? 0 : 1);
+    return false;
+  }
   default: return false;
   }
 }
