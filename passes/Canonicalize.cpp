@@ -270,9 +270,7 @@ bool Canonicalizer::forwardIfSubtype(Operation *op, Value *x) {
 bool Canonicalizer::replaceWithSplat(Operation *op, double v) {
   Type t = op->result(0)->type();
   if (!t.isTensor() || !t.hasStaticShape()) return false;
-  int64_t n = 1;
-  for (int64_t d : t.dims()) n *= d;
-  if (n > foldLimit_) return false;
+  if (elementCount(t.dims()) > foldLimit_) return false;
   for (Value *o : op->operands())
     if (!o->type().isTensor() || !o->type().hasStaticShape()) return false;
   replace(op, constant(op, makeSplat(t.dtype(), t.dims(), v), op->result(0)));

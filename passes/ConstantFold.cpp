@@ -35,20 +35,16 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-int64_t product(const Shape &s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
 bool isStatic(const Shape &s) {
   for (int64_t d : s)
     if (d == kDynamic) return false;
   return true;
 }
 
+int64_t count(const DenseValue &v) { return elementCount(v.shape); }
+
 /// One element stands for all: a splat, or a single element that broadcasts.
-bool isUniform(const DenseValue &v) { return v.splat || v.numElements() == 1; }
+bool isUniform(const DenseValue &v) { return v.splat || count(v) == 1; }
 
 DenseValue newValue(DType t, const Shape &shape, bool splat) {
   DenseValue v;
@@ -116,9 +112,10 @@ std::optional<DenseValue> mapElements(const std::vector<const DenseValue *> &ins
   bool uniform = true;
   for (const DenseValue *v : ins) uniform &= isUniform(*v);
   DenseValue out = newValue(outType, outShape, uniform);
-  int64_t n = uniform ? 1 : product(outShape);
+  int64_t n = uniform ? 1 : elementCount(outShape);
   std::vector<BroadcastMap> maps;
-  for (const DenseValue *v : ins) maps.emplace_back(v->shape, outShape);
+  if (!uniform)
+    for (const DenseValue *v : ins) maps.emplace_back(v->shape, outShape);
   std::vector<int64_t> idx(ins.size(), 0);
   for (int64_t i = 0; i < n; ++i) {
     if (!uniform)
@@ -352,13 +349,13 @@ Result foldCast(const DenseValue &x, const TensorSig &res) {
 /// operand gives a splat.
 template <class Src>
 DenseValue gather(const DenseValue &in, const TensorSig &res, Src src) {
-  bool uniform = isUniform(in) && in.numElements() > 0;
+  bool uniform = isUniform(in) && count(in) > 0;
   DenseValue out = newValue(res.dtype, res.dims, uniform);
   if (uniform) {
     copyElement(out, in, 0);
     return out;
   }
-  int64_t n = product(res.dims);
+  int64_t n = elementCount(res.dims);
   for (int64_t k = 0; k < n; ++k) copyElement(out, in, src(k));
   return out;
 }
@@ -417,7 +414,7 @@ Result foldConcat(const Operation &op, const Values &ins, const TensorSig &res) 
   int64_t ax = op.intAttr("axis") < 0 ? op.intAttr("axis") + r : op.intAttr("axis");
   bool uniform = true;
   for (const DenseValue *v : ins)
-    uniform &= isUniform(*v) && v->numElements() > 0 && v->dtype == ins[0]->dtype &&
+    uniform &= isUniform(*v) && count(*v) > 0 && v->dtype == ins[0]->dtype &&
                std::memcmp(v->bytes.data(), ins[0]->bytes.data(), dtypeSize(v->dtype)) == 0;
   DenseValue out = newValue(res.dtype, res.dims, uniform);
   if (uniform) {
@@ -428,7 +425,7 @@ Result foldConcat(const Operation &op, const Values &ins, const TensorSig &res) 
   // contiguous run of dims[ax] * (product of the dims after the axis).
   Shape outer(res.dims.begin(), res.dims.begin() + ax);
   Shape inner(res.dims.begin() + ax + 1, res.dims.end());
-  int64_t nOuter = product(outer), nInner = product(inner);
+  int64_t nOuter = elementCount(outer), nInner = elementCount(inner);
   for (int64_t o = 0; o < nOuter; ++o)
     for (const DenseValue *v : ins) {
       int64_t run = v->shape[static_cast<size_t>(ax)] * nInner;
@@ -445,22 +442,22 @@ Result reduceAs(OpCode c, const Operation &op, const DenseValue &in, const Tenso
     reduced[static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(r) : a)] = true;
   // Output stride of each input dimension (0 where reduced).
   Shape outStride(r, 0);
-  int64_t s = 1, count = 1;
+  int64_t s = 1, reducedCount = 1;
   for (size_t k = r; k-- > 0;) {
     if (reduced[k]) {
-      count *= in.shape[k];
+      reducedCount *= in.shape[k];
     } else {
       outStride[k] = s;
       s *= in.shape[k];
     }
   }
   // max/min of nothing is an error in numpy, mean of nothing NaN: leave both.
-  if (count == 0 && c != OpCode::Sum) return std::nullopt;
-  int64_t nOut = product(res.dims);
+  if (reducedCount == 0 && c != OpCode::Sum) return std::nullopt;
+  int64_t nOut = elementCount(res.dims);
   std::vector<T> acc(static_cast<size_t>(nOut), T(0));
   std::vector<bool> seen(static_cast<size_t>(nOut), false);
   Shape idx;
-  for (int64_t i = 0, n = in.numElements(); i < n; ++i) {
+  for (int64_t i = 0, n = count(in); i < n; ++i) {
     unflatten(i, in.shape, idx);
     int64_t o = 0;
     for (size_t k = 0; k < r; ++k) o += idx[k] * outStride[k];
@@ -479,7 +476,7 @@ Result reduceAs(OpCode c, const Operation &op, const DenseValue &in, const Tenso
   DenseValue out = newValue(res.dtype, res.dims, false);
   for (T a : acc) {
     if constexpr (std::is_floating_point_v<T>) {
-      if (c == OpCode::Mean) a = a / static_cast<T>(count);
+      if (c == OpCode::Mean) a = a / static_cast<T>(reducedCount);
       out.appendDouble(static_cast<double>(a));
     } else {
       out.appendInt(a);
@@ -490,7 +487,7 @@ Result reduceAs(OpCode c, const Operation &op, const DenseValue &in, const Tenso
 
 Result foldReduce(const Operation &op, const DenseValue &in, const TensorSig &res,
                   int64_t maxElements) {
-  if (in.numElements() > maxElements) return std::nullopt; // compile time
+  if (count(in) > maxElements) return std::nullopt; // compile time
   if (in.dtype == DType::F64) return reduceAs<double>(op.code(), op, in, res);
   if (isFloat(in.dtype)) return reduceAs<float>(op.code(), op, in, res);
   return reduceAs<int64_t>(op.code(), op, in, res);
@@ -498,7 +495,7 @@ Result foldReduce(const Operation &op, const DenseValue &in, const TensorSig &re
 
 Result foldArange(const Values &v, const TensorSig &res) {
   DenseValue out = newValue(res.dtype, res.dims, false);
-  int64_t n = product(res.dims);
+  int64_t n = elementCount(res.dims);
   for (int64_t i = 0; i < n; ++i) {
     if (res.dtype == DType::F64) {
       out.appendDouble(v[0]->getDouble(0) + static_cast<double>(i) * v[2]->getDouble(0));
@@ -543,8 +540,20 @@ DenseValue makeSplat(DType dtype, const std::vector<int64_t> &shape, double v) {
   return out;
 }
 
+int64_t elementCount(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (d == 0) return 0;
+  for (int64_t d : shape) {
+    if (d < 0 || n > std::numeric_limits<int64_t>::max() / d)
+      return std::numeric_limits<int64_t>::max();
+    n *= d;
+  }
+  return n;
+}
+
 bool allElementsEqual(const DenseValue &v, double x) {
-  int64_t n = v.numElements();
+  int64_t n = count(v);
   if (n == 0 || (!v.splat && n > 65536)) return false;
   for (int64_t i = 0, e = v.splat ? 1 : n; i < e; ++i)
     if (v.getDouble(i) != x) return false;
@@ -568,7 +577,7 @@ std::optional<std::vector<DenseValue>> foldOperation(const Operation &op, int64_
   ShapeFnResult sr = inferShapes(op.code(), sigs, op.attrs(), vals);
   if (!sr.ok() || sr.upperBound || sr.results.size() != op.numResults()) return std::nullopt;
   for (const TensorSig &r : sr.results)
-    if (!isStatic(r.dims) || product(r.dims) > maxElements) return std::nullopt;
+    if (!isStatic(r.dims) || elementCount(r.dims) > maxElements) return std::nullopt;
   const TensorSig &res = sr.results[0];
 
   Result r;

@@ -68,6 +68,11 @@ std::optional<std::vector<DenseValue>> foldOperation(const ir::Operation &op,
 /// plain scalar for rank 0). `v` is converted like appendDouble / appendInt.
 DenseValue makeSplat(DType dtype, const std::vector<int64_t> &shape, double v);
 
+/// The number of elements of `shape`, saturated at INT64_MAX (and for a `?`
+/// dim): dims come from user input, and a splat of 2^32 x 2^32 elements is
+/// one line of IR.
+int64_t elementCount(const std::vector<int64_t> &shape);
+
 /// True when every element of `v` equals `x` (compared as double; -0.0 equals
 /// 0.0). False for empty tensors and for non-splat values too large to scan.
 bool allElementsEqual(const DenseValue &v, double x);
