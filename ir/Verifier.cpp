@@ -12,6 +12,10 @@ namespace nimble::ir {
 //===-- Dominance ----------------------------------------------------------===//
 
 DominanceInfo::DominanceInfo(const Function &f) {
+  for (auto &b : f.blocks()) {
+    uint32_t i = 0;
+    for (const Operation &op : *b) opIndex_[&op] = i++;
+  }
   std::vector<Block *> rpo = f.reversePostOrder();
   for (size_t i = 0; i < rpo.size(); ++i) order_[rpo[i]] = static_cast<int>(i);
   std::unordered_map<const Block *, std::vector<const Block *>> preds;
@@ -64,7 +68,11 @@ bool DominanceInfo::valueDominates(const Value *v, const Operation *user) const 
     return !isReachable(useBlock) || dominates(a->owner(), useBlock);
   }
   const Operation *def = v->definingOp();
-  if (def->block() == useBlock) return def->isBeforeInBlock(user);
+  if (def->block() == useBlock) {
+    auto d = opIndex_.find(def), u = opIndex_.find(user);
+    if (d != opIndex_.end() && u != opIndex_.end()) return d->second < u->second;
+    return def->isBeforeInBlock(user);
+  }
   return !isReachable(useBlock) || dominates(def->block(), useBlock);
 }
 

@@ -62,6 +62,9 @@ public:
 private:
   std::unordered_map<const Block *, const Block *> idom_;
   std::unordered_map<const Block *, int> order_;
+  /// Position of each op in its block: same-block dominance in O(1), so
+  /// verifying a long straight-line function stays linear.
+  std::unordered_map<const Operation *, uint32_t> opIndex_;
 };
 
 } // namespace nimble::ir
