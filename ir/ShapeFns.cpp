@@ -154,7 +154,10 @@ public:
                           " vs " + formatDims(d) + ")",
                       static_cast<int>(i));
         }
-        if (known[off + k] < 0 || (b != 1 && a == 1)) known[off + k] = static_cast<int>(i);
+        // The operand whose static size != 1 now fixes out[k] (a `?` or 1 before
+        // it does not), so a later conflict names the right operand.
+        if (known[off + k] < 0 || (b != 1 && b != kDynamic && (a == 1 || a == kDynamic)))
+          known[off + k] = static_cast<int>(i);
         out[off + k] = res;
       }
     }
@@ -226,7 +229,10 @@ bool relMatMul(Ctx &c, bool batched) {
     TensorSig la{c.ops[0].dtype, {a.begin(), a.end() - 2}};
     TensorSig lb{c.ops[1].dtype, {b.begin(), b.end() - 2}};
     std::vector<TensorSig> batchOps = {la, lb};
-    Ctx bc(OpCode::Add, batchOps, {}, {});
+    // Named, not `{}` temporaries: Ctx keeps references to them.
+    std::vector<Attr> noAttrs;
+    std::vector<const DenseValue *> noValues;
+    Ctx bc(OpCode::Add, batchOps, noAttrs, noValues);
     if (!bc.broadcast({0, 1}, out)) return c.fail("batch dimensions: " + bc.r.error);
     for (auto &d : bc.r.deferred) c.defer("batch " + d);
   }
@@ -271,8 +277,10 @@ bool relLayerNorm(Ctx &c) {
     if (!c.sameDType(0, i) || !c.requireRank(i, 1, i == 1 ? "gamma" : "beta")) return false;
     int64_t k;
     if (!c.unify(d, c.ops[i].dims[0],  k,
-                 std::string(i == 1 ? "gamma" : "beta") + " size and the last dimension"))
+                 std::string(i == 1 ? "gamma" : "beta") + " size and the last dimension")) {
+      c.r.errorOperand = static_cast<int>(i);
       return false;
+    }
   }
   c.result(c.ops[0].dtype, c.ops[0].dims);
   return true;
