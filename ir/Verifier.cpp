@@ -388,8 +388,10 @@ void Verifier::verifyOp(const Operation &op, const Function &f) {
       if (!v->type().isTensor())
         fail(op, opName(op) + " operands must be tensors, got " + v->type().str());
     if (op.is(OpCode::InvokeMut)) {
-      std::vector<Value *> ins(op.operands().begin(), op.operands().begin() + nin);
-      std::vector<Value *> outs(op.operands().begin() + nin, op.operands().end());
+      // operands() returns a fresh vector: slice one copy, not two temporaries.
+      std::vector<Value *> all = op.operands();
+      std::vector<Value *> ins(all.begin(), all.begin() + nin);
+      std::vector<Value *> outs(all.begin() + nin, all.end());
       if (ins.size() != k->argTypes().size() || outs.size() != k->resultTypes().size()) {
         fail(op, "'invoke_mut' of @" + callee + " passes " + std::to_string(ins.size()) +
                      " inputs and " + std::to_string(outs.size()) + " outputs but @" + callee +
