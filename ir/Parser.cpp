@@ -22,6 +22,13 @@
 namespace nimble::ir {
 namespace {
 
+/// Reads all of `text` as a decimal number. False on overflow and on trailing
+/// characters: from_chars alone would read the hex literal `0x10` as 0.
+template <class T> bool parseDecimal(std::string_view text, T &v) {
+  auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  return r.ec == std::errc() && r.ptr == text.data() + text.size();
+}
+
 class Parser {
 public:
   Parser(std::string_view text, const char *file, Context &ctx, DiagnosticEngine &diag,
@@ -67,7 +74,10 @@ private:
   bool error(std::string msg) { return error(tok_.loc, std::move(msg)); }
   std::string describe(const Token &t) {
     if (t.is(Tok::Eof)) return "end of file";
-    if (t.is(Tok::Error)) return "invalid character '" + std::string(t.text.substr(0, 1)) + "'";
+    if (t.is(Tok::Error)) {
+      if (!t.text.empty() && t.text[0] == '"') return "an unterminated string literal";
+      return "invalid character '" + std::string(t.text.substr(0, 1)) + "'";
+    }
     return "'" + std::string(t.text) + "'";
   }
   bool expect(Tok k, std::string_view context) {
@@ -337,8 +347,8 @@ bool Parser::parseFnAttrs(Function &f) {
       if (tok_.is(Tok::String)) a = Attr::getStr(Lexer::unescape(tok_.text));
       else if (tok_.is(Tok::Integer)) {
         int64_t v = 0;
-        auto r = std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v);
-        if (r.ec != std::errc()) return error("integer out of range");
+        if (!parseDecimal(tok_.text, v))
+          return error("expected a decimal integer in range, found " + describe(tok_));
         a = Attr::getInt(v);
       } else if (tok_.isKeyword("true") || tok_.isKeyword("false")) {
         a = Attr::getBool(tok_.text == "true");
@@ -641,10 +651,7 @@ bool Parser::parseLoc(Location &loc) {
   for (uint32_t &n : nums) {
     if (!expect(Tok::Colon, "in loc(\"file\":line:col)")) return false;
     int64_t v = 0;
-    if (!tok_.is(Tok::Integer) ||
-        std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v).ec !=
-            std::errc() ||
-        v < 0 || v > UINT32_MAX)
+    if (!tok_.is(Tok::Integer) || !parseDecimal(tok_.text, v) || v < 0 || v > UINT32_MAX)
       return error("expected a line or column number in loc(...)");
     n = static_cast<uint32_t>(v);
     consume();
@@ -658,9 +665,7 @@ bool Parser::parseLoc(Location &loc) {
 //              | `[` (integer (`,` integer)*)? `]`
 bool Parser::parseAttrValue(const AttrSpec &spec, Attr &a) {
   auto parseInt = [&](int64_t &v) {
-    if (!tok_.is(Tok::Integer)) return false;
-    auto r = std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v);
-    if (r.ec != std::errc()) return false;
+    if (!tok_.is(Tok::Integer) || !parseDecimal(tok_.text, v)) return false;
     consume();
     return true;
   };
@@ -679,10 +684,9 @@ bool Parser::parseAttrValue(const AttrSpec &spec, Attr &a) {
     return true;
   }
   case AttrKind::Float: {
-    if (!tok_.is(Tok::Integer) && !tok_.is(Tok::Float))
-      return error(what + "a number, found " + describe(tok_));
     double v = 0;
-    std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v);
+    if ((!tok_.is(Tok::Integer) && !tok_.is(Tok::Float)) || !parseDecimal(tok_.text, v))
+      return error(what + "a finite decimal number, found " + describe(tok_));
     a = Attr::getFloat(v);
     consume();
     return true;
@@ -736,23 +740,27 @@ bool Parser::parseScalarLiteral(DType dt, DenseValue &out) {
     if (tok_.is(Tok::Integer) && s.starts_with("0x") && isFloat(dt)) {
       uint64_t bits = 0;
       auto r = std::from_chars(s.data() + 2, s.data() + s.size(), bits, 16);
-      if (r.ec != std::errc()) return error("invalid hexadecimal float literal");
       size_t n = dtypeSize(dt);
+      if (r.ec != std::errc() || (n < 8 && bits >> (8 * n) != 0))
+        return error("hexadecimal literal " + std::string(s) + " does not fit in the " +
+                     std::to_string(8 * n) + " bits of " + std::string(dtypeName(dt)));
       for (size_t i = 0; i < n; ++i) out.bytes.push_back(static_cast<uint8_t>(bits >> (8 * i)));
       consume();
       return true;
     }
     if (isFloat(dt)) {
       double v = 0;
-      auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (r.ec != std::errc()) return error("float literal out of range");
+      if (!parseDecimal(s, v)) return error("float literal out of range: " + std::string(s));
       out.appendDouble(v);
     } else {
       if (tok_.is(Tok::Float))
         return error("float literal for integer element type " + std::string(dtypeName(dt)));
       int64_t v = 0;
-      auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (r.ec != std::errc()) return error("integer literal out of range");
+      if (s.starts_with("0x"))
+        return error("hexadecimal literal " + std::string(s) +
+                     " is only allowed for floating-point element types (raw bits), not " +
+                     std::string(dtypeName(dt)));
+      if (!parseDecimal(s, v)) return error("integer literal out of range: " + std::string(s));
       if (dt == DType::I1 && v != 0 && v != 1)
         return error("i1 literal must be 0, 1, true or false");
       int bits = dt == DType::I8 ? 8 : dt == DType::I32 ? 32 : 64;
