@@ -458,6 +458,39 @@ TEST_F(ParserTest, ErrorsAreReportedOnceAtTheRightPlace) {
   }
 }
 
+// Every prefix of a valid module, and every one-character deletion from it,
+// either parses cleanly or fails with located errors: never a crash, never a
+// silent failure (the asan config runs this too).
+TEST_F(ParserTest, DamagedInputNeverCrashes) {
+  size_t parsed = 0, rejected = 0;
+  for (const char *src : kRoundTrip) {
+    std::string text = src;
+    std::vector<std::string> variants;
+    for (size_t n = 0; n < text.size(); ++n) variants.push_back(text.substr(0, n));
+    for (size_t n = 0; n < text.size(); ++n) variants.push_back(text.substr(0, n) + text.substr(n + 1));
+    for (const std::string &v : variants) {
+      std::unique_ptr<Module> m = parse(v);
+      if (m) {
+        EXPECT_TRUE(diags.empty()) << v;
+        ++parsed;
+        // Whatever parsed prints and parses back.
+        std::string once = printModuleToString(*m);
+        std::unique_ptr<Module> again = parse(once);
+        EXPECT_NE(again, nullptr) << allDiags() << "\nprinted from:\n" << v;
+        continue;
+      }
+      ++rejected;
+      EXPECT_FALSE(diags.empty()) << "rejected without a diagnostic:\n" << v;
+      for (const Diagnostic &d : diags) {
+        EXPECT_EQ(d.severity, Severity::Error);
+        EXPECT_TRUE(d.loc.known()) << d.message << "\n" << v;
+      }
+    }
+  }
+  EXPECT_GT(parsed, 0u);
+  EXPECT_GT(rejected, 1000u);
+}
+
 TEST_F(ParserTest, ErrorsCarryNotesWhereUseful) {
   std::unique_ptr<Module> m = parse(kBad[6].text); // redefinition of %a
   ASSERT_EQ(diags.size(), 1u);
@@ -615,6 +648,39 @@ TEST_F(PrinterNamesTest, ClashingBlockLabels) {
   for (auto &b : back->lookupFunction("f")->blocks()) labels.insert(b->label());
   EXPECT_EQ(labels.size(), 3u) << out;
   EXPECT_EQ(printModuleToString(*back), out);
+}
+
+TEST_F(PrinterNamesTest, NamesTheLexerWouldRejectAreRewritten) {
+  // Names given through the API are arbitrary strings; printed after `%` they
+  // must still lex as one value name.
+  std::unique_ptr<Module> m = build({"a b", "a_b", "-x", "x(1)"}, "in put");
+  Function *f = m->lookupFunction("f");
+  f->entry()->setLabel("my block");
+  std::string out = printModuleToString(*m);
+  std::unique_ptr<Module> back = parse(out);
+  ASSERT_NE(back, nullptr) << allDiags() << out;
+  Block *e = back->lookupFunction("f")->entry();
+  EXPECT_EQ(e->label(), "my_block");
+  EXPECT_EQ(e->argument(0)->name(), "in_put");
+  std::vector<std::string> names;
+  for (Operation &op : *e)
+    if (op.numResults()) names.push_back(op.result()->name());
+  EXPECT_EQ(names, (std::vector<std::string>{"a_b", "a_b_1", "_x", "x_1_"})) << out;
+  EXPECT_EQ(printModuleToString(*back), out);
+}
+
+TEST(Diagnostics, RenderShowsTheLineAndACaret) {
+  SourceMgr sm;
+  std::string text = "func @f() {\n  %x = frobnicate\n}\n";
+  sm.addBuffer("test.nir", text);
+  std::ostringstream os;
+  DiagnosticEngine diag(&sm, os);
+  Context ctx;
+  EXPECT_EQ(parseModule(text, "test.nir", ctx, diag), nullptr);
+  EXPECT_EQ(diag.errorCount(), 1u);
+  EXPECT_EQ(os.str(), "test.nir:2:8: error: unknown operation 'frobnicate'\n"
+                      "  %x = frobnicate\n"
+                      "       ^\n");
 }
 
 TEST(PrintAttr, Forms) {
