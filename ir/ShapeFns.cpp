@@ -526,6 +526,8 @@ bool relSqueeze(Ctx &c) {
   for (int64_t a : axes) {
     int64_t ax;
     if (!c.axis(a, c.rank(0), ax)) return false;
+    if (drop[static_cast<size_t>(ax)])
+      return c.fail("axis " + std::to_string(a) + " is listed twice");
     int64_t v = d[static_cast<size_t>(ax)];
     if (v != 1 && v != kDynamic)
       return c.fail("cannot squeeze dimension " + std::to_string(ax) + " of size " +
@@ -573,6 +575,8 @@ bool relArange(Ctx &c) {
     double step = st->getDouble(0);
     if (step == 0) return c.fail("step must not be zero", 2);
     double len = std::ceil((e->getDouble(0) - s->getDouble(0)) / step);
+    // Converting an out-of-range double to int64 is undefined: reject first.
+    if (len >= 0x1p62) return c.fail("arange has too many elements (" + std::to_string(len) + ")");
     n = len > 0 ? static_cast<int64_t>(len) : 0;
   }
   c.result(c.ops[0].dtype, {n});
