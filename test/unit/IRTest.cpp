@@ -332,6 +332,29 @@ TEST_F(IRDeathTest, ErasingAUsedGlobalAsserts) {
 }
 #endif
 
+TEST_F(IRTest, EraseBlockAndInsertBlockAfter) {
+  Function *f = makeFunction();
+  Block *e = f->entry();
+  Block *exit = addBlock(f, "exit");
+  ret(exit, e->argument(0));
+  Block *mid = f->insertBlockAfter(e, std::make_unique<Block>("mid"));
+  ASSERT_EQ(f->blocks().size(), 3u);
+  EXPECT_EQ(f->blocks()[1].get(), mid);
+  EXPECT_EQ(mid->function(), f);
+  br(e, exit);
+  // mid: unreachable, its ops use each other, its argument and the entry's
+  // arguments, and it branches to itself.
+  BlockArgument *arg = mid->addArgument(t, {});
+  Operation *n1 = op(mid, OpCode::Add, {arg, e->argument(1)});
+  Operation *n2 = op(mid, OpCode::Neg, {n1->result()});
+  br(mid, mid, {n2->result()});
+  EXPECT_EQ(e->argument(1)->numUses(), 1u);
+  f->eraseBlock(mid);
+  EXPECT_EQ(f->blocks().size(), 2u);
+  EXPECT_FALSE(e->argument(1)->hasUses()) << "uses from the erased block are gone";
+  EXPECT_TRUE(succeeded(verifyStructure(*f, diag))) << diagOut.str();
+}
+
 //===-- Order within a block -----------------------------------------------===//
 
 TEST_F(IRTest, MoveBeforeAndIsBeforeInBlock) {
@@ -465,6 +488,21 @@ TEST_F(CFGTest, ReversePostOrderOfALoop) {
   EXPECT_EQ(rpo[0], f->entry());
   EXPECT_EQ(rpo[1], header);
   expectTopological(rpo, {{body, header}});
+}
+
+TEST_F(CFGTest, ReversePostOrderIsNotPreOrder) {
+  // entry -> {b, a}, a -> b: a pre-order walk that follows the first edge
+  // visits b before a; reverse post-order must put a before b.
+  Function *f = makeFunction();
+  Block *b = addBlock(f, "b"), *a = addBlock(f, "a");
+  condBr(f->entry(), cond(f->entry()), b, a);
+  br(a, b);
+  ret(b, f->entry()->argument(0));
+  std::vector<Block *> rpo = f->reversePostOrder();
+  EXPECT_EQ(rpo, (std::vector<Block *>{f->entry(), a, b}));
+  DominanceInfo dom(*f);
+  EXPECT_EQ(dom.idom(b), f->entry());
+  EXPECT_EQ(dom.idom(a), f->entry());
 }
 
 TEST_F(CFGTest, ReversePostOrderOmitsUnreachableBlocks) {

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -556,6 +557,9 @@ TEST(Squeeze, Errors) {
   EXPECT_ERROR(run(OpCode::Squeeze, {F({1, 3})}, {{"axes", ints({1})}}),
                "cannot squeeze dimension 1 of size 3", -1);
   EXPECT_ERROR(run(OpCode::Squeeze, {F({1, 3})}, {{"axes", ints({2})}}), "out of range", -1);
+  // numpy: "repeated axis"; reductions and slice reject it too.
+  EXPECT_ERROR(run(OpCode::Squeeze, {F({1, 3})}, {{"axes", ints({0, -2})}}),
+               "axis -2 is listed twice", -1);
 }
 
 TEST(BroadcastTo, Shapes) {
@@ -612,6 +616,16 @@ TEST(Arange, Errors) {
                "stop (operand 1) must be a scalar tensor", 1);
   EXPECT_ERROR(run(OpCode::Arange, {I64({}), I64({}), T(DType::I32, {})}), "element type i32", 2);
   EXPECT_ERROR(run(OpCode::Arange, {B({}), B({}), B({})}), "numeric", 0);
+  // A length beyond int64 (or infinite) is an error, not an undefined cast.
+  DenseValue big = val(DType::F64, {1e30}, true), inf = val(DType::F64, {INFINITY}, true),
+             f0 = val(DType::F64, {0}, true), f1 = val(DType::F64, {1}, true);
+  TensorSig d = T(DType::F64, {});
+  EXPECT_ERROR(run(OpCode::Arange, {d, d, d}, {}, {&f0, &big, &f1}), "too many elements", -1);
+  EXPECT_ERROR(run(OpCode::Arange, {d, d, d}, {}, {&f0, &inf, &f1}), "too many elements", -1);
+  DenseValue lo = val(DType::I64, {-9e18}, true), hi = val(DType::I64, {9e18}, true),
+             one = val(DType::I64, {1}, true);
+  EXPECT_ERROR(run(OpCode::Arange, {I64({}), I64({}), I64({})}, {}, {&lo, &hi, &one}),
+               "too many elements", -1);
 }
 
 TEST(UpperBound, UniqueAndNonzero) {
