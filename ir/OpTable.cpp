@@ -163,6 +163,7 @@ bool Attr::operator==(const Attr &o) const {
 size_t Attr::hash() const {
   size_t h = std::hash<int>()(static_cast<int>(kind_));
   auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  if (isNull()) return h; // a required attribute not set yet: no payload to read
   switch (kind_) {
   case AttrKind::Bool: mix(getBool()); break;
   case AttrKind::Int: mix(std::hash<int64_t>()(getInt())); break;

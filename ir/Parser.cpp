@@ -77,7 +77,10 @@ private:
   bool error(std::string msg) { return error(tok_.loc, std::move(msg)); }
   std::string describe(const Token &t) {
     if (t.is(Tok::Eof)) return "end of file";
-    if (t.is(Tok::Error)) return "invalid character '" + std::string(t.text.substr(0, 1)) + "'";
+    if (t.is(Tok::Error)) {
+      if (!t.text.empty() && t.text[0] == '"') return "an unterminated string literal";
+      return "invalid character '" + std::string(t.text.substr(0, 1)) + "'";
+    }
     return "'" + std::string(t.text) + "'";
   }
   bool expect(Tok k, std::string_view context) {
@@ -765,7 +768,9 @@ bool Parser::parseScalarLiteral(DType dt, DenseValue &out) {
         return error("float literal " + std::string(s) + " does not fit in " +
                      std::string(dtypeName(dt)));
       };
-      if (dt != DType::F64 && std::fabs(v) > std::numeric_limits<float>::max()) return tooBig();
+      // Rounded to the element type (the printer writes the shortest text that
+      // rounds back, which may lie just past the largest finite value).
+      if (dt != DType::F64 && !std::isfinite(static_cast<float>(v))) return tooBig();
       out.appendDouble(v);
       int64_t last = static_cast<int64_t>(out.bytes.size() / dtypeSize(dt)) - 1;
       if (!std::isfinite(out.getDouble(last))) return tooBig();

@@ -2,6 +2,7 @@
 
 #include "ir/Printer.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <sstream>
@@ -96,8 +97,13 @@ public:
 
 private:
   void name(const Value *v) { values_[v] = pick(valueNames_, v->name(), nextValue_, ""); }
-  static std::string pick(std::unordered_set<std::string> &used, const std::string &want,
+  static std::string pick(std::unordered_set<std::string> &used, std::string want,
                           unsigned &counter, const std::string &prefix) {
+    // Names set through the API may hold characters the lexer does not take
+    // after `%` / `^` ([a-zA-Z0-9_.$]); replace them so the output parses back.
+    for (char &c : want)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '$')
+        c = '_';
     if (!want.empty() && used.insert(want).second) return want;
     for (unsigned k = 1; !want.empty(); ++k) {
       std::string cand = want + "_" + std::to_string(k);

@@ -154,7 +154,10 @@ public:
                           " vs " + formatDims(d) + ")",
                       static_cast<int>(i));
         }
-        if (known[off + k] < 0 || (b != 1 && a == 1)) known[off + k] = static_cast<int>(i);
+        // The operand whose static size != 1 now fixes out[k] (a `?` or 1 before
+        // it does not), so a later conflict names the right operand.
+        if (known[off + k] < 0 || (b != 1 && b != kDynamic && (a == 1 || a == kDynamic)))
+          known[off + k] = static_cast<int>(i);
         out[off + k] = res;
       }
     }
@@ -226,7 +229,10 @@ bool relMatMul(Ctx &c, bool batched) {
     TensorSig la{c.ops[0].dtype, {a.begin(), a.end() - 2}};
     TensorSig lb{c.ops[1].dtype, {b.begin(), b.end() - 2}};
     std::vector<TensorSig> batchOps = {la, lb};
-    Ctx bc(OpCode::Add, batchOps, {}, {});
+    // Named, not `{}` temporaries: Ctx keeps references to them.
+    std::vector<Attr> noAttrs;
+    std::vector<const DenseValue *> noValues;
+    Ctx bc(OpCode::Add, batchOps, noAttrs, noValues);
     if (!bc.broadcast({0, 1}, out)) return c.fail("batch dimensions: " + bc.r.error);
     for (auto &d : bc.r.deferred) c.defer("batch " + d);
   }
@@ -272,8 +278,10 @@ bool relLayerNorm(Ctx &c) {
     int64_t k;
     if (!c.unify(d, c.ops[i].dims[0], k,
                  "the last dimension and the " + std::string(i == 1 ? "gamma" : "beta") +
-                     " size"))
+                     " size")) {
+      c.r.errorOperand = static_cast<int>(i);
       return false;
+    }
   }
   c.result(c.ops[0].dtype, c.ops[0].dims);
   return true;
@@ -519,6 +527,8 @@ bool relSqueeze(Ctx &c) {
   for (int64_t a : axes) {
     int64_t ax;
     if (!c.axis(a, c.rank(0), ax)) return false;
+    if (drop[static_cast<size_t>(ax)])
+      return c.fail("axis " + std::to_string(a) + " is listed twice");
     int64_t v = d[static_cast<size_t>(ax)];
     if (v != 1 && v != kDynamic)
       return c.fail("cannot squeeze dimension " + std::to_string(ax) + " of size " +
@@ -566,6 +576,8 @@ bool relArange(Ctx &c) {
     double step = st->getDouble(0);
     if (step == 0) return c.fail("step must not be zero", 2);
     double len = std::ceil((e->getDouble(0) - s->getDouble(0)) / step);
+    // Converting an out-of-range double to int64 is undefined: reject first.
+    if (len >= 0x1p62) return c.fail("arange has too many elements (" + std::to_string(len) + ")");
     n = len > 0 ? static_cast<int64_t>(len) : 0;
   }
   c.result(c.ops[0].dtype, {n});
