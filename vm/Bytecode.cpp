@@ -13,15 +13,15 @@ namespace nimble::vm {
 
 namespace {
 
-// Words an operand of kind `k` occupies after its count word (for lists), or
-// in total (fixed operands), given the count `n`.
-bool isFixedOneWord(char k) {
-  switch (k) {
-  case 'r': case 'u': case 'c': case 'k': case 'f': case 's': case 'd': case 'v': case 'j':
-    return true;
-  default:
-    return false;
-  }
+// Operand letters of Opcodes.def that occupy exactly one word.
+constexpr const char kOneWordKinds[] = "rucfksdvj";
+// All operand letters: the one-word ones, then I R S J.
+constexpr const char kAllKinds[] = "rucfksdvjIRSJ";
+
+constexpr bool contains(const char *set, char k) {
+  for (; *set; ++set)
+    if (*set == k) return true;
+  return false;
 }
 
 constexpr bool signaturesWellFormed() {
@@ -30,16 +30,11 @@ constexpr bool signaturesWellFormed() {
 #include "vm/Opcodes.def"
        })
     for (const char *p = s; *p; ++p)
-      switch (*p) {
-      case 'r': case 'u': case 'c': case 'k': case 'f': case 's': case 'd': case 'v': case 'j':
-      case 'I': case 'R': case 'S': case 'J':
-        break;
-      default:
-        return false;
-      }
+      if (!contains(kAllKinds, *p)) return false;
   return true;
 }
-static_assert(signaturesWellFormed(), "Opcodes.def uses an operand letter decodeInstr does not know");
+static_assert(signaturesWellFormed(),
+              "Opcodes.def uses an operand letter decodeInstr does not know");
 
 bool fail(std::string *error, std::string msg) {
   if (error) *error = std::move(msg);
@@ -77,7 +72,7 @@ bool decodeInstr(const uint32_t *code, size_t size, uint32_t pc, DecodedInstr &o
   for (const char *p = info.signature; *p; ++p) {
     char k = *p;
     out.offsets[out.numOperands++] = static_cast<uint32_t>(at);
-    if (isFixedOneWord(k)) {
+    if (contains(kOneWordKinds, k)) {
       if (!need(1, "operand")) return false;
       at += 1;
       continue;
@@ -108,8 +103,7 @@ bool decodeInstr(const uint32_t *code, size_t size, uint32_t pc, DecodedInstr &o
       at += 1 + 2 * n + 1;
       break;
     }
-    default:
-      return fail(error, "bad signature"); // excluded by the static_assert above
+    default: return fail(error, "bad signature"); // excluded by the static_assert above
     }
   }
   out.size = static_cast<uint32_t>(at);

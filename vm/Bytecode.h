@@ -142,7 +142,10 @@ public:
     return start_;
   }
   /// r u c k f s d v operands.
-  Emitter &word(uint32_t w) { code_.push_back(w); return *this; }
+  Emitter &word(uint32_t w) {
+    code_.push_back(w);
+    return *this;
+  }
   Emitter &imm64(int64_t v) {
     code_.push_back(static_cast<uint32_t>(static_cast<uint64_t>(v)));
     code_.push_back(static_cast<uint32_t>(static_cast<uint64_t>(v) >> 32));

@@ -161,7 +161,8 @@ std::string attrToString(const Attr &a) {
     for (int64_t s : d.shape)
       if (s < 0 || __builtin_mul_overflow(n, s, &n)) ok = false;
     int64_t stored = d.splat ? 1 : n;
-    if (!ok || uint64_t(stored) * dtypeSize(d.dtype) != d.bytes.size()) return r + ": <bad payload>>";
+    if (!ok || uint64_t(stored) * dtypeSize(d.dtype) != d.bytes.size())
+      return r + ": <bad payload>>";
     r += d.splat ? ": splat " : ": [";
     for (int64_t i = 0; i < stored && i < 8; ++i)
       r += (i ? ", " : "") +
@@ -204,9 +205,8 @@ std::string kernelMemberToString(const KernelDesc::Member &m, uint32_t firstResu
 std::string functionHeader(const Executable &exe, const VMFunction &fn) {
   std::string r = "func " + symbol(fn.name) + "(";
   for (size_t i = 0; i < fn.paramTypes.size(); ++i) {
-    std::string name = i < fn.paramNames.size() && !fn.paramNames[i].empty()
-                           ? fn.paramNames[i]
-                           : std::to_string(i);
+    std::string name = i < fn.paramNames.size() && !fn.paramNames[i].empty() ? fn.paramNames[i]
+                                                                             : std::to_string(i);
     r += (i ? ", %" : "%") + name + ": " + typeToString(exe, fn.paramTypes[i]);
   }
   r += ") -> ";
@@ -240,7 +240,8 @@ std::string disassembleInstr(const Executable &exe, const VMFunction &fn, uint32
   case Opcode::InvokePacked:
   case Opcode::InvokeShapeFunc:
     r += " " + operand(in, 0) + " " + operand(in, 1) + " -> " + operand(in, 2);
-    if (in.word(0) < exe.kernels.size()) notes.push_back("kernel " + quote(exe.kernels[in.word(0)].name));
+    if (in.word(0) < exe.kernels.size())
+      notes.push_back("kernel " + quote(exe.kernels[in.word(0)].name));
     break;
   case Opcode::If:
     r += " " + operand(in, 0) + ", then " + operand(in, 1) + ", else " + operand(in, 2);

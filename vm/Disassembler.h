@@ -40,8 +40,7 @@ struct DisasmOptions {
 std::string disassemble(const Executable &exe, const DisasmOptions &opts = {});
 
 /// One function: its header line, then one line per instruction.
-std::string disassembleFunction(const Executable &exe, size_t fn,
-                                const DisasmOptions &opts = {});
+std::string disassembleFunction(const Executable &exe, size_t fn, const DisasmOptions &opts = {});
 
 /// The instruction at `pc` of `fn` on one line, without pc, indentation or
 /// newline (the tracer's form): `InvokePacked k2 (r0, r3) -> (r4)  ; kernel

@@ -91,9 +91,8 @@ uint32_t crc32cSoftware(const uint8_t *p, size_t n, uint32_t crc) {
     uint64_t w;
     std::memcpy(&w, p, 8);
     w ^= crc;
-    crc = t[7][w & 0xff] ^ t[6][(w >> 8) & 0xff] ^ t[5][(w >> 16) & 0xff] ^
-          t[4][(w >> 24) & 0xff] ^ t[3][(w >> 32) & 0xff] ^ t[2][(w >> 40) & 0xff] ^
-          t[1][(w >> 48) & 0xff] ^ t[0][w >> 56];
+    crc = t[7][w & 0xff] ^ t[6][(w >> 8) & 0xff] ^ t[5][(w >> 16) & 0xff] ^ t[4][(w >> 24) & 0xff] ^
+          t[3][(w >> 32) & 0xff] ^ t[2][(w >> 40) & 0xff] ^ t[1][(w >> 48) & 0xff] ^ t[0][w >> 56];
     p += 8;
     n -= 8;
   }
@@ -103,7 +102,7 @@ uint32_t crc32cSoftware(const uint8_t *p, size_t n, uint32_t crc) {
 
 #ifdef NIMBLE_CRC32C_X86
 __attribute__((target("sse4.2"))) uint32_t crc32cHardware(const uint8_t *p, size_t n,
-                                                           uint32_t crc) {
+                                                          uint32_t crc) {
   uint64_t c = crc;
   while (n >= 8) {
     uint64_t w;
@@ -129,6 +128,10 @@ uint32_t crc32c(const uint8_t *data, size_t size, uint32_t crc) {
   return ~crc32cSoftware(data, size, crc);
 }
 
+uint32_t crc32cPortable(const uint8_t *data, size_t size, uint32_t crc) {
+  return ~crc32cSoftware(data, size, ~crc);
+}
+
 namespace {
 
 void store64(uint8_t *p, uint64_t v) { std::memcpy(p, &v, 8); }
@@ -137,8 +140,7 @@ void store64(uint8_t *p, uint64_t v) { std::memcpy(p, &v, 8); }
 
 void resealChecksum(uint8_t *data, size_t size) {
   if (size < nbc::kHeaderSize) return;
-  store64(data + nbc::kOffChecksum,
-          crc32c(data + nbc::kHeaderSize, size - nbc::kHeaderSize));
+  store64(data + nbc::kOffChecksum, crc32c(data + nbc::kHeaderSize, size - nbc::kHeaderSize));
 }
 
 //===-- Writer -------------------------------------------------------------===//
@@ -383,8 +385,6 @@ std::shared_ptr<AlignedBuffer> AlignedBuffer::copyOf(const uint8_t *data, size_t
   return b;
 }
 
-AlignedBuffer::~AlignedBuffer() {
-  ::operator delete(data_, std::align_val_t(nbc::kConstantAlign));
-}
+AlignedBuffer::~AlignedBuffer() { ::operator delete(data_, std::align_val_t(nbc::kConstantAlign)); }
 
 } // namespace nimble::vm

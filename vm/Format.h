@@ -81,8 +81,12 @@ inline constexpr uint32_t kMaxKernelValues = 1u << 16;
 
 } // namespace nbc
 
-/// CRC-32C of `size` bytes, continuing from `crc` (0 to start).
+/// CRC-32C of `size` bytes, continuing from `crc` (0 to start). Uses the
+/// CPU's crc32 instruction when it has one.
 uint32_t crc32c(const uint8_t *data, size_t size, uint32_t crc = 0);
+/// The same with the portable table-driven code only (for tests of the
+/// fallback on machines that never take it).
+uint32_t crc32cPortable(const uint8_t *data, size_t size, uint32_t crc = 0);
 
 /// Recomputes the header checksum of a serialized executable in place (for
 /// tools and tests that patch bytes). Does nothing if `size` is too small to
@@ -131,8 +135,7 @@ bool deserialize(const uint8_t *data, size_t size, std::shared_ptr<const void> k
                  Executable &out, std::string &error);
 
 /// The same, over an AlignedBuffer (which the executable keeps alive).
-bool deserialize(std::shared_ptr<const AlignedBuffer> buffer, Executable &out,
-                 std::string &error);
+bool deserialize(std::shared_ptr<const AlignedBuffer> buffer, Executable &out, std::string &error);
 
 /// Reads a .nbc file into an aligned buffer and deserializes it.
 bool readExecutableFile(const std::string &path, Executable &out, std::string &error);

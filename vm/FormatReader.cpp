@@ -104,8 +104,8 @@ public:
   bool count(uint32_t &n, uint64_t minBytes, const char *what) {
     if (!u32(n, what)) return false;
     if (uint64_t(n) * minBytes > remaining())
-      return fail(std::string(what) + " " + std::to_string(n) + " is impossible: " +
-                  std::to_string(remaining()) + " bytes left in the section");
+      return fail(std::string(what) + " " + std::to_string(n) +
+                  " is impossible: " + std::to_string(remaining()) + " bytes left in the section");
     return true;
   }
   bool str(std::string &s, const char *what) {
@@ -297,8 +297,7 @@ bool readKernels(Cursor &c, Executable &e) {
     KernelDesc &k = e.kernels[i];
     uint32_t nm, no;
     if (!c.str(k.name, "kernel name") || !c.u32(k.numInputs, "input count") ||
-        !c.boolean(k.upperBound, "upper-bound flag") ||
-        !c.count(nm, 14, "member count"))
+        !c.boolean(k.upperBound, "upper-bound flag") || !c.count(nm, 14, "member count"))
       return c.wrap(named("kernel", i, k.name));
     if (nm > nbc::kMaxKernelMembers)
       return c.fail(named("kernel", i, k.name) + ": " + std::to_string(nm) +
@@ -313,8 +312,7 @@ bool readKernels(Cursor &c, Executable &e) {
           !c.count(na, 1, "attribute count"))
         return c.wrap(where());
       // Range-checked here so that no out-of-range OpCode is ever stored.
-      if (op >= kNumOpCodes)
-        return c.fail(where() + ": invalid op code " + std::to_string(op));
+      if (op >= kNumOpCodes) return c.fail(where() + ": invalid op code " + std::to_string(op));
       mem.op = static_cast<OpCode>(op);
       mem.attrs.resize(na);
       for (uint32_t a = 0; a < na; ++a)
@@ -336,8 +334,8 @@ bool readFunctions(Cursor &c, Executable &e) {
   uint32_t n;
   if (!c.count(n, 12, "function count")) return false;
   if (n != e.functions.size())
-    return c.fail(std::to_string(n) + " function bodies for " +
-                  std::to_string(e.functions.size()) + " signatures");
+    return c.fail(std::to_string(n) + " function bodies for " + std::to_string(e.functions.size()) +
+                  " signatures");
   for (uint32_t i = 0; i < n; ++i) {
     VMFunction &f = e.functions[i];
     uint32_t nw, ns;
@@ -401,71 +399,71 @@ bool deserialize(const uint8_t *data, size_t size, std::shared_ptr<const void> k
   using nbc::SectionKind;
   if (reinterpret_cast<uintptr_t>(data) % nbc::kConstantAlign)
     return fail(error, "the buffer holding the executable is not 64-byte aligned (use an "
-                   "AlignedBuffer)");
+                       "AlignedBuffer)");
   if (size < nbc::kHeaderSize)
     return fail(error, "not a Nimble executable: " + std::to_string(size) +
-                   " bytes is too small for the 40-byte header");
+                           " bytes is too small for the 40-byte header");
   if (std::memcmp(data, nbc::kMagic, 8) != 0)
     return fail(error, "not a Nimble executable (bad magic; expected \"NIMBLEBC\")");
   uint16_t major = load16(data + nbc::kOffMajor), minor = load16(data + nbc::kOffMinor);
   if (major > Executable::kMajor)
     return fail(error, "unsupported .nbc version " + std::to_string(major) + "." +
-                   std::to_string(minor) + ": this .nbc needs format " +
-                   std::to_string(major) + ".x; this nimble-run reads " +
-                   std::to_string(Executable::kMajor) + ".x");
+                           std::to_string(minor) + ": this .nbc needs format " +
+                           std::to_string(major) + ".x; this nimble-run reads " +
+                           std::to_string(Executable::kMajor) + ".x");
   if (major < Executable::kMajor)
     return fail(error, "unsupported .nbc version " + std::to_string(major) + "." +
-                   std::to_string(minor) + ": this nimble-run reads " +
-                   std::to_string(Executable::kMajor) + ".x only");
+                           std::to_string(minor) + ": this nimble-run reads " +
+                           std::to_string(Executable::kMajor) + ".x only");
   uint32_t flags = load32(data + nbc::kOffFlags);
   if (flags != 0) return fail(error, "unknown header flags " + hex(flags));
   uint64_t fileSize = load64(data + nbc::kOffFileSize);
   if (fileSize != size)
     return fail(error, "the header gives a file size of " + std::to_string(fileSize) +
-                   " bytes but there are " + std::to_string(size) +
-                   " (truncated or padded file)");
+                           " bytes but there are " + std::to_string(size) +
+                           " (truncated or padded file)");
   if (load32(data + 36) != 0) return fail(error, "reserved header word is not 0");
   uint64_t stored = load64(data + nbc::kOffChecksum);
   uint64_t computed = crc32c(data + nbc::kHeaderSize, size - nbc::kHeaderSize);
   if (stored != computed)
     return fail(error, "checksum mismatch (header " + hex(stored) + ", contents " + hex(computed) +
-                   "): the file is corrupt");
+                           "): the file is corrupt");
 
   // Section table.
   uint32_t numSections = load32(data + nbc::kOffSectionCount);
   if (numSections > nbc::kMaxSections)
     return fail(error, "section count " + std::to_string(numSections) + " exceeds the limit of " +
-                   std::to_string(nbc::kMaxSections));
+                           std::to_string(nbc::kMaxSections));
   const uint64_t tableEnd = nbc::kHeaderSize + uint64_t(numSections) * nbc::kSectionEntrySize;
   if (tableEnd > size)
     return fail(error, "the section table (" + std::to_string(numSections) +
-                   " entries) runs past the end of the file");
+                           " entries) runs past the end of the file");
   std::vector<SectionEntry> sections;
   const SectionEntry *byKind[nbc::kNumSectionKinds + 1] = {};
   sections.reserve(numSections);
   for (uint32_t i = 0; i < numSections; ++i) {
     const uint8_t *p = data + nbc::kHeaderSize + i * nbc::kSectionEntrySize;
     SectionEntry s{load32(p), load64(p + 8), load64(p + 16)};
-    std::string where = "section table entry " + std::to_string(i) + " (kind " +
-                        std::to_string(s.kind) + ")";
+    std::string where =
+        "section table entry " + std::to_string(i) + " (kind " + std::to_string(s.kind) + ")";
     uint64_t end;
     if (load32(p + 4) != 0) return fail(error, where + ": reserved word is not 0");
     if (s.offset < tableEnd || __builtin_add_overflow(s.offset, s.size, &end) || end > size)
       return fail(error, where + ": [" + std::to_string(s.offset) + ", +" + std::to_string(s.size) +
-                     ") is outside the file's section area [" + std::to_string(tableEnd) +
-                     ", " + std::to_string(size) + ")");
+                             ") is outside the file's section area [" + std::to_string(tableEnd) +
+                             ", " + std::to_string(size) + ")");
     size_t align = s.kind == static_cast<uint32_t>(SectionKind::Constants) ? nbc::kConstantAlign
                                                                            : nbc::kSectionAlign;
     if (s.offset % align)
       return fail(error, where + ": offset " + std::to_string(s.offset) + " is not a multiple of " +
-                     std::to_string(align));
+                             std::to_string(align));
     sections.push_back(s);
   }
   for (const SectionEntry &s : sections) {
     if (s.kind >= 1 && s.kind <= nbc::kNumSectionKinds) {
       if (byKind[s.kind])
         return fail(error, std::string("duplicate ") +
-                       nbc::sectionName(static_cast<SectionKind>(s.kind)) + " section");
+                               nbc::sectionName(static_cast<SectionKind>(s.kind)) + " section");
       byKind[s.kind] = &s;
     } else if (minor <= Executable::kMinor) {
       // A newer minor version may add sections that this reader skips;
@@ -476,7 +474,7 @@ bool deserialize(const uint8_t *data, size_t size, std::shared_ptr<const void> k
   for (uint32_t k = 1; k <= nbc::kNumSectionKinds; ++k)
     if (!byKind[k])
       return fail(error, std::string("missing ") + nbc::sectionName(static_cast<SectionKind>(k)) +
-                     " section");
+                             " section");
   {
     std::vector<SectionEntry> sorted = sections;
     std::sort(sorted.begin(), sorted.end(),
@@ -484,7 +482,7 @@ bool deserialize(const uint8_t *data, size_t size, std::shared_ptr<const void> k
     for (size_t i = 1; i < sorted.size(); ++i)
       if (sorted[i - 1].offset + sorted[i - 1].size > sorted[i].offset)
         return fail(error, "sections of kinds " + std::to_string(sorted[i - 1].kind) + " and " +
-                       std::to_string(sorted[i].kind) + " overlap");
+                               std::to_string(sorted[i].kind) + " overlap");
   }
 
   // Records, in dependency order (functions after signatures).
@@ -511,8 +509,7 @@ bool deserialize(const uint8_t *data, size_t size, std::shared_ptr<const void> k
       !section(SectionKind::Signatures,
                [&](Cursor &c, auto &) { return readSignatures(c, exe); }) ||
       !section(SectionKind::Kernels, [&](Cursor &c, auto &) { return readKernels(c, exe); }) ||
-      !section(SectionKind::Functions,
-               [&](Cursor &c, auto &) { return readFunctions(c, exe); }) ||
+      !section(SectionKind::Functions, [&](Cursor &c, auto &) { return readFunctions(c, exe); }) ||
       !section(SectionKind::Constants, [&](Cursor &c, const SectionEntry &s) {
         return readConstants(c, exe, data, s.offset + s.size);
       }))
@@ -527,8 +524,7 @@ bool deserialize(const uint8_t *data, size_t size, std::shared_ptr<const void> k
   return true;
 }
 
-bool deserialize(std::shared_ptr<const AlignedBuffer> buffer, Executable &out,
-                 std::string &error) {
+bool deserialize(std::shared_ptr<const AlignedBuffer> buffer, Executable &out, std::string &error) {
   if (!buffer) return fail(error, "no buffer");
   const uint8_t *data = buffer->data();
   size_t size = buffer->size();

@@ -153,7 +153,9 @@ bool checkAdts(const Executable &e, std::string &error) {
 bool checkConstants(const Executable &e, std::string &error) {
   for (size_t i = 0; i < e.constants.size(); ++i) {
     const ConstantDesc &c = e.constants[i];
-    auto bad = [&](const std::string &m) { return fail(error, named("constant", i, c.name) + ": " + m); };
+    auto bad = [&](const std::string &m) {
+      return fail(error, named("constant", i, c.name) + ": " + m);
+    };
     if (!validDType(c.dtype))
       return bad("invalid dtype code " + std::to_string(static_cast<int>(c.dtype)));
     if (c.shape.size() > nbc::kMaxRank) return bad("rank exceeds the limit");
@@ -211,7 +213,8 @@ bool checkKernel(const KernelDesc &k, std::string &error) {
     if (info.relation == Relation::Structural)
       return bad("'" + opName + "' is a structural op and cannot be a kernel member");
     size_t nops = mem.operands.size();
-    if (nops < size_t(info.minOperands) || (info.maxOperands >= 0 && nops > size_t(info.maxOperands)))
+    if (nops < size_t(info.minOperands) ||
+        (info.maxOperands >= 0 && nops > size_t(info.maxOperands)))
       return bad("'" + opName + "' with " + std::to_string(nops) + " operands");
     if (mem.attrs.size() != info.attrs.size())
       return bad("'" + opName + "' has " + std::to_string(mem.attrs.size()) +
@@ -352,14 +355,13 @@ private:
     case 'S': {
       ShapeList s = in.shape(i);
       if (s.count > nbc::kMaxRank)
-        return failAt(in.pc, opcodeInfo(in.op).name, "shape rank " + std::to_string(s.count) +
-                                                         " exceeds the limit");
-      std::vector<int64_t> dims(s.count);
-      for (uint32_t d = 0; d < s.count; ++d) dims[d] = s[d];
-      int64_t n;
-      if (!numElements(dims, n))
-        return failAt(in.pc, opcodeInfo(in.op).name, "static shape has a negative dimension or "
-                                                     "overflows");
+        return failAt(in.pc, opcodeInfo(in.op).name,
+                      "shape rank " + std::to_string(s.count) + " exceeds the limit");
+      int64_t n = 1;
+      for (uint32_t d = 0; d < s.count; ++d)
+        if (s[d] < 0 || __builtin_mul_overflow(n, s[d], &n))
+          return failAt(in.pc, opcodeInfo(in.op).name,
+                        "static shape has a negative dimension or overflows");
       return true;
     }
     case 'J': {
@@ -383,8 +385,7 @@ private:
     for (int i = 0; i < in.numOperands; ++i)
       if (!checkOperand(in, i)) return false;
     switch (in.op) {
-    case Opcode::Ret:
-      return count(in, "result count", in.regs(0).count, f_.resultTypes.size());
+    case Opcode::Ret: return count(in, "result count", in.regs(0).count, f_.resultTypes.size());
     case Opcode::Invoke: {
       const VMFunction &callee = e_.functions[in.word(0)];
       return count(in, "argument count of @" + callee.name, in.regs(1).count,
@@ -426,7 +427,9 @@ bool checkFunctions(const Executable &e, std::string &error) {
     const VMFunction &f = e.functions[i];
     if (f.name.empty()) return fail(error, "function " + std::to_string(i) + " has no name");
     names.push_back(f.name);
-    auto bad = [&](const std::string &m) { return fail(error, "function " + quoted(f.name) + ": " + m); };
+    auto bad = [&](const std::string &m) {
+      return fail(error, "function " + quoted(f.name) + ": " + m);
+    };
     if (f.paramNames.size() != f.paramTypes.size())
       return bad(std::to_string(f.paramNames.size()) + " parameter names for " +
                  std::to_string(f.paramTypes.size()) + " parameters");
