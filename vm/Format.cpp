@@ -48,7 +48,16 @@ static_assert(static_cast<int>(TypeDesc::Kind::Tensor) == nbc::kTypeTensor &&
                   static_cast<int>(TypeDesc::Kind::Adt) == nbc::kTypeAdt &&
                   static_cast<int>(TypeDesc::Kind::Storage) == nbc::kTypeStorage,
               "TypeDesc kinds are stored in .nbc files");
-static constexpr int kNumAttrKinds = 8;
+static_assert(static_cast<int>(DType::F32) == 0 && static_cast<int>(DType::F16) == 1 &&
+                  static_cast<int>(DType::BF16) == 2 && static_cast<int>(DType::F64) == 3 &&
+                  static_cast<int>(DType::I1) == 4 && static_cast<int>(DType::I8) == 5 &&
+                  static_cast<int>(DType::I32) == 6 && static_cast<int>(DType::I64) == 7 &&
+                  kNumDTypes == 8,
+              "DType values are dtype codes in .nbc files and in instructions: changing them "
+              "is a major format change");
+static_assert(static_cast<int>(Device::CPU) == 0 && static_cast<int>(Device::CUDA) == 1 &&
+                  kNumDevices == 2,
+              "Device values are device codes in instructions");
 
 const char *nbc::sectionName(SectionKind k) {
   switch (k) {
@@ -257,7 +266,11 @@ void writeKernels(ByteWriter &w, const Executable &e) {
     w.u8(k.upperBound ? 1 : 0);
     w.u32(static_cast<uint32_t>(k.members.size()));
     for (const KernelDesc::Member &m : k.members) {
-      w.u16(static_cast<uint16_t>(m.op));
+      // By mnemonic (see FormatReader.cpp); an invalid op writes "", which
+      // the reader refuses.
+      w.str(static_cast<unsigned>(m.op) < static_cast<unsigned>(kNumOpCodes)
+                ? std::string(opInfo(m.op).mnemonic)
+                : std::string());
       w.u32(m.numResults);
       w.u32(static_cast<uint32_t>(m.attrs.size()));
       for (const Attr &a : m.attrs) writeAttr(w, a);

@@ -11,6 +11,7 @@
 #include "vm/Format.h"
 
 #include <algorithm>
+#include <optional>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -81,7 +82,6 @@ public:
     return true;
   }
   bool u8(uint8_t &v, const char *what) { return scalar(v, what); }
-  bool u16(uint16_t &v, const char *what) { return scalar(v, what); }
   bool u32(uint32_t &v, const char *what) { return scalar(v, what); }
   bool u64(uint64_t &v, const char *what) { return scalar(v, what); }
   bool i64(int64_t &v, const char *what) { return scalar(v, what); }
@@ -297,7 +297,7 @@ bool readKernels(Cursor &c, Executable &e) {
     KernelDesc &k = e.kernels[i];
     uint32_t nm, no;
     if (!c.str(k.name, "kernel name") || !c.u32(k.numInputs, "input count") ||
-        !c.boolean(k.upperBound, "upper-bound flag") || !c.count(nm, 14, "member count"))
+        !c.boolean(k.upperBound, "upper-bound flag") || !c.count(nm, 16, "member count"))
       return c.wrap(named("kernel", i, k.name));
     if (nm > nbc::kMaxKernelMembers)
       return c.fail(named("kernel", i, k.name) + ": " + std::to_string(nm) +
@@ -305,15 +305,17 @@ bool readKernels(Cursor &c, Executable &e) {
     k.members.resize(nm);
     for (uint32_t m = 0; m < nm; ++m) {
       KernelDesc::Member &mem = k.members[m];
-      uint16_t op;
+      std::string mnemonic;
       uint32_t na, nops;
       auto where = [&] { return named("kernel", i, k.name) + ", member " + std::to_string(m); };
-      if (!c.u16(op, "opcode") || !c.u32(mem.numResults, "result count") ||
+      if (!c.str(mnemonic, "op name") || !c.u32(mem.numResults, "result count") ||
           !c.count(na, 1, "attribute count"))
         return c.wrap(where());
-      // Range-checked here so that no out-of-range OpCode is ever stored.
-      if (op >= kNumOpCodes) return c.fail(where() + ": invalid op code " + std::to_string(op));
-      mem.op = static_cast<OpCode>(op);
+      // Ops are stored by mnemonic, not by their position in ir/Ops.def, so
+      // that adding an op to the table does not change the meaning of files.
+      std::optional<OpCode> op = lookupOpCode(mnemonic);
+      if (!op) return c.fail(where() + ": unknown op '" + mnemonic + "'");
+      mem.op = *op;
       mem.attrs.resize(na);
       for (uint32_t a = 0; a < na; ++a)
         if (!readAttr(c, mem.attrs[a])) return c.wrap(where() + ", attribute " + std::to_string(a));

@@ -261,6 +261,7 @@ public:
   bool run() {
     const std::vector<uint32_t> &code = f_.code;
     if (code.empty()) return failFn("has no code");
+    if (code.size() > UINT32_MAX) return failFn("more than 2^32 - 1 code words");
     std::vector<char> starts(code.size(), 0);
     DecodedInstr in;
     Opcode last = Opcode::Move;

@@ -683,7 +683,19 @@ TEST(Crafted, Kernels) {
   expectRefused([](Executable &e) { e.kernels[0].members[0].op = OpCode::Call; },
                 "'call' is a structural op and cannot be a kernel member");
   expectRefused([](Executable &e) { e.kernels[0].members[0].op = static_cast<OpCode>(9999); },
-                "invalid op code 9999");
+                "kernel 0 'add', member 0: unknown op ''");
+  {
+    // An op name the table does not know (a file from a newer compiler).
+    std::vector<uint8_t> b = smallBytes();
+    std::string add = "add";
+    auto it = std::search(b.begin() + 40, b.end(), add.begin(), add.end());
+    ASSERT_NE(it, b.end());
+    // The kernel is also named "add": the second occurrence is the op.
+    it = std::search(it + 1, b.end(), add.begin(), add.end());
+    ASSERT_NE(it, b.end());
+    *it = 'x';
+    expectBytesRefused(resealed(b), "kernels section: kernel 0 'add', member 0: unknown op 'xdd'");
+  }
   expectRefused(
       [](Executable &e) {
         e.kernels[0].members[0].operands = {0, 2};

@@ -398,9 +398,8 @@ struct Walker {
             !u32(m, "member count"))
           return false;
         for (uint32_t j = 0; j < m; ++j) {
-          uint8_t lo, hi;
           uint32_t results, na, no;
-          if (!u8(lo) || !u8(hi) || !u32(results, "member result count") ||
+          if (!str() || !u32(results, "member result count") ||
               !u32(na, "attribute count"))
             return false;
           for (uint32_t a = 0; a < na; ++a)
