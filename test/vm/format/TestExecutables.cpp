@@ -399,8 +399,7 @@ struct Walker {
           return false;
         for (uint32_t j = 0; j < m; ++j) {
           uint32_t results, na, no;
-          if (!str() || !u32(results, "member result count") ||
-              !u32(na, "attribute count"))
+          if (!str() || !u32(results, "member result count") || !u32(na, "attribute count"))
             return false;
           for (uint32_t a = 0; a < na; ++a)
             if (!attr()) return false;
