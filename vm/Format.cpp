@@ -22,8 +22,8 @@
 //===----------------------------------------------------------------------===//
 #include "vm/Format.h"
 
-#include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <new>

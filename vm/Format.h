@@ -95,10 +95,11 @@ void resealChecksum(uint8_t *data, size_t size);
 
 //===-- Writing ------------------------------------------------------------===//
 
-/// The .nbc bytes of `exe`, format kMajor.kMinor. Well-defined for any
-/// Executable (it never crashes on a malformed one), but only an executable
-/// that passes verify() reads back: run verify() first to catch a producer's
-/// mistake at its source.
+/// The .nbc bytes of `exe`, format kMajor.kMinor. It writes a malformed
+/// executable too (null attributes, invalid ops and missing constant data
+/// become bytes the reader refuses) as long as every non-null constant `data`
+/// holds `size` bytes; only an executable that passes verify() reads back, so
+/// run verify() first to catch a producer's mistake at its source.
 std::vector<uint8_t> serialize(const Executable &exe);
 
 /// serialize() to a file. Returns false with a message on an I/O error.

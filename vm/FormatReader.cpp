@@ -11,11 +11,11 @@
 #include "vm/Format.h"
 
 #include <algorithm>
-#include <optional>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <sys/stat.h>
 
 namespace nimble::vm {
