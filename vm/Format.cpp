@@ -1,0 +1,403 @@
+//===- Format.cpp - The .nbc writer, reader, checksum and file I/O ---------===//
+//
+// Writer and reader are kept side by side, record by record, so that a change
+// to one is seen next to the other; docs/VM.md has the same layout as prose.
+//
+// The reader is written for hostile input:
+//   - every read goes through Cursor, which checks it against the end of the
+//     current section (positions are 64-bit, sizes are checked before adding);
+//   - every count is checked against the bytes that remain times the smallest
+//     size its elements can have *before* anything is reserved, so a count of
+//     0xffffffff in a small file is an error, not a 4-billion-element vector;
+//   - TypeDesc recursion is bounded (nbc::kMaxTypeDepth), and nothing else
+//     recurses;
+//   - enum-valued bytes (dtypes, type kinds, attribute kinds, booleans) are
+//     range-checked as they are read, so no out-of-range enum ever exists in
+//     a decoded Executable;
+//   - after decoding, verify() checks the executable as a program.
+//
+// Multi-byte values are little-endian. The code assumes a little-endian host
+// (static_assert below), which lets code words be copied with memcpy.
+//
+//===----------------------------------------------------------------------===//
+#include "vm/Format.h"
+
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <nmmintrin.h>
+#define NIMBLE_CRC32C_X86 1
+#endif
+
+namespace nimble::vm {
+
+static_assert(std::endian::native == std::endian::little,
+              "the .nbc reader and writer assume a little-endian host");
+static_assert(static_cast<int>(AttrKind::Bool) == 0 && static_cast<int>(AttrKind::Int) == 1 &&
+                  static_cast<int>(AttrKind::Float) == 2 && static_cast<int>(AttrKind::Ints) == 3 &&
+                  static_cast<int>(AttrKind::DType) == 4 && static_cast<int>(AttrKind::Str) == 5 &&
+                  static_cast<int>(AttrKind::Sym) == 6 && static_cast<int>(AttrKind::Dense) == 7,
+              "AttrKind values are attribute tags in .nbc files: changing them is a major "
+              "format change");
+static_assert(static_cast<int>(TypeDesc::Kind::Tensor) == nbc::kTypeTensor &&
+                  static_cast<int>(TypeDesc::Kind::Tuple) == nbc::kTypeTuple &&
+                  static_cast<int>(TypeDesc::Kind::Adt) == nbc::kTypeAdt &&
+                  static_cast<int>(TypeDesc::Kind::Storage) == nbc::kTypeStorage,
+              "TypeDesc kinds are stored in .nbc files");
+static_assert(static_cast<int>(DType::F32) == 0 && static_cast<int>(DType::F16) == 1 &&
+                  static_cast<int>(DType::BF16) == 2 && static_cast<int>(DType::F64) == 3 &&
+                  static_cast<int>(DType::I1) == 4 && static_cast<int>(DType::I8) == 5 &&
+                  static_cast<int>(DType::I32) == 6 && static_cast<int>(DType::I64) == 7 &&
+                  kNumDTypes == 8,
+              "DType values are dtype codes in .nbc files and in instructions: changing them "
+              "is a major format change");
+static_assert(static_cast<int>(Device::CPU) == 0 && static_cast<int>(Device::CUDA) == 1 &&
+                  kNumDevices == 2,
+              "Device values are device codes in instructions");
+
+const char *nbc::sectionName(SectionKind k) {
+  switch (k) {
+  case SectionKind::Strings: return "strings";
+  case SectionKind::Adts: return "adts";
+  case SectionKind::Signatures: return "signatures";
+  case SectionKind::Constants: return "constants";
+  case SectionKind::Kernels: return "kernels";
+  case SectionKind::Functions: return "functions";
+  }
+  return "unknown";
+}
+
+//===-- CRC-32C ------------------------------------------------------------===//
+//
+// Castagnoli polynomial, reflected (0x82F63B78), initial value and final xor
+// 0xFFFFFFFF: the iSCSI / ext4 / Python `crc32c` package checksum, so
+// crc32c("123456789") == 0xE3069283. Software: slicing-by-8 tables; x86 with
+// SSE 4.2: the crc32 instruction, 8 bytes at a time.
+
+namespace {
+
+struct Crc32cTables {
+  uint32_t t[8][256];
+  constexpr Crc32cTables() : t() {
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+      t[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; ++i)
+      for (int s = 1; s < 8; ++s) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xff];
+  }
+};
+constexpr Crc32cTables kCrcTables;
+
+uint32_t crc32cSoftware(const uint8_t *p, size_t n, uint32_t crc) {
+  const auto &t = kCrcTables.t;
+  while (n >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    w ^= crc;
+    crc = t[7][w & 0xff] ^ t[6][(w >> 8) & 0xff] ^ t[5][(w >> 16) & 0xff] ^ t[4][(w >> 24) & 0xff] ^
+          t[3][(w >> 32) & 0xff] ^ t[2][(w >> 40) & 0xff] ^ t[1][(w >> 48) & 0xff] ^ t[0][w >> 56];
+    p += 8;
+    n -= 8;
+  }
+  while (n--) crc = (crc >> 8) ^ t[0][(crc ^ *p++) & 0xff];
+  return crc;
+}
+
+#ifdef NIMBLE_CRC32C_X86
+__attribute__((target("sse4.2"))) uint32_t crc32cHardware(const uint8_t *p, size_t n,
+                                                          uint32_t crc) {
+  uint64_t c = crc;
+  while (n >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    c = _mm_crc32_u64(c, w);
+    p += 8;
+    n -= 8;
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  while (n--) c32 = _mm_crc32_u8(c32, *p++);
+  return c32;
+}
+#endif
+
+} // namespace
+
+uint32_t crc32c(const uint8_t *data, size_t size, uint32_t crc) {
+  crc = ~crc;
+#ifdef NIMBLE_CRC32C_X86
+  static const bool hw = __builtin_cpu_supports("sse4.2");
+  if (hw) return ~crc32cHardware(data, size, crc);
+#endif
+  return ~crc32cSoftware(data, size, crc);
+}
+
+uint32_t crc32cPortable(const uint8_t *data, size_t size, uint32_t crc) {
+  return ~crc32cSoftware(data, size, ~crc);
+}
+
+namespace {
+
+void store64(uint8_t *p, uint64_t v) { std::memcpy(p, &v, 8); }
+
+} // namespace
+
+void resealChecksum(uint8_t *data, size_t size) {
+  if (size < nbc::kHeaderSize) return;
+  store64(data + nbc::kOffChecksum, crc32c(data + nbc::kHeaderSize, size - nbc::kHeaderSize));
+}
+
+//===-- Writer -------------------------------------------------------------===//
+
+namespace {
+
+class ByteWriter {
+public:
+  std::vector<uint8_t> b;
+  void u8(uint8_t v) { b.push_back(v); }
+  void u16(uint16_t v) { raw(&v, 2); }
+  void u32(uint32_t v) { raw(&v, 4); }
+  void u64(uint64_t v) { raw(&v, 8); }
+  void i64(int64_t v) { raw(&v, 8); }
+  void f64(double v) { u64(std::bit_cast<uint64_t>(v)); }
+  void raw(const void *p, size_t n) {
+    const uint8_t *c = static_cast<const uint8_t *>(p);
+    b.insert(b.end(), c, c + n);
+  }
+  void str(const std::string &s) {
+    u32(static_cast<uint32_t>(s.size()));
+    raw(s.data(), s.size());
+  }
+  void pad(size_t align) {
+    while (b.size() % align) b.push_back(0);
+  }
+  size_t size() const { return b.size(); }
+};
+
+void writeType(ByteWriter &w, const TypeDesc &t) {
+  w.u8(static_cast<uint8_t>(t.kind));
+  switch (t.kind) {
+  case TypeDesc::Kind::Tensor:
+    w.u8(static_cast<uint8_t>(t.dtype));
+    w.u32(static_cast<uint32_t>(t.dims.size()));
+    for (int64_t d : t.dims) w.i64(d);
+    break;
+  case TypeDesc::Kind::Tuple:
+    w.u32(static_cast<uint32_t>(t.elems.size()));
+    for (const TypeDesc &e : t.elems) writeType(w, e);
+    break;
+  case TypeDesc::Kind::Adt: w.u32(t.adt); break;
+  case TypeDesc::Kind::Storage: break;
+  }
+}
+
+void writeAttr(ByteWriter &w, const Attr &a) {
+  if (a.isNull()) {
+    w.u8(nbc::kAttrNull);
+    return;
+  }
+  w.u8(static_cast<uint8_t>(a.kind()));
+  switch (a.kind()) {
+  case AttrKind::Bool: w.u8(a.getBool() ? 1 : 0); break;
+  case AttrKind::Int: w.i64(a.getInt()); break;
+  case AttrKind::Float: w.f64(a.getFloat()); break;
+  case AttrKind::Ints:
+    w.u32(static_cast<uint32_t>(a.getInts().size()));
+    for (int64_t v : a.getInts()) w.i64(v);
+    break;
+  case AttrKind::DType: w.u8(static_cast<uint8_t>(a.getDType())); break;
+  case AttrKind::Str:
+  case AttrKind::Sym: w.str(a.getStr()); break;
+  case AttrKind::Dense: {
+    const DenseValue &d = a.getDense();
+    w.u8(static_cast<uint8_t>(d.dtype));
+    w.u8(d.splat ? 1 : 0);
+    w.u32(static_cast<uint32_t>(d.shape.size()));
+    for (int64_t s : d.shape) w.i64(s);
+    w.u64(d.bytes.size());
+    w.raw(d.bytes.data(), d.bytes.size());
+    break;
+  }
+  }
+}
+
+void writeStrings(ByteWriter &w, const Executable &e) {
+  w.u32(static_cast<uint32_t>(e.strings.size()));
+  for (const std::string &s : e.strings) w.str(s);
+}
+
+void writeAdts(ByteWriter &w, const Executable &e) {
+  w.u32(static_cast<uint32_t>(e.adts.size()));
+  for (const AdtDesc &a : e.adts) {
+    w.str(a.name);
+    w.u32(static_cast<uint32_t>(a.ctors.size()));
+    for (const AdtDesc::Ctor &c : a.ctors) {
+      w.str(c.name);
+      w.u32(static_cast<uint32_t>(c.fields.size()));
+      for (const TypeDesc &t : c.fields) writeType(w, t);
+    }
+  }
+}
+
+void writeSignatures(ByteWriter &w, const Executable &e) {
+  w.u32(static_cast<uint32_t>(e.functions.size()));
+  for (const VMFunction &f : e.functions) {
+    w.str(f.name);
+    w.u32(static_cast<uint32_t>(f.paramTypes.size()));
+    for (size_t i = 0; i < f.paramTypes.size(); ++i) {
+      w.str(i < f.paramNames.size() ? f.paramNames[i] : std::string());
+      writeType(w, f.paramTypes[i]);
+    }
+    w.u32(static_cast<uint32_t>(f.resultTypes.size()));
+    for (const TypeDesc &t : f.resultTypes) writeType(w, t);
+  }
+}
+
+void writeKernels(ByteWriter &w, const Executable &e) {
+  w.u32(static_cast<uint32_t>(e.kernels.size()));
+  for (const KernelDesc &k : e.kernels) {
+    w.str(k.name);
+    w.u32(k.numInputs);
+    w.u8(k.upperBound ? 1 : 0);
+    w.u32(static_cast<uint32_t>(k.members.size()));
+    for (const KernelDesc::Member &m : k.members) {
+      // By mnemonic (see FormatReader.cpp); an invalid op writes "", which
+      // the reader refuses.
+      w.str(static_cast<unsigned>(m.op) < static_cast<unsigned>(kNumOpCodes)
+                ? std::string(opInfo(m.op).mnemonic)
+                : std::string());
+      w.u32(m.numResults);
+      w.u32(static_cast<uint32_t>(m.attrs.size()));
+      for (const Attr &a : m.attrs) writeAttr(w, a);
+      w.u32(static_cast<uint32_t>(m.operands.size()));
+      for (uint32_t v : m.operands) w.u32(v);
+    }
+    w.u32(static_cast<uint32_t>(k.outputs.size()));
+    for (uint32_t v : k.outputs) w.u32(v);
+  }
+}
+
+void writeFunctions(ByteWriter &w, const Executable &e) {
+  w.u32(static_cast<uint32_t>(e.functions.size()));
+  for (const VMFunction &f : e.functions) {
+    w.u32(f.numRegisters);
+    w.u32(static_cast<uint32_t>(f.code.size()));
+    w.raw(f.code.data(), f.code.size() * 4);
+    w.u32(static_cast<uint32_t>(f.sourceMap.size()));
+    for (const SourceLoc &l : f.sourceMap) {
+      w.u32(l.pc);
+      w.u32(l.file);
+      w.u32(l.line);
+      w.u32(l.col);
+    }
+  }
+}
+
+// Metadata records, then each constant's bytes at the next 64-byte boundary
+// of the file (the section itself starts on one).
+void writeConstants(ByteWriter &w, const Executable &e) {
+  w.u32(static_cast<uint32_t>(e.constants.size()));
+  w.u32(0);
+  std::vector<size_t> offsetFields;
+  for (const ConstantDesc &c : e.constants) {
+    w.str(c.name);
+    w.u8(static_cast<uint8_t>(c.dtype));
+    w.u32(static_cast<uint32_t>(c.shape.size()));
+    for (int64_t d : c.shape) w.i64(d);
+    offsetFields.push_back(w.size());
+    w.u64(0); // offset, patched below
+    w.u64(c.size);
+  }
+  for (size_t i = 0; i < e.constants.size(); ++i) {
+    const ConstantDesc &c = e.constants[i];
+    w.pad(nbc::kConstantAlign);
+    store64(w.b.data() + offsetFields[i], w.size());
+    // A constant without data (a producer's bug) writes no bytes; the reader
+    // then rejects the file instead of this call reading through null.
+    if (c.data) w.raw(c.data, c.size);
+  }
+}
+
+} // namespace
+
+std::vector<uint8_t> serialize(const Executable &exe) {
+  using nbc::SectionKind;
+  ByteWriter w;
+  w.raw(nbc::kMagic, 8);
+  w.u16(Executable::kMajor);
+  w.u16(Executable::kMinor);
+  w.u32(0); // flags
+  w.u64(0); // file size, patched
+  w.u64(0); // checksum, patched
+  w.u32(nbc::kNumSectionKinds);
+  w.u32(0);
+  size_t table = w.size();
+  w.b.resize(table + nbc::kNumSectionKinds * nbc::kSectionEntrySize, 0);
+
+  struct Placed {
+    SectionKind kind;
+    void (*write)(ByteWriter &, const Executable &);
+    size_t align;
+  };
+  // The constant pool goes last: the bulk of the file, contiguous at its end.
+  const Placed order[] = {
+      {SectionKind::Strings, writeStrings, nbc::kSectionAlign},
+      {SectionKind::Adts, writeAdts, nbc::kSectionAlign},
+      {SectionKind::Signatures, writeSignatures, nbc::kSectionAlign},
+      {SectionKind::Kernels, writeKernels, nbc::kSectionAlign},
+      {SectionKind::Functions, writeFunctions, nbc::kSectionAlign},
+      {SectionKind::Constants, writeConstants, nbc::kConstantAlign},
+  };
+  static_assert(sizeof(order) / sizeof(order[0]) == nbc::kNumSectionKinds);
+  for (const Placed &p : order) {
+    w.pad(p.align);
+    size_t start = w.size();
+    p.write(w, exe);
+    // The table lists sections in kind order, whatever their file order.
+    uint8_t *entry =
+        w.b.data() + table + (static_cast<uint32_t>(p.kind) - 1) * nbc::kSectionEntrySize;
+    uint32_t kind = static_cast<uint32_t>(p.kind);
+    std::memcpy(entry, &kind, 4);
+    store64(entry + 8, start);
+    store64(entry + 16, w.size() - start);
+  }
+  store64(w.b.data() + nbc::kOffFileSize, w.size());
+  resealChecksum(w.b.data(), w.b.size());
+  return std::move(w.b);
+}
+
+bool writeExecutableFile(const std::string &path, const Executable &exe, std::string &error) {
+  std::vector<uint8_t> bytes = serialize(exe);
+  FILE *f = std::fopen(path.c_str(), "wb");
+  if (!f) {
+    error = "cannot open '" + path + "' for writing: " + std::strerror(errno);
+    return false;
+  }
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) error = "cannot write '" + path + "': " + std::strerror(errno);
+  return ok;
+}
+
+//===-- Aligned buffers ----------------------------------------------------===//
+
+std::shared_ptr<AlignedBuffer> AlignedBuffer::create(size_t size) {
+  void *p = ::operator new(size ? size : 1, std::align_val_t(nbc::kConstantAlign), std::nothrow);
+  if (!p) return nullptr;
+  return std::shared_ptr<AlignedBuffer>(new AlignedBuffer(static_cast<uint8_t *>(p), size));
+}
+
+std::shared_ptr<AlignedBuffer> AlignedBuffer::copyOf(const uint8_t *data, size_t size) {
+  auto b = create(size);
+  if (b && size) std::memcpy(b->data(), data, size);
+  return b;
+}
+
+AlignedBuffer::~AlignedBuffer() { ::operator delete(data_, std::align_val_t(nbc::kConstantAlign)); }
+
+} // namespace nimble::vm

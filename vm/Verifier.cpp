@@ -1,0 +1,476 @@
+//===- Verifier.cpp - Checking an Executable as a program -----------------===//
+//
+// verify() is what makes "a file that loads can run" true: the interpreter
+// reads operands straight from the code words and indexes tables with them,
+// without checks of its own. The rules (docs/VM.md, "Verification"):
+//
+//   Types      kind valid; dtype < kNumDTypes; dims >= 0 or `?`; rank <= 64;
+//              nesting <= 32; ADT indices in range.
+//   ADTs       at least one constructor; every ADT has a finite value (some
+//              constructor whose fields do not all lead back to uninhabited
+//              ADTs): recursion through an ADT index is fine (a list, a tree),
+//              a type that is *only* recursion is not.
+//   Constants  dtype valid; concrete dims; size == numel * dtypeSize with no
+//              overflow; data present when size > 0.
+//   Kernels    1..4096 members, numInputs + results <= 65536; each member's
+//              op valid and not structural, operand count within the op's
+//              arity, attributes matching the op's schema in count and kind
+//              (dense payloads consistent), result count the op's (split: its
+//              `sections`), operands naming inputs or earlier results; at
+//              least one output, each naming a value; upperBound only for a
+//              lone unique / nonzero with one output.
+//   Functions  non-empty, unique names; one name per parameter; params <=
+//              numRegisters <= 2^20; code non-empty, every instruction
+//              decodes (Bytecode.h) and its operands obey Opcodes.def (see
+//              checkOperand); control cannot fall off the end; jumps land on
+//              instruction starts; call arities match; the source map is
+//              sorted by pc, on instruction starts, with valid file indices.
+//
+// Messages name the place: "function 'main', pc 12 (InvokePacked): register
+// 40 out of range (function has 17 registers)".
+//
+//===----------------------------------------------------------------------===//
+#include "vm/Format.h"
+
+#include <algorithm>
+
+namespace nimble::vm {
+
+namespace {
+
+bool fail(std::string &error, std::string msg) {
+  error = std::move(msg);
+  return false;
+}
+
+std::string quoted(const std::string &s) { return "'" + s + "'"; }
+
+std::string named(const char *what, size_t i, const std::string &name) {
+  std::string r = std::string(what) + " " + std::to_string(i);
+  if (!name.empty()) r += " " + quoted(name);
+  return r;
+}
+
+bool validDType(DType t) { return static_cast<unsigned>(t) < static_cast<unsigned>(kNumDTypes); }
+
+/// Elements of a concrete shape, or false on a negative dim or overflow.
+bool numElements(const std::vector<int64_t> &dims, int64_t &n) {
+  n = 1;
+  for (int64_t d : dims)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return false;
+  return true;
+}
+
+bool checkType(const Executable &e, const TypeDesc &t, int depth, std::string &error) {
+  if (depth > nbc::kMaxTypeDepth)
+    return fail(error, "type nested deeper than " + std::to_string(nbc::kMaxTypeDepth) + " levels");
+  switch (t.kind) {
+  case TypeDesc::Kind::Tensor:
+    if (!validDType(t.dtype))
+      return fail(error, "invalid dtype code " + std::to_string(static_cast<int>(t.dtype)));
+    if (t.dims.size() > nbc::kMaxRank)
+      return fail(error, "tensor rank " + std::to_string(t.dims.size()) + " exceeds the limit");
+    for (int64_t d : t.dims)
+      if (d < 0 && d != kDynamic) return fail(error, "invalid dimension " + std::to_string(d));
+    return true;
+  case TypeDesc::Kind::Tuple:
+    for (const TypeDesc &el : t.elems)
+      if (!checkType(e, el, depth + 1, error)) return false;
+    return true;
+  case TypeDesc::Kind::Adt:
+    if (t.adt >= e.adts.size())
+      return fail(error, "adt index " + std::to_string(t.adt) + " out of range (" +
+                             std::to_string(e.adts.size()) + " adts)");
+    return true;
+  case TypeDesc::Kind::Storage: return true;
+  }
+  return fail(error, "invalid type kind " + std::to_string(static_cast<int>(t.kind)));
+}
+
+// Collects the ADT indices a type refers to outside any ADT (through tuples).
+void adtRefs(const TypeDesc &t, std::vector<uint32_t> &out) {
+  if (t.kind == TypeDesc::Kind::Adt) out.push_back(t.adt);
+  for (const TypeDesc &el : t.elems) adtRefs(el, out);
+}
+
+// An ADT is inhabited if one of its constructors has only inhabited fields
+// (tensors and storage always are). Linear-time propagation (Horn clauses):
+// each constructor counts its references to not-yet-inhabited ADTs; when an
+// ADT becomes inhabited, every constructor that mentions it counts down.
+bool checkAdtsInhabited(const Executable &e, std::string &error) {
+  size_t n = e.adts.size();
+  std::vector<uint32_t> ctorOwner, pending;
+  std::vector<std::vector<uint32_t>> mentionedBy(n); // adt -> ctor ids (with repeats)
+  std::vector<char> inhabited(n, 0);
+  std::vector<uint32_t> work;
+  for (size_t a = 0; a < n; ++a)
+    for (const AdtDesc::Ctor &c : e.adts[a].ctors) {
+      uint32_t id = static_cast<uint32_t>(ctorOwner.size());
+      std::vector<uint32_t> refs;
+      for (const TypeDesc &f : c.fields) adtRefs(f, refs);
+      ctorOwner.push_back(static_cast<uint32_t>(a));
+      pending.push_back(static_cast<uint32_t>(refs.size()));
+      for (uint32_t r : refs) mentionedBy[r].push_back(id);
+      if (refs.empty() && !inhabited[a]) {
+        inhabited[a] = 1;
+        work.push_back(static_cast<uint32_t>(a));
+      }
+    }
+  while (!work.empty()) {
+    uint32_t a = work.back();
+    work.pop_back();
+    for (uint32_t id : mentionedBy[a]) {
+      if (--pending[id] != 0) continue;
+      uint32_t owner = ctorOwner[id];
+      if (!inhabited[owner]) {
+        inhabited[owner] = 1;
+        work.push_back(owner);
+      }
+    }
+  }
+  for (size_t a = 0; a < n; ++a)
+    if (!inhabited[a])
+      return fail(error, named("adt", a, e.adts[a].name) +
+                             ": has no finite value (every constructor needs a value of an "
+                             "ADT that has none, e.g. itself)");
+  return true;
+}
+
+bool checkAdts(const Executable &e, std::string &error) {
+  for (size_t a = 0; a < e.adts.size(); ++a) {
+    const AdtDesc &adt = e.adts[a];
+    if (adt.ctors.empty()) return fail(error, named("adt", a, adt.name) + ": no constructors");
+    for (size_t c = 0; c < adt.ctors.size(); ++c)
+      for (size_t f = 0; f < adt.ctors[c].fields.size(); ++f)
+        if (!checkType(e, adt.ctors[c].fields[f], 1, error))
+          return fail(error, named("adt", a, adt.name) + ", " +
+                                 named("constructor", c, adt.ctors[c].name) + ", field " +
+                                 std::to_string(f) + ": " + error);
+  }
+  return checkAdtsInhabited(e, error);
+}
+
+bool checkConstants(const Executable &e, std::string &error) {
+  for (size_t i = 0; i < e.constants.size(); ++i) {
+    const ConstantDesc &c = e.constants[i];
+    auto bad = [&](const std::string &m) {
+      return fail(error, named("constant", i, c.name) + ": " + m);
+    };
+    if (!validDType(c.dtype))
+      return bad("invalid dtype code " + std::to_string(static_cast<int>(c.dtype)));
+    if (c.shape.size() > nbc::kMaxRank) return bad("rank exceeds the limit");
+    int64_t numel;
+    uint64_t bytes;
+    if (!numElements(c.shape, numel) ||
+        __builtin_mul_overflow(static_cast<uint64_t>(numel), dtypeSize(c.dtype), &bytes))
+      return bad("invalid or overflowing shape");
+    if (bytes != c.size)
+      return bad("holds " + std::to_string(c.size) + " bytes but its type needs " +
+                 std::to_string(numel) + " x " + std::to_string(dtypeSize(c.dtype)) + " = " +
+                 std::to_string(bytes));
+    if (c.size && !c.data) return bad("has no data");
+  }
+  return true;
+}
+
+bool checkAttr(const Attr &a, const AttrSpec &spec, std::string &error) {
+  if (a.isNull()) return fail(error, "attribute '" + spec.name + "' is missing");
+  if (a.kind() != spec.kind)
+    return fail(error, "attribute '" + spec.name + "' is " + std::string(attrKindName(a.kind())) +
+                           ", the op wants " + std::string(attrKindName(spec.kind)));
+  if (a.kind() == AttrKind::DType && !validDType(a.getDType()))
+    return fail(error, "attribute '" + spec.name + "': invalid dtype");
+  if (a.kind() == AttrKind::Dense) {
+    const DenseValue &d = a.getDense();
+    int64_t numel;
+    uint64_t want;
+    if (!validDType(d.dtype) || !numElements(d.shape, numel) ||
+        __builtin_mul_overflow(static_cast<uint64_t>(d.splat ? 1 : numel), dtypeSize(d.dtype),
+                               &want) ||
+        want != d.bytes.size())
+      return fail(error, "attribute '" + spec.name + "': dense payload of " +
+                             std::to_string(d.bytes.size()) + " bytes does not match its type");
+  }
+  return true;
+}
+
+bool checkKernel(const KernelDesc &k, std::string &error) {
+  if (k.members.empty()) return fail(error, "no members");
+  if (k.members.size() > nbc::kMaxKernelMembers) return fail(error, "too many members");
+  uint64_t values = k.numInputs;
+  if (values > nbc::kMaxKernelValues)
+    return fail(error, std::to_string(k.numInputs) + " inputs exceed the limit of " +
+                           std::to_string(nbc::kMaxKernelValues) + " values");
+  for (size_t m = 0; m < k.members.size(); ++m) {
+    const KernelDesc::Member &mem = k.members[m];
+    auto bad = [&](const std::string &msg) {
+      return fail(error, "member " + std::to_string(m) + ": " + msg);
+    };
+    if (static_cast<unsigned>(mem.op) >= static_cast<unsigned>(kNumOpCodes))
+      return bad("invalid op code " + std::to_string(static_cast<unsigned>(mem.op)));
+    const OpInfo &info = opInfo(mem.op);
+    std::string opName(info.mnemonic);
+    if (info.relation == Relation::Structural)
+      return bad("'" + opName + "' is a structural op and cannot be a kernel member");
+    size_t nops = mem.operands.size();
+    if (nops < size_t(info.minOperands) ||
+        (info.maxOperands >= 0 && nops > size_t(info.maxOperands)))
+      return bad("'" + opName + "' with " + std::to_string(nops) + " operands");
+    if (mem.attrs.size() != info.attrs.size())
+      return bad("'" + opName + "' has " + std::to_string(mem.attrs.size()) +
+                 " attributes, its schema " + std::to_string(info.attrs.size()));
+    for (size_t a = 0; a < mem.attrs.size(); ++a)
+      if (!checkAttr(mem.attrs[a], info.attrs[a], error)) return bad("'" + opName + "': " + error);
+    uint32_t wantResults = info.numResults >= 0 ? uint32_t(info.numResults) : 0;
+    if (mem.op == OpCode::Split) {
+      int64_t sections = mem.attrs[info.attrIndex("sections")].getInt();
+      if (sections < 1 || sections > int64_t(nbc::kMaxKernelValues))
+        return bad("split into " + std::to_string(sections) + " sections");
+      wantResults = static_cast<uint32_t>(sections);
+    }
+    if (mem.numResults != wantResults)
+      return bad("'" + opName + "' with " + std::to_string(mem.numResults) + " results, expected " +
+                 std::to_string(wantResults));
+    for (uint32_t v : mem.operands)
+      if (v >= values)
+        return bad("operand %" + std::to_string(v) + " is not an input or an earlier result (" +
+                   std::to_string(values) + " values so far)");
+    values += mem.numResults;
+    if (values > nbc::kMaxKernelValues)
+      return bad("more than " + std::to_string(nbc::kMaxKernelValues) + " values");
+  }
+  if (k.outputs.empty()) return fail(error, "no outputs");
+  for (uint32_t v : k.outputs)
+    if (v >= values)
+      return fail(error, "output %" + std::to_string(v) + " out of range (" +
+                             std::to_string(values) + " values)");
+  if (k.upperBound &&
+      (k.members.size() != 1 || opInfo(k.members[0].op).shapeMode != ShapeMode::UpperBound ||
+       k.outputs.size() != 1))
+    return fail(error, "marked upper-bound but is not a lone unique / nonzero with one output");
+  return true;
+}
+
+//===-- Code ---------------------------------------------------------------===//
+
+class CodeChecker {
+public:
+  CodeChecker(const Executable &e, const VMFunction &f, std::string &error)
+      : e_(e), f_(f), error_(error) {}
+
+  bool run() {
+    const std::vector<uint32_t> &code = f_.code;
+    if (code.empty()) return failFn("has no code");
+    if (code.size() > UINT32_MAX) return failFn("more than 2^32 - 1 code words");
+    std::vector<char> starts(code.size(), 0);
+    DecodedInstr in;
+    Opcode last = Opcode::Move;
+    for (uint32_t pc = 0; pc < code.size(); pc += in.size) {
+      std::string why;
+      if (!decodeInstr(code.data(), code.size(), pc, in, &why)) {
+        // Name the opcode when word 0 was at least readable.
+        uint32_t op = code[pc] & kOpcodeMask;
+        return failAt(pc, op < uint32_t(kNumOpcodes) ? opcodeInfo(Opcode(op)).name : nullptr, why);
+      }
+      starts[pc] = 1;
+      last = in.op;
+      if (!checkInstr(in)) return false;
+    }
+    if (!isTerminator(last))
+      return failFn(std::string("control falls off the end of the code (the last instruction, ") +
+                    opcodeInfo(last).name + ", is not Ret, Goto, If, Switch or Fatal)");
+    for (const Jump &j : jumps_) {
+      if (j.target < 0 || j.target >= int64_t(code.size()))
+        return failAt(j.pc, opcodeInfo(j.op).name,
+                      "jump target " + std::to_string(j.target) + " is outside the function (" +
+                          std::to_string(code.size()) + " code words)");
+      if (!starts[j.target])
+        return failAt(j.pc, opcodeInfo(j.op).name,
+                      "jump target " + std::to_string(j.target) +
+                          " is not the start of an instruction");
+    }
+    for (size_t i = 0; i < f_.sourceMap.size(); ++i) {
+      const SourceLoc &l = f_.sourceMap[i];
+      std::string where = "source map entry " + std::to_string(i) + ": ";
+      if (l.pc >= code.size() || !starts[l.pc])
+        return failFn(where + "pc " + std::to_string(l.pc) + " is not the start of an instruction");
+      if (i && l.pc <= f_.sourceMap[i - 1].pc)
+        return failFn(where + "pcs are not strictly increasing");
+      if (l.file >= e_.strings.size())
+        return failFn(where + "file string " + std::to_string(l.file) + " out of range (" +
+                      std::to_string(e_.strings.size()) + " strings)");
+    }
+    return true;
+  }
+
+private:
+  struct Jump {
+    uint32_t pc;
+    Opcode op;
+    int64_t target;
+  };
+
+  bool failFn(const std::string &msg) {
+    return fail(error_, "function " + quoted(f_.name) + ": " + msg);
+  }
+  bool failAt(uint32_t pc, const char *opName, const std::string &msg) {
+    std::string where = "function " + quoted(f_.name) + ", pc " + std::to_string(pc);
+    if (opName) where += std::string(" (") + opName + ")";
+    return fail(error_, where + ": " + msg);
+  }
+
+  bool index(const DecodedInstr &in, uint32_t v, size_t limit, const char *what,
+             const char *plural) {
+    if (v < limit) return true;
+    std::string have = std::to_string(limit) + " " + plural;
+    if (what == std::string("register")) have = "function has " + have;
+    return failAt(in.pc, opcodeInfo(in.op).name,
+                  std::string(what) + " " + std::to_string(v) + " out of range (" + have + ")");
+  }
+  bool reg(const DecodedInstr &in, uint32_t r) {
+    return index(in, r, f_.numRegisters, "register", "registers");
+  }
+  bool count(const DecodedInstr &in, const char *what, size_t got, size_t want) {
+    if (got == want) return true;
+    return failAt(in.pc, opcodeInfo(in.op).name,
+                  std::string(what) + ": " + std::to_string(got) + " registers, expected " +
+                      std::to_string(want));
+  }
+
+  bool checkOperand(const DecodedInstr &in, int i) {
+    switch (in.kind(i)) {
+    case 'r': return reg(in, in.word(i));
+    case 'u': return true; // meaning per opcode; checked in checkInstr
+    case 'c': return index(in, in.word(i), e_.constants.size(), "constant", "constants");
+    case 'k': return index(in, in.word(i), e_.kernels.size(), "kernel", "kernels");
+    case 'f': return index(in, in.word(i), e_.functions.size(), "function", "functions");
+    case 's': return index(in, in.word(i), e_.strings.size(), "string", "strings");
+    case 'd': return index(in, in.word(i), kNumDTypes, "dtype code", "dtypes");
+    case 'v': return index(in, in.word(i), kNumDevices, "device code", "devices");
+    case 'j': jumps_.push_back({in.pc, in.op, in.target(i)}); return true;
+    case 'I': return true;
+    case 'R':
+      for (uint32_t r : in.regs(i))
+        if (!reg(in, r)) return false;
+      return true;
+    case 'S': {
+      ShapeList s = in.shape(i);
+      if (s.count > nbc::kMaxRank)
+        return failAt(in.pc, opcodeInfo(in.op).name,
+                      "shape rank " + std::to_string(s.count) + " exceeds the limit");
+      int64_t n = 1;
+      for (uint32_t d = 0; d < s.count; ++d)
+        if (s[d] < 0 || __builtin_mul_overflow(n, s[d], &n))
+          return failAt(in.pc, opcodeInfo(in.op).name,
+                        "static shape has a negative dimension or overflows");
+      return true;
+    }
+    case 'J': {
+      CaseList c = in.cases(i);
+      std::vector<uint32_t> tags(c.count);
+      for (uint32_t k = 0; k < c.count; ++k) {
+        tags[k] = c.tag(k);
+        jumps_.push_back({in.pc, in.op, c.target(k)});
+      }
+      jumps_.push_back({in.pc, in.op, c.defaultTarget()});
+      std::sort(tags.begin(), tags.end());
+      if (std::adjacent_find(tags.begin(), tags.end()) != tags.end())
+        return failAt(in.pc, opcodeInfo(in.op).name, "two cases for the same tag");
+      return true;
+    }
+    }
+    return failAt(in.pc, opcodeInfo(in.op).name, "bad signature");
+  }
+
+  bool checkInstr(const DecodedInstr &in) {
+    for (int i = 0; i < in.numOperands; ++i)
+      if (!checkOperand(in, i)) return false;
+    switch (in.op) {
+    case Opcode::Ret: return count(in, "result count", in.regs(0).count, f_.resultTypes.size());
+    case Opcode::Invoke: {
+      const VMFunction &callee = e_.functions[in.word(0)];
+      return count(in, "argument count of @" + callee.name, in.regs(1).count,
+                   callee.paramTypes.size()) &&
+             count(in, "destination count of @" + callee.name, in.regs(2).count,
+                   callee.resultTypes.size());
+    }
+    case Opcode::InvokePacked:
+    case Opcode::InvokeShapeFunc: {
+      const KernelDesc &k = e_.kernels[in.word(0)];
+      size_t outs = k.outputs.size() + (in.op == Opcode::InvokePacked && k.upperBound ? 1 : 0);
+      return count(in, "input count of kernel '" + k.name + "'", in.regs(1).count, k.numInputs) &&
+             count(in, "output count of kernel '" + k.name + "'", in.regs(2).count, outs);
+    }
+    case Opcode::AllocStorage: {
+      uint32_t align = in.word(2);
+      if (align == 0 || (align & (align - 1)))
+        return failAt(in.pc, "AllocStorage",
+                      "alignment " + std::to_string(align) + " is not a power of two");
+      return true;
+    }
+    default: return true;
+    }
+  }
+
+  bool count(const DecodedInstr &in, const std::string &what, size_t got, size_t want) {
+    return count(in, what.c_str(), got, want);
+  }
+
+  const Executable &e_;
+  const VMFunction &f_;
+  std::string &error_;
+  std::vector<Jump> jumps_;
+};
+
+bool checkFunctions(const Executable &e, std::string &error) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < e.functions.size(); ++i) {
+    const VMFunction &f = e.functions[i];
+    if (f.name.empty()) return fail(error, "function " + std::to_string(i) + " has no name");
+    names.push_back(f.name);
+    auto bad = [&](const std::string &m) {
+      return fail(error, "function " + quoted(f.name) + ": " + m);
+    };
+    if (f.paramNames.size() != f.paramTypes.size())
+      return bad(std::to_string(f.paramNames.size()) + " parameter names for " +
+                 std::to_string(f.paramTypes.size()) + " parameters");
+    for (size_t p = 0; p < f.paramTypes.size(); ++p)
+      if (!checkType(e, f.paramTypes[p], 1, error))
+        return bad("parameter " + std::to_string(p) + ": " + error);
+    for (size_t r = 0; r < f.resultTypes.size(); ++r)
+      if (!checkType(e, f.resultTypes[r], 1, error))
+        return bad("result " + std::to_string(r) + ": " + error);
+    if (f.numRegisters > nbc::kMaxRegisters)
+      return bad(std::to_string(f.numRegisters) + " registers exceed the limit of " +
+                 std::to_string(nbc::kMaxRegisters));
+    if (f.numRegisters < f.paramTypes.size())
+      return bad(std::to_string(f.numRegisters) + " registers cannot hold its " +
+                 std::to_string(f.paramTypes.size()) + " parameters");
+  }
+  std::sort(names.begin(), names.end());
+  auto dup = std::adjacent_find(names.begin(), names.end());
+  if (dup != names.end()) return fail(error, "two functions named " + quoted(*dup));
+  // Bodies last: Invoke checks need every callee's signature checked.
+  for (const VMFunction &f : e.functions)
+    if (!CodeChecker(e, f, error).run()) return false;
+  return true;
+}
+
+} // namespace
+
+bool verify(const Executable &e, std::string &error) {
+  if (!checkAdts(e, error) || !checkConstants(e, error)) return false;
+  for (size_t k = 0; k < e.kernels.size(); ++k)
+    if (!checkKernel(e.kernels[k], error))
+      return fail(error, named("kernel", k, e.kernels[k].name) + ": " + error);
+  return checkFunctions(e, error);
+}
+
+const SourceLoc *findSourceLoc(const VMFunction &fn, uint32_t pc) {
+  auto it = std::upper_bound(fn.sourceMap.begin(), fn.sourceMap.end(), pc,
+                             [](uint32_t p, const SourceLoc &l) { return p < l.pc; });
+  if (it == fn.sourceMap.begin()) return nullptr;
+  return &*(it - 1);
+}
+
+} // namespace nimble::vm
