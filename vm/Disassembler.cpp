@@ -250,6 +250,10 @@ std::string disassembleInstr(const Executable &exe, const VMFunction &fn, uint32
     r += " " + operand(in, 0) + ", " + operand(in, 1) + ", align " + operand(in, 2) + ", " +
          operand(in, 3);
     break;
+  case Opcode::StorageSize:
+    r += " " + operand(in, 0) + ", " + operand(in, 1) + ", " + operand(in, 2) + ", align " +
+         operand(in, 3);
+    break;
   case Opcode::AllocADT:
     r += " " + operand(in, 0) + ", tag " + operand(in, 1) + ", " + operand(in, 2);
     break;

@@ -92,14 +92,14 @@ struct KernelDesc {
   };
   std::string name;
   uint32_t numInputs = 0;
-  /// Element types of the inputs: InvokeShapeFunc receives shapes, not the
-  /// tensors, and the member relations check dtypes.
-  std::vector<DType> inputDTypes;
   std::vector<Member> members;
   std::vector<uint32_t> outputs; // value numbers of the kernel's outputs
   /// Upper-bound kernels (a lone unique / nonzero) take one extra output: a
   /// 1-D i64 tensor receiving the true shape of output 0.
   bool upperBound = false;
+  /// Element types of the inputs: InvokeShapeFunc receives shapes, not the
+  /// tensors, and the member relations check dtypes.
+  std::vector<DType> inputDTypes;
 };
 
 /// An instruction's .nir source location.

@@ -290,14 +290,18 @@ bool readSignatures(Cursor &c, Executable &e) {
 
 bool readKernels(Cursor &c, Executable &e) {
   uint32_t n;
-  // name length, numInputs, upperBound, member count, output count
+  // name length, input count, upperBound, member count, output count
   if (!c.count(n, 17, "kernel count")) return false;
   e.kernels.resize(n);
   for (uint32_t i = 0; i < n; ++i) {
     KernelDesc &k = e.kernels[i];
     uint32_t nm, no;
-    if (!c.str(k.name, "kernel name") || !c.u32(k.numInputs, "input count") ||
-        !c.boolean(k.upperBound, "upper-bound flag") || !c.count(nm, 16, "member count"))
+    if (!c.str(k.name, "kernel name") || !c.count(k.numInputs, 1, "input count"))
+      return c.wrap(named("kernel", i, k.name));
+    k.inputDTypes.resize(k.numInputs);
+    for (DType &t : k.inputDTypes)
+      if (!c.dtype(t, "kernel input dtype")) return c.wrap(named("kernel", i, k.name));
+    if (!c.boolean(k.upperBound, "upper-bound flag") || !c.count(nm, 16, "member count"))
       return c.wrap(named("kernel", i, k.name));
     if (nm > nbc::kMaxKernelMembers)
       return c.fail(named("kernel", i, k.name) + ": " + std::to_string(nm) +

@@ -248,6 +248,12 @@ bool checkKernel(const KernelDesc &k, std::string &error) {
       (k.members.size() != 1 || opInfo(k.members[0].op).shapeMode != ShapeMode::UpperBound ||
        k.outputs.size() != 1))
     return fail(error, "marked upper-bound but is not a lone unique / nonzero with one output");
+  if (k.inputDTypes.size() != k.numInputs)
+    return fail(error, std::to_string(k.inputDTypes.size()) + " input dtypes for " +
+                           std::to_string(k.numInputs) + " inputs");
+  for (DType t : k.inputDTypes)
+    if (static_cast<unsigned>(t) >= static_cast<unsigned>(kNumDTypes))
+      return fail(error, "invalid input dtype");
   return true;
 }
 

@@ -66,6 +66,13 @@ static KernelDesc::Member member(OpCode op, std::vector<Attr> attrs, std::vector
   return m;
 }
 
+// Kernels built above list members and outputs; their input dtypes (what
+// InvokeShapeFunc needs) default to f32, i64 where a member reads an index.
+static void fillInputDTypes(Executable &e) {
+  for (KernelDesc &k : e.kernels)
+    if (k.inputDTypes.size() != k.numInputs) k.inputDTypes.assign(k.numInputs, DType::F32);
+}
+
 Executable makeFullExecutable() {
   Executable e;
   e.strings = {"model.nir", "index out of range"};
@@ -160,6 +167,8 @@ Executable makeFullExecutable() {
   m.word(5).word(4).word(6).word(uint32_t(DType::F32)).shape({1, 4});
   m.begin(Opcode::ShapeOf);
   m.word(7).word(0);
+  m.begin(Opcode::StorageSize);
+  m.word(3).word(7).word(uint32_t(DType::F16)).word(64);
   m.begin(Opcode::AllocTensorReg);
   m.word(8).word(4).word(6).word(uint32_t(DType::F32)).word(7);
   loc(m.begin(Opcode::InvokeShapeFunc), 5, 7);
@@ -220,6 +229,7 @@ Executable makeFullExecutable() {
   h.regs({1});
 
   e.functions = {std::move(main), std::move(helper)};
+  fillInputDTypes(e);
   return e;
 }
 
@@ -249,6 +259,7 @@ Executable makeSmallExecutable() {
   m.patchJump(t, ifPc, ret);
   m.patchJump(el, ifPc, fatal);
   e.functions = {std::move(f)};
+  fillInputDTypes(e);
   return e;
 }
 
@@ -394,7 +405,8 @@ struct Walker {
       for (uint32_t i = 0; i < n; ++i) {
         uint32_t numInputs;
         uint8_t ub;
-        if (!str() || !u32(numInputs, "kernel input count", false) || !u8(ub) ||
+        // The input count is followed by one dtype byte per input.
+        if (!str() || !u32(numInputs, "kernel input count") || !skip(numInputs) || !u8(ub) ||
             !u32(m, "member count"))
           return false;
         for (uint32_t j = 0; j < m; ++j) {
