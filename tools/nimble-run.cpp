@@ -360,8 +360,8 @@ int main(int argc, char **argv) {
         std::cerr << "nimble-run: error: " << what << " is not a tensor; it cannot be written as .npy\n";
         return kExitError;
       }
-      if (!writeNpy(o.outputs[i].substr(1), *x, error)) {
-        std::cerr << "nimble-run: error: " << error << "\n";
+      if (Status ws = writeNpy(o.outputs[i].substr(1), *x); !ws.ok()) {
+        std::cerr << "nimble-run: error: " << ws.message << "\n";
         return kExitError;
       }
     } else {

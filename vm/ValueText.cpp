@@ -36,6 +36,11 @@ private:
     error_ = msg + " (at offset " + std::to_string(pos_) + ")";
     return false;
   }
+  /// A message that needs no offset (it names its file or literal).
+  bool failPlain(std::string msg) {
+    error_ = std::move(msg);
+    return false;
+  }
   void skip() {
     while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
   }
@@ -56,13 +61,12 @@ private:
       std::string_view txt = tensorText();
       if (txt.empty()) return fail("expected a tensor");
       TensorRef tensor;
-      std::string err;
       if (txt[0] == '@') {
         std::string path(txt.substr(1));
         if (!path.empty() && path[0] != '/') path = dir_ + "/" + path;
-        if (!readNpy(path, tensor, err)) return fail(err);
-      } else if (!parseTensorLiteral(txt, tensor, err)) {
-        return fail(err);
+        if (Status st = readNpy(path, tensor); !st.ok()) return failPlain(st.message);
+      } else if (Status st = parseTensorLiteral(txt, tensor); !st.ok()) {
+        return failPlain(st.message);
       }
       out = ObjectRef(tensor.get());
       return true;
