@@ -72,6 +72,10 @@ private:
   const char *file_;
   size_t pos_ = 0;
   uint32_t line_, col_ = 1;
+  // Just past the last token: where end of file is reported, so that
+  // "expected '}', found end of file" points after the last thing written
+  // (not at the next chunk's `// -----` line under --split-input-file).
+  Location lastEnd_;
 };
 
 } // namespace nimble::ir

@@ -99,7 +99,7 @@ private:
   bool parseResultTypes(std::vector<Type> &ts);
 
   //===-- Functions ----------------------------------------------------------===//
-  bool parseBody(Function &f);
+  bool parseBody(Function &f, Location open);
   bool parseBlockHeader(Function &f, Block *&b, bool first);
   bool parseOperation(Block &b);
   bool parseOperand(Value *&v);
@@ -113,12 +113,17 @@ private:
   bool defineValue(Value *v, const Token &nameTok);
   Block *getBlock(const Token &t);
   bool finishFunction(Function &f);
+  /// True when the tokens ahead are `value-id (, value-id)* =`: the start of
+  /// the next operation, not operands of this one (`ret` and operand-less
+  /// generic ops have no closing delimiter).
+  bool atResultList();
 
   /// Creates the op, names its results, queues it for inference when its
   /// result types were omitted.
   bool buildOp(Block &b, OpCode code, Location loc, const std::vector<Token> &names,
                const std::vector<Value *> &operands, std::vector<Type> types, bool typesGiven,
-               std::vector<Attr> attrs, std::vector<Successor> succs = {});
+               std::vector<Attr> attrs, std::vector<Successor> succs,
+               const std::vector<Location> &attrLocs);
 
   Lexer lex_;
   Token tok_;
@@ -147,8 +152,12 @@ private:
     Location firstUse;
   };
   std::unordered_map<std::string, ForwardGlobal> forwardGlobals_;
-  std::vector<std::pair<Function *, Operation *>> untyped_;
-  std::vector<std::pair<Operation *, std::vector<Type>>> declaredTypes_;
+  // Where each operand of the operation being parsed was written
+  // (parseOperand appends), so diagnostics can point at the use.
+  std::vector<Location> operandLocs_;
+  // Named types (`@Tree`) in the order first written, checked against the
+  // declarations once the whole module is read.
+  std::vector<std::pair<std::string, Location>> typeRefs_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -317,8 +326,9 @@ bool Parser::parseFuncDecl() {
   }
   if (tok_.isKeyword("attributes"))
     if (!parseFnAttrs(*fn)) return false;
+  Location open = tok_.loc;
   if (!expect(Tok::LBrace, "to begin the function body")) return false;
-  if (!parseBody(*fn)) return false;
+  if (!parseBody(*fn, open)) return false;
   return finishFunction(*fn);
 }
 
@@ -376,7 +386,9 @@ bool Parser::parseType(Type &t) {
     return true;
   }
   if (tok_.is(Tok::Symbol)) {
-    t = ctx_.adt(std::string(tok_.text.substr(1)));
+    std::string name(tok_.text.substr(1));
+    t = ctx_.adt(name);
+    typeRefs_.push_back({name, tok_.loc});
     consume();
     return true;
   }
@@ -506,11 +518,18 @@ Block *Parser::getBlock(const Token &t) {
 
 // body ::= block+ `}`
 // block ::= block-header? operation*      (only the entry block may omit its header)
-bool Parser::parseBody(Function &f) {
+bool Parser::parseBody(Function &f, Location open) {
   Block *cur = f.entry();
   bool first = true;
   while (!tok_.is(Tok::RBrace)) {
-    if (tok_.is(Tok::Eof)) return error("expected '}' to end the body of @" + f.name());
+    if (tok_.is(Tok::Eof)) {
+      Diagnostic d{Severity::Error, tok_.loc,
+                   "expected '}' to end the body of @" + f.name() + ", found end of file", {}};
+      d.note(open, "the body of @" + f.name() + " begins here");
+      diag_.emit(std::move(d));
+      failed_ = true;
+      return false;
+    }
     if (tok_.is(Tok::BlockId)) {
       if (!parseBlockHeader(f, cur, first)) return false;
     } else {
@@ -539,7 +558,13 @@ bool Parser::parseBlockHeader(Function &f, Block *&b, bool first) {
     if (tok_.is(Tok::LParen))
       return error("the entry block takes the function's parameters; it has no argument list");
   } else {
-    if (blocks_.count(name)) return error(label.loc, "redefinition of block ^" + name);
+    if (auto prev = blocks_.find(name); prev != blocks_.end()) {
+      Diagnostic d{Severity::Error, label.loc, "redefinition of block ^" + name, {}};
+      d.note(prev->second->loc(), "previous definition is here");
+      diag_.emit(std::move(d));
+      failed_ = true;
+      return false;
+    }
     auto fwd = forwardBlocks_.find(name);
     std::unique_ptr<Block> owned;
     if (fwd != forwardBlocks_.end()) {
@@ -572,6 +597,7 @@ bool Parser::parseBlockHeader(Function &f, Block *&b, bool first) {
 
 // operand ::= value-id | symbol          (a symbol names a module constant)
 bool Parser::parseOperand(Value *&v) {
+  if (tok_.is(Tok::ValueId) || tok_.is(Tok::Symbol)) operandLocs_.push_back(tok_.loc);
   if (tok_.is(Tok::ValueId)) {
     std::string name(tok_.text.substr(1));
     auto it = values_.find(name);
@@ -622,6 +648,7 @@ bool Parser::parseOperandList(std::vector<Value *> &vs, Tok close) {
 bool Parser::parseSuccessor(Successor &s, std::vector<Value *> &operands) {
   if (!tok_.is(Tok::BlockId)) return error("expected a block label (e.g. '^exit'), found " + describe(tok_));
   s.block = getBlock(tok_);
+  s.loc = tok_.loc;
   consume();
   s.operandBegin = static_cast<unsigned>(operands.size());
   if (consumeIf(Tok::LParen))
@@ -803,7 +830,8 @@ bool Parser::parseLiteral(Type t, Location loc, DenseValue &out) {
 
 bool Parser::buildOp(Block &b, OpCode code, Location loc, const std::vector<Token> &names,
                      const std::vector<Value *> &operands, std::vector<Type> types,
-                     bool typesGiven, std::vector<Attr> attrs, std::vector<Successor> succs) {
+                     bool typesGiven, std::vector<Attr> attrs, std::vector<Successor> succs,
+                     const std::vector<Location> &attrLocs) {
   const OpInfo &info = opInfo(code);
   std::string opName = "'" + std::string(info.mnemonic) + "'";
   int n = static_cast<int>(operands.size());
@@ -834,12 +862,12 @@ bool Parser::buildOp(Block &b, OpCode code, Location loc, const std::vector<Toke
   if (!typesGiven) types.assign(numResults, Type());
   auto op = Operation::create(code, loc, operands, types, std::move(attrs), std::move(succs));
   Operation *raw = b.push_back(std::move(op));
+  for (unsigned i = 0; i < raw->numOperands() && i < operandLocs_.size(); ++i)
+    raw->opOperand(i).setLoc(operandLocs_[i]);
+  for (unsigned i = 0; i < attrLocs.size(); ++i)
+    if (attrLocs[i].known()) raw->setAttrLoc(i, attrLocs[i]);
   for (size_t i = 0; i < names.size(); ++i)
     if (!defineValue(raw->result(static_cast<unsigned>(i)), names[i])) return false;
-  if (!typesGiven) untyped_.push_back({b.function(), raw});
-  else if (info.relation != Relation::Structural || code == OpCode::Call ||
-           code == OpCode::Construct)
-    declaredTypes_.push_back({raw, types});
   return true;
 }
 
@@ -868,13 +896,18 @@ bool Parser::parseOperation(Block &b) {
   const OpInfo &info = opInfo(*code);
   consume();
 
+  operandLocs_.clear();
   std::vector<Value *> operands;
   std::vector<Attr> attrs = defaultAttrs(*code);
+  std::vector<Location> attrLocs(attrs.size());
   std::vector<Successor> succs;
   std::vector<Type> types;
   bool typesGiven = false;
-  auto setAttr = [&](std::string_view name, Attr a) {
-    attrs[static_cast<size_t>(info.attrIndex(name))] = std::move(a);
+  // Sets attribute `name`, written at `at` (the token of its value).
+  auto setAttr = [&](std::string_view name, Attr a, Location at = {}) {
+    size_t i = static_cast<size_t>(info.attrIndex(name));
+    attrs[i] = std::move(a);
+    attrLocs[i] = at;
   };
   auto parseOptionalTypes = [&]() {
     if (!consumeIf(Tok::Colon)) return true;
@@ -925,7 +958,7 @@ bool Parser::parseOperation(Block &b) {
   // call-op ::= `call` symbol `(` operand-list `)` (`:` type (`,` type)*)?
   case OpCode::Call: {
     if (!tok_.is(Tok::Symbol)) return error("expected the callee (e.g. '@f'), found " + describe(tok_));
-    setAttr("callee", Attr::getSym(std::string(tok_.text.substr(1))));
+    setAttr("callee", Attr::getSym(std::string(tok_.text.substr(1))), tok_.loc);
     consume();
     if (!expect(Tok::LParen, "after the callee")) return false;
     if (!parseOperandList(operands, Tok::RParen)) return false;
@@ -935,11 +968,11 @@ bool Parser::parseOperation(Block &b) {
   // construct-op ::= `construct` symbol `::` bare-id (`(` operand-list `)`)? (`:` type)?
   case OpCode::Construct: {
     if (!tok_.is(Tok::Symbol)) return error("expected the type (e.g. '@Tree::Leaf'), found " + describe(tok_));
-    setAttr("adt", Attr::getSym(std::string(tok_.text.substr(1))));
+    setAttr("adt", Attr::getSym(std::string(tok_.text.substr(1))), tok_.loc);
     consume();
     if (!expect(Tok::ColonColon, "between the type and the constructor")) return false;
     if (!tok_.is(Tok::BareId)) return error("expected a constructor name, found " + describe(tok_));
-    setAttr("ctor", Attr::getStr(std::string(tok_.text)));
+    setAttr("ctor", Attr::getStr(std::string(tok_.text)), tok_.loc);
     consume();
     if (consumeIf(Tok::LParen))
       if (!parseOperandList(operands, Tok::RParen)) return false;
@@ -977,6 +1010,7 @@ bool Parser::parseOperation(Block &b) {
       if (!tok_.is(Tok::BareId)) return error("expected a constructor name or '_', found " + describe(tok_));
       Successor s;
       s.label = tok_.text == "_" ? "" : std::string(tok_.text);
+      s.loc = tok_.loc;
       consume();
       if (!expect(Tok::Colon, "after the case name")) return false;
       if (!tok_.is(Tok::BlockId)) return error("expected a block label, found " + describe(tok_));
@@ -989,7 +1023,7 @@ bool Parser::parseOperation(Block &b) {
   }
   // ret-op ::= `ret` (operand (`,` operand)*)?
   case OpCode::Ret: {
-    if (tok_.is(Tok::ValueId) || tok_.is(Tok::Symbol)) {
+    if ((tok_.is(Tok::ValueId) && !atResultList()) || tok_.is(Tok::Symbol)) {
       do {
         Value *v;
         if (!parseOperand(v)) return false;
@@ -1003,7 +1037,7 @@ bool Parser::parseOperation(Block &b) {
   case OpCode::InvokeMut:
   case OpCode::InvokeShapeFunc: {
     if (!tok_.is(Tok::Symbol)) return error("expected the kernel (e.g. '@fused_add'), found " + describe(tok_));
-    setAttr("callee", Attr::getSym(std::string(tok_.text.substr(1))));
+    setAttr("callee", Attr::getSym(std::string(tok_.text.substr(1))), tok_.loc);
     consume();
     if (!expect(Tok::LParen, "after the kernel name")) return false;
     if (!parseOperandList(operands, Tok::RParen)) return false;
@@ -1017,7 +1051,8 @@ bool Parser::parseOperation(Block &b) {
     // Generic form: operands, then `name=value` attributes.
     std::vector<bool> seen(info.attrs.size(), false);
     auto startsItem = [&]() {
-      if (tok_.is(Tok::ValueId) || tok_.is(Tok::Symbol)) return true;
+      if (tok_.is(Tok::ValueId)) return !atResultList();
+      if (tok_.is(Tok::Symbol)) return true;
       return tok_.is(Tok::BareId) && peek().is(Tok::Equal);
     };
     if (startsItem()) {
@@ -1035,6 +1070,7 @@ bool Parser::parseOperation(Block &b) {
           }
           if (seen[static_cast<size_t>(idx)]) return error(aloc, "attribute '" + name + "' is given twice");
           seen[static_cast<size_t>(idx)] = true;
+          attrLocs[static_cast<size_t>(idx)] = aloc;
           consume();
           consume(); // '='
           if (!parseAttrValue(info.attrs[static_cast<size_t>(idx)], attrs[static_cast<size_t>(idx)]))
@@ -1054,26 +1090,62 @@ bool Parser::parseOperation(Block &b) {
   }
   if (tok_.isKeyword("loc") && peek().is(Tok::LParen)) {
     if (!parseLoc(loc)) return false;
+    // The op stands for text elsewhere: positions in this text would mix two
+    // files in one diagnostic, so operands, attributes and targets fall back
+    // to the op's location.
+    operandLocs_.clear();
+    attrLocs.assign(attrLocs.size(), Location());
+    for (Successor &s : succs) s.loc = Location();
   }
   return buildOp(b, *code, loc, names, operands, std::move(types), typesGiven, std::move(attrs),
-                 std::move(succs));
+                 std::move(succs), attrLocs);
+}
+
+bool Parser::atResultList() {
+  Lexer copy = lex_;
+  Token t = tok_;
+  while (t.is(Tok::ValueId)) {
+    t = copy.lex();
+    if (t.is(Tok::Equal)) return true;
+    if (!t.is(Tok::Comma)) return false;
+    t = copy.lex();
+  }
+  return false;
+}
+
+/// The entry of a forward-reference table whose first use comes first in the
+/// text, so that the error reported is the one a reader meets first.
+template <class Map> typename Map::const_iterator firstInText(const Map &m) {
+  auto best = m.begin();
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    const Location &a = it->second.firstUse, &b = best->second.firstUse;
+    if (a.line < b.line || (a.line == b.line && a.col < b.col)) best = it;
+  }
+  return best;
 }
 
 bool Parser::finishFunction(Function &f) {
-  if (!forwardValues_.empty())
-    return error(forwardValues_.begin()->second.firstUse,
-                 "use of undefined value %" + forwardValues_.begin()->first);
-  if (!forwardBlocks_.empty())
-    return error(forwardBlocks_.begin()->second.firstUse,
-                 "use of undefined block ^" + forwardBlocks_.begin()->first);
+  if (!forwardValues_.empty()) {
+    auto it = firstInText(forwardValues_);
+    return error(it->second.firstUse, "use of undefined value %" + it->first);
+  }
+  if (!forwardBlocks_.empty()) {
+    auto it = firstInText(forwardBlocks_);
+    return error(it->second.firstUse, "use of undefined block ^" + it->first);
+  }
   (void)f;
   return !failed_;
 }
 
 bool Parser::finishModule() {
-  if (!forwardGlobals_.empty())
-    return error(forwardGlobals_.begin()->second.firstUse,
-                 "use of undefined constant @" + forwardGlobals_.begin()->first);
+  if (!forwardGlobals_.empty()) {
+    auto it = firstInText(forwardGlobals_);
+    return error(it->second.firstUse, "use of undefined constant @" + it->first);
+  }
+  for (const auto &[name, loc] : typeRefs_)
+    if (!m_->lookupAdt(name))
+      return error(loc, "unknown type @" + name + " (declare it with 'type @" + name +
+                            " = Ctor(...) | ...')");
   // Structure first (terminators, successors, dominance): inference relies on
   // every operand being defined before its use.
   for (auto &f : m_->functions())
@@ -1095,11 +1167,7 @@ bool Parser::finishModule() {
                                        " is defined in unreachable code; give the type explicitly");
         InferredTypes inf = inferResultTypes(op, *m_);
         if (!inf.ok()) {
-          Diagnostic d{Severity::Error, op.loc(), "'" + std::string(op.name()) + "' " + inf.error, {}};
-          if (inf.errorOperand >= 0 && static_cast<unsigned>(inf.errorOperand) < op.numOperands())
-            d.note(op.operand(static_cast<unsigned>(inf.errorOperand))->loc(),
-                   "operand " + std::to_string(inf.errorOperand) + " is defined here");
-          diag_.emit(std::move(d));
+          diag_.emit(relationError(op, inf));
           failed_ = true;
           return false;
         }

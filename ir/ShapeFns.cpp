@@ -72,11 +72,19 @@ public:
   void defer(std::string what) { r.deferred.push_back(std::move(what)); }
   void result(DType t, std::vector<int64_t> dims) { r.results.push_back({t, std::move(dims)}); }
 
-  /// Normalises a possibly negative axis against `rank`.
-  bool axis(int64_t a, int64_t rank, int64_t &out, std::string_view what = "axis") {
+  /// Fails because of attribute `name`: diagnostics point at it.
+  bool failAttr(std::string_view name, std::string msg) {
+    if (r.error.empty()) r.errorAttr = info.attrIndex(name);
+    return fail(std::move(msg));
+  }
+
+  /// Normalises a possibly negative axis, read from attribute `attrName`,
+  /// against `rank`.
+  bool axis(int64_t a, int64_t rank, int64_t &out, std::string_view attrName,
+            std::string_view what = "axis") {
     if (a < -rank || a >= rank || (rank == 0 && a != 0))
-      return fail(std::string(what) + " " + std::to_string(a) + " is out of range for rank " +
-                  std::to_string(rank));
+      return failAttr(attrName, std::string(what) + " " + std::to_string(a) +
+                                    " is out of range for rank " + std::to_string(rank));
     out = a < 0 ? a + rank : a;
     return true;
   }
@@ -175,7 +183,7 @@ bool relUnary(Ctx &c) {
   c.result(c.ops[0].dtype, c.ops[0].dims);
   if (c.info.code == OpCode::Softmax) {
     int64_t ax;
-    if (!c.axis(c.intAttr("axis"), c.rank(0), ax)) return false;
+    if (!c.axis(c.intAttr("axis"), c.rank(0), ax, "axis")) return false;
   }
   return true;
 }
@@ -218,6 +226,11 @@ bool relMatMul(Ctx &c, bool batched) {
   size_t n = a.size();
   int64_t m = ta ? a[n - 1] : a[n - 2], ka = ta ? a[n - 2] : a[n - 1];
   int64_t kb = tb ? b[n - 1] : b[n - 2], nn = tb ? b[n - 2] : b[n - 1];
+  if (ka != kDynamic && kb != kDynamic && ka != kb)
+    return c.fail("the contracted dimensions of lhs and rhs must be equal, got " +
+                      std::to_string(ka) + " (lhs " + formatDims(a) + ") and " +
+                      std::to_string(kb) + " (rhs " + formatDims(b) + ")",
+                  1);
   int64_t k;
   if (!c.unify(ka, kb, k, "the contracted dimensions of lhs and rhs")) return false;
   std::vector<int64_t> out;
@@ -241,16 +254,16 @@ bool relReduce(Ctx &c, bool arg) {
   std::vector<bool> reduced(static_cast<size_t>(r), false);
   if (arg) {
     int64_t ax;
-    if (!c.axis(c.intAttr("axis"), r, ax)) return false;
+    if (!c.axis(c.intAttr("axis"), r, ax, "axis")) return false;
     if (r > 0) reduced[static_cast<size_t>(ax)] = true;
   } else {
     const auto &axes = c.intsAttr("axes");
     if (axes.empty()) reduced.assign(static_cast<size_t>(r), true);
     for (int64_t a : axes) {
       int64_t ax;
-      if (!c.axis(a, r, ax)) return false;
+      if (!c.axis(a, r, ax, "axes")) return false;
       if (reduced[static_cast<size_t>(ax)])
-        return c.fail("axis " + std::to_string(a) + " is listed twice");
+        return c.failAttr("axes", "axis " + std::to_string(a) + " is listed twice");
       reduced[static_cast<size_t>(ax)] = true;
     }
   }
@@ -284,10 +297,10 @@ bool relReshape(Ctx &c) {
   int64_t knownProduct = 1;
   for (size_t i = 0; i < target.size(); ++i) {
     if (target[i] == -1) {
-      if (infer >= 0) return c.fail("shape may contain at most one -1");
+      if (infer >= 0) return c.failAttr("shape", "shape may contain at most one -1");
       infer = static_cast<int>(i);
     } else if (target[i] < 0) {
-      return c.fail("shape entry " + std::to_string(target[i]) + " is negative");
+      return c.failAttr("shape", "shape entry " + std::to_string(target[i]) + " is negative");
     } else {
       knownProduct *= target[i];
     }
@@ -306,14 +319,14 @@ bool relReshape(Ctx &c) {
               std::to_string(knownProduct));
     } else {
       if (knownProduct == 0 || inProduct % knownProduct != 0)
-        return c.fail("cannot reshape " + formatDims(c.ops[0].dims) + " (" +
+        return c.failAttr("shape", "cannot reshape " + formatDims(c.ops[0].dims) + " (" +
                       std::to_string(inProduct) + " elements) to " + formatDims(target));
       out[static_cast<size_t>(infer)] = inProduct / knownProduct;
     }
   } else if (inDynamic) {
     c.defer("element count of the input must be " + std::to_string(knownProduct));
   } else if (inProduct != knownProduct) {
-    return c.fail("cannot reshape " + formatDims(c.ops[0].dims) + " (" +
+    return c.failAttr("shape", "cannot reshape " + formatDims(c.ops[0].dims) + " (" +
                   std::to_string(inProduct) + " elements) to " + formatDims(target) + " (" +
                   std::to_string(knownProduct) + " elements)");
   }
@@ -366,14 +379,14 @@ bool relTranspose(Ctx &c) {
   if (perm.empty())
     for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
   if (static_cast<int64_t>(perm.size()) != r)
-    return c.fail("perm has " + std::to_string(perm.size()) + " entries for rank " +
+    return c.failAttr("perm", "perm has " + std::to_string(perm.size()) + " entries for rank " +
                   std::to_string(r));
   std::vector<bool> seen(static_cast<size_t>(r), false);
   std::vector<int64_t> out;
   for (int64_t p : perm) {
     int64_t ax;
-    if (!c.axis(p, r, ax, "perm entry")) return false;
-    if (seen[static_cast<size_t>(ax)]) return c.fail("perm is not a permutation");
+    if (!c.axis(p, r, ax, "perm", "perm entry")) return false;
+    if (seen[static_cast<size_t>(ax)]) return c.failAttr("perm", "perm is not a permutation");
     seen[static_cast<size_t>(ax)] = true;
     out.push_back(c.ops[0].dims[static_cast<size_t>(ax)]);
   }
@@ -384,7 +397,7 @@ bool relTranspose(Ctx &c) {
 bool relConcat(Ctx &c) {
   int64_t r = c.rank(0);
   int64_t ax;
-  if (!c.axis(c.intAttr("axis"), r, ax)) return false;
+  if (!c.axis(c.intAttr("axis"), r, ax, "axis")) return false;
   std::vector<int64_t> out = c.ops[0].dims;
   for (size_t i = 1; i < c.ops.size(); ++i) {
     if (!c.sameDType(0, i)) return false;
@@ -410,14 +423,14 @@ bool relConcat(Ctx &c) {
 
 bool relSplit(Ctx &c) {
   int64_t ax;
-  if (!c.axis(c.intAttr("axis"), c.rank(0), ax)) return false;
+  if (!c.axis(c.intAttr("axis"), c.rank(0), ax, "axis")) return false;
   int64_t n = c.intAttr("sections");
-  if (n <= 0) return c.fail("sections must be positive, got " + std::to_string(n));
+  if (n <= 0) return c.failAttr("sections", "sections must be positive, got " + std::to_string(n));
   std::vector<int64_t> part = c.ops[0].dims;
   int64_t d = part[static_cast<size_t>(ax)];
   if (d != kDynamic) {
     if (d % n != 0)
-      return c.fail("dimension " + std::to_string(ax) + " (" + std::to_string(d) +
+      return c.failAttr("sections", "dimension " + std::to_string(ax) + " (" + std::to_string(d) +
                     ") is not divisible into " + std::to_string(n) + " sections");
     part[static_cast<size_t>(ax)] = d / n;
   } else {
@@ -432,14 +445,15 @@ bool relSlice(Ctx &c) {
   const auto &axes = c.intsAttr("axes"), &starts = c.intsAttr("starts"),
              &ends = c.intsAttr("ends");
   if (axes.size() != starts.size() || axes.size() != ends.size())
-    return c.fail("axes, starts and ends must have the same length");
+    return c.failAttr(axes.size() != starts.size() ? "starts" : "ends",
+                      "axes, starts and ends must have the same length");
   std::vector<int64_t> out = c.ops[0].dims;
   std::vector<bool> seen(out.size(), false);
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t ax;
-    if (!c.axis(axes[i], c.rank(0), ax)) return false;
+    if (!c.axis(axes[i], c.rank(0), ax, "axes")) return false;
     if (seen[static_cast<size_t>(ax)])
-      return c.fail("axis " + std::to_string(axes[i]) + " is listed twice");
+      return c.failAttr("axes", "axis " + std::to_string(axes[i]) + " is listed twice");
     seen[static_cast<size_t>(ax)] = true;
     int64_t d = out[static_cast<size_t>(ax)];
     int64_t s = starts[i], e = ends[i];
@@ -464,12 +478,12 @@ bool relDynamicSlice(Ctx &c) {
   if (!isInteger(c.ops[1].dtype))
     return c.fail("start (operand 1) must be an integer, got " + formatSig(c.ops[1]), 1);
   int64_t ax;
-  if (!c.axis(c.intAttr("axis"), c.rank(0), ax)) return false;
+  if (!c.axis(c.intAttr("axis"), c.rank(0), ax, "axis")) return false;
   int64_t size = c.intAttr("size");
   int64_t d = c.ops[0].dims[static_cast<size_t>(ax)];
-  if (size < 0) return c.fail("size must be non-negative, got " + std::to_string(size));
+  if (size < 0) return c.failAttr("size", "size must be non-negative, got " + std::to_string(size));
   if (d != kDynamic && size > d)
-    return c.fail("size " + std::to_string(size) + " exceeds dimension " +
+    return c.failAttr("size", "size " + std::to_string(size) + " exceeds dimension " +
                   std::to_string(ax) + " (" + std::to_string(d) + ")");
   c.defer("start + size must lie within dimension " + std::to_string(ax));
   std::vector<int64_t> out = c.ops[0].dims;
@@ -484,7 +498,7 @@ bool relTake(Ctx &c) {
                       formatSig(c.ops[1]),
                   1);
   int64_t ax;
-  if (!c.axis(c.intAttr("axis"), c.rank(0), ax)) return false;
+  if (!c.axis(c.intAttr("axis"), c.rank(0), ax, "axis")) return false;
   const auto &d = c.ops[0].dims;
   std::vector<int64_t> out(d.begin(), d.begin() + ax);
   out.insert(out.end(), c.ops[1].dims.begin(), c.ops[1].dims.end());
@@ -496,7 +510,7 @@ bool relTake(Ctx &c) {
 
 bool relExpandDims(Ctx &c) {
   int64_t ax;
-  if (!c.axis(c.intAttr("axis"), c.rank(0) + 1, ax)) return false;
+  if (!c.axis(c.intAttr("axis"), c.rank(0) + 1, ax, "axis")) return false;
   std::vector<int64_t> out = c.ops[0].dims;
   out.insert(out.begin() + ax, 1);
   c.result(c.ops[0].dtype, out);
@@ -517,10 +531,10 @@ bool relSqueeze(Ctx &c) {
   }
   for (int64_t a : axes) {
     int64_t ax;
-    if (!c.axis(a, c.rank(0), ax)) return false;
+    if (!c.axis(a, c.rank(0), ax, "axes")) return false;
     int64_t v = d[static_cast<size_t>(ax)];
     if (v != 1 && v != kDynamic)
-      return c.fail("cannot squeeze dimension " + std::to_string(ax) + " of size " +
+      return c.failAttr("axes", "cannot squeeze dimension " + std::to_string(ax) + " of size " +
                     std::to_string(v));
     if (v == kDynamic) c.defer("dimension " + std::to_string(ax) + " (?) must be 1");
     drop[static_cast<size_t>(ax)] = true;
@@ -536,9 +550,9 @@ bool relBroadcastTo(Ctx &c) {
   const auto &target = c.intsAttr("shape");
   const auto &d = c.ops[0].dims;
   for (int64_t t : target)
-    if (t < 0) return c.fail("shape entry " + std::to_string(t) + " is negative");
+    if (t < 0) return c.failAttr("shape", "shape entry " + std::to_string(t) + " is negative");
   if (d.size() > target.size())
-    return c.fail("cannot broadcast " + formatDims(d) + " to the lower rank " +
+    return c.failAttr("shape", "cannot broadcast " + formatDims(d) + " to the lower rank " +
                   formatDims(target));
   size_t off = target.size() - d.size();
   for (size_t k = 0; k < d.size(); ++k) {
@@ -546,7 +560,7 @@ bool relBroadcastTo(Ctx &c) {
     if (d[k] == kDynamic) {
       c.defer("dimension " + std::to_string(k) + " (?) must be 1 or " + std::to_string(t));
     } else if (d[k] != 1 && d[k] != t) {
-      return c.fail("cannot broadcast " + formatDims(d) + " to " + formatDims(target) +
+      return c.failAttr("shape", "cannot broadcast " + formatDims(d) + " to " + formatDims(target) +
                     ": dimension " + std::to_string(k) + " is " + std::to_string(d[k]));
     }
   }
@@ -658,7 +672,7 @@ bool apply(Ctx &c) {
   case Relation::ShapeOf: c.result(DType::I64, {c.rank(0)}); return true;
   case Relation::Dim: {
     int64_t ax;
-    if (!c.axis(c.intAttr("axis"), c.rank(0), ax)) return false;
+    if (!c.axis(c.intAttr("axis"), c.rank(0), ax, "axis")) return false;
     c.result(DType::I64, {});
     return true;
   }
