@@ -86,6 +86,11 @@ InferredTypes inferStructural(const Operation &op, const Module &m) {
     Type s = op.operand(2)->type();
     if (!s.isTensor() || s.rank() != 1 || !isInteger(s.dtype()) || s.dims()[0] == kDynamic)
       return fail("shape must be a 1-D integer tensor of static length, got " + s.str(), 2);
+    // The length is the result's rank: keep a huge one from allocating here.
+    if (s.dims()[0] > (1 << 16))
+      return fail("shape has " + std::to_string(s.dims()[0]) +
+                      " entries; at most 65536 (the rank of the result) are supported",
+                  2);
     if (!op.attr("shape").getInts().empty())
       return failAttr(op, "shape", "give the shape either as operand or as attribute, not both");
     std::vector<int64_t> dims(static_cast<size_t>(s.dims()[0]), kDynamic);

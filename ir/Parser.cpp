@@ -22,6 +22,29 @@
 namespace nimble::ir {
 namespace {
 
+/// The value of an integer token: decimal, or `0x` hexadecimal (the lexer
+/// makes both Integer tokens). False when it does not fit in int64.
+bool intValue(std::string_view s, int64_t &v) {
+  if (s.starts_with("0x")) {
+    uint64_t u = 0;
+    auto r = std::from_chars(s.data() + 2, s.data() + s.size(), u, 16);
+    if (r.ec != std::errc() || r.ptr != s.data() + s.size() || u > uint64_t(INT64_MAX))
+      return false;
+    v = static_cast<int64_t>(u);
+    return true;
+  }
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+/// The value of a decimal integer or float token. False when out of range
+/// (`1e999`) or hexadecimal (raw bits, meaningful only in float literals).
+bool floatValue(std::string_view s, double &v) {
+  if (s.starts_with("0x")) return false;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
 class Parser {
 public:
   Parser(std::string_view text, const char *file, Context &ctx, DiagnosticEngine &diag,
@@ -111,6 +134,8 @@ private:
   bool parseScalarLiteral(DType dt, DenseValue &out);
   bool parseLoc(Location &loc);
   bool defineValue(Value *v, const Token &nameTok);
+  /// The block named by `t` (a placeholder if not yet defined); null, with an
+  /// error, when it is the entry block, which cannot be branched to.
   Block *getBlock(const Token &t);
   bool finishFunction(Function &f);
   /// True when the tokens ahead are `value-id (, value-id)* =`: the start of
@@ -347,8 +372,8 @@ bool Parser::parseFnAttrs(Function &f) {
       if (tok_.is(Tok::String)) a = Attr::getStr(Lexer::unescape(tok_.text));
       else if (tok_.is(Tok::Integer)) {
         int64_t v = 0;
-        auto r = std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v);
-        if (r.ec != std::errc()) return error("integer out of range");
+        if (!intValue(tok_.text, v))
+          return error("integer " + std::string(tok_.text) + " does not fit in 64 bits");
         a = Attr::getInt(v);
       } else if (tok_.isKeyword("true") || tok_.isKeyword("false")) {
         a = Attr::getBool(tok_.text == "true");
@@ -507,7 +532,18 @@ bool Parser::defineValue(Value *v, const Token &nameTok) {
 Block *Parser::getBlock(const Token &t) {
   std::string name(t.text.substr(1));
   auto it = blocks_.find(name);
-  if (it != blocks_.end()) return it->second;
+  if (it != blocks_.end()) {
+    if (it->second->isEntry()) {
+      Diagnostic d{Severity::Error, t.loc,
+                   "the entry block ^" + name + " cannot be a branch target", {}};
+      d.note(it->second->loc(), "^" + name + " is the entry block of @" +
+                                    it->second->function()->name());
+      diag_.emit(std::move(d));
+      failed_ = true;
+      return nullptr;
+    }
+    return it->second;
+  }
   auto fwd = forwardBlocks_.find(name);
   if (fwd != forwardBlocks_.end()) return fwd->second.block.get();
   auto b = std::make_unique<Block>(name);
@@ -648,6 +684,7 @@ bool Parser::parseOperandList(std::vector<Value *> &vs, Tok close) {
 bool Parser::parseSuccessor(Successor &s, std::vector<Value *> &operands) {
   if (!tok_.is(Tok::BlockId)) return error("expected a block label (e.g. '^exit'), found " + describe(tok_));
   s.block = getBlock(tok_);
+  if (!s.block) return false;
   s.loc = tok_.loc;
   consume();
   s.operandBegin = static_cast<unsigned>(operands.size());
@@ -668,10 +705,7 @@ bool Parser::parseLoc(Location &loc) {
   for (uint32_t &n : nums) {
     if (!expect(Tok::Colon, "in loc(\"file\":line:col)")) return false;
     int64_t v = 0;
-    if (!tok_.is(Tok::Integer) ||
-        std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v).ec !=
-            std::errc() ||
-        v < 0 || v > UINT32_MAX)
+    if (!tok_.is(Tok::Integer) || !intValue(tok_.text, v) || v < 0 || v > UINT32_MAX)
       return error("expected a line or column number in loc(...)");
     n = static_cast<uint32_t>(v);
     consume();
@@ -684,14 +718,15 @@ bool Parser::parseLoc(Location &loc) {
 // attr-value ::= `true` | `false` | integer | float | string | dtype | symbol
 //              | `[` (integer (`,` integer)*)? `]`
 bool Parser::parseAttrValue(const AttrSpec &spec, Attr &a) {
+  std::string what = "attribute '" + spec.name + "' expects ";
   auto parseInt = [&](int64_t &v) {
     if (!tok_.is(Tok::Integer)) return false;
-    auto r = std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v);
-    if (r.ec != std::errc()) return false;
+    if (!intValue(tok_.text, v))
+      return error("integer " + std::string(tok_.text) + " in attribute '" + spec.name +
+                   "' does not fit in 64 bits");
     consume();
     return true;
   };
-  std::string what = "attribute '" + spec.name + "' expects ";
   switch (spec.kind) {
   case AttrKind::Bool:
     if (!tok_.isKeyword("true") && !tok_.isKeyword("false"))
@@ -701,7 +736,7 @@ bool Parser::parseAttrValue(const AttrSpec &spec, Attr &a) {
     return true;
   case AttrKind::Int: {
     int64_t v;
-    if (!parseInt(v)) return error(what + "an integer, found " + describe(tok_));
+    if (!parseInt(v)) return failed_ ? false : error(what + "an integer, found " + describe(tok_));
     a = Attr::getInt(v);
     return true;
   }
@@ -709,7 +744,8 @@ bool Parser::parseAttrValue(const AttrSpec &spec, Attr &a) {
     if (!tok_.is(Tok::Integer) && !tok_.is(Tok::Float))
       return error(what + "a number, found " + describe(tok_));
     double v = 0;
-    std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v);
+    if (!floatValue(tok_.text, v) || !std::isfinite(v))
+      return error(what + "a finite decimal number, got " + describe(tok_));
     a = Attr::getFloat(v);
     consume();
     return true;
@@ -720,7 +756,8 @@ bool Parser::parseAttrValue(const AttrSpec &spec, Attr &a) {
     if (!tok_.is(Tok::RSquare)) {
       do {
         int64_t v;
-        if (!parseInt(v)) return error(what + "integers in its list, found " + describe(tok_));
+        if (!parseInt(v))
+          return failed_ ? false : error(what + "integers in its list, found " + describe(tok_));
         vals.push_back(v);
       } while (consumeIf(Tok::Comma));
     }
@@ -763,23 +800,33 @@ bool Parser::parseScalarLiteral(DType dt, DenseValue &out) {
     if (tok_.is(Tok::Integer) && s.starts_with("0x") && isFloat(dt)) {
       uint64_t bits = 0;
       auto r = std::from_chars(s.data() + 2, s.data() + s.size(), bits, 16);
-      if (r.ec != std::errc()) return error("invalid hexadecimal float literal");
       size_t n = dtypeSize(dt);
+      if (r.ec != std::errc() || r.ptr != s.data() + s.size() ||
+          (n < 8 && bits >> (8 * n) != 0))
+        return error("hexadecimal literal " + std::string(s) + " has more than " +
+                     std::to_string(8 * n) + " bits, the size of " +
+                     std::string(dtypeName(dt)));
       for (size_t i = 0; i < n; ++i) out.bytes.push_back(static_cast<uint8_t>(bits >> (8 * i)));
       consume();
       return true;
     }
     if (isFloat(dt)) {
       double v = 0;
-      auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (r.ec != std::errc()) return error("float literal out of range");
+      if (!floatValue(s, v)) return error("float literal " + std::string(s) + " is out of range");
+      // Narrower types would silently round a large literal to inf: reject
+      // what lies at or beyond half an ulp above the largest finite value.
+      double limit = dt == DType::F32 ? 0x1.ffffffp127 : dt == DType::F16 ? 65520.0
+                                                                          : 0x1.ffp127;
+      if (dt != DType::F64 && std::fabs(v) >= limit)
+        return error("float literal " + std::string(s) + " does not fit in " +
+                     std::string(dtypeName(dt)));
       out.appendDouble(v);
     } else {
       if (tok_.is(Tok::Float))
         return error("float literal for integer element type " + std::string(dtypeName(dt)));
       int64_t v = 0;
-      auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (r.ec != std::errc()) return error("integer literal out of range");
+      if (!intValue(s, v))
+        return error("integer literal " + std::string(s) + " does not fit in 64 bits");
       if (dt == DType::I1 && v != 0 && v != 1)
         return error("i1 literal must be 0, 1, true or false");
       int bits = dt == DType::I8 ? 8 : dt == DType::I32 ? 32 : 64;
@@ -1015,6 +1062,7 @@ bool Parser::parseOperation(Block &b) {
       if (!expect(Tok::Colon, "after the case name")) return false;
       if (!tok_.is(Tok::BlockId)) return error("expected a block label, found " + describe(tok_));
       s.block = getBlock(tok_);
+      if (!s.block) return false;
       consume();
       succs.push_back(s);
     } while (consumeIf(Tok::Comma));

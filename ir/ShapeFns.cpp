@@ -38,6 +38,16 @@ namespace {
 
 std::string dimStr(int64_t d) { return d == kDynamic ? "?" : std::to_string(d); }
 
+/// Sizes come from user text, so products and sums of dimensions may
+/// overflow int64: these report it instead of wrapping (UB).
+bool mulOverflows(int64_t &acc, int64_t d) { return __builtin_mul_overflow(acc, d, &acc); }
+bool addOverflows(int64_t &acc, int64_t d) { return __builtin_add_overflow(acc, d, &acc); }
+
+/// Ranks a run-time shape operand may give (the rank of a result is its
+/// length): bounds what a single `tensor<100000000xi64>` constant can make
+/// the compiler allocate.
+constexpr int64_t kMaxShapeLength = 1 << 16;
+
 /// Builds one relation's answer. Relations return early on the first error.
 class Ctx {
 public:
@@ -301,15 +311,19 @@ bool relReshape(Ctx &c) {
       infer = static_cast<int>(i);
     } else if (target[i] < 0) {
       return c.failAttr("shape", "shape entry " + std::to_string(target[i]) + " is negative");
-    } else {
-      knownProduct *= target[i];
+    } else if (mulOverflows(knownProduct, target[i])) {
+      return c.failAttr("shape", "shape " + formatDims(target) +
+                                     " has more elements than fit in 64 bits");
     }
   }
   bool inDynamic = false;
   int64_t inProduct = 1;
   for (int64_t d : c.ops[0].dims) {
     if (d == kDynamic) inDynamic = true;
-    else inProduct *= d;
+    else if (mulOverflows(inProduct, d))
+      return c.fail("input " + formatDims(c.ops[0].dims) +
+                        " has more elements than fit in 64 bits",
+                    0);
   }
   std::vector<int64_t> out = target;
   if (infer >= 0) {
@@ -340,6 +354,11 @@ bool shapeOperand(Ctx &c, size_t i, std::vector<int64_t> &out) {
   if (s.dims.size() != 1 || !isInteger(s.dtype))
     return c.fail("shape (operand " + std::to_string(i) +
                       ") must be a 1-D integer tensor, got " + formatSig(s),
+                  static_cast<int>(i));
+  if (s.dims[0] > kMaxShapeLength)
+    return c.fail("shape (operand " + std::to_string(i) + ") has " + std::to_string(s.dims[0]) +
+                      " entries; at most " + std::to_string(kMaxShapeLength) +
+                      " (the rank of the result) are supported",
                   static_cast<int>(i));
   if (c.shapeValue(i, out)) {
     for (int64_t d : out)
@@ -409,7 +428,11 @@ bool relConcat(Ctx &c) {
       int64_t d = c.ops[i].dims[static_cast<size_t>(k)];
       int64_t &o = out[static_cast<size_t>(k)];
       if (k == ax) {
-        o = (o == kDynamic || d == kDynamic) ? kDynamic : o + d;
+        if (o == kDynamic || d == kDynamic) o = kDynamic;
+        else if (addOverflows(o, d))
+          return c.fail("the concatenated dimension " + std::to_string(k) +
+                            " does not fit in 64 bits",
+                        static_cast<int>(i));
       } else if (!c.unify(o, d, o, "dimension " + std::to_string(k) + " of operand " +
                                        std::to_string(i) + " and operand 0")) {
         c.r.errorOperand = static_cast<int>(i);
@@ -579,6 +602,8 @@ bool relArange(Ctx &c) {
     double step = st->getDouble(0);
     if (step == 0) return c.fail("step must not be zero", 2);
     double len = std::ceil((e->getDouble(0) - s->getDouble(0)) / step);
+    if (len >= 0x1p62)
+      return c.fail("arange would produce " + std::to_string(len) + " elements");
     n = len > 0 ? static_cast<int64_t>(len) : 0;
   }
   c.result(c.ops[0].dtype, {n});
@@ -594,7 +619,13 @@ bool relUnique(Ctx &c) {
 
 bool relNonzero(Ctx &c) {
   int64_t bound = 1;
-  for (int64_t d : c.ops[0].dims) bound = (bound == kDynamic || d == kDynamic) ? kDynamic : bound * d;
+  for (int64_t d : c.ops[0].dims) {
+    if (bound == kDynamic || d == kDynamic) bound = kDynamic;
+    else if (mulOverflows(bound, d))
+      return c.fail("input " + formatDims(c.ops[0].dims) +
+                        " has more elements than fit in 64 bits",
+                    0);
+  }
   c.r.upperBound = true;
   c.result(DType::I64, {bound, c.rank(0)});
   return true;

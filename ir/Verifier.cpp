@@ -154,6 +154,10 @@ bool Verifier::structure(const Function &f) {
         if (!s.block || !own.count(s.block)) {
           diag_.error(succLoc(op, s), "successor is not a block of @" + f.name());
           ok = false;
+        } else if (s.block == f.entry()) {
+          diag_.error(succLoc(op, s), "the entry block of @" + f.name() +
+                                          " cannot be a branch target");
+          ok = false;
         }
     }
   }

@@ -6,7 +6,8 @@
 //  Structure (verifyStructure, needs no types):
 //   S1 every function has an entry block; every block ends in exactly one
 //      terminator, and no terminator appears before the end;
-//   S2 every operand is defined; successors are blocks of the same function;
+//   S2 every operand is defined; successors are blocks of the same function,
+//      other than the entry block (whose arguments are the parameters);
 //   S3 SSA dominance: a value is used only where its definition dominates
 //      (same block: defined earlier; block arguments: the owner block
 //      dominates the use). Unreachable blocks are exempt, as in MLIR.
