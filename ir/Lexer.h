@@ -57,6 +57,8 @@ public:
   /// Decodes the escapes of a string token (without quotes).
   static std::string unescape(std::string_view quoted);
   const char *file() const { return file_; }
+  /// Just past the last token lexed (unknown before the first one).
+  Location lastEnd() const { return lastEnd_; }
 
 private:
   Token make(Tok k, size_t start, Location loc);

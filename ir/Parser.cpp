@@ -72,7 +72,10 @@ public:
 
 private:
   //===-- Token helpers ------------------------------------------------------===//
-  void consume() { tok_ = lex_.lex(); }
+  void consume() {
+    prevEnd_ = lex_.lastEnd();
+    tok_ = lex_.lex();
+  }
   Token peek() {
     Lexer copy = lex_;
     return copy.lex();
@@ -88,15 +91,30 @@ private:
     return false;
   }
   bool error(std::string msg) { return error(tok_.loc, std::move(msg)); }
+  /// "expected X, found Y": when Y starts a later line, X was missing at the
+  /// end of the previous line, so the caret goes just past the last token
+  /// (clang does the same) instead of onto an unrelated next line.
+  bool errorExpected(std::string msg) {
+    bool nextLine = prevEnd_.known() && tok_.loc.line > prevEnd_.line;
+    return error(nextLine ? prevEnd_ : tok_.loc, std::move(msg));
+  }
   std::string describe(const Token &t) {
     if (t.is(Tok::Eof)) return "end of file";
-    if (t.is(Tok::Error)) return "invalid character '" + std::string(t.text.substr(0, 1)) + "'";
+    if (t.is(Tok::Error)) return "invalid character " + quoteChar(t.text);
     return "'" + std::string(t.text) + "'";
+  }
+  /// 'c' for a printable character, else its byte value (a NUL or the first
+  /// byte of a UTF-8 sequence would print as garbage).
+  static std::string quoteChar(std::string_view text) {
+    unsigned char c = text.empty() ? 0 : static_cast<unsigned char>(text[0]);
+    if (c >= 0x21 && c < 0x7f) return "'" + std::string(1, static_cast<char>(c)) + "'";
+    const char *hex = "0123456789ABCDEF";
+    return std::string("(byte 0x") + hex[c >> 4] + hex[c & 15] + ")";
   }
   bool expect(Tok k, std::string_view context) {
     if (tok_.is(Tok::Error)) return lexError();
     if (consumeIf(k)) return true;
-    return error("expected " + std::string(tokName(k)) + " " + std::string(context) +
+    return errorExpected("expected " + std::string(tokName(k)) + " " + std::string(context) +
                  ", found " + describe(tok_));
   }
   bool lexError() {
@@ -104,7 +122,7 @@ private:
       return error("unterminated string literal");
     if (!tok_.text.empty() && (tok_.text[0] == '%' || tok_.text[0] == '^' || tok_.text[0] == '@'))
       return error("expected a name after '" + std::string(tok_.text.substr(0, 1)) + "'");
-    return error("invalid character '" + std::string(tok_.text.substr(0, 1)) + "'");
+    return error("invalid character " + quoteChar(tok_.text));
   }
 
   //===-- Module level -------------------------------------------------------===//
@@ -152,6 +170,7 @@ private:
 
   Lexer lex_;
   Token tok_;
+  Location prevEnd_; // just past the token before tok_
   Context &ctx_;
   DiagnosticEngine &diag_;
   std::unique_ptr<Module> m_;
@@ -195,7 +214,7 @@ std::unique_ptr<Module> Parser::parseModule() {
   if (tok_.isKeyword("module")) {
     consume();
     if (!tok_.is(Tok::Symbol)) {
-      error("expected module name (e.g. 'module @lstm'), found " + describe(tok_));
+      errorExpected("expected module name (e.g. 'module @lstm'), found " + describe(tok_));
       return nullptr;
     }
     m_->setName(std::string(tok_.text.substr(1)));
@@ -215,7 +234,7 @@ bool Parser::parseTopLevel() {
   if (tok_.is(Tok::Error)) return lexError();
   if (tok_.isKeyword("module"))
     return error("'module' may appear only once, at the top of the file");
-  return error("expected 'func', 'const' or 'type' at the top level, found " + describe(tok_));
+  return errorExpected("expected 'func', 'const' or 'type' at the top level, found " + describe(tok_));
 }
 
 // type-decl ::= `type` symbol `=` ctor (`|` ctor)*
@@ -223,7 +242,7 @@ bool Parser::parseTopLevel() {
 bool Parser::parseTypeDecl() {
   Location loc = tok_.loc;
   consume();
-  if (!tok_.is(Tok::Symbol)) return error("expected type name (e.g. '@Tree'), found " + describe(tok_));
+  if (!tok_.is(Tok::Symbol)) return errorExpected("expected type name (e.g. '@Tree'), found " + describe(tok_));
   auto adt = std::make_unique<AdtDecl>();
   adt->name = std::string(tok_.text.substr(1));
   adt->loc = loc;
@@ -237,7 +256,7 @@ bool Parser::parseTypeDecl() {
   consume();
   if (!expect(Tok::Equal, "after the type name")) return false;
   do {
-    if (!tok_.is(Tok::BareId)) return error("expected constructor name, found " + describe(tok_));
+    if (!tok_.is(Tok::BareId)) return errorExpected("expected constructor name, found " + describe(tok_));
     AdtDecl::Ctor c;
     c.name = std::string(tok_.text);
     c.loc = tok_.loc;
@@ -256,7 +275,7 @@ bool Parser::parseTypeDecl() {
 bool Parser::parseConstDecl() {
   Location loc = tok_.loc;
   consume();
-  if (!tok_.is(Tok::Symbol)) return error("expected constant name (e.g. '@w'), found " + describe(tok_));
+  if (!tok_.is(Tok::Symbol)) return errorExpected("expected constant name (e.g. '@w'), found " + describe(tok_));
   std::string name(tok_.text.substr(1));
   Location nameLoc = tok_.loc;
   consume();
@@ -279,11 +298,11 @@ bool Parser::parseConstDecl() {
   if (tok_.isKeyword("external")) {
     consume();
     if (!expect(Tok::LParen, "after 'external'")) return false;
-    if (!tok_.is(Tok::String)) return error("expected the safetensors file name as a string");
+    if (!tok_.is(Tok::String)) return errorExpected("expected the safetensors file name as a string");
     std::string file = Lexer::unescape(tok_.text);
     consume();
     if (!expect(Tok::Comma, "between file and tensor name")) return false;
-    if (!tok_.is(Tok::String)) return error("expected the tensor name as a string");
+    if (!tok_.is(Tok::String)) return errorExpected("expected the tensor name as a string");
     std::string key = Lexer::unescape(tok_.text);
     consume();
     if (!expect(Tok::RParen, "after the tensor name")) return false;
@@ -308,7 +327,7 @@ bool Parser::parseConstDecl() {
 bool Parser::parseFuncDecl() {
   Location loc = tok_.loc;
   consume();
-  if (!tok_.is(Tok::Symbol)) return error("expected function name (e.g. '@main'), found " + describe(tok_));
+  if (!tok_.is(Tok::Symbol)) return errorExpected("expected function name (e.g. '@main'), found " + describe(tok_));
   std::string name(tok_.text.substr(1));
   Location nameLoc = tok_.loc;
   consume();
@@ -328,7 +347,7 @@ bool Parser::parseFuncDecl() {
   std::vector<Token> argNames;
   if (!tok_.is(Tok::RParen)) {
     do {
-      if (!tok_.is(Tok::ValueId)) return error("expected parameter name (e.g. '%x'), found " + describe(tok_));
+      if (!tok_.is(Tok::ValueId)) return errorExpected("expected parameter name (e.g. '%x'), found " + describe(tok_));
       Token nameTok = tok_;
       consume();
       if (!expect(Tok::Colon, "after the parameter name")) return false;
@@ -363,7 +382,7 @@ bool Parser::parseFnAttrs(Function &f) {
   if (!expect(Tok::LBrace, "after 'attributes'")) return false;
   if (!tok_.is(Tok::RBrace)) {
     do {
-      if (!tok_.is(Tok::BareId)) return error("expected attribute name, found " + describe(tok_));
+      if (!tok_.is(Tok::BareId)) return errorExpected("expected attribute name, found " + describe(tok_));
       std::string name(tok_.text);
       if (f.fnAttr(name)) return error("duplicate function attribute '" + name + "'");
       consume();
@@ -378,7 +397,7 @@ bool Parser::parseFnAttrs(Function &f) {
       } else if (tok_.isKeyword("true") || tok_.isKeyword("false")) {
         a = Attr::getBool(tok_.text == "true");
       } else {
-        return error("expected a string, integer or boolean attribute value, found " + describe(tok_));
+        return errorExpected("expected a string, integer or boolean attribute value, found " + describe(tok_));
       }
       consume();
       f.fnAttrs().emplace_back(std::move(name), std::move(a));
@@ -428,9 +447,9 @@ bool Parser::parseType(Type &t) {
   }
   if (tok_.is(Tok::Error)) return lexError();
   if (tok_.is(Tok::BareId) && parseDType(tok_.text))
-    return error("expected a type, found element type '" + std::string(tok_.text) +
+    return errorExpected("expected a type, found element type '" + std::string(tok_.text) +
                  "'; scalars are written 'tensor<" + std::string(tok_.text) + ">'");
-  return error("expected a type, found " + describe(tok_));
+  return errorExpected("expected a type, found " + describe(tok_));
 }
 
 // tensor-type ::= `tensor` `<` (dim `x`)* dtype `>`      dim ::= integer | `?`
@@ -442,6 +461,17 @@ bool Parser::parseTensorType(Type &t) {
   case Lexer::TensorBody::NoLess: return error(bodyLoc, "expected '<' after 'tensor'");
   case Lexer::TensorBody::NoGreater:
     return error(bodyLoc, "expected '>' to close the tensor type on the same line");
+  }
+  // The body runs to the first '>' on the line: anything but dims, dtype
+  // letters and spaces means that '>' closed something else.
+  for (size_t i = 0; i < body.size(); ++i) {
+    char ch = body[i];
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '?' && ch != ' ' && ch != '-') {
+      Location at = bodyLoc;
+      at.col += static_cast<uint32_t>(i);
+      return error(at, "expected '>' to close the tensor type, found '" + std::string(1, ch) +
+                           "'");
+    }
   }
   // Split on 'x': dims then the element type.
   std::vector<int64_t> dims;
@@ -457,9 +487,16 @@ bool Parser::parseTensorType(Type &t) {
     if (x == std::string_view::npos) {
       auto dt = parseDType(part);
       if (!dt) {
-        if (!part.empty() && (part == "?" || std::isdigit(static_cast<unsigned char>(part[0]))))
-          return error(partLoc, "expected element type after the dimensions (e.g. 'tensor<" +
-                                    std::string(body) + "xf32>')");
+        if (part.empty() || part == "?" || std::isdigit(static_cast<unsigned char>(part[0]))) {
+          std::string example = "tensor<";
+          for (int64_t d : dims) example += (d == kDynamic ? "?" : std::to_string(d)) + "x";
+          if (!part.empty()) example += std::string(part) + "x";
+          return error(partLoc, "expected an element type " +
+                                    std::string(dims.empty() && part.empty()
+                                                    ? "(e.g. 'tensor<f32>' for a scalar)"
+                                                    : "after the dimensions (e.g. '" + example +
+                                                          "f32>')"));
+        }
         return error(partLoc, "unknown element type '" + std::string(part) +
                                   "'; expected one of f32 f16 bf16 f64 i1 i8 i32 i64");
       }
@@ -473,11 +510,17 @@ bool Parser::parseTensorType(Type &t) {
       int64_t v = 0;
       auto r = std::from_chars(part.data(), part.data() + part.size(), v);
       if (part.empty() || r.ec != std::errc() || r.ptr != part.data() + part.size() || v < 0) {
+        if (part.empty())
+          return error(partLoc, "expected a dimension (a non-negative integer or '?') before 'x'");
         if (parseDType(part))
           return error(partLoc, "element type '" + std::string(part) +
                                     "' must come last in a tensor type");
+        if (r.ec == std::errc::result_out_of_range)
+          return error(partLoc, "dimension " + std::string(part) + " does not fit in 64 bits");
         return error(partLoc, "invalid dimension '" + std::string(part) +
-                                  "'; expected a non-negative integer or '?'");
+                                  "'; expected a non-negative integer or '?'" +
+                                  (part.starts_with("-") ? " (unknown sizes are written '?')"
+                                                         : ""));
       }
       dims.push_back(v);
     }
@@ -614,7 +657,7 @@ bool Parser::parseBlockHeader(Function &f, Block *&b, bool first) {
     if (consumeIf(Tok::LParen)) {
       if (!tok_.is(Tok::RParen)) {
         do {
-          if (!tok_.is(Tok::ValueId)) return error("expected block argument name, found " + describe(tok_));
+          if (!tok_.is(Tok::ValueId)) return errorExpected("expected block argument name, found " + describe(tok_));
           Token nameTok = tok_;
           consume();
           if (!expect(Tok::Colon, "after the block argument name")) return false;
@@ -666,7 +709,7 @@ bool Parser::parseOperand(Value *&v) {
     return true;
   }
   if (tok_.is(Tok::Error)) return lexError();
-  return error("expected an operand (e.g. '%x' or '@weight'), found " + describe(tok_));
+  return errorExpected("expected an operand (e.g. '%x' or '@weight'), found " + describe(tok_));
 }
 
 // operand-list ::= (operand (`,` operand)*)?   followed by `close`
@@ -682,7 +725,7 @@ bool Parser::parseOperandList(std::vector<Value *> &vs, Tok close) {
 
 // successor ::= block-id (`(` operand-list `)`)?
 bool Parser::parseSuccessor(Successor &s, std::vector<Value *> &operands) {
-  if (!tok_.is(Tok::BlockId)) return error("expected a block label (e.g. '^exit'), found " + describe(tok_));
+  if (!tok_.is(Tok::BlockId)) return errorExpected("expected a block label (e.g. '^exit'), found " + describe(tok_));
   s.block = getBlock(tok_);
   if (!s.block) return false;
   s.loc = tok_.loc;
@@ -698,7 +741,7 @@ bool Parser::parseSuccessor(Successor &s, std::vector<Value *> &operands) {
 bool Parser::parseLoc(Location &loc) {
   consume();
   if (!expect(Tok::LParen, "after 'loc'")) return false;
-  if (!tok_.is(Tok::String)) return error("expected a file name string in loc(...)");
+  if (!tok_.is(Tok::String)) return errorExpected("expected a file name string in loc(...)");
   std::string file = Lexer::unescape(tok_.text);
   consume();
   uint32_t nums[2];
@@ -706,7 +749,7 @@ bool Parser::parseLoc(Location &loc) {
     if (!expect(Tok::Colon, "in loc(\"file\":line:col)")) return false;
     int64_t v = 0;
     if (!tok_.is(Tok::Integer) || !intValue(tok_.text, v) || v < 0 || v > UINT32_MAX)
-      return error("expected a line or column number in loc(...)");
+      return errorExpected("expected a line or column number in loc(...)");
     n = static_cast<uint32_t>(v);
     consume();
   }
@@ -838,13 +881,18 @@ bool Parser::parseScalarLiteral(DType dt, DenseValue &out) {
     consume();
     return true;
   }
-  return error("expected a number, found " + describe(tok_));
+  return errorExpected("expected a number, found " + describe(tok_));
 }
 
 bool Parser::parseLiteralElems(Type t, size_t depth, DenseValue &out) {
-  if (depth == static_cast<size_t>(t.rank())) return parseScalarLiteral(t.dtype(), out);
+  if (depth == static_cast<size_t>(t.rank())) {
+    if (tok_.is(Tok::LSquare))
+      return error("the literal nests deeper than the " + std::to_string(t.rank()) +
+                   " dimension" + (t.rank() == 1 ? "" : "s") + " of " + t.str());
+    return parseScalarLiteral(t.dtype(), out);
+  }
   Location open = tok_.loc;
-  if (!consumeIf(Tok::LSquare)) return error("expected '[' for dimension " + std::to_string(depth) + " of the literal, found " + describe(tok_));
+  if (!consumeIf(Tok::LSquare)) return errorExpected("expected '[' for dimension " + std::to_string(depth) + " of the literal, found " + describe(tok_));
   int64_t n = 0;
   if (!tok_.is(Tok::RSquare)) {
     do {
@@ -928,14 +976,14 @@ bool Parser::parseOperation(Block &b) {
   Location loc = tok_.loc;
   if (tok_.is(Tok::ValueId)) {
     do {
-      if (!tok_.is(Tok::ValueId)) return error("expected a result name, found " + describe(tok_));
+      if (!tok_.is(Tok::ValueId)) return errorExpected("expected a result name, found " + describe(tok_));
       names.push_back(tok_);
       consume();
     } while (consumeIf(Tok::Comma));
     if (!expect(Tok::Equal, "after the result names")) return false;
   }
   if (tok_.is(Tok::Error)) return lexError();
-  if (!tok_.is(Tok::BareId)) return error("expected an operation name, found " + describe(tok_));
+  if (!tok_.is(Tok::BareId)) return errorExpected("expected an operation name, found " + describe(tok_));
   Location opLoc = tok_.loc;
   if (names.empty()) loc = opLoc;
   auto code = lookupOpCode(tok_.text);
@@ -974,6 +1022,7 @@ bool Parser::parseOperation(Block &b) {
     // The literal is parsed after its type is known: remember where it is.
     Lexer save = lex_;
     Token saveTok = tok_;
+    Location savePrevEnd = prevEnd_;
     int depth = 0;
     while (!tok_.is(Tok::Eof) && !(depth == 0 && tok_.is(Tok::Colon))) {
       if (tok_.is(Tok::LSquare)) ++depth;
@@ -990,13 +1039,16 @@ bool Parser::parseOperation(Block &b) {
     if (!parseType(t)) return false;
     Lexer after = lex_;
     Token afterTok = tok_;
+    Location afterPrevEnd = prevEnd_;
     lex_ = save;
     tok_ = saveTok;
+    prevEnd_ = savePrevEnd;
     DenseValue v;
     if (!parseLiteral(t, typeLoc, v)) return false;
     if (!tok_.is(Tok::Colon)) return error("unexpected " + describe(tok_) + " after the literal");
     lex_ = after;
     tok_ = afterTok;
+    prevEnd_ = afterPrevEnd;
     setAttr("value", Attr::getDense(std::move(v)));
     types = {t};
     typesGiven = true;
@@ -1004,7 +1056,7 @@ bool Parser::parseOperation(Block &b) {
   }
   // call-op ::= `call` symbol `(` operand-list `)` (`:` type (`,` type)*)?
   case OpCode::Call: {
-    if (!tok_.is(Tok::Symbol)) return error("expected the callee (e.g. '@f'), found " + describe(tok_));
+    if (!tok_.is(Tok::Symbol)) return errorExpected("expected the callee (e.g. '@f'), found " + describe(tok_));
     setAttr("callee", Attr::getSym(std::string(tok_.text.substr(1))), tok_.loc);
     consume();
     if (!expect(Tok::LParen, "after the callee")) return false;
@@ -1014,11 +1066,11 @@ bool Parser::parseOperation(Block &b) {
   }
   // construct-op ::= `construct` symbol `::` bare-id (`(` operand-list `)`)? (`:` type)?
   case OpCode::Construct: {
-    if (!tok_.is(Tok::Symbol)) return error("expected the type (e.g. '@Tree::Leaf'), found " + describe(tok_));
+    if (!tok_.is(Tok::Symbol)) return errorExpected("expected the type (e.g. '@Tree::Leaf'), found " + describe(tok_));
     setAttr("adt", Attr::getSym(std::string(tok_.text.substr(1))), tok_.loc);
     consume();
     if (!expect(Tok::ColonColon, "between the type and the constructor")) return false;
-    if (!tok_.is(Tok::BareId)) return error("expected a constructor name, found " + describe(tok_));
+    if (!tok_.is(Tok::BareId)) return errorExpected("expected a constructor name, found " + describe(tok_));
     setAttr("ctor", Attr::getStr(std::string(tok_.text)), tok_.loc);
     consume();
     if (consumeIf(Tok::LParen))
@@ -1054,13 +1106,13 @@ bool Parser::parseOperation(Block &b) {
     operands.push_back(v);
     if (!expect(Tok::LSquare, "to begin the match cases")) return false;
     do {
-      if (!tok_.is(Tok::BareId)) return error("expected a constructor name or '_', found " + describe(tok_));
+      if (!tok_.is(Tok::BareId)) return errorExpected("expected a constructor name or '_', found " + describe(tok_));
       Successor s;
       s.label = tok_.text == "_" ? "" : std::string(tok_.text);
       s.loc = tok_.loc;
       consume();
       if (!expect(Tok::Colon, "after the case name")) return false;
-      if (!tok_.is(Tok::BlockId)) return error("expected a block label, found " + describe(tok_));
+      if (!tok_.is(Tok::BlockId)) return errorExpected("expected a block label, found " + describe(tok_));
       s.block = getBlock(tok_);
       if (!s.block) return false;
       consume();
@@ -1084,7 +1136,7 @@ bool Parser::parseOperation(Block &b) {
   //               `->` `(` operand-list `)`
   case OpCode::InvokeMut:
   case OpCode::InvokeShapeFunc: {
-    if (!tok_.is(Tok::Symbol)) return error("expected the kernel (e.g. '@fused_add'), found " + describe(tok_));
+    if (!tok_.is(Tok::Symbol)) return errorExpected("expected the kernel (e.g. '@fused_add'), found " + describe(tok_));
     setAttr("callee", Attr::getSym(std::string(tok_.text.substr(1))), tok_.loc);
     consume();
     if (!expect(Tok::LParen, "after the kernel name")) return false;
@@ -1098,6 +1150,7 @@ bool Parser::parseOperation(Block &b) {
   default: {
     // Generic form: operands, then `name=value` attributes.
     std::vector<bool> seen(info.attrs.size(), false);
+    Location firstAttr;
     auto startsItem = [&]() {
       if (tok_.is(Tok::ValueId)) return !atResultList();
       if (tok_.is(Tok::Symbol)) return true;
@@ -1116,7 +1169,14 @@ bool Parser::parseOperation(Block &b) {
                                    "'" + (known.empty() ? std::string(" (it takes none)")
                                                         : "; it takes: " + known));
           }
-          if (seen[static_cast<size_t>(idx)]) return error(aloc, "attribute '" + name + "' is given twice");
+          if (seen[static_cast<size_t>(idx)]) {
+            Diagnostic d{Severity::Error, aloc, "attribute '" + name + "' is given twice", {}};
+            d.note(attrLocs[static_cast<size_t>(idx)], "first given here");
+            diag_.emit(std::move(d));
+            failed_ = true;
+            return false;
+          }
+          if (!firstAttr.known()) firstAttr = aloc;
           seen[static_cast<size_t>(idx)] = true;
           attrLocs[static_cast<size_t>(idx)] = aloc;
           consume();
@@ -1124,8 +1184,13 @@ bool Parser::parseOperation(Block &b) {
           if (!parseAttrValue(info.attrs[static_cast<size_t>(idx)], attrs[static_cast<size_t>(idx)]))
             return false;
         } else {
-          if (std::find(seen.begin(), seen.end(), true) != seen.end())
-            return error("operands must come before attributes");
+          if (firstAttr.known()) {
+            Diagnostic d{Severity::Error, tok_.loc, "operands must come before attributes", {}};
+            d.note(firstAttr, "the first attribute is here");
+            diag_.emit(std::move(d));
+            failed_ = true;
+            return false;
+          }
           Value *v;
           if (!parseOperand(v)) return false;
           operands.push_back(v);
