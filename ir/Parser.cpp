@@ -90,17 +90,23 @@ private:
     failed_ = true;
     return false;
   }
-  bool error(std::string msg) { return error(tok_.loc, std::move(msg)); }
+  /// An error at the current token. When that token is itself a lexical
+  /// error, that is the root cause and is reported instead of `msg`.
+  bool error(std::string msg) {
+    if (tok_.is(Tok::Error)) return error(tok_.loc, lexErrorText(tok_));
+    return error(tok_.loc, std::move(msg));
+  }
   /// "expected X, found Y": when Y starts a later line, X was missing at the
   /// end of the previous line, so the caret goes just past the last token
   /// (clang does the same) instead of onto an unrelated next line.
   bool errorExpected(std::string msg) {
+    if (tok_.is(Tok::Error)) return lexError(); // the real problem is lexical
     bool nextLine = prevEnd_.known() && tok_.loc.line > prevEnd_.line;
     return error(nextLine ? prevEnd_ : tok_.loc, std::move(msg));
   }
   std::string describe(const Token &t) {
     if (t.is(Tok::Eof)) return "end of file";
-    if (t.is(Tok::Error)) return "invalid character " + quoteChar(t.text);
+    if (t.is(Tok::Error)) return lexErrorText(t);
     return "'" + std::string(t.text) + "'";
   }
   /// 'c' for a printable character, else its byte value (a NUL or the first
@@ -117,13 +123,13 @@ private:
     return errorExpected("expected " + std::string(tokName(k)) + " " + std::string(context) +
                  ", found " + describe(tok_));
   }
-  bool lexError() {
-    if (!tok_.text.empty() && tok_.text[0] == '"')
-      return error("unterminated string literal");
-    if (!tok_.text.empty() && (tok_.text[0] == '%' || tok_.text[0] == '^' || tok_.text[0] == '@'))
-      return error("expected a name after '" + std::string(tok_.text.substr(0, 1)) + "'");
-    return error("invalid character " + quoteChar(tok_.text));
+  static std::string lexErrorText(const Token &t) {
+    if (!t.text.empty() && t.text[0] == '"') return "unterminated string literal";
+    if (!t.text.empty() && (t.text[0] == '%' || t.text[0] == '^' || t.text[0] == '@'))
+      return "expected a name after '" + std::string(t.text.substr(0, 1)) + "'";
+    return "invalid character " + quoteChar(t.text);
   }
+  bool lexError() { return error(tok_.loc, lexErrorText(tok_)); }
 
   //===-- Module level -------------------------------------------------------===//
   bool parseTopLevel();
@@ -234,7 +240,7 @@ bool Parser::parseTopLevel() {
   if (tok_.is(Tok::Error)) return lexError();
   if (tok_.isKeyword("module"))
     return error("'module' may appear only once, at the top of the file");
-  return errorExpected("expected 'func', 'const' or 'type' at the top level, found " + describe(tok_));
+  return error("expected 'func', 'const' or 'type' at the top level, found " + describe(tok_));
 }
 
 // type-decl ::= `type` symbol `=` ctor (`|` ctor)*
@@ -983,7 +989,7 @@ bool Parser::parseOperation(Block &b) {
     if (!expect(Tok::Equal, "after the result names")) return false;
   }
   if (tok_.is(Tok::Error)) return lexError();
-  if (!tok_.is(Tok::BareId)) return errorExpected("expected an operation name, found " + describe(tok_));
+  if (!tok_.is(Tok::BareId)) return error("expected an operation name, found " + describe(tok_));
   Location opLoc = tok_.loc;
   if (names.empty()) loc = opLoc;
   auto code = lookupOpCode(tok_.text);

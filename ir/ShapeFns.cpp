@@ -433,7 +433,7 @@ bool relConcat(Ctx &c) {
           return c.fail("the concatenated dimension " + std::to_string(k) +
                             " does not fit in 64 bits",
                         static_cast<int>(i));
-      } else if (!c.unify(o, d, o, "dimension " + std::to_string(k) + " of operand " +
+      } else if (!c.unify(d, o, o, "dimension " + std::to_string(k) + " of operand " +
                                        std::to_string(i) + " and operand 0")) {
         c.r.errorOperand = static_cast<int>(i);
         return false;
