@@ -87,7 +87,9 @@ DiagnosticVerifier::DiagnosticVerifier(DiagnosticEngine &engine, const char *fil
   //   expected-(error|warning|note|remark)(@(+N|-N|above|below))? {{text}}
   // A diagnostic matches when its severity and line agree and `text` is a
   // substring of its message. A keyword whose offset or {{...}} cannot be
-  // read is reported, so that a typo cannot silently disable a check.
+  // read (an '@' or '{' after it, but no valid offset or {{...}}) is
+  // reported, so that a typo cannot silently disable a check; the bare word
+  // in prose is ignored.
   uint32_t line = firstLine;
   size_t pos = 0;
   while (pos <= text.size()) {
@@ -111,7 +113,8 @@ DiagnosticVerifier::DiagnosticVerifier(DiagnosticEngine &engine, const char *fil
         malformed_.push_back({Severity::Error, where, "malformed " + kind + ": " + why, {}});
       };
       int64_t target = line;
-      if (rest.starts_with("@")) {
+      bool hasOffset = rest.starts_with("@");
+      if (hasOffset) {
         rest = rest.substr(1);
         if (rest.starts_with("above")) { target = line - 1; rest = rest.substr(5); }
         else if (rest.starts_with("below")) { target = line + 1; rest = rest.substr(5); }
@@ -130,8 +133,15 @@ DiagnosticVerifier::DiagnosticVerifier(DiagnosticEngine &engine, const char *fil
           rest = rest.substr(k);
         }
       }
-      size_t open = rest.find("{{"), close = rest.find("}}");
-      if (open == std::string_view::npos || close == std::string_view::npos || close < open) {
+      while (rest.starts_with(" ")) rest = rest.substr(1);
+      // Prose that merely mentions the keyword is not an expectation; an
+      // offset or a '{' says one was meant.
+      if (!rest.starts_with("{")) {
+        if (hasOffset) bad("expected the message text in {{...}}");
+        continue;
+      }
+      size_t close = rest.find("}}", 2);
+      if (!rest.starts_with("{{") || close == std::string_view::npos) {
         bad("expected the message text in {{...}}");
         continue;
       }
@@ -139,8 +149,8 @@ DiagnosticVerifier::DiagnosticVerifier(DiagnosticEngine &engine, const char *fil
         bad("line offset points before the first line");
         continue;
       }
-      expected_.push_back({sev, static_cast<uint32_t>(target),
-                           std::string(rest.substr(open + 2, close - open - 2)), where});
+      expected_.push_back(
+          {sev, static_cast<uint32_t>(target), std::string(rest.substr(2, close - 2)), where});
     }
     if (end == std::string_view::npos) break;
     pos = end + 1;

@@ -23,6 +23,7 @@ status is 1. Prefixes run in parallel (--jobs, default: the CPU count).
 import argparse
 import concurrent.futures
 import os
+import shlex
 import subprocess
 import sys
 
@@ -30,10 +31,10 @@ TIMEOUT_S = 10
 
 
 def run_prefix(tool, args, data):
-    """Returns None when the prefix passed, else a description of the failure."""
+    """Returns None when the prefix passed, else (why, stderr)."""
     try:
         proc = subprocess.run(
-            [tool, "-"] + args,
+            tool + ["-"] + args,
             input=data,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -52,26 +53,28 @@ def run_prefix(tool, args, data):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("tool", help="path of nimble-opt")
+    parser.add_argument("tool", help="path of nimble-opt (a command: split like a shell would)")
     parser.add_argument("seed", help="a valid .nir file")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--save", help="write the first failing prefix here")
-    parser.add_argument("args", nargs="*", help="extra nimble-opt arguments (after --)")
-    opts = parser.parse_args()
+    # Everything after `--` goes to the tool untouched.
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    opts = parser.parse_args(argv[:len(argv) - len(extra) - (1 if "--" in argv else 0)])
+    opts.args = extra
 
     with open(opts.seed, "rb") as f:
         text = f.read()
     lengths = range(len(text) + 1)
 
     failures = {}
-    accepted = rejected = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
-        futures = {n: pool.submit(run_prefix, opts.tool, opts.args, text[:n]) for n in lengths}
+        tool = shlex.split(opts.tool)
+        futures = {n: pool.submit(run_prefix, tool, opts.args, text[:n]) for n in lengths}
         for n, fut in futures.items():
             result = fut.result()
             if result is not None:
                 failures[n] = result
-    # A second pass is not needed to count: re-derive from the failures.
     total = len(lengths)
 
     if not failures:
@@ -95,12 +98,13 @@ def main():
     if opts.save:
         with open(opts.save, "wb") as f:
             f.write(prefix)
-        sys.stderr.write("  prefix saved to %s; reproduce with: %s %s %s\n"
-                         % (opts.save, opts.tool, opts.save, " ".join(opts.args)))
-    others = sorted(failures)[1:6]
-    if others:
-        sys.stderr.write("  other failing lengths: %s%s\n"
-                         % (", ".join(map(str, others)), " ..." if len(failures) > 6 else ""))
+        sys.stderr.write("  prefix saved to %s; reproduce with: %s - %s< %s\n"
+                         % (opts.save, opts.tool, "".join(a + " " for a in opts.args),
+                            opts.save))
+    for n in sorted(failures)[1:6]:
+        sys.stderr.write("  also failing: %d bytes: %s\n" % (n, failures[n][0]))
+    if len(failures) > 6:
+        sys.stderr.write("  ... and %d more\n" % (len(failures) - 6))
     return 1
 
 
