@@ -5,6 +5,13 @@
 // blocks, globals) get placeholders that are replaced once defined; what is
 // still undefined at the end of its scope is an error at its first use.
 //
+// Diagnostics point at the token at fault. Besides each op's location, the
+// parser records where every operand, `name=value` attribute (and custom
+// syntax symbol) and branch target was written, so that the verifier and the
+// type relations, which run later, can blame the operand or attribute rather
+// than the whole line. The first error stops parsing: after it, everything
+// is suspect.
+//
 //===----------------------------------------------------------------------===//
 
 #include "ir/Parser.h"
@@ -87,6 +94,16 @@ private:
   }
   bool error(Location loc, std::string msg) {
     if (!failed_) diag_.error(loc, std::move(msg));
+    failed_ = true;
+    return false;
+  }
+  /// An error with a note pointing at a related place.
+  bool error(Location loc, std::string msg, Location noteLoc, std::string note) {
+    if (!failed_) {
+      Diagnostic d{Severity::Error, loc, std::move(msg), {}};
+      d.note(noteLoc, std::move(note));
+      diag_.emit(std::move(d));
+    }
     failed_ = true;
     return false;
   }
@@ -248,7 +265,8 @@ bool Parser::parseTopLevel() {
 bool Parser::parseTypeDecl() {
   Location loc = tok_.loc;
   consume();
-  if (!tok_.is(Tok::Symbol)) return errorExpected("expected type name (e.g. '@Tree'), found " + describe(tok_));
+  if (!tok_.is(Tok::Symbol))
+    return errorExpected("expected type name (e.g. '@Tree'), found " + describe(tok_));
   auto adt = std::make_unique<AdtDecl>();
   adt->name = std::string(tok_.text.substr(1));
   adt->loc = loc;
@@ -262,7 +280,8 @@ bool Parser::parseTypeDecl() {
   consume();
   if (!expect(Tok::Equal, "after the type name")) return false;
   do {
-    if (!tok_.is(Tok::BareId)) return errorExpected("expected constructor name, found " + describe(tok_));
+    if (!tok_.is(Tok::BareId))
+      return errorExpected("expected constructor name, found " + describe(tok_));
     AdtDecl::Ctor c;
     c.name = std::string(tok_.text);
     c.loc = tok_.loc;
@@ -281,7 +300,8 @@ bool Parser::parseTypeDecl() {
 bool Parser::parseConstDecl() {
   Location loc = tok_.loc;
   consume();
-  if (!tok_.is(Tok::Symbol)) return errorExpected("expected constant name (e.g. '@w'), found " + describe(tok_));
+  if (!tok_.is(Tok::Symbol))
+    return errorExpected("expected constant name (e.g. '@w'), found " + describe(tok_));
   std::string name(tok_.text.substr(1));
   Location nameLoc = tok_.loc;
   consume();
@@ -304,7 +324,8 @@ bool Parser::parseConstDecl() {
   if (tok_.isKeyword("external")) {
     consume();
     if (!expect(Tok::LParen, "after 'external'")) return false;
-    if (!tok_.is(Tok::String)) return errorExpected("expected the safetensors file name as a string");
+    if (!tok_.is(Tok::String))
+      return errorExpected("expected the safetensors file name as a string");
     std::string file = Lexer::unescape(tok_.text);
     consume();
     if (!expect(Tok::Comma, "between file and tensor name")) return false;
@@ -333,7 +354,8 @@ bool Parser::parseConstDecl() {
 bool Parser::parseFuncDecl() {
   Location loc = tok_.loc;
   consume();
-  if (!tok_.is(Tok::Symbol)) return errorExpected("expected function name (e.g. '@main'), found " + describe(tok_));
+  if (!tok_.is(Tok::Symbol))
+    return errorExpected("expected function name (e.g. '@main'), found " + describe(tok_));
   std::string name(tok_.text.substr(1));
   Location nameLoc = tok_.loc;
   consume();
@@ -353,7 +375,8 @@ bool Parser::parseFuncDecl() {
   std::vector<Token> argNames;
   if (!tok_.is(Tok::RParen)) {
     do {
-      if (!tok_.is(Tok::ValueId)) return errorExpected("expected parameter name (e.g. '%x'), found " + describe(tok_));
+      if (!tok_.is(Tok::ValueId))
+        return errorExpected("expected parameter name (e.g. '%x'), found " + describe(tok_));
       Token nameTok = tok_;
       consume();
       if (!expect(Tok::Colon, "after the parameter name")) return false;
@@ -388,7 +411,8 @@ bool Parser::parseFnAttrs(Function &f) {
   if (!expect(Tok::LBrace, "after 'attributes'")) return false;
   if (!tok_.is(Tok::RBrace)) {
     do {
-      if (!tok_.is(Tok::BareId)) return errorExpected("expected attribute name, found " + describe(tok_));
+      if (!tok_.is(Tok::BareId))
+        return errorExpected("expected attribute name, found " + describe(tok_));
       std::string name(tok_.text);
       if (f.fnAttr(name)) return error("duplicate function attribute '" + name + "'");
       consume();
@@ -403,7 +427,8 @@ bool Parser::parseFnAttrs(Function &f) {
       } else if (tok_.isKeyword("true") || tok_.isKeyword("false")) {
         a = Attr::getBool(tok_.text == "true");
       } else {
-        return errorExpected("expected a string, integer or boolean attribute value, found " + describe(tok_));
+        return errorExpected("expected a string, integer or boolean attribute value, found " +
+                             describe(tok_));
       }
       consume();
       f.fnAttrs().emplace_back(std::move(name), std::move(a));
@@ -583,12 +608,8 @@ Block *Parser::getBlock(const Token &t) {
   auto it = blocks_.find(name);
   if (it != blocks_.end()) {
     if (it->second->isEntry()) {
-      Diagnostic d{Severity::Error, t.loc,
-                   "the entry block ^" + name + " cannot be a branch target", {}};
-      d.note(it->second->loc(), "^" + name + " is the entry block of @" +
-                                    it->second->function()->name());
-      diag_.emit(std::move(d));
-      failed_ = true;
+      error(t.loc, "the entry block ^" + name + " cannot be a branch target", it->second->loc(),
+            "^" + name + " is the entry block of @" + it->second->function()->name());
       return nullptr;
     }
     return it->second;
@@ -607,14 +628,9 @@ bool Parser::parseBody(Function &f, Location open) {
   Block *cur = f.entry();
   bool first = true;
   while (!tok_.is(Tok::RBrace)) {
-    if (tok_.is(Tok::Eof)) {
-      Diagnostic d{Severity::Error, tok_.loc,
-                   "expected '}' to end the body of @" + f.name() + ", found end of file", {}};
-      d.note(open, "the body of @" + f.name() + " begins here");
-      diag_.emit(std::move(d));
-      failed_ = true;
-      return false;
-    }
+    if (tok_.is(Tok::Eof))
+      return error(tok_.loc, "expected '}' to end the body of @" + f.name() + ", found end of file",
+                   open, "the body of @" + f.name() + " begins here");
     if (tok_.is(Tok::BlockId)) {
       if (!parseBlockHeader(f, cur, first)) return false;
     } else {
@@ -643,13 +659,9 @@ bool Parser::parseBlockHeader(Function &f, Block *&b, bool first) {
     if (tok_.is(Tok::LParen))
       return error("the entry block takes the function's parameters; it has no argument list");
   } else {
-    if (auto prev = blocks_.find(name); prev != blocks_.end()) {
-      Diagnostic d{Severity::Error, label.loc, "redefinition of block ^" + name, {}};
-      d.note(prev->second->loc(), "previous definition is here");
-      diag_.emit(std::move(d));
-      failed_ = true;
-      return false;
-    }
+    if (auto prev = blocks_.find(name); prev != blocks_.end())
+      return error(label.loc, "redefinition of block ^" + name, prev->second->loc(),
+                   "previous definition is here");
     auto fwd = forwardBlocks_.find(name);
     std::unique_ptr<Block> owned;
     if (fwd != forwardBlocks_.end()) {
@@ -663,7 +675,8 @@ bool Parser::parseBlockHeader(Function &f, Block *&b, bool first) {
     if (consumeIf(Tok::LParen)) {
       if (!tok_.is(Tok::RParen)) {
         do {
-          if (!tok_.is(Tok::ValueId)) return errorExpected("expected block argument name, found " + describe(tok_));
+          if (!tok_.is(Tok::ValueId))
+            return errorExpected("expected block argument name, found " + describe(tok_));
           Token nameTok = tok_;
           consume();
           if (!expect(Tok::Colon, "after the block argument name")) return false;
@@ -731,7 +744,8 @@ bool Parser::parseOperandList(std::vector<Value *> &vs, Tok close) {
 
 // successor ::= block-id (`(` operand-list `)`)?
 bool Parser::parseSuccessor(Successor &s, std::vector<Value *> &operands) {
-  if (!tok_.is(Tok::BlockId)) return errorExpected("expected a block label (e.g. '^exit'), found " + describe(tok_));
+  if (!tok_.is(Tok::BlockId))
+    return errorExpected("expected a block label (e.g. '^exit'), found " + describe(tok_));
   s.block = getBlock(tok_);
   if (!s.block) return false;
   s.loc = tok_.loc;
@@ -898,7 +912,9 @@ bool Parser::parseLiteralElems(Type t, size_t depth, DenseValue &out) {
     return parseScalarLiteral(t.dtype(), out);
   }
   Location open = tok_.loc;
-  if (!consumeIf(Tok::LSquare)) return errorExpected("expected '[' for dimension " + std::to_string(depth) + " of the literal, found " + describe(tok_));
+  if (!consumeIf(Tok::LSquare))
+    return errorExpected("expected '[' for dimension " + std::to_string(depth) +
+                         " of the literal, found " + describe(tok_));
   int64_t n = 0;
   if (!tok_.is(Tok::RSquare)) {
     do {
@@ -982,7 +998,8 @@ bool Parser::parseOperation(Block &b) {
   Location loc = tok_.loc;
   if (tok_.is(Tok::ValueId)) {
     do {
-      if (!tok_.is(Tok::ValueId)) return errorExpected("expected a result name, found " + describe(tok_));
+      if (!tok_.is(Tok::ValueId))
+        return errorExpected("expected a result name, found " + describe(tok_));
       names.push_back(tok_);
       consume();
     } while (consumeIf(Tok::Comma));
@@ -1062,7 +1079,8 @@ bool Parser::parseOperation(Block &b) {
   }
   // call-op ::= `call` symbol `(` operand-list `)` (`:` type (`,` type)*)?
   case OpCode::Call: {
-    if (!tok_.is(Tok::Symbol)) return errorExpected("expected the callee (e.g. '@f'), found " + describe(tok_));
+    if (!tok_.is(Tok::Symbol))
+      return errorExpected("expected the callee (e.g. '@f'), found " + describe(tok_));
     setAttr("callee", Attr::getSym(std::string(tok_.text.substr(1))), tok_.loc);
     consume();
     if (!expect(Tok::LParen, "after the callee")) return false;
@@ -1072,11 +1090,13 @@ bool Parser::parseOperation(Block &b) {
   }
   // construct-op ::= `construct` symbol `::` bare-id (`(` operand-list `)`)? (`:` type)?
   case OpCode::Construct: {
-    if (!tok_.is(Tok::Symbol)) return errorExpected("expected the type (e.g. '@Tree::Leaf'), found " + describe(tok_));
+    if (!tok_.is(Tok::Symbol))
+      return errorExpected("expected the type (e.g. '@Tree::Leaf'), found " + describe(tok_));
     setAttr("adt", Attr::getSym(std::string(tok_.text.substr(1))), tok_.loc);
     consume();
     if (!expect(Tok::ColonColon, "between the type and the constructor")) return false;
-    if (!tok_.is(Tok::BareId)) return errorExpected("expected a constructor name, found " + describe(tok_));
+    if (!tok_.is(Tok::BareId))
+      return errorExpected("expected a constructor name, found " + describe(tok_));
     setAttr("ctor", Attr::getStr(std::string(tok_.text)), tok_.loc);
     consume();
     if (consumeIf(Tok::LParen))
@@ -1112,13 +1132,15 @@ bool Parser::parseOperation(Block &b) {
     operands.push_back(v);
     if (!expect(Tok::LSquare, "to begin the match cases")) return false;
     do {
-      if (!tok_.is(Tok::BareId)) return errorExpected("expected a constructor name or '_', found " + describe(tok_));
+      if (!tok_.is(Tok::BareId))
+        return errorExpected("expected a constructor name or '_', found " + describe(tok_));
       Successor s;
       s.label = tok_.text == "_" ? "" : std::string(tok_.text);
       s.loc = tok_.loc;
       consume();
       if (!expect(Tok::Colon, "after the case name")) return false;
-      if (!tok_.is(Tok::BlockId)) return errorExpected("expected a block label, found " + describe(tok_));
+      if (!tok_.is(Tok::BlockId))
+        return errorExpected("expected a block label, found " + describe(tok_));
       s.block = getBlock(tok_);
       if (!s.block) return false;
       consume();
@@ -1142,7 +1164,8 @@ bool Parser::parseOperation(Block &b) {
   //               `->` `(` operand-list `)`
   case OpCode::InvokeMut:
   case OpCode::InvokeShapeFunc: {
-    if (!tok_.is(Tok::Symbol)) return errorExpected("expected the kernel (e.g. '@fused_add'), found " + describe(tok_));
+    if (!tok_.is(Tok::Symbol))
+      return errorExpected("expected the kernel (e.g. '@fused_add'), found " + describe(tok_));
     setAttr("callee", Attr::getSym(std::string(tok_.text.substr(1))), tok_.loc);
     consume();
     if (!expect(Tok::LParen, "after the kernel name")) return false;
@@ -1175,13 +1198,9 @@ bool Parser::parseOperation(Block &b) {
                                    "'" + (known.empty() ? std::string(" (it takes none)")
                                                         : "; it takes: " + known));
           }
-          if (seen[static_cast<size_t>(idx)]) {
-            Diagnostic d{Severity::Error, aloc, "attribute '" + name + "' is given twice", {}};
-            d.note(attrLocs[static_cast<size_t>(idx)], "first given here");
-            diag_.emit(std::move(d));
-            failed_ = true;
-            return false;
-          }
+          if (seen[static_cast<size_t>(idx)])
+            return error(aloc, "attribute '" + name + "' is given twice",
+                         attrLocs[static_cast<size_t>(idx)], "first given here");
           if (!firstAttr.known()) firstAttr = aloc;
           seen[static_cast<size_t>(idx)] = true;
           attrLocs[static_cast<size_t>(idx)] = aloc;
@@ -1190,13 +1209,9 @@ bool Parser::parseOperation(Block &b) {
           if (!parseAttrValue(info.attrs[static_cast<size_t>(idx)], attrs[static_cast<size_t>(idx)]))
             return false;
         } else {
-          if (firstAttr.known()) {
-            Diagnostic d{Severity::Error, tok_.loc, "operands must come before attributes", {}};
-            d.note(firstAttr, "the first attribute is here");
-            diag_.emit(std::move(d));
-            failed_ = true;
-            return false;
-          }
+          if (firstAttr.known())
+            return error(tok_.loc, "operands must come before attributes", firstAttr,
+                         "the first attribute is here");
           Value *v;
           if (!parseOperand(v)) return false;
           operands.push_back(v);

@@ -1,7 +1,10 @@
 //===- Verifier.h - IR invariants ----------------------------------*- C++ -*-===//
 //
 // The verifier runs after parsing and after every pass (nimble-opt
-// --verify-each). It checks, and reports with the op's location:
+// --verify-each). It checks the invariants below and reports each failure at
+// the operand, attribute or branch target at fault where the parser recorded
+// its position (Operation::operandLoc/attrLoc, Successor::loc), else at the
+// op, with notes at the related definitions:
 //
 //  Structure (verifyStructure, needs no types):
 //   S1 every function has an entry block; every block ends in exactly one
