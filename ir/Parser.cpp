@@ -52,6 +52,21 @@ bool floatValue(std::string_view s, double &v) {
   return r.ec == std::errc() && r.ptr == s.data() + s.size();
 }
 
+/// How attribute `spec` is written, for messages: `shape=[2, 3]`.
+std::string attrExample(const AttrSpec &spec) {
+  switch (spec.kind) {
+  case AttrKind::Bool: return spec.name + "=true";
+  case AttrKind::Int: return spec.name + "=1";
+  case AttrKind::Float: return spec.name + "=0.5";
+  case AttrKind::Ints: return spec.name + "=[2, 3]";
+  case AttrKind::DType: return spec.name + "=f32";
+  case AttrKind::Str: return spec.name + "=\"cpu\"";
+  case AttrKind::Sym: return spec.name + "=@f";
+  case AttrKind::Dense: break;
+  }
+  return spec.name + "=...";
+}
+
 class Parser {
 public:
   Parser(std::string_view text, const char *file, Context &ctx, DiagnosticEngine &diag,
@@ -964,7 +979,8 @@ bool Parser::buildOp(Block &b, OpCode code, Location loc, const std::vector<Toke
   }
   for (size_t i = 0; i < info.attrs.size(); ++i)
     if (attrs[i].isNull())
-      return error(loc, opName + " requires attribute '" + info.attrs[i].name + "'");
+      return error(loc, opName + " requires attribute '" + info.attrs[i].name + "' (e.g. " +
+                            attrExample(info.attrs[i]) + ")");
   size_t numResults = info.numResults >= 0 ? static_cast<size_t>(info.numResults)
                       : typesGiven         ? types.size()
                                            : names.size();

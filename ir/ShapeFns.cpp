@@ -38,6 +38,13 @@ namespace {
 
 std::string dimStr(int64_t d) { return d == kDynamic ? "?" : std::to_string(d); }
 
+/// "[0, 1, 1]": an integer-list attribute as written.
+std::string formatInts(const std::vector<int64_t> &v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
 /// Sizes come from user text, so products and sums of dimensions may
 /// overflow int64: these report it instead of wrapping (UB).
 bool mulOverflows(int64_t &acc, int64_t d) { return __builtin_mul_overflow(acc, d, &acc); }
@@ -293,9 +300,11 @@ bool relLayerNorm(Ctx &c) {
   for (size_t i = 1; i < 3; ++i) {
     if (!c.sameDType(0, i) || !c.requireRank(i, 1, i == 1 ? "gamma" : "beta")) return false;
     int64_t k;
-    if (!c.unify(d, c.ops[i].dims[0],  k,
-                 std::string(i == 1 ? "gamma" : "beta") + " size and the last dimension"))
+    if (!c.unify(c.ops[i].dims[0], d, k,
+                 std::string(i == 1 ? "gamma" : "beta") + " size and the last dimension")) {
+      c.r.errorOperand = static_cast<int>(i);
       return false;
+    }
   }
   c.result(c.ops[0].dtype, c.ops[0].dims);
   return true;
@@ -382,7 +391,9 @@ bool relDynReshape(Ctx &c) {
     // Known target: the static reshape relation decides.
     std::vector<Attr> attrs = {Attr::getInts(target)};
     ShapeFnResult sub = inferShapes(OpCode::Reshape, {c.ops[0]}, attrs);
-    if (!sub.ok()) return c.fail(sub.error, 0);
+    // The target came from operand 1's value: blame it (its definition holds
+    // the numbers).
+    if (!sub.ok()) return c.fail(sub.error, 1);
     c.r.deferred = sub.deferred;
     c.r.results = sub.results;
     return true;
@@ -398,14 +409,16 @@ bool relTranspose(Ctx &c) {
   if (perm.empty())
     for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
   if (static_cast<int64_t>(perm.size()) != r)
-    return c.failAttr("perm", "perm has " + std::to_string(perm.size()) + " entries for rank " +
-                  std::to_string(r));
+    return c.failAttr("perm", "perm " + formatInts(perm) + " has " + std::to_string(perm.size()) +
+                                  " entries but the input has rank " + std::to_string(r));
   std::vector<bool> seen(static_cast<size_t>(r), false);
   std::vector<int64_t> out;
   for (int64_t p : perm) {
     int64_t ax;
     if (!c.axis(p, r, ax, "perm", "perm entry")) return false;
-    if (seen[static_cast<size_t>(ax)]) return c.failAttr("perm", "perm is not a permutation");
+    if (seen[static_cast<size_t>(ax)])
+      return c.failAttr("perm", "perm " + formatInts(perm) + " is not a permutation: axis " +
+                                    std::to_string(ax) + " appears twice");
     seen[static_cast<size_t>(ax)] = true;
     out.push_back(c.ops[0].dims[static_cast<size_t>(ax)]);
   }

@@ -363,8 +363,20 @@ void Verifier::verifyOp(const Operation &op, const Function &f) {
     for (unsigned i = 0; i < op.numResults(); ++i) {
       Type declared = op.result(i)->type();
       if (!inf.types[i].isCompatibleWith(declared)) {
+        // Say where the type comes from: the callee's signature, the ADT, or
+        // the op's relation over its operands.
+        std::string source = "the operands give";
+        std::vector<Diagnostic::Note> notes;
+        if (op.is(OpCode::Call)) {
+          const Function *callee = m_->lookupFunction(op.strAttr("callee"));
+          source = "@" + callee->name() + " returns";
+          notes.push_back({callee->loc(), "@" + callee->name() + " is declared here"});
+        } else if (op.is(OpCode::Construct)) {
+          source = "the constructor builds";
+        }
         fail(op, opName(op) + " result " + std::to_string(i) + " is declared " + declared.str() +
-                     " but the operands give " + inf.types[i].str());
+                     " but " + source + " " + inf.types[i].str(),
+             std::move(notes));
         return;
       }
     }
