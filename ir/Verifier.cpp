@@ -318,8 +318,7 @@ void Verifier::verifyMatch(const Operation &op) {
              {{s.block->argument(i)->argLoc(),
                "block argument %" + s.block->argument(i)->name() + " is declared here"}});
   }
-  bool hasDefault = defaultCase != nullptr;
-  if (!hasDefault)
+  if (!defaultCase)
     for (size_t i = 0; i < covered.size(); ++i)
       if (!covered[i]) {
         fail(op, "'match' does not cover constructor '" + adt->ctors[i].name +
