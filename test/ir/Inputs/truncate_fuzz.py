@@ -7,8 +7,9 @@ prefix of a valid file and require a clean answer each time.
 Each prefix (lengths 0 .. size, so the whole file too) goes to `NIMBLE_OPT -
 ARGS...` on standard input. A prefix passes when the tool exits 0, or exits 1
 after printing an `error:` diagnostic. It fails when the tool dies by a signal
-(an assert or a crash: the tests build with assertions on), exits with any
-other status, exits 1 silently, or runs for more than 10 s (a hang).
+(an assert or a crash: the tests build with assertions on), prints a
+sanitizer report (under --config=asan), exits with any other status, exits 1
+silently, or runs for more than 10 s (a hang).
 
 Truncation is a cheap but effective fuzzer for a recursive-descent parser: it
 cuts every token, string, tensor type and block at every position, and ends
@@ -44,6 +45,10 @@ def run_prefix(tool, args, data):
         return "timed out after %d s (hang?)" % TIMEOUT_S, b""
     if proc.returncode < 0:
         return "killed by signal %d (crash or assertion)" % -proc.returncode, proc.stderr
+    # Sanitizers exit with status 1 by default, and UBSan's "runtime error:"
+    # would pass for a diagnostic: look for their reports explicitly.
+    if b"Sanitizer" in proc.stderr or b"runtime error:" in proc.stderr:
+        return "sanitizer report (exit status %d)" % proc.returncode, proc.stderr
     if proc.returncode == 1 and b"error:" not in proc.stderr:
         return "exit status 1 without an error: diagnostic", proc.stderr
     if proc.returncode not in (0, 1):
