@@ -38,8 +38,10 @@ std::string_view SourceMgr::lineText(const char *file, uint32_t line) const {
     ++pos;
   }
   size_t end = b->find('\n', pos);
-  return std::string_view(*b).substr(pos, end == std::string::npos ? std::string::npos
-                                                                   : end - pos);
+  std::string_view text = std::string_view(*b).substr(
+      pos, end == std::string::npos ? std::string::npos : end - pos);
+  if (text.ends_with('\r')) text.remove_suffix(1); // CRLF files
+  return text;
 }
 
 DiagnosticEngine::DiagnosticEngine(const SourceMgr *sm, std::ostream &os) : sm_(sm), os_(os) {}
@@ -81,7 +83,13 @@ void DiagnosticEngine::emit(Diagnostic d) {
 DiagnosticVerifier::DiagnosticVerifier(DiagnosticEngine &engine, const char *file,
                                        std::string_view text, uint32_t firstLine)
     : file_(file), engine_(engine) {
-  // Expectation syntax: `expected-(error|warning|note|remark)(@(+N|-N|above|below))? {{text}}`
+  // Expectation syntax (MLIR's):
+  //   expected-(error|warning|note|remark)(@(+N|-N|above|below))? {{text}}
+  // A diagnostic matches when its severity and line agree and `text` is a
+  // substring of its message. A keyword whose offset or {{...}} cannot be
+  // read (an '@' or '{' after it, but no valid offset or {{...}}) is
+  // reported, so that a typo cannot silently disable a check; the bare word
+  // in prose is ignored.
   uint32_t line = firstLine;
   size_t pos = 0;
   while (pos <= text.size()) {
@@ -89,6 +97,7 @@ DiagnosticVerifier::DiagnosticVerifier(DiagnosticEngine &engine, const char *fil
     std::string_view l = text.substr(pos, end == std::string_view::npos ? text.npos : end - pos);
     size_t at = 0;
     while ((at = l.find("expected-", at)) != std::string_view::npos) {
+      Location where{file, line, static_cast<uint32_t>(at + 1)};
       std::string_view rest = l.substr(at + 9);
       at += 9;
       Severity sev;
@@ -99,8 +108,13 @@ DiagnosticVerifier::DiagnosticVerifier(DiagnosticEngine &engine, const char *fil
       else if (rest.starts_with("remark")) { sev = Severity::Remark; len = 6; }
       else continue;
       rest = rest.substr(len);
+      std::string kind = "expected-" + std::string(severityName(sev));
+      auto bad = [&](std::string why) {
+        malformed_.push_back({Severity::Error, where, "malformed " + kind + ": " + why, {}});
+      };
       int64_t target = line;
-      if (rest.starts_with("@")) {
+      bool hasOffset = rest.starts_with("@");
+      if (hasOffset) {
         rest = rest.substr(1);
         if (rest.starts_with("above")) { target = line - 1; rest = rest.substr(5); }
         else if (rest.starts_with("below")) { target = line + 1; rest = rest.substr(5); }
@@ -109,16 +123,34 @@ DiagnosticVerifier::DiagnosticVerifier(DiagnosticEngine &engine, const char *fil
           if (rest.starts_with("-") || rest.starts_with("+")) rest = rest.substr(1);
           int64_t n = 0;
           size_t k = 0;
-          while (k < rest.size() && rest[k] >= '0' && rest[k] <= '9') n = n * 10 + (rest[k++] - '0');
+          while (k < rest.size() && rest[k] >= '0' && rest[k] <= '9' && n < 1000000)
+            n = n * 10 + (rest[k++] - '0');
+          if (k == 0) {
+            bad("expected a line offset after '@' (+N, -N, above or below)");
+            continue;
+          }
           target = line + sign * n;
           rest = rest.substr(k);
         }
       }
-      size_t open = rest.find("{{"), close = rest.find("}}");
-      if (open == std::string_view::npos || close == std::string_view::npos || close < open)
+      while (rest.starts_with(" ")) rest = rest.substr(1);
+      // Prose that merely mentions the keyword is not an expectation; an
+      // offset or a '{' says one was meant.
+      if (!rest.starts_with("{")) {
+        if (hasOffset) bad("expected the message text in {{...}}");
         continue;
-      expected_.push_back({sev, static_cast<uint32_t>(target),
-                           std::string(rest.substr(open + 2, close - open - 2)), line});
+      }
+      size_t close = rest.find("}}", 2);
+      if (!rest.starts_with("{{") || close == std::string_view::npos) {
+        bad("expected the message text in {{...}}");
+        continue;
+      }
+      if (target < 1) {
+        bad("line offset points before the first line");
+        continue;
+      }
+      expected_.push_back(
+          {sev, static_cast<uint32_t>(target), std::string(rest.substr(2, close - 2)), where});
     }
     if (end == std::string_view::npos) break;
     pos = end + 1;
@@ -135,8 +167,8 @@ void DiagnosticVerifier::check(Severity s, Location loc, const std::string &msg)
     e.matched = true;
     return;
   }
-  unexpected_.push_back(loc.str() + ": unexpected " + std::string(severityName(s)) + ": " +
-                        msg);
+  unexpected_.push_back(
+      {Severity::Error, loc, "unexpected " + std::string(severityName(s)) + ": " + msg, {}});
 }
 
 void DiagnosticVerifier::handle(const Diagnostic &d) {
@@ -150,14 +182,17 @@ void DiagnosticVerifier::handle(const Diagnostic &d) {
 }
 
 bool DiagnosticVerifier::finish(const std::function<void(const std::string &)> &report) {
-  bool ok = unexpected_.empty();
-  for (const std::string &u : unexpected_) report(u);
+  bool ok = unexpected_.empty() && malformed_.empty();
+  for (const Diagnostic &d : malformed_) report(engine_.render(d));
+  for (const Diagnostic &d : unexpected_) report(engine_.render(d));
   for (const Expected &e : expected_) {
     if (e.matched) continue;
     ok = false;
-    report(std::string(file_) + ":" + std::to_string(e.commentLine) + ": expected " +
-           std::string(severityName(e.severity)) + " \"" + e.text + "\" on line " +
-           std::to_string(e.line) + " was not produced");
+    Diagnostic d{Severity::Error, e.comment,
+                 "expected " + std::string(severityName(e.severity)) + " \"" + e.text +
+                     "\" was not produced on line " + std::to_string(e.line),
+                 {}};
+    report(engine_.render(d));
   }
   return ok;
 }

@@ -109,8 +109,10 @@ public:
   /// expectations.
   DiagnosticVerifier(DiagnosticEngine &engine, const char *file, std::string_view text,
                      uint32_t firstLine = 1);
-  /// Reports unmet expectations and unexpected diagnostics through `report`
-  /// (printed as errors); returns true when everything matched.
+  /// Reports, through `report`, each unexpected diagnostic, each expectation
+  /// that was not produced and each malformed expectation, rendered like any
+  /// error (`file:line:col: error: ...`, source line, caret); returns true
+  /// when everything matched.
   bool finish(const std::function<void(const std::string &)> &report);
 
 private:
@@ -118,14 +120,15 @@ private:
     Severity severity;
     uint32_t line;
     std::string text;
-    uint32_t commentLine;
+    Location comment; // where `expected-...` is written
     bool matched = false;
   };
   void handle(const Diagnostic &d);
   void check(Severity s, Location loc, const std::string &msg);
   const char *file_;
   std::vector<Expected> expected_;
-  std::vector<std::string> unexpected_;
+  std::vector<Diagnostic> unexpected_;
+  std::vector<Diagnostic> malformed_; // expectations that cannot be read
   const DiagnosticEngine &engine_;
 };
 

@@ -127,6 +127,21 @@ void Operation::dropAllReferences() {
   for (unsigned i = 0; i < numOperands_; ++i) operands_[i].set(nullptr);
 }
 
+Location Operation::operandLoc(unsigned i) const {
+  Location l = operand(i) ? operands_[i].loc() : Location();
+  return l.known() ? l : loc_;
+}
+
+Location Operation::attrLoc(unsigned i) const {
+  return i < attrLocs_.size() && attrLocs_[i].known() ? attrLocs_[i] : loc_;
+}
+
+void Operation::setAttrLoc(unsigned i, Location l) {
+  assert(i < attrs_.size() && "op has no such attribute");
+  if (attrLocs_.size() < attrs_.size()) attrLocs_.resize(attrs_.size());
+  attrLocs_[i] = l;
+}
+
 std::vector<Value *> Operation::results() const {
   std::vector<Value *> r;
   for (auto &res : results_) r.push_back(res.get());
@@ -149,6 +164,7 @@ void Operation::setAttr(std::string_view name, Attr a) {
   int i = info().attrIndex(name);
   assert(i >= 0 && "op has no such attribute");
   attrs_[static_cast<size_t>(i)] = std::move(a);
+  if (static_cast<size_t>(i) < attrLocs_.size()) attrLocs_[static_cast<size_t>(i)] = Location();
 }
 
 std::vector<Value *> Operation::successorOperands(unsigned i) const {

@@ -115,11 +115,16 @@ public:
   Operation *owner() const { return owner_; }
   unsigned index() const;
   OpOperand *nextUse() const { return next_; }
+  /// Where the operand was written (unknown for ops built by passes): lets
+  /// diagnostics point at the use rather than at the whole operation.
+  Location loc() const { return loc_; }
+  void setLoc(Location l) { loc_ = l; }
 
 private:
   friend class Operation;
   void link();
   void unlink();
+  Location loc_;
   Value *value_ = nullptr;
   Operation *owner_ = nullptr;
   OpOperand *next_ = nullptr;
@@ -204,6 +209,8 @@ struct Successor {
   Block *block = nullptr;
   unsigned operandBegin = 0, operandCount = 0;
   std::string label;
+  /// Where the target (`^bb` or the match case) was written; may be unknown.
+  Location loc = {};
 };
 
 class Operation {
@@ -235,6 +242,8 @@ public:
   }
   OpOperand &opOperand(unsigned i) { return operands_[i]; }
   std::vector<Value *> operands() const;
+  /// Where operand `i` was written, or the op's location when unknown.
+  Location operandLoc(unsigned i) const;
   void setOperand(unsigned i, Value *v) { operands_[i].set(v); }
   /// Replaces the whole operand list (successor slices must be updated by the
   /// caller through setSuccessors).
@@ -251,7 +260,12 @@ public:
   const Attr &attr(unsigned i) const { return attrs_[i]; }
   /// The attribute `name`, which the op's schema must declare.
   const Attr &attr(std::string_view name) const;
+  /// Replaces attribute `name` (forgetting where the old value was written).
   void setAttr(std::string_view name, Attr a);
+  /// Where attribute `i` was written (`name=value`), or the op's location when
+  /// unknown (defaults, custom syntax, ops built by passes).
+  Location attrLoc(unsigned i) const;
+  void setAttrLoc(unsigned i, Location l);
   int64_t intAttr(std::string_view n) const { return attr(n).getInt(); }
   bool boolAttr(std::string_view n) const { return attr(n).getBool(); }
   const std::string &strAttr(std::string_view n) const { return attr(n).getStr(); }
@@ -287,6 +301,7 @@ private:
   unsigned numOperands_ = 0;
   std::vector<std::unique_ptr<OpResult>> results_;
   std::vector<Attr> attrs_;
+  std::vector<Location> attrLocs_; // empty, or one per attribute
   std::vector<Successor> succs_;
   Block *block_ = nullptr;
   Operation *prev_ = nullptr, *next_ = nullptr;

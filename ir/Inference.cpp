@@ -21,6 +21,12 @@ InferredTypes fail(std::string msg, int operand = -1) {
   return r;
 }
 
+InferredTypes failAttr(const Operation &op, std::string_view attr, std::string msg) {
+  InferredTypes r = fail(std::move(msg));
+  r.errorAttr = op.info().attrIndex(attr);
+  return r;
+}
+
 bool isScalarInt(Type t) { return t.isTensor() && t.rank() == 0 && isInteger(t.dtype()); }
 
 InferredTypes inferStructural(const Operation &op, const Module &m) {
@@ -30,13 +36,13 @@ InferredTypes inferStructural(const Operation &op, const Module &m) {
   case OpCode::Call: {
     const std::string &callee = op.attr("callee").getStr();
     Function *f = m.lookupFunction(callee);
-    if (!f) return fail("call to undefined function @" + callee);
+    if (!f) return failAttr(op, "callee", "callee @" + callee + " is not defined");
     r.types = f->resultTypes();
     return r;
   }
   case OpCode::Construct: {
     const std::string &adt = op.attr("adt").getStr();
-    if (!m.lookupAdt(adt)) return fail("construct of undefined type @" + adt);
+    if (!m.lookupAdt(adt)) return failAttr(op, "adt", "type @" + adt + " is not defined");
     r.types = {ctx.adt(adt)};
     return r;
   }
@@ -52,7 +58,7 @@ InferredTypes inferStructural(const Operation &op, const Module &m) {
     int64_t i = op.intAttr("index");
     auto elems = t.elems();
     if (i < 0 || i >= static_cast<int64_t>(elems.size()))
-      return fail("index " + std::to_string(i) + " is out of range for " + t.str());
+      return failAttr(op, "index", "index " + std::to_string(i) + " is out of range for " + t.str());
     r.types = {elems[static_cast<size_t>(i)]};
     return r;
   }
@@ -60,7 +66,7 @@ InferredTypes inferStructural(const Operation &op, const Module &m) {
     if (!isScalarInt(op.operand(0)->type()))
       return fail("size must be a scalar integer tensor, got " + op.operand(0)->type().str(), 0);
     if (op.intAttr("alignment") <= 0 || (op.intAttr("alignment") & (op.intAttr("alignment") - 1)))
-      return fail("alignment must be a positive power of two, got " +
+      return failAttr(op, "alignment", "alignment must be a positive power of two, got " +
                   std::to_string(op.intAttr("alignment")));
     r.types = {ctx.storage()};
     return r;
@@ -73,15 +79,20 @@ InferredTypes inferStructural(const Operation &op, const Module &m) {
     DType dt = op.attr("dtype").getDType();
     if (op.numOperands() == 2) {
       for (int64_t d : op.attr("shape").getInts())
-        if (d < 0) return fail("static shape entries must be non-negative");
+        if (d < 0) return failAttr(op, "shape", "shape entry " + std::to_string(d) + " is negative");
       r.types = {ctx.tensor(dt, op.attr("shape").getInts())};
       return r;
     }
     Type s = op.operand(2)->type();
     if (!s.isTensor() || s.rank() != 1 || !isInteger(s.dtype()) || s.dims()[0] == kDynamic)
       return fail("shape must be a 1-D integer tensor of static length, got " + s.str(), 2);
+    // The length is the result's rank: keep a huge one from allocating here.
+    if (s.dims()[0] > (1 << 16))
+      return fail("shape has " + std::to_string(s.dims()[0]) +
+                      " entries; at most 65536 (the rank of the result) are supported",
+                  2);
     if (!op.attr("shape").getInts().empty())
-      return fail("give the shape either as operand or as attribute, not both");
+      return failAttr(op, "shape", "give the shape either as operand or as attribute, not both");
     std::vector<int64_t> dims(static_cast<size_t>(s.dims()[0]), kDynamic);
     if (const DenseValue *v = constantValue(op.operand(2)))
       for (size_t k = 0; k < dims.size(); ++k) dims[k] = v->getInt(static_cast<int64_t>(k));
@@ -113,7 +124,11 @@ InferredTypes inferResultTypes(const Operation &op, const Module &m) {
   if (!anyValue) values.clear();
   ShapeFnResult sr = inferShapes(op.code(), sigs, op.attrs(), values);
   InferredTypes r;
-  if (!sr.ok()) return fail(sr.error, sr.errorOperand);
+  if (!sr.ok()) {
+    InferredTypes f = fail(sr.error, sr.errorOperand);
+    f.errorAttr = sr.errorAttr;
+    return f;
+  }
   for (TensorSig s : sr.results) {
     // Upper-bound mode (paper §3.2): the relation gives the bound of the
     // leading dimension, which sizes the kernel's output buffer; the value's
@@ -123,6 +138,21 @@ InferredTypes inferResultTypes(const Operation &op, const Module &m) {
   }
   r.deferred = std::move(sr.deferred);
   return r;
+}
+
+Diagnostic relationError(const Operation &op, const InferredTypes &inf) {
+  Diagnostic d{Severity::Error, op.loc(), "'" + std::string(op.name()) + "' op " + inf.error, {}};
+  if (inf.errorOperand >= 0 && static_cast<unsigned>(inf.errorOperand) < op.numOperands()) {
+    unsigned i = static_cast<unsigned>(inf.errorOperand);
+    const Value *v = op.operand(i);
+    d.loc = op.operandLoc(i);
+    if (v)
+      d.note(v->loc(), "operand " + std::to_string(i) + " (" + (isa<Global>(v) ? "@" : "%") +
+                           v->name() + ") is defined here");
+  } else if (inf.errorAttr >= 0 && static_cast<size_t>(inf.errorAttr) < op.attrs().size()) {
+    d.loc = op.attrLoc(static_cast<unsigned>(inf.errorAttr));
+  }
+  return d;
 }
 
 } // namespace nimble::ir

@@ -22,12 +22,19 @@ struct InferredTypes {
   /// fault (the verifier attaches a note at its definition).
   std::string error;
   int errorOperand = -1;
+  /// >= 0: the attribute at fault (schema index).
+  int errorAttr = -1;
   bool ok() const { return error.empty(); }
 };
 
 /// Infers `op`'s result types. Operands must have types. `m` resolves callees
 /// and ADTs.
 InferredTypes inferResultTypes(const Operation &op, const Module &m);
+
+/// The error for a failed `inf` of `op`, as `'op' op <error>`: located at the
+/// operand use or attribute at fault when known (else at the op), with a note
+/// where that operand is defined.
+Diagnostic relationError(const Operation &op, const InferredTypes &inf);
 
 /// The compile-time value of `v` when it is produced by a `constant` (or is an
 /// inline-literal global), else null. Data-dependent relations use it.

@@ -64,6 +64,8 @@ void Lexer::skipSpaceAndComments() {
 }
 
 Token Lexer::make(Tok k, size_t start, Location loc) {
+  if (k != Tok::Eof) lastEnd_ = here();
+  else if (lastEnd_.known()) loc = lastEnd_;
   return Token{k, buf_.substr(start, pos_ - start), loc};
 }
 
@@ -179,6 +181,7 @@ Lexer::TensorBody Lexer::lexTensorBody(std::string_view &body, Location &loc) {
   }
   body = buf_.substr(start, pos_ - start);
   advance(); // '>'
+  lastEnd_ = here();
   return TensorBody::Ok;
 }
 

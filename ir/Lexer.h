@@ -58,6 +58,8 @@ public:
   /// Decodes the escapes of a string token (without quotes).
   static std::string unescape(std::string_view quoted);
   const char *file() const { return file_; }
+  /// Just past the last token lexed (unknown before the first one).
+  Location lastEnd() const { return lastEnd_; }
 
 private:
   Token make(Tok k, size_t start, Location loc);
@@ -73,6 +75,10 @@ private:
   const char *file_;
   size_t pos_ = 0;
   uint32_t line_, col_ = 1;
+  // Just past the last token: where end of file is reported, so that
+  // "expected '}', found end of file" points after the last thing written
+  // (not at the next chunk's `// -----` line under --split-input-file).
+  Location lastEnd_;
 };
 
 } // namespace nimble::ir

@@ -5,6 +5,13 @@
 // blocks, globals) get placeholders that are replaced once defined; what is
 // still undefined at the end of its scope is an error at its first use.
 //
+// Diagnostics point at the token at fault. Besides each op's location, the
+// parser records where every operand, `name=value` attribute (and custom
+// syntax symbol) and branch target was written, so that the verifier and the
+// type relations, which run later, can blame the operand or attribute rather
+// than the whole line. The first error stops parsing: after it, everything
+// is suspect.
+//
 //===----------------------------------------------------------------------===//
 
 #include "ir/Parser.h"
@@ -23,13 +30,42 @@
 namespace nimble::ir {
 namespace {
 
-/// The value of an integer token, decimal (`-12`) or hexadecimal (`0x1F`).
-/// False when the whole spelling is not one int64 value.
-bool integerValue(std::string_view s, int64_t &v) {
-  bool hex = s.starts_with("0x");
-  const char *begin = s.data() + (hex ? 2 : 0), *end = s.data() + s.size();
-  auto r = std::from_chars(begin, end, v, hex ? 16 : 10);
-  return r.ec == std::errc() && r.ptr == end;
+/// The value of an integer token: decimal, or `0x` hexadecimal (the lexer
+/// makes both Integer tokens). False when it does not fit in int64.
+bool intValue(std::string_view s, int64_t &v) {
+  if (s.starts_with("0x")) {
+    uint64_t u = 0;
+    auto r = std::from_chars(s.data() + 2, s.data() + s.size(), u, 16);
+    if (r.ec != std::errc() || r.ptr != s.data() + s.size() || u > uint64_t(INT64_MAX))
+      return false;
+    v = static_cast<int64_t>(u);
+    return true;
+  }
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+/// The value of a decimal integer or float token. False when out of range
+/// (`1e999`) or hexadecimal (raw bits, meaningful only in float literals).
+bool floatValue(std::string_view s, double &v) {
+  if (s.starts_with("0x")) return false;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+/// How attribute `spec` is written, for messages: `shape=[2, 3]`.
+std::string attrExample(const AttrSpec &spec) {
+  switch (spec.kind) {
+  case AttrKind::Bool: return spec.name + "=true";
+  case AttrKind::Int: return spec.name + "=1";
+  case AttrKind::Float: return spec.name + "=0.5";
+  case AttrKind::Ints: return spec.name + "=[2, 3]";
+  case AttrKind::DType: return spec.name + "=f32";
+  case AttrKind::Str: return spec.name + "=\"cpu\"";
+  case AttrKind::Sym: return spec.name + "=@f";
+  case AttrKind::Dense: break;
+  }
+  return spec.name + "=...";
 }
 
 class Parser {
@@ -59,7 +95,10 @@ public:
 
 private:
   //===-- Token helpers ------------------------------------------------------===//
-  void consume() { tok_ = lex_.lex(); }
+  void consume() {
+    prevEnd_ = lex_.lastEnd();
+    tok_ = lex_.lex();
+  }
   Token peek() {
     Lexer copy = lex_;
     return copy.lex();
@@ -74,28 +113,56 @@ private:
     failed_ = true;
     return false;
   }
-  bool error(std::string msg) { return error(tok_.loc, std::move(msg)); }
+  /// An error with a note pointing at a related place.
+  bool error(Location loc, std::string msg, Location noteLoc, std::string note) {
+    if (!failed_) {
+      Diagnostic d{Severity::Error, loc, std::move(msg), {}};
+      d.note(noteLoc, std::move(note));
+      diag_.emit(std::move(d));
+    }
+    failed_ = true;
+    return false;
+  }
+  /// An error at the current token. When that token is itself a lexical
+  /// error, that is the root cause and is reported instead of `msg`.
+  bool error(std::string msg) {
+    if (tok_.is(Tok::Error)) return error(tok_.loc, lexErrorText(tok_));
+    return error(tok_.loc, std::move(msg));
+  }
+  /// "expected X, found Y": when Y starts a later line, X was missing at the
+  /// end of the previous line, so the caret goes just past the last token
+  /// (clang does the same) instead of onto an unrelated next line.
+  bool errorExpected(std::string msg) {
+    if (tok_.is(Tok::Error)) return lexError(); // the real problem is lexical
+    bool nextLine = prevEnd_.known() && tok_.loc.line > prevEnd_.line;
+    return error(nextLine ? prevEnd_ : tok_.loc, std::move(msg));
+  }
   std::string describe(const Token &t) {
     if (t.is(Tok::Eof)) return "end of file";
-    if (t.is(Tok::Error)) {
-      if (!t.text.empty() && t.text[0] == '"') return "an unterminated string literal";
-      return "invalid character '" + std::string(t.text.substr(0, 1)) + "'";
-    }
+    if (t.is(Tok::Error)) return lexErrorText(t);
     return "'" + std::string(t.text) + "'";
+  }
+  /// 'c' for a printable character, else its byte value (a NUL or the first
+  /// byte of a UTF-8 sequence would print as garbage).
+  static std::string quoteChar(std::string_view text) {
+    unsigned char c = text.empty() ? 0 : static_cast<unsigned char>(text[0]);
+    if (c >= 0x21 && c < 0x7f) return "'" + std::string(1, static_cast<char>(c)) + "'";
+    const char *hex = "0123456789ABCDEF";
+    return std::string("(byte 0x") + hex[c >> 4] + hex[c & 15] + ")";
   }
   bool expect(Tok k, std::string_view context) {
     if (tok_.is(Tok::Error)) return lexError();
     if (consumeIf(k)) return true;
-    return error("expected " + std::string(tokName(k)) + " " + std::string(context) +
+    return errorExpected("expected " + std::string(tokName(k)) + " " + std::string(context) +
                  ", found " + describe(tok_));
   }
-  bool lexError() {
-    if (!tok_.text.empty() && tok_.text[0] == '"')
-      return error("unterminated string literal");
-    if (!tok_.text.empty() && (tok_.text[0] == '%' || tok_.text[0] == '^' || tok_.text[0] == '@'))
-      return error("expected a name after '" + std::string(tok_.text.substr(0, 1)) + "'");
-    return error("invalid character '" + std::string(tok_.text.substr(0, 1)) + "'");
+  static std::string lexErrorText(const Token &t) {
+    if (!t.text.empty() && t.text[0] == '"') return "unterminated string literal";
+    if (!t.text.empty() && (t.text[0] == '%' || t.text[0] == '^' || t.text[0] == '@'))
+      return "expected a name after '" + std::string(t.text.substr(0, 1)) + "'";
+    return "invalid character " + quoteChar(t.text);
   }
+  bool lexError() { return error(tok_.loc, lexErrorText(tok_)); }
 
   //===-- Module level -------------------------------------------------------===//
   bool parseTopLevel();
@@ -112,7 +179,7 @@ private:
   bool parseResultTypes(std::vector<Type> &ts);
 
   //===-- Functions ----------------------------------------------------------===//
-  bool parseBody(Function &f);
+  bool parseBody(Function &f, Location open);
   bool parseBlockHeader(Function &f, Block *&b, bool first);
   bool parseOperation(Block &b);
   bool parseOperand(Value *&v);
@@ -124,17 +191,25 @@ private:
   bool parseScalarLiteral(DType dt, DenseValue &out);
   bool parseLoc(Location &loc);
   bool defineValue(Value *v, const Token &nameTok);
+  /// The block named by `t` (a placeholder if not yet defined); null, with an
+  /// error, when it is the entry block, which cannot be branched to.
   Block *getBlock(const Token &t);
   bool finishFunction(Function &f);
+  /// True when the tokens ahead are `value-id (, value-id)* =`: the start of
+  /// the next operation, not operands of this one (`ret` and operand-less
+  /// generic ops have no closing delimiter).
+  bool atResultList();
 
   /// Creates the op, names its results, queues it for inference when its
   /// result types were omitted.
   bool buildOp(Block &b, OpCode code, Location loc, const std::vector<Token> &names,
                const std::vector<Value *> &operands, std::vector<Type> types, bool typesGiven,
-               std::vector<Attr> attrs, std::vector<Successor> succs = {});
+               std::vector<Attr> attrs, std::vector<Successor> succs,
+               const std::vector<Location> &attrLocs);
 
   Lexer lex_;
   Token tok_;
+  Location prevEnd_; // just past the token before tok_
   Context &ctx_;
   DiagnosticEngine &diag_;
   std::unique_ptr<Module> m_;
@@ -160,8 +235,12 @@ private:
     Location firstUse;
   };
   std::unordered_map<std::string, ForwardGlobal> forwardGlobals_;
-  std::vector<std::pair<Function *, Operation *>> untyped_;
-  std::vector<std::pair<Operation *, std::vector<Type>>> declaredTypes_;
+  // Where each operand of the operation being parsed was written
+  // (parseOperand appends), so diagnostics can point at the use.
+  std::vector<Location> operandLocs_;
+  // Named types (`@Tree`) in the order first written, checked against the
+  // declarations once the whole module is read.
+  std::vector<std::pair<std::string, Location>> typeRefs_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -174,7 +253,7 @@ std::unique_ptr<Module> Parser::parseModule() {
   if (tok_.isKeyword("module")) {
     consume();
     if (!tok_.is(Tok::Symbol)) {
-      error("expected module name (e.g. 'module @lstm'), found " + describe(tok_));
+      errorExpected("expected module name (e.g. 'module @lstm'), found " + describe(tok_));
       return nullptr;
     }
     m_->setName(std::string(tok_.text.substr(1)));
@@ -202,7 +281,8 @@ bool Parser::parseTopLevel() {
 bool Parser::parseTypeDecl() {
   Location loc = tok_.loc;
   consume();
-  if (!tok_.is(Tok::Symbol)) return error("expected type name (e.g. '@Tree'), found " + describe(tok_));
+  if (!tok_.is(Tok::Symbol))
+    return errorExpected("expected type name (e.g. '@Tree'), found " + describe(tok_));
   auto adt = std::make_unique<AdtDecl>();
   adt->name = std::string(tok_.text.substr(1));
   adt->loc = loc;
@@ -216,7 +296,8 @@ bool Parser::parseTypeDecl() {
   consume();
   if (!expect(Tok::Equal, "after the type name")) return false;
   do {
-    if (!tok_.is(Tok::BareId)) return error("expected constructor name, found " + describe(tok_));
+    if (!tok_.is(Tok::BareId))
+      return errorExpected("expected constructor name, found " + describe(tok_));
     AdtDecl::Ctor c;
     c.name = std::string(tok_.text);
     c.loc = tok_.loc;
@@ -235,7 +316,8 @@ bool Parser::parseTypeDecl() {
 bool Parser::parseConstDecl() {
   Location loc = tok_.loc;
   consume();
-  if (!tok_.is(Tok::Symbol)) return error("expected constant name (e.g. '@w'), found " + describe(tok_));
+  if (!tok_.is(Tok::Symbol))
+    return errorExpected("expected constant name (e.g. '@w'), found " + describe(tok_));
   std::string name(tok_.text.substr(1));
   Location nameLoc = tok_.loc;
   consume();
@@ -258,11 +340,12 @@ bool Parser::parseConstDecl() {
   if (tok_.isKeyword("external")) {
     consume();
     if (!expect(Tok::LParen, "after 'external'")) return false;
-    if (!tok_.is(Tok::String)) return error("expected the safetensors file name as a string");
+    if (!tok_.is(Tok::String))
+      return errorExpected("expected the safetensors file name as a string");
     std::string file = Lexer::unescape(tok_.text);
     consume();
     if (!expect(Tok::Comma, "between file and tensor name")) return false;
-    if (!tok_.is(Tok::String)) return error("expected the tensor name as a string");
+    if (!tok_.is(Tok::String)) return errorExpected("expected the tensor name as a string");
     std::string key = Lexer::unescape(tok_.text);
     consume();
     if (!expect(Tok::RParen, "after the tensor name")) return false;
@@ -286,7 +369,8 @@ bool Parser::parseConstDecl() {
 bool Parser::parseFuncDecl() {
   Location loc = tok_.loc;
   consume();
-  if (!tok_.is(Tok::Symbol)) return error("expected function name (e.g. '@main'), found " + describe(tok_));
+  if (!tok_.is(Tok::Symbol))
+    return errorExpected("expected function name (e.g. '@main'), found " + describe(tok_));
   std::string name(tok_.text.substr(1));
   Location nameLoc = tok_.loc;
   consume();
@@ -306,7 +390,8 @@ bool Parser::parseFuncDecl() {
   std::vector<Token> argNames;
   if (!tok_.is(Tok::RParen)) {
     do {
-      if (!tok_.is(Tok::ValueId)) return error("expected parameter name (e.g. '%x'), found " + describe(tok_));
+      if (!tok_.is(Tok::ValueId))
+        return errorExpected("expected parameter name (e.g. '%x'), found " + describe(tok_));
       Token nameTok = tok_;
       consume();
       if (!expect(Tok::Colon, "after the parameter name")) return false;
@@ -329,8 +414,9 @@ bool Parser::parseFuncDecl() {
   }
   if (tok_.isKeyword("attributes"))
     if (!parseFnAttrs(*fn)) return false;
+  Location open = tok_.loc;
   if (!expect(Tok::LBrace, "to begin the function body")) return false;
-  if (!parseBody(*fn)) return false;
+  if (!parseBody(*fn, open)) return false;
   return finishFunction(*fn);
 }
 
@@ -341,7 +427,8 @@ bool Parser::parseFnAttrs(Function &f) {
   if (!expect(Tok::LBrace, "after 'attributes'")) return false;
   if (!tok_.is(Tok::RBrace)) {
     do {
-      if (!tok_.is(Tok::BareId)) return error("expected attribute name, found " + describe(tok_));
+      if (!tok_.is(Tok::BareId))
+        return errorExpected("expected attribute name, found " + describe(tok_));
       std::string name(tok_.text);
       if (f.fnAttr(name)) return error("duplicate function attribute '" + name + "'");
       consume();
@@ -350,12 +437,14 @@ bool Parser::parseFnAttrs(Function &f) {
       if (tok_.is(Tok::String)) a = Attr::getStr(Lexer::unescape(tok_.text));
       else if (tok_.is(Tok::Integer)) {
         int64_t v = 0;
-        if (!integerValue(tok_.text, v)) return error("integer out of range");
+        if (!intValue(tok_.text, v))
+          return error("integer " + std::string(tok_.text) + " does not fit in 64 bits");
         a = Attr::getInt(v);
       } else if (tok_.isKeyword("true") || tok_.isKeyword("false")) {
         a = Attr::getBool(tok_.text == "true");
       } else {
-        return error("expected a string, integer or boolean attribute value, found " + describe(tok_));
+        return errorExpected("expected a string, integer or boolean attribute value, found " +
+                             describe(tok_));
       }
       consume();
       f.fnAttrs().emplace_back(std::move(name), std::move(a));
@@ -388,7 +477,9 @@ bool Parser::parseType(Type &t) {
     return true;
   }
   if (tok_.is(Tok::Symbol)) {
-    t = ctx_.adt(std::string(tok_.text.substr(1)));
+    std::string name(tok_.text.substr(1));
+    t = ctx_.adt(name);
+    typeRefs_.push_back({name, tok_.loc});
     consume();
     return true;
   }
@@ -403,9 +494,9 @@ bool Parser::parseType(Type &t) {
   }
   if (tok_.is(Tok::Error)) return lexError();
   if (tok_.is(Tok::BareId) && parseDType(tok_.text))
-    return error("expected a type, found element type '" + std::string(tok_.text) +
+    return errorExpected("expected a type, found element type '" + std::string(tok_.text) +
                  "'; scalars are written 'tensor<" + std::string(tok_.text) + ">'");
-  return error("expected a type, found " + describe(tok_));
+  return errorExpected("expected a type, found " + describe(tok_));
 }
 
 // tensor-type ::= `tensor` `<` (dim `x`)* dtype `>`      dim ::= integer | `?`
@@ -417,6 +508,17 @@ bool Parser::parseTensorType(Type &t) {
   case Lexer::TensorBody::NoLess: return error(bodyLoc, "expected '<' after 'tensor'");
   case Lexer::TensorBody::NoGreater:
     return error(bodyLoc, "expected '>' to close the tensor type on the same line");
+  }
+  // The body runs to the first '>' on the line: anything but dims, dtype
+  // letters and spaces means that '>' closed something else.
+  for (size_t i = 0; i < body.size(); ++i) {
+    char ch = body[i];
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '?' && ch != ' ' && ch != '-') {
+      Location at = bodyLoc;
+      at.col += static_cast<uint32_t>(i);
+      return error(at, "expected '>' to close the tensor type, found '" + std::string(1, ch) +
+                           "'");
+    }
   }
   // Split on 'x': dims then the element type.
   std::vector<int64_t> dims;
@@ -432,9 +534,16 @@ bool Parser::parseTensorType(Type &t) {
     if (x == std::string_view::npos) {
       auto dt = parseDType(part);
       if (!dt) {
-        if (!part.empty() && (part == "?" || std::isdigit(static_cast<unsigned char>(part[0]))))
-          return error(partLoc, "expected element type after the dimensions (e.g. 'tensor<" +
-                                    std::string(body) + "xf32>')");
+        if (part.empty() || part == "?" || std::isdigit(static_cast<unsigned char>(part[0]))) {
+          std::string example = "tensor<";
+          for (int64_t d : dims) example += (d == kDynamic ? "?" : std::to_string(d)) + "x";
+          if (!part.empty()) example += std::string(part) + "x";
+          return error(partLoc, "expected an element type " +
+                                    std::string(dims.empty() && part.empty()
+                                                    ? "(e.g. 'tensor<f32>' for a scalar)"
+                                                    : "after the dimensions (e.g. '" + example +
+                                                          "f32>')"));
+        }
         return error(partLoc, "unknown element type '" + std::string(part) +
                                   "'; expected one of f32 f16 bf16 f64 i1 i8 i32 i64");
       }
@@ -448,11 +557,17 @@ bool Parser::parseTensorType(Type &t) {
       int64_t v = 0;
       auto r = std::from_chars(part.data(), part.data() + part.size(), v);
       if (part.empty() || r.ec != std::errc() || r.ptr != part.data() + part.size() || v < 0) {
+        if (part.empty())
+          return error(partLoc, "expected a dimension (a non-negative integer or '?') before 'x'");
         if (parseDType(part))
           return error(partLoc, "element type '" + std::string(part) +
                                     "' must come last in a tensor type");
+        if (r.ec == std::errc::result_out_of_range)
+          return error(partLoc, "dimension " + std::string(part) + " does not fit in 64 bits");
         return error(partLoc, "invalid dimension '" + std::string(part) +
-                                  "'; expected a non-negative integer or '?'");
+                                  "'; expected a non-negative integer or '?'" +
+                                  (part.starts_with("-") ? " (unknown sizes are written '?')"
+                                                         : ""));
       }
       dims.push_back(v);
     }
@@ -507,7 +622,14 @@ bool Parser::defineValue(Value *v, const Token &nameTok) {
 Block *Parser::getBlock(const Token &t) {
   std::string name(t.text.substr(1));
   auto it = blocks_.find(name);
-  if (it != blocks_.end()) return it->second;
+  if (it != blocks_.end()) {
+    if (it->second->isEntry()) {
+      error(t.loc, "the entry block ^" + name + " cannot be a branch target", it->second->loc(),
+            "^" + name + " is the entry block of @" + it->second->function()->name());
+      return nullptr;
+    }
+    return it->second;
+  }
   auto fwd = forwardBlocks_.find(name);
   if (fwd != forwardBlocks_.end()) return fwd->second.block.get();
   auto b = std::make_unique<Block>(name);
@@ -518,11 +640,13 @@ Block *Parser::getBlock(const Token &t) {
 
 // body ::= block+ `}`
 // block ::= block-header? operation*      (only the entry block may omit its header)
-bool Parser::parseBody(Function &f) {
+bool Parser::parseBody(Function &f, Location open) {
   Block *cur = f.entry();
   bool first = true;
   while (!tok_.is(Tok::RBrace)) {
-    if (tok_.is(Tok::Eof)) return error("expected '}' to end the body of @" + f.name());
+    if (tok_.is(Tok::Eof))
+      return error(tok_.loc, "expected '}' to end the body of @" + f.name() + ", found end of file",
+                   open, "the body of @" + f.name() + " begins here");
     if (tok_.is(Tok::BlockId)) {
       if (!parseBlockHeader(f, cur, first)) return false;
     } else {
@@ -551,7 +675,9 @@ bool Parser::parseBlockHeader(Function &f, Block *&b, bool first) {
     if (tok_.is(Tok::LParen))
       return error("the entry block takes the function's parameters; it has no argument list");
   } else {
-    if (blocks_.count(name)) return error(label.loc, "redefinition of block ^" + name);
+    if (auto prev = blocks_.find(name); prev != blocks_.end())
+      return error(label.loc, "redefinition of block ^" + name, prev->second->loc(),
+                   "previous definition is here");
     auto fwd = forwardBlocks_.find(name);
     std::unique_ptr<Block> owned;
     if (fwd != forwardBlocks_.end()) {
@@ -565,7 +691,8 @@ bool Parser::parseBlockHeader(Function &f, Block *&b, bool first) {
     if (consumeIf(Tok::LParen)) {
       if (!tok_.is(Tok::RParen)) {
         do {
-          if (!tok_.is(Tok::ValueId)) return error("expected block argument name, found " + describe(tok_));
+          if (!tok_.is(Tok::ValueId))
+            return errorExpected("expected block argument name, found " + describe(tok_));
           Token nameTok = tok_;
           consume();
           if (!expect(Tok::Colon, "after the block argument name")) return false;
@@ -584,6 +711,7 @@ bool Parser::parseBlockHeader(Function &f, Block *&b, bool first) {
 
 // operand ::= value-id | symbol          (a symbol names a module constant)
 bool Parser::parseOperand(Value *&v) {
+  if (tok_.is(Tok::ValueId) || tok_.is(Tok::Symbol)) operandLocs_.push_back(tok_.loc);
   if (tok_.is(Tok::ValueId)) {
     std::string name(tok_.text.substr(1));
     auto it = values_.find(name);
@@ -616,7 +744,7 @@ bool Parser::parseOperand(Value *&v) {
     return true;
   }
   if (tok_.is(Tok::Error)) return lexError();
-  return error("expected an operand (e.g. '%x' or '@weight'), found " + describe(tok_));
+  return errorExpected("expected an operand (e.g. '%x' or '@weight'), found " + describe(tok_));
 }
 
 // operand-list ::= (operand (`,` operand)*)?   followed by `close`
@@ -632,10 +760,11 @@ bool Parser::parseOperandList(std::vector<Value *> &vs, Tok close) {
 
 // successor ::= block-id (`(` operand-list `)`)?
 bool Parser::parseSuccessor(Successor &s, std::vector<Value *> &operands) {
-  if (!tok_.is(Tok::BlockId)) return error("expected a block label (e.g. '^exit'), found " + describe(tok_));
+  if (!tok_.is(Tok::BlockId))
+    return errorExpected("expected a block label (e.g. '^exit'), found " + describe(tok_));
   s.block = getBlock(tok_);
-  if (s.block->isEntry())
-    return error("the entry block " + std::string(tok_.text) + " cannot be a branch target");
+  if (!s.block) return false;
+  s.loc = tok_.loc;
   consume();
   s.operandBegin = static_cast<unsigned>(operands.size());
   if (consumeIf(Tok::LParen))
@@ -648,15 +777,15 @@ bool Parser::parseSuccessor(Successor &s, std::vector<Value *> &operands) {
 bool Parser::parseLoc(Location &loc) {
   consume();
   if (!expect(Tok::LParen, "after 'loc'")) return false;
-  if (!tok_.is(Tok::String)) return error("expected a file name string in loc(...)");
+  if (!tok_.is(Tok::String)) return errorExpected("expected a file name string in loc(...)");
   std::string file = Lexer::unescape(tok_.text);
   consume();
   uint32_t nums[2];
   for (uint32_t &n : nums) {
     if (!expect(Tok::Colon, "in loc(\"file\":line:col)")) return false;
     int64_t v = 0;
-    if (!tok_.is(Tok::Integer) || !integerValue(tok_.text, v) || v < 0 || v > UINT32_MAX)
-      return error("expected a line or column number in loc(...)");
+    if (!tok_.is(Tok::Integer) || !intValue(tok_.text, v) || v < 0 || v > UINT32_MAX)
+      return errorExpected("expected a line or column number in loc(...)");
     n = static_cast<uint32_t>(v);
     consume();
   }
@@ -668,12 +797,15 @@ bool Parser::parseLoc(Location &loc) {
 // attr-value ::= `true` | `false` | integer | float | string | dtype | symbol
 //              | `[` (integer (`,` integer)*)? `]`
 bool Parser::parseAttrValue(const AttrSpec &spec, Attr &a) {
+  std::string what = "attribute '" + spec.name + "' expects ";
   auto parseInt = [&](int64_t &v) {
-    if (!tok_.is(Tok::Integer) || !integerValue(tok_.text, v)) return false;
+    if (!tok_.is(Tok::Integer)) return false;
+    if (!intValue(tok_.text, v))
+      return error("integer " + std::string(tok_.text) + " in attribute '" + spec.name +
+                   "' does not fit in 64 bits");
     consume();
     return true;
   };
-  std::string what = "attribute '" + spec.name + "' expects ";
   switch (spec.kind) {
   case AttrKind::Bool:
     if (!tok_.isKeyword("true") && !tok_.isKeyword("false"))
@@ -683,16 +815,14 @@ bool Parser::parseAttrValue(const AttrSpec &spec, Attr &a) {
     return true;
   case AttrKind::Int: {
     int64_t v;
-    if (!parseInt(v)) return error(what + "an integer, found " + describe(tok_));
+    if (!parseInt(v)) return failed_ ? false : error(what + "an integer, found " + describe(tok_));
     a = Attr::getInt(v);
     return true;
   }
   case AttrKind::Float: {
     double v = 0;
-    if ((!tok_.is(Tok::Integer) && !tok_.is(Tok::Float)) || tok_.text.starts_with("0x") ||
-        std::from_chars(tok_.text.data(), tok_.text.data() + tok_.text.size(), v).ec !=
-            std::errc())
-      return error(what + "a decimal number, found " + describe(tok_));
+    if (!floatValue(tok_.text, v) || !std::isfinite(v))
+      return error(what + "a finite decimal number, got " + describe(tok_));
     a = Attr::getFloat(v);
     consume();
     return true;
@@ -703,7 +833,8 @@ bool Parser::parseAttrValue(const AttrSpec &spec, Attr &a) {
     if (!tok_.is(Tok::RSquare)) {
       do {
         int64_t v;
-        if (!parseInt(v)) return error(what + "integers in its list, found " + describe(tok_));
+        if (!parseInt(v))
+          return failed_ ? false : error(what + "integers in its list, found " + describe(tok_));
         vals.push_back(v);
       } while (consumeIf(Tok::Comma));
     }
@@ -749,37 +880,32 @@ bool Parser::parseScalarLiteral(DType dt, DenseValue &out) {
       uint64_t bits = 0;
       auto r = std::from_chars(s.data() + 2, s.data() + s.size(), bits, 16);
       size_t n = dtypeSize(dt);
-      if (r.ec != std::errc() || r.ptr != s.data() + s.size() || (n < 8 && (bits >> (8 * n))))
-        return error("hexadecimal literal " + std::string(s) + " is not the bits of one " +
-                     std::string(dtypeName(dt)) + " (" + std::to_string(2 * n) +
-                     " hex digits at most)");
+      if (r.ec != std::errc() || r.ptr != s.data() + s.size() ||
+          (n < 8 && bits >> (8 * n) != 0))
+        return error("hexadecimal literal " + std::string(s) + " has more than " +
+                     std::to_string(8 * n) + " bits, the size of " +
+                     std::string(dtypeName(dt)));
       for (size_t i = 0; i < n; ++i) out.bytes.push_back(static_cast<uint8_t>(bits >> (8 * i)));
       consume();
       return true;
     }
     if (isFloat(dt)) {
       double v = 0;
-      auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (r.ec != std::errc())
-        return error("float literal " + std::string(s) + " is out of range");
-      // A literal must stay finite in its element type (inf and nan are
-      // written as hexadecimal bits).
-      auto tooBig = [&] {
+      if (!floatValue(s, v)) return error("float literal " + std::string(s) + " is out of range");
+      // Narrower types would silently round a large literal to inf: reject
+      // what lies at or beyond half an ulp above the largest finite value.
+      double limit = dt == DType::F32 ? 0x1.ffffffp127 : dt == DType::F16 ? 65520.0
+                                                                          : 0x1.ffp127;
+      if (dt != DType::F64 && std::fabs(v) >= limit)
         return error("float literal " + std::string(s) + " does not fit in " +
                      std::string(dtypeName(dt)));
-      };
-      // Rounded to the element type (the printer writes the shortest text that
-      // rounds back, which may lie just past the largest finite value).
-      if (dt != DType::F64 && !std::isfinite(static_cast<float>(v))) return tooBig();
       out.appendDouble(v);
-      int64_t last = static_cast<int64_t>(out.bytes.size() / dtypeSize(dt)) - 1;
-      if (!std::isfinite(out.getDouble(last))) return tooBig();
     } else {
       if (tok_.is(Tok::Float))
         return error("float literal for integer element type " + std::string(dtypeName(dt)));
       int64_t v = 0;
-      if (!integerValue(s, v))
-        return error("integer literal " + std::string(s) + " is out of range");
+      if (!intValue(s, v))
+        return error("integer literal " + std::string(s) + " does not fit in 64 bits");
       if (dt == DType::I1 && v != 0 && v != 1)
         return error("i1 literal must be 0, 1, true or false");
       int bits = dt == DType::I8 ? 8 : dt == DType::I32 ? 32 : 64;
@@ -791,13 +917,20 @@ bool Parser::parseScalarLiteral(DType dt, DenseValue &out) {
     consume();
     return true;
   }
-  return error("expected a number, found " + describe(tok_));
+  return errorExpected("expected a number, found " + describe(tok_));
 }
 
 bool Parser::parseLiteralElems(Type t, size_t depth, DenseValue &out) {
-  if (depth == static_cast<size_t>(t.rank())) return parseScalarLiteral(t.dtype(), out);
+  if (depth == static_cast<size_t>(t.rank())) {
+    if (tok_.is(Tok::LSquare))
+      return error("the literal nests deeper than the " + std::to_string(t.rank()) +
+                   " dimension" + (t.rank() == 1 ? "" : "s") + " of " + t.str());
+    return parseScalarLiteral(t.dtype(), out);
+  }
   Location open = tok_.loc;
-  if (!consumeIf(Tok::LSquare)) return error("expected '[' for dimension " + std::to_string(depth) + " of the literal, found " + describe(tok_));
+  if (!consumeIf(Tok::LSquare))
+    return errorExpected("expected '[' for dimension " + std::to_string(depth) +
+                         " of the literal, found " + describe(tok_));
   int64_t n = 0;
   if (!tok_.is(Tok::RSquare)) {
     do {
@@ -830,7 +963,8 @@ bool Parser::parseLiteral(Type t, Location loc, DenseValue &out) {
 
 bool Parser::buildOp(Block &b, OpCode code, Location loc, const std::vector<Token> &names,
                      const std::vector<Value *> &operands, std::vector<Type> types,
-                     bool typesGiven, std::vector<Attr> attrs, std::vector<Successor> succs) {
+                     bool typesGiven, std::vector<Attr> attrs, std::vector<Successor> succs,
+                     const std::vector<Location> &attrLocs) {
   const OpInfo &info = opInfo(code);
   std::string opName = "'" + std::string(info.mnemonic) + "'";
   int n = static_cast<int>(operands.size());
@@ -846,7 +980,8 @@ bool Parser::buildOp(Block &b, OpCode code, Location loc, const std::vector<Toke
   }
   for (size_t i = 0; i < info.attrs.size(); ++i)
     if (attrs[i].isNull())
-      return error(loc, opName + " requires attribute '" + info.attrs[i].name + "'");
+      return error(loc, opName + " requires attribute '" + info.attrs[i].name + "' (e.g. " +
+                            attrExample(info.attrs[i]) + ")");
   size_t numResults = info.numResults >= 0 ? static_cast<size_t>(info.numResults)
                       : typesGiven         ? types.size()
                                            : names.size();
@@ -861,12 +996,12 @@ bool Parser::buildOp(Block &b, OpCode code, Location loc, const std::vector<Toke
   if (!typesGiven) types.assign(numResults, Type());
   auto op = Operation::create(code, loc, operands, types, std::move(attrs), std::move(succs));
   Operation *raw = b.push_back(std::move(op));
+  for (unsigned i = 0; i < raw->numOperands() && i < operandLocs_.size(); ++i)
+    raw->opOperand(i).setLoc(operandLocs_[i]);
+  for (unsigned i = 0; i < attrLocs.size(); ++i)
+    if (attrLocs[i].known()) raw->setAttrLoc(i, attrLocs[i]);
   for (size_t i = 0; i < names.size(); ++i)
     if (!defineValue(raw->result(static_cast<unsigned>(i)), names[i])) return false;
-  if (!typesGiven) untyped_.push_back({b.function(), raw});
-  else if (info.relation != Relation::Structural || code == OpCode::Call ||
-           code == OpCode::Construct)
-    declaredTypes_.push_back({raw, types});
   return true;
 }
 
@@ -880,7 +1015,8 @@ bool Parser::parseOperation(Block &b) {
   Location loc = tok_.loc;
   if (tok_.is(Tok::ValueId)) {
     do {
-      if (!tok_.is(Tok::ValueId)) return error("expected a result name, found " + describe(tok_));
+      if (!tok_.is(Tok::ValueId))
+        return errorExpected("expected a result name, found " + describe(tok_));
       names.push_back(tok_);
       consume();
     } while (consumeIf(Tok::Comma));
@@ -895,13 +1031,18 @@ bool Parser::parseOperation(Block &b) {
   const OpInfo &info = opInfo(*code);
   consume();
 
+  operandLocs_.clear();
   std::vector<Value *> operands;
   std::vector<Attr> attrs = defaultAttrs(*code);
+  std::vector<Location> attrLocs(attrs.size());
   std::vector<Successor> succs;
   std::vector<Type> types;
   bool typesGiven = false;
-  auto setAttr = [&](std::string_view name, Attr a) {
-    attrs[static_cast<size_t>(info.attrIndex(name))] = std::move(a);
+  // Sets attribute `name`, written at `at` (the token of its value).
+  auto setAttr = [&](std::string_view name, Attr a, Location at = {}) {
+    size_t i = static_cast<size_t>(info.attrIndex(name));
+    attrs[i] = std::move(a);
+    attrLocs[i] = at;
   };
   auto parseOptionalTypes = [&]() {
     if (!consumeIf(Tok::Colon)) return true;
@@ -921,6 +1062,7 @@ bool Parser::parseOperation(Block &b) {
     // The literal is parsed after its type is known: remember where it is.
     Lexer save = lex_;
     Token saveTok = tok_;
+    Location savePrevEnd = prevEnd_;
     int depth = 0;
     while (!tok_.is(Tok::Eof) && !(depth == 0 && tok_.is(Tok::Colon))) {
       if (tok_.is(Tok::LSquare)) ++depth;
@@ -937,13 +1079,16 @@ bool Parser::parseOperation(Block &b) {
     if (!parseType(t)) return false;
     Lexer after = lex_;
     Token afterTok = tok_;
+    Location afterPrevEnd = prevEnd_;
     lex_ = save;
     tok_ = saveTok;
+    prevEnd_ = savePrevEnd;
     DenseValue v;
     if (!parseLiteral(t, typeLoc, v)) return false;
     if (!tok_.is(Tok::Colon)) return error("unexpected " + describe(tok_) + " after the literal");
     lex_ = after;
     tok_ = afterTok;
+    prevEnd_ = afterPrevEnd;
     setAttr("value", Attr::getDense(std::move(v)));
     types = {t};
     typesGiven = true;
@@ -951,8 +1096,9 @@ bool Parser::parseOperation(Block &b) {
   }
   // call-op ::= `call` symbol `(` operand-list `)` (`:` type (`,` type)*)?
   case OpCode::Call: {
-    if (!tok_.is(Tok::Symbol)) return error("expected the callee (e.g. '@f'), found " + describe(tok_));
-    setAttr("callee", Attr::getSym(std::string(tok_.text.substr(1))));
+    if (!tok_.is(Tok::Symbol))
+      return errorExpected("expected the callee (e.g. '@f'), found " + describe(tok_));
+    setAttr("callee", Attr::getSym(std::string(tok_.text.substr(1))), tok_.loc);
     consume();
     if (!expect(Tok::LParen, "after the callee")) return false;
     if (!parseOperandList(operands, Tok::RParen)) return false;
@@ -961,12 +1107,14 @@ bool Parser::parseOperation(Block &b) {
   }
   // construct-op ::= `construct` symbol `::` bare-id (`(` operand-list `)`)? (`:` type)?
   case OpCode::Construct: {
-    if (!tok_.is(Tok::Symbol)) return error("expected the type (e.g. '@Tree::Leaf'), found " + describe(tok_));
-    setAttr("adt", Attr::getSym(std::string(tok_.text.substr(1))));
+    if (!tok_.is(Tok::Symbol))
+      return errorExpected("expected the type (e.g. '@Tree::Leaf'), found " + describe(tok_));
+    setAttr("adt", Attr::getSym(std::string(tok_.text.substr(1))), tok_.loc);
     consume();
     if (!expect(Tok::ColonColon, "between the type and the constructor")) return false;
-    if (!tok_.is(Tok::BareId)) return error("expected a constructor name, found " + describe(tok_));
-    setAttr("ctor", Attr::getStr(std::string(tok_.text)));
+    if (!tok_.is(Tok::BareId))
+      return errorExpected("expected a constructor name, found " + describe(tok_));
+    setAttr("ctor", Attr::getStr(std::string(tok_.text)), tok_.loc);
     consume();
     if (consumeIf(Tok::LParen))
       if (!parseOperandList(operands, Tok::RParen)) return false;
@@ -1001,15 +1149,17 @@ bool Parser::parseOperation(Block &b) {
     operands.push_back(v);
     if (!expect(Tok::LSquare, "to begin the match cases")) return false;
     do {
-      if (!tok_.is(Tok::BareId)) return error("expected a constructor name or '_', found " + describe(tok_));
+      if (!tok_.is(Tok::BareId))
+        return errorExpected("expected a constructor name or '_', found " + describe(tok_));
       Successor s;
       s.label = tok_.text == "_" ? "" : std::string(tok_.text);
+      s.loc = tok_.loc;
       consume();
       if (!expect(Tok::Colon, "after the case name")) return false;
-      if (!tok_.is(Tok::BlockId)) return error("expected a block label, found " + describe(tok_));
+      if (!tok_.is(Tok::BlockId))
+        return errorExpected("expected a block label, found " + describe(tok_));
       s.block = getBlock(tok_);
-      if (s.block->isEntry())
-        return error("the entry block " + std::string(tok_.text) + " cannot be a branch target");
+      if (!s.block) return false;
       consume();
       succs.push_back(s);
     } while (consumeIf(Tok::Comma));
@@ -1018,7 +1168,7 @@ bool Parser::parseOperation(Block &b) {
   }
   // ret-op ::= `ret` (operand (`,` operand)*)?
   case OpCode::Ret: {
-    if (tok_.is(Tok::ValueId) || tok_.is(Tok::Symbol)) {
+    if ((tok_.is(Tok::ValueId) && !atResultList()) || tok_.is(Tok::Symbol)) {
       do {
         Value *v;
         if (!parseOperand(v)) return false;
@@ -1031,8 +1181,9 @@ bool Parser::parseOperation(Block &b) {
   //               `->` `(` operand-list `)`
   case OpCode::InvokeMut:
   case OpCode::InvokeShapeFunc: {
-    if (!tok_.is(Tok::Symbol)) return error("expected the kernel (e.g. '@fused_add'), found " + describe(tok_));
-    setAttr("callee", Attr::getSym(std::string(tok_.text.substr(1))));
+    if (!tok_.is(Tok::Symbol))
+      return errorExpected("expected the kernel (e.g. '@fused_add'), found " + describe(tok_));
+    setAttr("callee", Attr::getSym(std::string(tok_.text.substr(1))), tok_.loc);
     consume();
     if (!expect(Tok::LParen, "after the kernel name")) return false;
     if (!parseOperandList(operands, Tok::RParen)) return false;
@@ -1045,8 +1196,10 @@ bool Parser::parseOperation(Block &b) {
   default: {
     // Generic form: operands, then `name=value` attributes.
     std::vector<bool> seen(info.attrs.size(), false);
+    Location firstAttr;
     auto startsItem = [&]() {
-      if (tok_.is(Tok::ValueId) || tok_.is(Tok::Symbol)) return true;
+      if (tok_.is(Tok::ValueId)) return !atResultList();
+      if (tok_.is(Tok::Symbol)) return true;
       return tok_.is(Tok::BareId) && peek().is(Tok::Equal);
     };
     if (startsItem()) {
@@ -1062,15 +1215,20 @@ bool Parser::parseOperation(Block &b) {
                                    "'" + (known.empty() ? std::string(" (it takes none)")
                                                         : "; it takes: " + known));
           }
-          if (seen[static_cast<size_t>(idx)]) return error(aloc, "attribute '" + name + "' is given twice");
+          if (seen[static_cast<size_t>(idx)])
+            return error(aloc, "attribute '" + name + "' is given twice",
+                         attrLocs[static_cast<size_t>(idx)], "first given here");
+          if (!firstAttr.known()) firstAttr = aloc;
           seen[static_cast<size_t>(idx)] = true;
+          attrLocs[static_cast<size_t>(idx)] = aloc;
           consume();
           consume(); // '='
           if (!parseAttrValue(info.attrs[static_cast<size_t>(idx)], attrs[static_cast<size_t>(idx)]))
             return false;
         } else {
-          if (std::find(seen.begin(), seen.end(), true) != seen.end())
-            return error("operands must come before attributes");
+          if (firstAttr.known())
+            return error(tok_.loc, "operands must come before attributes", firstAttr,
+                         "the first attribute is here");
           Value *v;
           if (!parseOperand(v)) return false;
           operands.push_back(v);
@@ -1083,26 +1241,62 @@ bool Parser::parseOperation(Block &b) {
   }
   if (tok_.isKeyword("loc") && peek().is(Tok::LParen)) {
     if (!parseLoc(loc)) return false;
+    // The op stands for text elsewhere: positions in this text would mix two
+    // files in one diagnostic, so operands, attributes and targets fall back
+    // to the op's location.
+    operandLocs_.clear();
+    attrLocs.assign(attrLocs.size(), Location());
+    for (Successor &s : succs) s.loc = Location();
   }
   return buildOp(b, *code, loc, names, operands, std::move(types), typesGiven, std::move(attrs),
-                 std::move(succs));
+                 std::move(succs), attrLocs);
+}
+
+bool Parser::atResultList() {
+  Lexer copy = lex_;
+  Token t = tok_;
+  while (t.is(Tok::ValueId)) {
+    t = copy.lex();
+    if (t.is(Tok::Equal)) return true;
+    if (!t.is(Tok::Comma)) return false;
+    t = copy.lex();
+  }
+  return false;
+}
+
+/// The entry of a forward-reference table whose first use comes first in the
+/// text, so that the error reported is the one a reader meets first.
+template <class Map> typename Map::const_iterator firstInText(const Map &m) {
+  auto best = m.begin();
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    const Location &a = it->second.firstUse, &b = best->second.firstUse;
+    if (a.line < b.line || (a.line == b.line && a.col < b.col)) best = it;
+  }
+  return best;
 }
 
 bool Parser::finishFunction(Function &f) {
-  if (!forwardValues_.empty())
-    return error(forwardValues_.begin()->second.firstUse,
-                 "use of undefined value %" + forwardValues_.begin()->first);
-  if (!forwardBlocks_.empty())
-    return error(forwardBlocks_.begin()->second.firstUse,
-                 "use of undefined block ^" + forwardBlocks_.begin()->first);
+  if (!forwardValues_.empty()) {
+    auto it = firstInText(forwardValues_);
+    return error(it->second.firstUse, "use of undefined value %" + it->first);
+  }
+  if (!forwardBlocks_.empty()) {
+    auto it = firstInText(forwardBlocks_);
+    return error(it->second.firstUse, "use of undefined block ^" + it->first);
+  }
   (void)f;
   return !failed_;
 }
 
 bool Parser::finishModule() {
-  if (!forwardGlobals_.empty())
-    return error(forwardGlobals_.begin()->second.firstUse,
-                 "use of undefined constant @" + forwardGlobals_.begin()->first);
+  if (!forwardGlobals_.empty()) {
+    auto it = firstInText(forwardGlobals_);
+    return error(it->second.firstUse, "use of undefined constant @" + it->first);
+  }
+  for (const auto &[name, loc] : typeRefs_)
+    if (!m_->lookupAdt(name))
+      return error(loc, "unknown type @" + name + " (declare it with 'type @" + name +
+                            " = Ctor(...) | ...')");
   // Structure first (terminators, successors, dominance): inference relies on
   // every operand being defined before its use.
   for (auto &f : m_->functions())
@@ -1124,11 +1318,7 @@ bool Parser::finishModule() {
                                        " is defined in unreachable code; give the type explicitly");
         InferredTypes inf = inferResultTypes(op, *m_);
         if (!inf.ok()) {
-          Diagnostic d{Severity::Error, op.loc(), "'" + std::string(op.name()) + "' " + inf.error, {}};
-          if (inf.errorOperand >= 0 && static_cast<unsigned>(inf.errorOperand) < op.numOperands())
-            d.note(op.operand(static_cast<unsigned>(inf.errorOperand))->loc(),
-                   "operand " + std::to_string(inf.errorOperand) + " is defined here");
-          diag_.emit(std::move(d));
+          diag_.emit(relationError(op, inf));
           failed_ = true;
           return false;
         }

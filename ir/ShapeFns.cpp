@@ -38,6 +38,23 @@ namespace {
 
 std::string dimStr(int64_t d) { return d == kDynamic ? "?" : std::to_string(d); }
 
+/// "[0, 1, 1]": an integer-list attribute as written.
+std::string formatInts(const std::vector<int64_t> &v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+/// Sizes come from user text, so products and sums of dimensions may
+/// overflow int64: these report it instead of wrapping (UB).
+bool mulOverflows(int64_t &acc, int64_t d) { return __builtin_mul_overflow(acc, d, &acc); }
+bool addOverflows(int64_t &acc, int64_t d) { return __builtin_add_overflow(acc, d, &acc); }
+
+/// Ranks a run-time shape operand may give (the rank of a result is its
+/// length): bounds what a single `tensor<100000000xi64>` constant can make
+/// the compiler allocate.
+constexpr int64_t kMaxShapeLength = 1 << 16;
+
 /// Builds one relation's answer. Relations return early on the first error.
 class Ctx {
 public:
@@ -72,11 +89,19 @@ public:
   void defer(std::string what) { r.deferred.push_back(std::move(what)); }
   void result(DType t, std::vector<int64_t> dims) { r.results.push_back({t, std::move(dims)}); }
 
-  /// Normalises a possibly negative axis against `rank`.
-  bool axis(int64_t a, int64_t rank, int64_t &out, std::string_view what = "axis") {
+  /// Fails because of attribute `name`: diagnostics point at it.
+  bool failAttr(std::string_view name, std::string msg) {
+    if (r.error.empty()) r.errorAttr = info.attrIndex(name);
+    return fail(std::move(msg));
+  }
+
+  /// Normalises a possibly negative axis, read from attribute `attrName`,
+  /// against `rank`.
+  bool axis(int64_t a, int64_t rank, int64_t &out, std::string_view attrName,
+            std::string_view what = "axis") {
     if (a < -rank || a >= rank || (rank == 0 && a != 0))
-      return fail(std::string(what) + " " + std::to_string(a) + " is out of range for rank " +
-                  std::to_string(rank));
+      return failAttr(attrName, std::string(what) + " " + std::to_string(a) +
+                                    " is out of range for rank " + std::to_string(rank));
     out = a < 0 ? a + rank : a;
     return true;
   }
@@ -178,7 +203,7 @@ bool relUnary(Ctx &c) {
   c.result(c.ops[0].dtype, c.ops[0].dims);
   if (c.info.code == OpCode::Softmax) {
     int64_t ax;
-    if (!c.axis(c.intAttr("axis"), c.rank(0), ax)) return false;
+    if (!c.axis(c.intAttr("axis"), c.rank(0), ax, "axis")) return false;
   }
   return true;
 }
@@ -221,6 +246,11 @@ bool relMatMul(Ctx &c, bool batched) {
   size_t n = a.size();
   int64_t m = ta ? a[n - 1] : a[n - 2], ka = ta ? a[n - 2] : a[n - 1];
   int64_t kb = tb ? b[n - 1] : b[n - 2], nn = tb ? b[n - 2] : b[n - 1];
+  if (ka != kDynamic && kb != kDynamic && ka != kb)
+    return c.fail("the contracted dimensions of lhs and rhs must be equal, got " +
+                      std::to_string(ka) + " (lhs " + formatDims(a) + ") and " +
+                      std::to_string(kb) + " (rhs " + formatDims(b) + ")",
+                  1);
   int64_t k;
   if (!c.unify(ka, kb, k, "the contracted dimensions of lhs and rhs")) return false;
   std::vector<int64_t> out;
@@ -247,16 +277,16 @@ bool relReduce(Ctx &c, bool arg) {
   std::vector<bool> reduced(static_cast<size_t>(r), false);
   if (arg) {
     int64_t ax;
-    if (!c.axis(c.intAttr("axis"), r, ax)) return false;
+    if (!c.axis(c.intAttr("axis"), r, ax, "axis")) return false;
     if (r > 0) reduced[static_cast<size_t>(ax)] = true;
   } else {
     const auto &axes = c.intsAttr("axes");
     if (axes.empty()) reduced.assign(static_cast<size_t>(r), true);
     for (int64_t a : axes) {
       int64_t ax;
-      if (!c.axis(a, r, ax)) return false;
+      if (!c.axis(a, r, ax, "axes")) return false;
       if (reduced[static_cast<size_t>(ax)])
-        return c.fail("axis " + std::to_string(a) + " is listed twice");
+        return c.failAttr("axes", "axis " + std::to_string(a) + " is listed twice");
       reduced[static_cast<size_t>(ax)] = true;
     }
   }
@@ -276,9 +306,8 @@ bool relLayerNorm(Ctx &c) {
   for (size_t i = 1; i < 3; ++i) {
     if (!c.sameDType(0, i) || !c.requireRank(i, 1, i == 1 ? "gamma" : "beta")) return false;
     int64_t k;
-    if (!c.unify(d, c.ops[i].dims[0], k,
-                 "the last dimension and the " + std::string(i == 1 ? "gamma" : "beta") +
-                     " size")) {
+    if (!c.unify(c.ops[i].dims[0], d, k,
+                 std::string(i == 1 ? "gamma" : "beta") + " size and the last dimension")) {
       c.r.errorOperand = static_cast<int>(i);
       return false;
     }
@@ -293,19 +322,23 @@ bool relReshape(Ctx &c) {
   int64_t knownProduct = 1;
   for (size_t i = 0; i < target.size(); ++i) {
     if (target[i] == -1) {
-      if (infer >= 0) return c.fail("shape may contain at most one -1");
+      if (infer >= 0) return c.failAttr("shape", "shape may contain at most one -1");
       infer = static_cast<int>(i);
     } else if (target[i] < 0) {
-      return c.fail("shape entry " + std::to_string(target[i]) + " is negative");
-    } else {
-      knownProduct *= target[i];
+      return c.failAttr("shape", "shape entry " + std::to_string(target[i]) + " is negative");
+    } else if (mulOverflows(knownProduct, target[i])) {
+      return c.failAttr("shape", "shape " + formatDims(target) +
+                                     " has more elements than fit in 64 bits");
     }
   }
   bool inDynamic = false;
   int64_t inProduct = 1;
   for (int64_t d : c.ops[0].dims) {
     if (d == kDynamic) inDynamic = true;
-    else inProduct *= d;
+    else if (mulOverflows(inProduct, d))
+      return c.fail("input " + formatDims(c.ops[0].dims) +
+                        " has more elements than fit in 64 bits",
+                    0);
   }
   std::vector<int64_t> out = target;
   if (infer >= 0) {
@@ -315,14 +348,14 @@ bool relReshape(Ctx &c) {
               std::to_string(knownProduct));
     } else {
       if (knownProduct == 0 || inProduct % knownProduct != 0)
-        return c.fail("cannot reshape " + formatDims(c.ops[0].dims) + " (" +
+        return c.failAttr("shape", "cannot reshape " + formatDims(c.ops[0].dims) + " (" +
                       std::to_string(inProduct) + " elements) to " + formatDims(target));
       out[static_cast<size_t>(infer)] = inProduct / knownProduct;
     }
   } else if (inDynamic) {
     c.defer("element count of the input must be " + std::to_string(knownProduct));
   } else if (inProduct != knownProduct) {
-    return c.fail("cannot reshape " + formatDims(c.ops[0].dims) + " (" +
+    return c.failAttr("shape", "cannot reshape " + formatDims(c.ops[0].dims) + " (" +
                   std::to_string(inProduct) + " elements) to " + formatDims(target) + " (" +
                   std::to_string(knownProduct) + " elements)");
   }
@@ -336,6 +369,11 @@ bool shapeOperand(Ctx &c, size_t i, std::vector<int64_t> &out) {
   if (s.dims.size() != 1 || !isInteger(s.dtype))
     return c.fail("shape (operand " + std::to_string(i) +
                       ") must be a 1-D integer tensor, got " + formatSig(s),
+                  static_cast<int>(i));
+  if (s.dims[0] > kMaxShapeLength)
+    return c.fail("shape (operand " + std::to_string(i) + ") has " + std::to_string(s.dims[0]) +
+                      " entries; at most " + std::to_string(kMaxShapeLength) +
+                      " (the rank of the result) are supported",
                   static_cast<int>(i));
   if (c.shapeValue(i, out)) {
     for (int64_t d : out)
@@ -359,7 +397,9 @@ bool relDynReshape(Ctx &c) {
     // Known target: the static reshape relation decides.
     std::vector<Attr> attrs = {Attr::getInts(target)};
     ShapeFnResult sub = inferShapes(OpCode::Reshape, {c.ops[0]}, attrs);
-    if (!sub.ok()) return c.fail(sub.error, 0);
+    // The target came from operand 1's value: blame it (its definition holds
+    // the numbers).
+    if (!sub.ok()) return c.fail(sub.error, 1);
     c.r.deferred = sub.deferred;
     c.r.results = sub.results;
     return true;
@@ -375,14 +415,16 @@ bool relTranspose(Ctx &c) {
   if (perm.empty())
     for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
   if (static_cast<int64_t>(perm.size()) != r)
-    return c.fail("perm has " + std::to_string(perm.size()) + " entries for rank " +
-                  std::to_string(r));
+    return c.failAttr("perm", "perm " + formatInts(perm) + " has " + std::to_string(perm.size()) +
+                                  " entries but the input has rank " + std::to_string(r));
   std::vector<bool> seen(static_cast<size_t>(r), false);
   std::vector<int64_t> out;
   for (int64_t p : perm) {
     int64_t ax;
-    if (!c.axis(p, r, ax, "perm entry")) return false;
-    if (seen[static_cast<size_t>(ax)]) return c.fail("perm is not a permutation");
+    if (!c.axis(p, r, ax, "perm", "perm entry")) return false;
+    if (seen[static_cast<size_t>(ax)])
+      return c.failAttr("perm", "perm " + formatInts(perm) + " is not a permutation: axis " +
+                                    std::to_string(ax) + " appears twice");
     seen[static_cast<size_t>(ax)] = true;
     out.push_back(c.ops[0].dims[static_cast<size_t>(ax)]);
   }
@@ -393,7 +435,7 @@ bool relTranspose(Ctx &c) {
 bool relConcat(Ctx &c) {
   int64_t r = c.rank(0);
   int64_t ax;
-  if (!c.axis(c.intAttr("axis"), r, ax)) return false;
+  if (!c.axis(c.intAttr("axis"), r, ax, "axis")) return false;
   std::vector<int64_t> out = c.ops[0].dims;
   for (size_t i = 1; i < c.ops.size(); ++i) {
     if (!c.sameDType(0, i)) return false;
@@ -405,9 +447,13 @@ bool relConcat(Ctx &c) {
       int64_t d = c.ops[i].dims[static_cast<size_t>(k)];
       int64_t &o = out[static_cast<size_t>(k)];
       if (k == ax) {
-        o = (o == kDynamic || d == kDynamic) ? kDynamic : o + d;
-      } else if (!c.unify(o, d, o, "dimension " + std::to_string(k) +
-                                       " of operand 0 and operand " + std::to_string(i))) {
+        if (o == kDynamic || d == kDynamic) o = kDynamic;
+        else if (addOverflows(o, d))
+          return c.fail("the concatenated dimension " + std::to_string(k) +
+                            " does not fit in 64 bits",
+                        static_cast<int>(i));
+      } else if (!c.unify(d, o, o, "dimension " + std::to_string(k) + " of operand " +
+                                       std::to_string(i) + " and operand 0")) {
         c.r.errorOperand = static_cast<int>(i);
         return false;
       }
@@ -419,14 +465,14 @@ bool relConcat(Ctx &c) {
 
 bool relSplit(Ctx &c) {
   int64_t ax;
-  if (!c.axis(c.intAttr("axis"), c.rank(0), ax)) return false;
+  if (!c.axis(c.intAttr("axis"), c.rank(0), ax, "axis")) return false;
   int64_t n = c.intAttr("sections");
-  if (n <= 0) return c.fail("sections must be positive, got " + std::to_string(n));
+  if (n <= 0) return c.failAttr("sections", "sections must be positive, got " + std::to_string(n));
   std::vector<int64_t> part = c.ops[0].dims;
   int64_t d = part[static_cast<size_t>(ax)];
   if (d != kDynamic) {
     if (d % n != 0)
-      return c.fail("dimension " + std::to_string(ax) + " (" + std::to_string(d) +
+      return c.failAttr("sections", "dimension " + std::to_string(ax) + " (" + std::to_string(d) +
                     ") is not divisible into " + std::to_string(n) + " sections");
     part[static_cast<size_t>(ax)] = d / n;
   } else {
@@ -441,14 +487,15 @@ bool relSlice(Ctx &c) {
   const auto &axes = c.intsAttr("axes"), &starts = c.intsAttr("starts"),
              &ends = c.intsAttr("ends");
   if (axes.size() != starts.size() || axes.size() != ends.size())
-    return c.fail("axes, starts and ends must have the same length");
+    return c.failAttr(axes.size() != starts.size() ? "starts" : "ends",
+                      "axes, starts and ends must have the same length");
   std::vector<int64_t> out = c.ops[0].dims;
   std::vector<bool> seen(out.size(), false);
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t ax;
-    if (!c.axis(axes[i], c.rank(0), ax)) return false;
+    if (!c.axis(axes[i], c.rank(0), ax, "axes")) return false;
     if (seen[static_cast<size_t>(ax)])
-      return c.fail("axis " + std::to_string(axes[i]) + " is listed twice");
+      return c.failAttr("axes", "axis " + std::to_string(axes[i]) + " is listed twice");
     seen[static_cast<size_t>(ax)] = true;
     int64_t d = out[static_cast<size_t>(ax)];
     int64_t s = starts[i], e = ends[i];
@@ -473,12 +520,12 @@ bool relDynamicSlice(Ctx &c) {
   if (!isInteger(c.ops[1].dtype))
     return c.fail("start (operand 1) must be an integer, got " + formatSig(c.ops[1]), 1);
   int64_t ax;
-  if (!c.axis(c.intAttr("axis"), c.rank(0), ax)) return false;
+  if (!c.axis(c.intAttr("axis"), c.rank(0), ax, "axis")) return false;
   int64_t size = c.intAttr("size");
   int64_t d = c.ops[0].dims[static_cast<size_t>(ax)];
-  if (size < 0) return c.fail("size must be non-negative, got " + std::to_string(size));
+  if (size < 0) return c.failAttr("size", "size must be non-negative, got " + std::to_string(size));
   if (d != kDynamic && size > d)
-    return c.fail("size " + std::to_string(size) + " exceeds dimension " +
+    return c.failAttr("size", "size " + std::to_string(size) + " exceeds dimension " +
                   std::to_string(ax) + " (" + std::to_string(d) + ")");
   c.defer("start + size must lie within dimension " + std::to_string(ax));
   std::vector<int64_t> out = c.ops[0].dims;
@@ -493,7 +540,7 @@ bool relTake(Ctx &c) {
                       formatSig(c.ops[1]),
                   1);
   int64_t ax;
-  if (!c.axis(c.intAttr("axis"), c.rank(0), ax)) return false;
+  if (!c.axis(c.intAttr("axis"), c.rank(0), ax, "axis")) return false;
   const auto &d = c.ops[0].dims;
   std::vector<int64_t> out(d.begin(), d.begin() + ax);
   out.insert(out.end(), c.ops[1].dims.begin(), c.ops[1].dims.end());
@@ -505,7 +552,7 @@ bool relTake(Ctx &c) {
 
 bool relExpandDims(Ctx &c) {
   int64_t ax;
-  if (!c.axis(c.intAttr("axis"), c.rank(0) + 1, ax)) return false;
+  if (!c.axis(c.intAttr("axis"), c.rank(0) + 1, ax, "axis")) return false;
   std::vector<int64_t> out = c.ops[0].dims;
   out.insert(out.begin() + ax, 1);
   c.result(c.ops[0].dtype, out);
@@ -526,12 +573,12 @@ bool relSqueeze(Ctx &c) {
   }
   for (int64_t a : axes) {
     int64_t ax;
-    if (!c.axis(a, c.rank(0), ax)) return false;
+    if (!c.axis(a, c.rank(0), ax, "axes")) return false;
     if (drop[static_cast<size_t>(ax)])
       return c.fail("axis " + std::to_string(a) + " is listed twice");
     int64_t v = d[static_cast<size_t>(ax)];
     if (v != 1 && v != kDynamic)
-      return c.fail("cannot squeeze dimension " + std::to_string(ax) + " of size " +
+      return c.failAttr("axes", "cannot squeeze dimension " + std::to_string(ax) + " of size " +
                     std::to_string(v));
     if (v == kDynamic) c.defer("dimension " + std::to_string(ax) + " (?) must be 1");
     drop[static_cast<size_t>(ax)] = true;
@@ -547,9 +594,9 @@ bool relBroadcastTo(Ctx &c) {
   const auto &target = c.intsAttr("shape");
   const auto &d = c.ops[0].dims;
   for (int64_t t : target)
-    if (t < 0) return c.fail("shape entry " + std::to_string(t) + " is negative");
+    if (t < 0) return c.failAttr("shape", "shape entry " + std::to_string(t) + " is negative");
   if (d.size() > target.size())
-    return c.fail("cannot broadcast " + formatDims(d) + " to the lower rank " +
+    return c.failAttr("shape", "cannot broadcast " + formatDims(d) + " to the lower rank " +
                   formatDims(target));
   size_t off = target.size() - d.size();
   for (size_t k = 0; k < d.size(); ++k) {
@@ -557,7 +604,7 @@ bool relBroadcastTo(Ctx &c) {
     if (d[k] == kDynamic) {
       c.defer("dimension " + std::to_string(k) + " (?) must be 1 or " + std::to_string(t));
     } else if (d[k] != 1 && d[k] != t) {
-      return c.fail("cannot broadcast " + formatDims(d) + " to " + formatDims(target) +
+      return c.failAttr("shape", "cannot broadcast " + formatDims(d) + " to " + formatDims(target) +
                     ": dimension " + std::to_string(k) + " is " + std::to_string(d[k]));
     }
   }
@@ -576,8 +623,8 @@ bool relArange(Ctx &c) {
     double step = st->getDouble(0);
     if (step == 0) return c.fail("step must not be zero", 2);
     double len = std::ceil((e->getDouble(0) - s->getDouble(0)) / step);
-    // Converting an out-of-range double to int64 is undefined: reject first.
-    if (len >= 0x1p62) return c.fail("arange has too many elements (" + std::to_string(len) + ")");
+    if (len >= 0x1p62)
+      return c.fail("arange would produce " + std::to_string(len) + " elements");
     n = len > 0 ? static_cast<int64_t>(len) : 0;
   }
   c.result(c.ops[0].dtype, {n});
@@ -593,7 +640,13 @@ bool relUnique(Ctx &c) {
 
 bool relNonzero(Ctx &c) {
   int64_t bound = 1;
-  for (int64_t d : c.ops[0].dims) bound = (bound == kDynamic || d == kDynamic) ? kDynamic : bound * d;
+  for (int64_t d : c.ops[0].dims) {
+    if (bound == kDynamic || d == kDynamic) bound = kDynamic;
+    else if (mulOverflows(bound, d))
+      return c.fail("input " + formatDims(c.ops[0].dims) +
+                        " has more elements than fit in 64 bits",
+                    0);
+  }
   c.r.upperBound = true;
   c.result(DType::I64, {bound, c.rank(0)});
   return true;
@@ -671,7 +724,7 @@ bool apply(Ctx &c) {
   case Relation::ShapeOf: c.result(DType::I64, {c.rank(0)}); return true;
   case Relation::Dim: {
     int64_t ax;
-    if (!c.axis(c.intAttr("axis"), c.rank(0), ax)) return false;
+    if (!c.axis(c.intAttr("axis"), c.rank(0), ax, "axis")) return false;
     c.result(DType::I64, {});
     return true;
   }

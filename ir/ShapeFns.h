@@ -51,6 +51,8 @@ struct ShapeFnResult {
   /// operand at fault (-1: the op as a whole).
   std::string error;
   int errorOperand = -1;
+  /// Index (schema order) of the attribute at fault, or -1.
+  int errorAttr = -1;
   /// Upper-bound mode: `results` hold bounds, the kernel returns the true shape.
   bool upperBound = false;
   bool ok() const { return error.empty(); }

@@ -5,6 +5,7 @@
 #include "ir/Inference.h"
 #include "ir/Printer.h"
 
+#include <functional>
 #include <unordered_set>
 
 namespace nimble::ir {
@@ -99,11 +100,26 @@ private:
     fail(&op, op.loc(), std::move(msg), std::move(notes));
   }
   std::string opName(const Operation &op) { return "'" + std::string(op.name()) + "'"; }
+  static std::string blockName(const Block *b) {
+    return "^" + (b->label().empty() ? std::string(b->isEntry() ? "entry" : "<unnamed>")
+                                     : b->label());
+  }
+  static std::string valueName(const Value *v) {
+    return (isa<Global>(v) ? "@" : "%") + v->name();
+  }
+  static Location succLoc(const Operation &op, const Successor &s) {
+    return s.loc.known() ? s.loc : op.loc();
+  }
 
   bool checkNamedTypes(Type t, Location loc, const Operation *op);
   void verifyOp(const Operation &op, const Function &f);
-  void checkFlow(const Operation &op, const std::vector<Value *> &vals,
-                 const std::vector<Type> &targets, const std::string &what);
+  /// T3 for operands [first, first + targets.size()) of `op`: `what(i)` names
+  /// the i-th value ("argument 0 of the call to @f"), `target(i)` what takes
+  /// it ("@f takes"); `decl` optionally locates the receiving declaration.
+  void checkFlow(const Operation &op, unsigned first, const std::vector<Type> &targets,
+                 const std::function<std::string(size_t)> &what,
+                 const std::function<std::string(size_t)> &target,
+                 const std::function<Diagnostic::Note(size_t)> &decl = nullptr);
   void verifySuccessors(const Operation &op);
   void verifyMatch(const Operation &op);
 
@@ -139,12 +155,16 @@ bool Verifier::structure(const Function &f) {
       }
       for (unsigned i = 0; i < op.numOperands(); ++i)
         if (!op.operand(i)) {
-          diag_.error(op.loc(), "operand " + std::to_string(i) + " is undefined");
+          diag_.error(op.operandLoc(i), "operand " + std::to_string(i) + " is undefined");
           ok = false;
         }
       for (const Successor &s : op.successors())
         if (!s.block || !own.count(s.block)) {
-          diag_.error(op.loc(), "successor is not a block of @" + f.name());
+          diag_.error(succLoc(op, s), "successor is not a block of @" + f.name());
+          ok = false;
+        } else if (s.block == f.entry()) {
+          diag_.error(succLoc(op, s), "the entry block of @" + f.name() +
+                                          " cannot be a branch target");
           ok = false;
         } else if (s.block == f.entry()) {
           diag_.error(op.loc(), "the entry block ^" +
@@ -162,11 +182,20 @@ bool Verifier::structure(const Function &f) {
       for (unsigned i = 0; i < op.numOperands(); ++i) {
         Value *v = op.operand(i);
         if (dom.valueDominates(v, &op)) continue;
-        Diagnostic d{Severity::Error, op.loc(),
-                     "operand " + std::to_string(i) + " (%" + v->name() +
-                         ") does not dominate this use",
+        // Say why: a later definition in the same block, or a block that is
+        // not on every path to this one (e.g. a sibling branch).
+        const Block *defBlock = v->definingOp() ? v->definingOp()->block()
+                                                : cast<BlockArgument>(v)->owner();
+        std::string why =
+            defBlock == b.get()
+                ? "it is used before its definition"
+                : "it is defined in " + blockName(defBlock) + ", which does not dominate " +
+                      blockName(b.get());
+        Diagnostic d{Severity::Error, op.operandLoc(i),
+                     "operand " + std::to_string(i) + " (" + valueName(v) +
+                         ") does not dominate this use: " + why,
                      {}};
-        d.note(v->loc(), "%" + v->name() + " is defined here");
+        d.note(v->loc(), valueName(v) + " is defined here");
         if (opts_.printOp) d.note(op.loc(), "see current operation: " + printOperation(op));
         diag_.emit(std::move(d));
         ok = false;
@@ -195,17 +224,25 @@ bool Verifier::checkNamedTypes(Type t, Location loc, const Operation *op) {
   }
 }
 
-void Verifier::checkFlow(const Operation &op, const std::vector<Value *> &vals,
-                         const std::vector<Type> &targets, const std::string &what) {
-  for (size_t i = 0; i < vals.size() && i < targets.size(); ++i) {
-    Type t = vals[i]->type();
+void Verifier::checkFlow(const Operation &op, unsigned first, const std::vector<Type> &targets,
+                         const std::function<std::string(size_t)> &what,
+                         const std::function<std::string(size_t)> &target,
+                         const std::function<Diagnostic::Note(size_t)> &decl) {
+  for (size_t i = 0; i < targets.size() && first + i < op.numOperands(); ++i) {
+    unsigned k = first + static_cast<unsigned>(i);
+    const Value *v = op.operand(k);
+    Type t = v->type();
     if (t.isSubtypeOf(targets[i])) continue;
+    // Sub-shaping (paper §3.1) is one-way: tensor<3xf32> flows into
+    // tensor<?xf32>, but a `?` cannot be promised to be 3.
     std::string hint = t.isCompatibleWith(targets[i])
                            ? " (a value with unknown dimensions cannot flow into a more static type)"
                            : "";
-    fail(op, what + " " + std::to_string(i) + " has type " + t.str() + " but " +
-                 targets[i].str() + " is expected" + hint,
-         {{vals[i]->loc(), "%" + vals[i]->name() + " is defined here"}});
+    std::vector<Diagnostic::Note> notes = {{v->loc(), valueName(v) + " is defined here"}};
+    if (decl) notes.push_back(decl(i));
+    fail(&op, op.operandLoc(k),
+         what(i) + " has type " + t.str() + " but " + target(i) + " " + targets[i].str() + hint,
+         std::move(notes));
   }
 }
 
@@ -214,63 +251,88 @@ void Verifier::verifySuccessors(const Operation &op) {
     const Successor &s = op.successors()[k];
     std::vector<Value *> args = op.successorOperands(static_cast<unsigned>(k));
     std::vector<Type> params = s.block->argumentTypes();
-    std::string target = "^" + s.block->label();
+    std::string target = blockName(s.block);
     if (args.size() != params.size()) {
-      fail(op, "branch to " + target + " passes " + std::to_string(args.size()) + " argument" +
-                   (args.size() == 1 ? "" : "s") + " but the block takes " +
-                   std::to_string(params.size()),
+      fail(&op, succLoc(op, s),
+           "branch to " + target + " passes " + std::to_string(args.size()) + " argument" +
+               (args.size() == 1 ? "" : "s") + " but " + target + " takes " +
+               std::to_string(params.size()),
            {{s.block->loc(), target + " is defined here"}});
       continue;
     }
-    checkFlow(op, args, params, "argument of the branch to " + target + ":");
+    const Block *blk = s.block;
+    checkFlow(
+        op, s.operandBegin, params,
+        [&](size_t i) { return "argument " + std::to_string(i) + " of the branch to " + target; },
+        [&](size_t) { return target + " takes"; },
+        [&](size_t i) -> Diagnostic::Note {
+          const BlockArgument *a = blk->argument(static_cast<unsigned>(i));
+          return {a->argLoc(), "block argument %" + a->name() + " is declared here"};
+        });
   }
 }
 
 void Verifier::verifyMatch(const Operation &op) {
   Type t = op.operand(0)->type();
   if (!t.isAdt()) {
-    fail(op, "'match' needs a value of an algebraic data type, got " + t.str());
+    fail(&op, op.operandLoc(0),
+         "'match' needs a value of an algebraic data type, got " + t.str(),
+         {{op.operand(0)->loc(), valueName(op.operand(0)) + " is defined here"}});
     return;
   }
   const AdtDecl *adt = m_->lookupAdt(t.adtName());
   if (!adt) return; // reported by checkNamedTypes
-  std::vector<bool> covered(adt->ctors.size(), false);
-  bool hasDefault = false;
+  // The case that first covered each constructor (and `_`), for notes.
+  std::vector<const Successor *> covered(adt->ctors.size(), nullptr);
+  const Successor *defaultCase = nullptr;
   for (const Successor &s : op.successors()) {
-    std::string target = "^" + s.block->label();
+    std::string target = blockName(s.block);
+    Location at = succLoc(op, s);
     if (s.label.empty()) {
-      if (hasDefault) fail(op, "'match' has more than one '_' case");
-      hasDefault = true;
+      if (defaultCase)
+        fail(&op, at, "'match' has more than one '_' case",
+             {{succLoc(op, *defaultCase), "the first '_' case is here"}});
+      else
+        defaultCase = &s;
       if (s.block->numArguments() != 0)
-        fail(op, "the '_' case target " + target + " must take no arguments",
+        fail(&op, at, "the '_' case target " + target + " must take no arguments",
              {{s.block->loc(), target + " is defined here"}});
       continue;
     }
     int ci = adt->ctorIndex(s.label);
     if (ci < 0) {
-      fail(op, "@" + adt->name + " has no constructor '" + s.label + "'",
+      fail(&op, at, "@" + adt->name + " has no constructor '" + s.label + "'",
            {{adt->loc, "@" + adt->name + " is declared here"}});
       continue;
     }
-    if (covered[static_cast<size_t>(ci)]) fail(op, "constructor '" + s.label + "' is matched twice");
-    covered[static_cast<size_t>(ci)] = true;
-    const auto &fields = adt->ctors[static_cast<size_t>(ci)].fields;
+    if (const Successor *prev = covered[static_cast<size_t>(ci)]) {
+      fail(&op, at, "constructor '" + s.label + "' is matched twice",
+           {{succLoc(op, *prev), "the first case for '" + s.label + "' is here"}});
+      continue;
+    }
+    covered[static_cast<size_t>(ci)] = &s;
+    const auto &ctor = adt->ctors[static_cast<size_t>(ci)];
+    const auto &fields = ctor.fields;
     if (s.block->numArguments() != fields.size()) {
-      fail(op, "case '" + s.label + "' has " + std::to_string(fields.size()) + " field" +
-                   (fields.size() == 1 ? "" : "s") + " but its target " + target + " takes " +
-                   std::to_string(s.block->numArguments()) + " argument" +
-                   (s.block->numArguments() == 1 ? "" : "s"),
-           {{s.block->loc(), target + " is defined here"}});
+      fail(&op, at,
+           "case '" + s.label + "' has " + std::to_string(fields.size()) + " field" +
+               (fields.size() == 1 ? "" : "s") + " but its target " + target + " takes " +
+               std::to_string(s.block->numArguments()) + " argument" +
+               (s.block->numArguments() == 1 ? "" : "s"),
+           {{s.block->loc(), target + " is defined here"},
+            {ctor.loc, "'" + ctor.name + "' is declared here"}});
       continue;
     }
     for (unsigned i = 0; i < fields.size(); ++i)
       if (!fields[i].isSubtypeOf(s.block->argument(i)->type()))
-        fail(op, "field " + std::to_string(i) + " of '" + s.label + "' has type " +
-                     fields[i].str() + " but " + target + " argument " + std::to_string(i) +
-                     " has type " + s.block->argument(i)->type().str(),
-             {{s.block->loc(), target + " is defined here"}});
+        fail(&op, at,
+             "field " + std::to_string(i) + " of '" + s.label + "' has type " +
+                 fields[i].str() + " but " + target + " argument " + std::to_string(i) +
+                 " has type " + s.block->argument(i)->type().str(),
+             {{s.block->argument(i)->argLoc(),
+               "block argument %" + s.block->argument(i)->name() + " is declared here"}});
   }
-  if (!hasDefault)
+  if (!defaultCase)
     for (size_t i = 0; i < covered.size(); ++i)
       if (!covered[i]) {
         fail(op, "'match' does not cover constructor '" + adt->ctors[i].name +
@@ -296,14 +358,8 @@ void Verifier::verifyOp(const Operation &op, const Function &f) {
   // T2: the relation, and declared against inferred result types.
   InferredTypes inf = inferResultTypes(op, *m_);
   if (!inf.ok()) {
-    std::vector<Diagnostic::Note> notes;
-    if (inf.errorOperand >= 0 && static_cast<unsigned>(inf.errorOperand) < op.numOperands()) {
-      Value *v = op.operand(static_cast<unsigned>(inf.errorOperand));
-      notes.push_back({v->loc(), "operand " + std::to_string(inf.errorOperand) + " (" +
-                                     (isa<Global>(v) ? "@" : "%") + v->name() +
-                                     ") is defined here"});
-    }
-    fail(op, opName(op) + " " + inf.error, std::move(notes));
+    Diagnostic d = relationError(op, inf);
+    fail(&op, d.loc, std::move(d.message), std::move(d.notes));
     return;
   }
   bool typedByRelation = op.info().relation != Relation::Structural ||
@@ -320,8 +376,20 @@ void Verifier::verifyOp(const Operation &op, const Function &f) {
     for (unsigned i = 0; i < op.numResults(); ++i) {
       Type declared = op.result(i)->type();
       if (!inf.types[i].isCompatibleWith(declared)) {
+        // Say where the type comes from: the callee's signature, the ADT, or
+        // the op's relation over its operands.
+        std::string source = "the operands give";
+        std::vector<Diagnostic::Note> notes;
+        if (op.is(OpCode::Call)) {
+          const Function *callee = m_->lookupFunction(op.strAttr("callee"));
+          source = "@" + callee->name() + " returns";
+          notes.push_back({callee->loc(), "@" + callee->name() + " is declared here"});
+        } else if (op.is(OpCode::Construct)) {
+          source = "the constructor builds";
+        }
         fail(op, opName(op) + " result " + std::to_string(i) + " is declared " + declared.str() +
-                     " but the operands give " + inf.types[i].str());
+                     " but " + source + " " + inf.types[i].str(),
+             std::move(notes));
         return;
       }
     }
@@ -333,8 +401,8 @@ void Verifier::verifyOp(const Operation &op, const Function &f) {
     if (op.is(OpCode::CondBr)) {
       Type c = op.operand(0)->type();
       if (!c.isTensor() || c.rank() != 0 || c.dtype() != DType::I1)
-        fail(op, "'cond_br' condition must be tensor<i1>, got " + c.str(),
-             {{op.operand(0)->loc(), "%" + op.operand(0)->name() + " is defined here"}});
+        fail(&op, op.operandLoc(0), "'cond_br' condition must be tensor<i1>, got " + c.str(),
+             {{op.operand(0)->loc(), valueName(op.operand(0)) + " is defined here"}});
     }
     verifySuccessors(op);
     break;
@@ -348,7 +416,10 @@ void Verifier::verifyOp(const Operation &op, const Function &f) {
            {{f.loc(), "@" + f.name() + " is declared here"}});
       break;
     }
-    checkFlow(op, op.operands(), rts, "returned value");
+    checkFlow(
+        op, 0, rts, [](size_t i) { return "returned value " + std::to_string(i); },
+        [&](size_t) { return "@" + f.name() + " returns"; },
+        [&](size_t) -> Diagnostic::Note { return {f.loc(), "@" + f.name() + " is declared here"}; });
     break;
   }
   case OpCode::Call: {
@@ -361,14 +432,28 @@ void Verifier::verifyOp(const Operation &op, const Function &f) {
            {{callee->loc(), "@" + callee->name() + " is declared here"}});
       break;
     }
-    checkFlow(op, op.operands(), params, "argument");
+    checkFlow(
+        op, 0, params,
+        [&](size_t i) {
+          return "argument " + std::to_string(i) + " of the call to @" + callee->name();
+        },
+        [&](size_t) { return "@" + callee->name() + " takes"; },
+        [&](size_t i) -> Diagnostic::Note {
+          const Block *e = callee->entry();
+          if (e && i < e->numArguments())
+            return {e->argument(static_cast<unsigned>(i))->argLoc(),
+                    "parameter %" + e->argument(static_cast<unsigned>(i))->name() +
+                        " of @" + callee->name() + " is declared here"};
+          return {callee->loc(), "@" + callee->name() + " is declared here"};
+        });
     break;
   }
   case OpCode::Construct: {
     const AdtDecl *adt = m_->lookupAdt(op.strAttr("adt"));
     int ci = adt->ctorIndex(op.strAttr("ctor"));
     if (ci < 0) {
-      fail(op, "@" + adt->name + " has no constructor '" + op.strAttr("ctor") + "'",
+      fail(&op, op.attrLoc(static_cast<unsigned>(op.info().attrIndex("ctor"))),
+           "@" + adt->name + " has no constructor '" + op.strAttr("ctor") + "'",
            {{adt->loc, "@" + adt->name + " is declared here"}});
       break;
     }
@@ -382,7 +467,13 @@ void Verifier::verifyOp(const Operation &op, const Function &f) {
            {{ctor.loc, "'" + ctor.name + "' is declared here"}});
       break;
     }
-    checkFlow(op, op.operands(), ctor.fields, "field");
+    checkFlow(
+        op, 0, ctor.fields,
+        [&](size_t i) {
+          return "field " + std::to_string(i) + " of @" + adt->name + "::" + ctor.name;
+        },
+        [&](size_t) { return "'" + ctor.name + "' takes"; },
+        [&](size_t) -> Diagnostic::Note { return {ctor.loc, "'" + ctor.name + "' is declared here"}; });
     break;
   }
   case OpCode::InvokeMut:
@@ -390,7 +481,8 @@ void Verifier::verifyOp(const Operation &op, const Function &f) {
     const std::string &callee = op.strAttr("callee");
     const Function *k = m_->lookupFunction(callee);
     if (!k) {
-      fail(op, opName(op) + " of undefined function @" + callee);
+      fail(&op, op.attrLoc(static_cast<unsigned>(op.info().attrIndex("callee"))),
+           opName(op) + " of undefined function @" + callee);
       break;
     }
     int64_t nin = op.intAttr("num_inputs");
@@ -398,9 +490,10 @@ void Verifier::verifyOp(const Operation &op, const Function &f) {
       fail(op, "num_inputs " + std::to_string(nin) + " is out of range");
       break;
     }
-    for (Value *v : op.operands())
-      if (!v->type().isTensor())
-        fail(op, opName(op) + " operands must be tensors, got " + v->type().str());
+    for (unsigned i = 0; i < op.numOperands(); ++i)
+      if (!op.operand(i)->type().isTensor())
+        fail(&op, op.operandLoc(i),
+             opName(op) + " operands must be tensors, got " + op.operand(i)->type().str());
     if (op.is(OpCode::InvokeMut)) {
       std::vector<Value *> all = op.operands();
       std::vector<Value *> ins(all.begin(), all.begin() + nin);
@@ -420,11 +513,11 @@ void Verifier::verifyOp(const Operation &op, const Function &f) {
       }
       for (size_t i = 0; i < ins.size(); ++i)
         if (!ins[i]->type().isCompatibleWith(k->argTypes()[i]))
-          fail(op, "input " + std::to_string(i) + " has type " + ins[i]->type().str() +
+          fail(&op, op.operandLoc(static_cast<unsigned>(i)), "input " + std::to_string(i) + " has type " + ins[i]->type().str() +
                        " but @" + callee + " takes " + k->argTypes()[i].str());
       for (size_t i = 0; i < outs.size(); ++i)
         if (!outs[i]->type().isCompatibleWith(k->resultTypes()[i]))
-          fail(op, "output " + std::to_string(i) + " has type " + outs[i]->type().str() +
+          fail(&op, op.operandLoc(static_cast<unsigned>(nin + static_cast<int64_t>(i))), "output " + std::to_string(i) + " has type " + outs[i]->type().str() +
                        " but @" + callee + " returns " + k->resultTypes()[i].str());
     }
     break;
@@ -432,7 +525,7 @@ void Verifier::verifyOp(const Operation &op, const Function &f) {
   case OpCode::Kill: {
     Type t = op.operand(0)->type();
     if (!t.isTensor() && !t.isStorage())
-      fail(op, "'kill' takes a tensor or a storage, got " + t.str());
+      fail(&op, op.operandLoc(0), "'kill' takes a tensor or a storage, got " + t.str());
     break;
   }
   default: break;

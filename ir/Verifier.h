@@ -1,13 +1,16 @@
 //===- Verifier.h - IR invariants ----------------------------------*- C++ -*-===//
 //
 // The verifier runs after parsing and after every pass (nimble-opt
-// --verify-each). It checks, and reports with the op's location:
+// --verify-each). It checks the invariants below and reports each failure at
+// the operand, attribute or branch target at fault where the parser recorded
+// its position (Operation::operandLoc/attrLoc, Successor::loc), else at the
+// op, with notes at the related definitions:
 //
 //  Structure (verifyStructure, needs no types):
 //   S1 every function has an entry block; every block ends in exactly one
 //      terminator, and no terminator appears before the end;
 //   S2 every operand is defined; successors are blocks of the same function,
-//      never its entry block (whose arguments are the parameters);
+//      other than the entry block (whose arguments are the parameters);
 //   S3 SSA dominance: a value is used only where its definition dominates
 //      (same block: defined earlier; block arguments: the owner block
 //      dominates the use). Unreachable blocks are exempt, as in MLIR.

@@ -224,7 +224,7 @@ void Canonicalizer::erase(Operation *op) {
 }
 
 void Canonicalizer::replaceWithBr(Operation *t, Block *target, const std::vector<Value *> &args) {
-  Successor s{target, 0, static_cast<unsigned>(args.size()), ""};
+  Successor s{target, 0, static_cast<unsigned>(args.size()), "", t->loc()};
   insert(t, Operation::create(OpCode::Br, t->loc(), args, {}, defaultAttrs(OpCode::Br), {s}));
   erase(t);
 }

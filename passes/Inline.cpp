@@ -167,13 +167,13 @@ private:
       Operation *ret = b->terminator();
       if (!ret || !ret->is(OpCode::Ret)) continue;
       std::vector<Value *> vals = ret->operands();
-      Successor s{cont, 0, static_cast<unsigned>(vals.size()), ""};
+      Successor s{cont, 0, static_cast<unsigned>(vals.size()), "", ret->loc()};
       b->push_back(Operation::create(OpCode::Br, ret->loc(), vals, {}, defaultAttrs(OpCode::Br), {s}));
       ret->erase();
     }
 
     // The call becomes a branch into the copy.
-    Successor s{map.lookup(entry), 0, 0, ""};
+    Successor s{map.lookup(entry), 0, 0, "", call.loc()};
     block->push_back(Operation::create(OpCode::Br, call.loc(), {}, {}, defaultAttrs(OpCode::Br), {s}));
     call.erase();
   }

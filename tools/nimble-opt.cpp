@@ -172,7 +172,8 @@ int main(int argc, char **argv) {
   std::vector<Chunk> chunks =
       o.split ? splitInput(buffer) : std::vector<Chunk>{{buffer, 1}};
   std::string out;
-  bool ok = true;
+  bool ok = true, printedAny = false;
+  passes::PassManager timing(diag, std::cerr, o.pm);
   for (size_t i = 0; i < chunks.size(); ++i) {
     std::unique_ptr<ir::DiagnosticVerifier> verifier;
     if (o.verifyDiagnostics)
@@ -194,16 +195,17 @@ int main(int argc, char **argv) {
     if (o.pm.timePasses) pm.printTimings(std::cerr);
     if (verifier) {
       diag.setHandler(nullptr);
-      bool matched = verifier->finish([&](const std::string &msg) {
-        std::cerr << msg << "\n";
-      });
+      bool matched = verifier->finish([&](const std::string &msg) { std::cerr << msg; });
       ok &= matched;
     } else {
       ok &= chunkOk;
     }
+    // Outputs are joined by the separator; a chunk that failed (only possible
+    // here under --verify-diagnostics) prints nothing and adds no separator.
     if (chunkOk) {
-      if (!out.empty()) out += "// -----\n";
+      if (printedAny) out += "// -----\n";
       out += printed;
+      printedAny = true;
     }
   }
   if (!ok) return kExitError;

@@ -403,7 +403,7 @@ const BadInput kBad[] = {
      "use of undefined value %b"},
     {"func @f(%a: tensor<2xf32>, %b: tensor<3xf32>) -> tensor<2xf32> {\n  %c = add %a, %b\n"
      "  ret %c\n}\n",
-     2, 3, "'add' operands are not broadcast-compatible"},
+     2, 16, "'add' op operands are not broadcast-compatible"},
     {"func @f(%a: tensor<2xf32>) -> tensor<2xf32> {\n  %c = reshape %a\n  ret %c\n}\n", 2, 3,
      "'reshape' requires attribute 'shape'"},
     {"func @f(%a: tensor<2xf33>) {\n  ret\n}\n", 1, 22, "unknown element type 'f33'"},

@@ -230,7 +230,7 @@ TEST(MatMul, Shapes) {
 
 TEST(MatMul, InnerDimensionMismatch) {
   EXPECT_ERROR(run(OpCode::MatMul, {F({2, 3}), F({5, 4})}),
-               "the contracted dimensions of lhs and rhs must be equal, got 3 and 5", -1);
+               "the contracted dimensions of lhs and rhs must be equal, got 3 (lhs 2x3) and 5 (rhs 5x4)", 1);
   // Without the transpose the shapes do not fit.
   EXPECT_FALSE(run(OpCode::MatMul, {F({2, 3}), F({4, 3})}).ok());
 }
@@ -274,7 +274,7 @@ TEST(BatchMatMul, Errors) {
   EXPECT_ERROR(run(OpCode::BatchMatMul, {F({2, 2, 3}), F({1, 2, 3, 4})}),
                "rhs must have the rank of lhs (3)", 1);
   EXPECT_ERROR(run(OpCode::BatchMatMul, {F({2, 2, 3}), F({2, 4, 4})}),
-               "must be equal, got 3 and 4", -1);
+               "must be equal, got 3 (lhs 2x2x3) and 4 (rhs 2x4x4)", 1);
 }
 
 //===-- Reductions ---------------------------------------------------------===//
@@ -327,9 +327,9 @@ TEST(LayerNorm, NormalisesOverTheLastAxis) {
   EXPECT_EQ(r2.deferred.size(), 2u); // gamma and beta against `?`
   // The operand at fault is named.
   EXPECT_ERROR(run(OpCode::LayerNorm, {F({2, 8}), F({7}), F({8})}),
-               "the last dimension and the gamma size must be equal, got 8 and 7", 1);
+               "gamma size and the last dimension must be equal, got 7 and 8", 1);
   EXPECT_ERROR(run(OpCode::LayerNorm, {F({2, 8}), F({8}), F({9})}),
-               "the last dimension and the beta size must be equal, got 8 and 9", 2);
+               "beta size and the last dimension must be equal, got 9 and 8", 2);
   EXPECT_ERROR(run(OpCode::LayerNorm, {F({2, 8}), F({1, 8}), F({8})}),
                "gamma (operand 1) must have rank 1", 1);
   EXPECT_ERROR(run(OpCode::LayerNorm, {F({2, 8}), F({8}), T(DType::F16, {8})}), "f16", 2);
@@ -380,7 +380,7 @@ TEST(DynReshape, KnownShapeValueActsLikeReshape) {
                 F({6}));
   DenseValue bad = val(DType::I64, {4, 4});
   EXPECT_ERROR(run(OpCode::DynReshape, {F({2, 3}), I64({2})}, {}, {nullptr, &bad}),
-               "cannot reshape 2x3 (6 elements) to 4x4 (16 elements)", 0);
+               "cannot reshape 2x3 (6 elements) to 4x4 (16 elements)", 1);
   // Known target, `?` input: the static relation defers the count check.
   ShapeFnResult r2 = run(OpCode::DynReshape, {F({Q, 3}), I64({2})}, {}, {nullptr, &inf});
   EXPECT_OK_SIG(r2, F({Q, 2}));
@@ -410,11 +410,11 @@ TEST(Transpose, Perms) {
 
 TEST(Transpose, InvalidPerms) {
   EXPECT_ERROR(run(OpCode::Transpose, {F({2, 3, 4})}, {{"perm", ints({0, 0, 1})}}),
-               "perm is not a permutation", -1);
+               "is not a permutation", -1);
   EXPECT_ERROR(run(OpCode::Transpose, {F({2, 3, 4})}, {{"perm", ints({2, -1, 0})}}),
-               "perm is not a permutation", -1); // -1 is 2 again
+               "is not a permutation", -1); // -1 is 2 again
   EXPECT_ERROR(run(OpCode::Transpose, {F({2, 3, 4})}, {{"perm", ints({0, 1})}}),
-               "perm has 2 entries for rank 3", -1);
+               "perm [0, 1] has 2 entries but the input has rank 3", -1);
   EXPECT_ERROR(run(OpCode::Transpose, {F({2, 3, 4})}, {{"perm", ints({0, 1, 3})}}),
                "perm entry 3 is out of range for rank 3", -1);
 }
@@ -434,13 +434,13 @@ TEST(Concat, AnyPropagates) {
   ShapeFnResult r2 = run(OpCode::Concat, {F({2, Q}), F({4, 3})});
   EXPECT_OK_SIG(r2, F({6, 3}));
   ASSERT_EQ(r2.deferred.size(), 1u);
-  EXPECT_TRUE(has(r2.deferred[0], "dimension 1 of operand 0 and operand 1")) << r2.deferred[0];
+  EXPECT_TRUE(has(r2.deferred[0], "dimension 1 of operand 1 and operand 0")) << r2.deferred[0];
 }
 
 TEST(Concat, Mismatches) {
   EXPECT_ERROR(run(OpCode::Concat, {F({2, 3}), F({4, 5})}),
-               "dimension 1 of operand 0 and operand 1 must be equal, got 3 and 5", 1);
-  EXPECT_ERROR(run(OpCode::Concat, {F({2, 3}), F({2, 3}), F({2, 4})}), "got 3 and 4", 2);
+               "dimension 1 of operand 1 and operand 0 must be equal, got 5 and 3", 1);
+  EXPECT_ERROR(run(OpCode::Concat, {F({2, 3}), F({2, 3}), F({2, 4})}), "got 4 and 3", 2);
   EXPECT_ERROR(run(OpCode::Concat, {F({2, 3}), F({2})}),
                "operand 1 has rank 1 but operand 0 has rank 2", 1);
   EXPECT_ERROR(run(OpCode::Concat, {F({2}), F({2}), I64({2})}), "element type i64", 2);
@@ -620,12 +620,12 @@ TEST(Arange, Errors) {
   DenseValue big = val(DType::F64, {1e30}, true), inf = val(DType::F64, {INFINITY}, true),
              f0 = val(DType::F64, {0}, true), f1 = val(DType::F64, {1}, true);
   TensorSig d = T(DType::F64, {});
-  EXPECT_ERROR(run(OpCode::Arange, {d, d, d}, {}, {&f0, &big, &f1}), "too many elements", -1);
-  EXPECT_ERROR(run(OpCode::Arange, {d, d, d}, {}, {&f0, &inf, &f1}), "too many elements", -1);
+  EXPECT_ERROR(run(OpCode::Arange, {d, d, d}, {}, {&f0, &big, &f1}), "arange would produce", -1);
+  EXPECT_ERROR(run(OpCode::Arange, {d, d, d}, {}, {&f0, &inf, &f1}), "arange would produce", -1);
   DenseValue lo = val(DType::I64, {-9e18}, true), hi = val(DType::I64, {9e18}, true),
              one = val(DType::I64, {1}, true);
   EXPECT_ERROR(run(OpCode::Arange, {I64({}), I64({}), I64({})}, {}, {&lo, &hi, &one}),
-               "too many elements", -1);
+               "arange would produce", -1);
 }
 
 TEST(UpperBound, UniqueAndNonzero) {
