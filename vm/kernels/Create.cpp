@@ -44,14 +44,14 @@ Status constantImpl(const KernelArgs &args) {
   size_t es = dtypeSize(y.dtype());
   if (v.splat) {
     if (v.bytes.size() != es)
-      return Status::error("constant: splat literal has " + std::to_string(v.bytes.size()) +
+      return Status::error("splat literal has " + std::to_string(v.bytes.size()) +
                            " bytes, expected one " + std::string(dtypeName(y.dtype())) +
                            " element (" + std::to_string(es) + " bytes)");
     fill(y, v.bytes.data());
     return Status::success();
   }
   if (v.bytes.size() != y.numBytes())
-    return Status::error("constant: literal has " + std::to_string(v.bytes.size()) +
+    return Status::error("literal has " + std::to_string(v.bytes.size()) +
                          " bytes, expected " + std::to_string(y.numBytes()) + " for " + sig(y));
   if (!v.bytes.empty()) std::memcpy(y.rawData(), v.bytes.data(), v.bytes.size());
   return Status::success();
@@ -175,7 +175,7 @@ Status deviceCopyImpl(const KernelArgs &args) {
   const Tensor &x = *args.inputs[0];
   Tensor &y = *args.outputs[0];
   if (src != "cpu" || dst != "cpu" || x.device() != Device::CPU || y.device() != Device::CPU)
-    return Status::error("device_copy: the reference kernel copies cpu -> cpu only, got " +
+    return Status::error("the reference kernel copies cpu -> cpu only, got " +
                          src + " -> " + dst);
   if (y.numBytes() && y.rawData() != x.rawData())
     std::memcpy(y.rawData(), x.rawData(), y.numBytes());

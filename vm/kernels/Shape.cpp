@@ -142,7 +142,7 @@ Status dynamicSliceImpl(const KernelArgs &args) {
   int64_t d = x.dim(static_cast<size_t>(axis));
   int64_t start = loadInt(*args.inputs[1], 0);
   if (start < 0 || start > d - size)
-    return Status::error("dynamic_slice: start " + std::to_string(start) +
+    return Status::error("start " + std::to_string(start) +
                          " is out of range [0, " + std::to_string(d - size) + "] for size " +
                          std::to_string(size) + " along axis " + std::to_string(axis) +
                          " of size " + std::to_string(d) + " (input " + sig(x) + ")");
@@ -167,7 +167,7 @@ Status takeImpl(const KernelArgs &args) {
   for (int64_t k = 0; k < count; ++k) {
     int64_t i = loadInt(idx, k);
     if (i < -n || i >= n)
-      return Status::error("take: index " + std::to_string(i) + " is out of range [" +
+      return Status::error("index " + std::to_string(i) + " is out of range [" +
                            std::to_string(-n) + ", " + std::to_string(n) + ") for axis " +
                            std::to_string(axis) + " of size " + std::to_string(n) +
                            " (input " + sig(x) + ")");
