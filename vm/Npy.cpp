@@ -208,7 +208,7 @@ Status parseNpy(const uint8_t *data, size_t size, TensorRef &out) {
   if (size < kMagicLen + 2 || std::memcmp(data, kMagic, kMagicLen) != 0)
     return Status::error("not a .npy file (missing the \\x93NUMPY magic)");
   unsigned major = data[6], minor = data[7];
-  if (major < 1 || major > 3)
+  if (major < 1 || major > 3 || minor != 0)
     return Status::error("unsupported .npy format version " + std::to_string(major) + "." +
                          std::to_string(minor) + " (supported: 1.0, 2.0, 3.0)");
   size_t lenBytes = major == 1 ? 2 : 4;

@@ -2,7 +2,9 @@
 
 #include "vm/TensorText.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -104,25 +106,37 @@ std::string storeElement(DType t, std::string_view tok, uint8_t *out) {
   return "";
 }
 
-/// Shortest "%.*g" text with at most `maxDigits` digits that reads back to the
-/// same value of `t`.
+/// The shortest decimal text with at most `maxDigits` significant digits that
+/// reads back to the same value of `t`; fixed notation for decimal exponents
+/// in [-5, 16), scientific outside (Python's repr rule, roughly).
 std::string shortestFloat(DType t, double v, int maxDigits) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
   char buf[64];
-  for (int p = 1; p <= maxDigits; ++p) {
-    std::snprintf(buf, sizeof buf, "%.*g", p, v);
+  int p = 1;
+  for (; p <= maxDigits; ++p) {
+    std::snprintf(buf, sizeof buf, "%.*e", p - 1, v);
     double back = 0;
     parseFloat(buf, back);
     bool same;
     switch (t) {
     case DType::F32: same = static_cast<float>(back) == static_cast<float>(v); break;
-    case DType::F16: same = floatToHalf(static_cast<float>(back)) == floatToHalf(static_cast<float>(v)); break;
-    case DType::BF16: same = floatToBF16(static_cast<float>(back)) == floatToBF16(static_cast<float>(v)); break;
+    case DType::F16:
+      same = floatToHalf(static_cast<float>(back)) == floatToHalf(static_cast<float>(v));
+      break;
+    case DType::BF16:
+      same = floatToBF16(static_cast<float>(back)) == floatToBF16(static_cast<float>(v));
+      break;
     default: same = back == v; break;
     }
     if (same) break;
   }
+  p = std::min(p, maxDigits);
+  // The exponent of the (rounded) scientific form decides the notation; %f
+  // with p - 1 - exp decimals rounds at the same digit, so it is as exact.
+  const char *e = std::strchr(buf, 'e');
+  int exp = e ? std::atoi(e + 1) : 0;
+  if (exp >= -5 && exp < 16) std::snprintf(buf, sizeof buf, "%.*f", std::max(0, p - 1 - exp), v);
   return buf;
 }
 

@@ -23,7 +23,9 @@
 //
 // Floats are printed with the fewest significant digits that read back to
 // the same value of their dtype (so f32 0.1 prints as 0.1, not
-// 0.100000001), i1 as true/false. Since brackets separate values for the
+// 0.100000001), in fixed notation for decimal exponents in [-5, 16) and
+// scientific outside (100, 65504, 2.5e-08, 1e+20), nan / inf / -inf as
+// such; i1 prints as true/false. Since brackets separate values for the
 // parser, printed text parses back to the same tensor.
 //
 //===----------------------------------------------------------------------===//

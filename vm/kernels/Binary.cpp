@@ -6,10 +6,9 @@
 //            and ONNX semantics, not numpy's floor_divide); a zero divisor is
 //            an error ("integer division by zero"); INT_MIN / -1 wraps to
 //            INT_MIN like every other integer overflow here.
-//   pow      floats: std::pow. The op's DTypeRule is Float, but the kernel
-//            also takes integers (for fused kernels that widen later):
-//            exponentiation by squaring, wrapping; a negative exponent is an
-//            error.
+//   pow      std::pow. Its DTypeRule is Float, so integer pow (and the
+//            question of negative integer exponents) cannot reach a kernel;
+//            the kernel reports integer operands as unsupported.
 //   maximum / minimum propagate NaN (numpy.maximum / numpy.minimum).
 //   equal / not_equal on i1 compare truth values.
 //
@@ -29,7 +28,7 @@ namespace nimble::vm::kernels {
 
 namespace {
 
-enum class Fault : int { None = 0, DivByZero, NegativeExponent };
+enum class Fault : int { None = 0, DivByZero };
 
 template <OpCode Op, class T> constexpr bool binarySupports() {
   switch (Op) {
@@ -37,6 +36,7 @@ template <OpCode Op, class T> constexpr bool binarySupports() {
   case OpCode::LogicalOr: return kIsBool<T>;
   case OpCode::Equal:
   case OpCode::NotEqual: return kIsFloat<T> || kIsInt<T> || kIsBool<T>;
+  case OpCode::Pow: return kIsFloat<T>;
   default: return kIsFloat<T> || kIsInt<T>;
   }
 }
@@ -44,16 +44,6 @@ template <OpCode Op, class T> constexpr bool binarySupports() {
 template <OpCode Op> constexpr bool isCompare() {
   return Op == OpCode::Equal || Op == OpCode::NotEqual || Op == OpCode::Less ||
          Op == OpCode::LessEqual || Op == OpCode::Greater || Op == OpCode::GreaterEqual;
-}
-
-template <class T> T intPow(T base, T exp) {
-  T r = 1;
-  // exp >= 0 here; squaring wraps like the other integer ops.
-  for (auto e = static_cast<std::make_unsigned_t<T>>(exp); e; e >>= 1) {
-    if (e & 1) r = wrapMul(r, base);
-    base = wrapMul(base, base);
-  }
-  return r;
 }
 
 /// Computes `a op b`; sets `fault` instead of invoking undefined behaviour.
@@ -79,15 +69,7 @@ template <OpCode Op, class T> T applyBinary(T a, T b, Fault &fault) {
       return static_cast<T>(a / b);
     }
   } else if constexpr (Op == OpCode::Pow) {
-    if constexpr (kIsFloat<T>) {
-      return std::pow(a, b);
-    } else {
-      if (b < 0) {
-        fault = Fault::NegativeExponent;
-        return 0;
-      }
-      return intPow(a, b);
-    }
+    return std::pow(a, b);
   } else if constexpr (Op == OpCode::Maximum) {
     if constexpr (kIsFloat<T>)
       if (std::isnan(a) || std::isnan(b)) return std::isnan(a) ? a : b;
@@ -144,8 +126,6 @@ template <OpCode Op> Status binaryImpl(const KernelArgs &args) {
       switch (static_cast<Fault>(fault.load())) {
       case Fault::None: return Status::success();
       case Fault::DivByZero: return Status::error("integer division by zero");
-      case Fault::NegativeExponent:
-        return Status::error("integer pow with a negative exponent");
       }
       return Status::success();
     }
