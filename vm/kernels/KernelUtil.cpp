@@ -40,7 +40,9 @@ void parallelRange(const KernelArgs &args, int64_t n, int64_t costPerItem,
   constexpr int64_t kMinParallelWork = 1 << 15;
   ThreadPool *pool = args.ctx ? args.ctx->pool : nullptr;
   costPerItem = std::max<int64_t>(costPerItem, 1);
-  if (!pool || pool->size() <= 1 || n * costPerItem < kMinParallelWork) {
+  // n * costPerItem < kMinParallelWork, without overflowing the product.
+  bool small = n < (kMinParallelWork + costPerItem - 1) / costPerItem;
+  if (!pool || pool->size() <= 1 || small) {
     if (n > 0) fn(0, n);
     return;
   }
