@@ -107,6 +107,12 @@ def _add_tool(name, dirs):
 
 for _tool in ("nimble-opt", "nimblec", "nimble-run"):
     _add_tool(_tool, _tools_dirs)
+# Test-only drivers live beside their suites (test/vm/kernel-runner): under
+# Bazel they arrive through the suite's `tools`, i.e. in tools_dir.
+_add_tool(
+    "kernel-runner",
+    _tools_dirs + ([] if _running_under_bazel else [os.path.join(_repo_root, "bazel-bin", "test", "vm")]),
+)
 for _tool in ("FileCheck", "not", "count", "split-file"):
     _add_tool(_tool, _llvm_tools_dirs)
 config.substitutions.append(("%python", _PYTHON))

@@ -10,6 +10,7 @@
 
 #include "tools/ToolSupport.h"
 #include "vm/Allocator.h"
+#include "vm/Disassembler.h"
 #include "vm/Format.h"
 #include "vm/Interpreter.h"
 #include "vm/Npy.h"
@@ -158,7 +159,7 @@ bool compare(const Object &got, const Object &want, double tol, const std::strin
     double worst = 0;
     int64_t worstAt = -1;
     for (int64_t i = 0; i < g->numElements(); ++i) {
-      double a, b;
+      double a = 0, b = 0;
       switch (g->dtype()) {
       case DType::F32: a = g->data<float>()[i]; b = w->data<float>()[i]; break;
       case DType::F64: a = g->data<double>()[i]; b = w->data<double>()[i]; break;
@@ -211,10 +212,6 @@ bool compare(const Object &got, const Object &want, double tol, const std::strin
   return false;
 }
 
-std::string dirOf(const std::string &path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
 
 void printProfile(const VirtualMachine &vm, int runs) {
   const Executable &exe = vm.executable();

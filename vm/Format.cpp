@@ -263,9 +263,10 @@ void writeKernels(ByteWriter &w, const Executable &e) {
   for (const KernelDesc &k : e.kernels) {
     w.str(k.name);
     w.u32(k.numInputs);
-    // One dtype byte per input (0xff where missing: the reader refuses it).
-    for (uint32_t i = 0; i < k.numInputs; ++i)
-      w.u8(i < k.inputDTypes.size() ? static_cast<uint8_t>(k.inputDTypes[i]) : 0xff);
+    // One dtype byte per input. A malformed in-memory kernel (fewer dtypes
+    // than inputs) writes what it has, which the reader then refuses; it never
+    // writes numInputs bytes it does not have.
+    for (DType t : k.inputDTypes) w.u8(static_cast<uint8_t>(t));
     w.u8(k.upperBound ? 1 : 0);
     w.u32(static_cast<uint32_t>(k.members.size()));
     for (const KernelDesc::Member &m : k.members) {

@@ -61,20 +61,23 @@ Status VirtualMachine::errorAt(uint32_t func, uint32_t pc, const std::string &ms
     where = exe_->strings[loc->file] + ":" + std::to_string(loc->line) + ":" +
             std::to_string(loc->col) + ": ";
   std::string s = where + "error: " + msg;
-  // The call stack, innermost first (the caller's Invoke locations).
-  for (size_t i = frames_.size(); i-- > 1;) {
+  // The call stack, innermost first (the callers' Invoke locations); deep
+  // recursion shows the innermost frames and a count of the rest.
+  constexpr size_t kShown = 4;
+  size_t depth = frames_.size();
+  for (size_t i = depth; i-- > 1;) {
+    if (depth - 1 - i == kShown && i > 1) {
+      s += "\n  ... " + std::to_string(i - 1) + " more frames";
+      i = 2; // continue with the outermost call
+      continue;
+    }
     const Frame &callee = frames_[i], &caller = frames_[i - 1];
     const VMFunction &cf = exe_->functions[caller.func];
-    uint32_t callPc = callee.callPc;
     std::string at;
-    if (const SourceLoc *loc = findSourceLoc(cf, callPc))
+    if (const SourceLoc *loc = findSourceLoc(cf, callee.callPc))
       at = " at " + exe_->strings[loc->file] + ":" + std::to_string(loc->line) + ":" +
            std::to_string(loc->col);
     s += "\n  in @" + exe_->functions[callee.func].name + ", called from @" + cf.name + at;
-    if (frames_.size() - i > 8 && i > 3) {
-      s += "\n  ... (" + std::to_string(i - 2) + " more frames)";
-      i = 2;
-    }
   }
   return Status::error(s);
 }
@@ -102,7 +105,9 @@ Status VirtualMachine::run(const std::string &name, std::vector<ObjectRef> args,
 namespace {
 std::string shapesKey(const std::vector<Tensor *> &ts) {
   std::string s = "(";
-  for (size_t i = 0; i < ts.size(); ++i) s += (i ? ", " : "") + formatDims(ts[i]->shape()) + "x" + std::string(dtypeName(ts[i]->dtype()));
+  for (size_t i = 0; i < ts.size(); ++i)
+    s += (i ? ", " : "") + (ts[i]->rank() ? formatDims(ts[i]->shape()) + "x" : std::string()) +
+         std::string(dtypeName(ts[i]->dtype()));
   return s + ")";
 }
 } // namespace

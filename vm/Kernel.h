@@ -33,6 +33,9 @@ namespace nimble::vm {
 
 class ThreadPool;
 
+/// A kernel's message says what is wrong with the values ("integer division
+/// by zero", "index 7 is out of range [-5, 5) ..."); it does not repeat the op
+/// name, which the caller adds together with the op's source location.
 struct Status {
   std::string message; // empty: success
   bool ok() const { return message.empty(); }

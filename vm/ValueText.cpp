@@ -3,6 +3,7 @@
 #include "vm/ValueText.h"
 
 #include "ir/ShapeFns.h"
+#include "vm/Disassembler.h"
 #include "vm/Format.h"
 #include "vm/Npy.h"
 #include "vm/TensorText.h"

@@ -382,7 +382,7 @@ TEST(Crafted, Kernels) {
   expectRefused([](Executable &e) { e.kernels[0].upperBound = true; },
                 "marked upper-bound but is not a lone unique / nonzero");
   expectRefused([](Executable &e) { e.kernels[0].numInputs = 0xffffffffu; },
-                "inputs exceed the limit");
+                "input count 4294967295 is impossible");
   expectRefused(
       [](Executable &e) {
         e.kernels[0].members.resize(nbc::kMaxKernelMembers + 1, e.kernels[0].members[0]);
@@ -396,6 +396,7 @@ TEST(Crafted, Kernels) {
         d.bytes = {1, 2, 3, 4};
         e.kernels[0].members[0] = {OpCode::Constant, {Attr::getDense(d)}, {}, 1};
         e.kernels[0].numInputs = 0;
+        e.kernels[0].inputDTypes.clear();
         e.kernels[0].outputs = {0};
       },
       "dense payload of 4 bytes does not match its type");

@@ -1,0 +1,173 @@
+"""Cases for matmul / batch_matmul, the reductions, softmax and layer_norm."""
+
+import numpy as np
+
+from oplib import FLOATS, INTS, NUMERIC, Case, cast_to, wide
+
+
+def _matmul_expected(a, b, dt):
+    if dt in INTS:
+        # Exact in int64 (the operands are small), then wrapped to the dtype.
+        return np.matmul(a.astype(np.int64), b.astype(np.int64)).astype(a.dtype)
+    return cast_to(np.matmul(wide(a), wide(b)), dt)
+
+
+def _operands(rng, dt, sa, sb):
+    if dt in INTS:
+        return rng.array(sa, dt, -9, 9), rng.array(sb, dt, -9, 9)
+    return rng.array(sa, dt, -1, 1), rng.array(sb, dt, -1, 1)
+
+
+def _stored(x, transposed):
+    """The operand as stored when the op reads it transposed."""
+    return np.ascontiguousarray(np.swapaxes(x, -1, -2)) if transposed else x
+
+
+MATMUL_MKN = [(2, 3, 4), (1, 1, 1), (5, 0, 3), (0, 4, 3), (3, 4, 0), (7, 13, 5)]
+BATCH_SHAPES = [
+    ((2, 3, 4), (2, 4, 5)), ((1, 3, 4), (3, 4, 2)), ((2, 1, 2, 3), (1, 3, 3, 2)),
+    ((0, 2, 3), (1, 3, 4)), ((4, 2, 0), (4, 0, 3)), ((2, 3, 1, 1), (2, 3, 1, 1)),
+    ((3, 2, 5), (1, 5, 1)),
+]
+FLAGS = [(False, False), (True, False), (False, True), (True, True)]
+
+
+def matmul_cases(rng):
+    cases = []
+    for dt in NUMERIC:
+        for i, (m, k, n) in enumerate(MATMUL_MKN):
+            for ta, tb in FLAGS if dt == "f32" or i == len(MATMUL_MKN) - 1 else FLAGS[i % 4:i % 4 + 1]:
+                a, b = _operands(rng, dt, (m, k), (k, n))
+                cases.append(Case("matmul", dt, [_stored(a, ta), _stored(b, tb)],
+                                  [_matmul_expected(a, b, dt)],
+                                  attrs={"transpose_a": ta, "transpose_b": tb}))
+        for i, (sa, sb) in enumerate(BATCH_SHAPES):
+            ta, tb = FLAGS[(i + len(dt)) % 4]
+            a, b = _operands(rng, dt, sa, sb)
+            cases.append(Case("batch_matmul", dt, [_stored(a, ta), _stored(b, tb)],
+                              [_matmul_expected(a, b, dt)],
+                              attrs={"transpose_a": ta, "transpose_b": tb}))
+    # Big enough for the thread pool.
+    a, b = _operands(rng, "f32", (64, 100), (100, 80))
+    cases.append(Case("matmul", "f32", [a, _stored(b, True)], [_matmul_expected(a, b, "f32")],
+                      attrs={"transpose_b": True}, threads=4))
+    a, b = _operands(rng, "i32", (3, 1, 40, 30), (1, 2, 30, 20))
+    cases.append(Case("batch_matmul", "i32", [a, b], [_matmul_expected(a, b, "i32")], threads=2))
+    return cases
+
+
+REDUCE_SHAPES = [
+    ((2, 3, 4), []), ((2, 3, 4), [0]), ((2, 3, 4), [-1]), ((2, 3, 4), [0, 2]),
+    ((2, 3, 4), [2, -3]), ((), []), ((5,), [0]), ((0, 3), [0]), ((0, 3), [1]),
+    ((3, 0, 2), []), ((3, 0, 2), [1]), ((4, 1, 3), [-2]), ((2, 3, 4), [0, 1, 2]),
+]
+
+
+def _reduce_expected(op, x, axes, keep, dt):
+    """numpy's answer, or the error substring when numpy refuses."""
+    axis = None if not axes else tuple(axes)
+    try:
+        with np.errstate(all="ignore"):
+            import warnings
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if op == "sum":
+                    if dt in INTS:
+                        return np.sum(x, axis=axis, keepdims=keep, dtype=x.dtype), None
+                    return cast_to(np.sum(wide(x), axis=axis, keepdims=keep), dt), None
+                if op == "mean":
+                    return cast_to(np.mean(wide(x), axis=axis, keepdims=keep), dt), None
+                f = np.max if op == "max" else np.min
+                return np.asarray(f(x, axis=axis, keepdims=keep)), None
+    except ValueError:
+        return None, "has no identity"
+
+
+def reduce_cases(rng):
+    cases = []
+    for op in ("sum", "mean", "max", "min"):
+        for dt in FLOATS if op == "mean" else NUMERIC:
+            for i, (shape, axes) in enumerate(REDUCE_SHAPES):
+                keep = (i + len(dt)) % 2 == 1
+                x = rng.array(shape, dt, -9, 9) if dt in INTS else rng.array(shape, dt)
+                want, err = _reduce_expected(op, x, axes, keep, dt)
+                cases.append(Case(op, dt, [x], None if err else [want],
+                                  attrs={"axes": axes, "keepdims": keep}, error=err))
+        x = rng.array((300, 200), "f32")
+        want, _ = _reduce_expected(op, x, [1], False, "f32")
+        cases.append(Case(op, "f32", [x], [want], attrs={"axes": [1]}, threads=4))
+    # Integer sums wrap around in the element type.
+    x = np.full((2, 100), 100, np.int8)
+    cases.append(Case("sum", "i8", [x], [np.sum(x, axis=1, dtype=np.int8)], attrs={"axes": [1]}))
+    # NaN propagates through max / min.
+    x = np.array([[1, np.nan, 3], [4, 5, 6]], np.float32)
+    for op, f in (("max", np.max), ("min", np.min)):
+        cases.append(Case(op, "f32", [x], [f(x, axis=1)], attrs={"axes": [1]}))
+    return cases
+
+
+ARGMAX_SHAPES = [((2, 3, 4), -1), ((2, 3, 4), 0), ((2, 3, 4), 1), ((7,), 0), ((3, 1), -1),
+                 ((0, 3), 1), ((0, 3), 0), ((2, 0), -2), ((2, 0), 1)]
+
+
+def argmax_cases(rng):
+    cases = []
+    for dt in NUMERIC:
+        for i, (shape, axis) in enumerate(ARGMAX_SHAPES):
+            keep = (i + len(dt)) % 2 == 0
+            x = rng.small_ints(shape, dt, -2, 2)  # many ties: the first index wins
+            try:
+                want, err = np.argmax(x, axis=axis, keepdims=keep).astype(np.int64), None
+            except ValueError:
+                want, err = None, "has no identity"
+            cases.append(Case("argmax", dt, [x], None if err else [want],
+                              attrs={"axis": axis, "keepdims": keep}, error=err))
+    x = np.array([[1, np.nan, 3, np.nan], [4, 9, 9, 2]], np.float32)
+    cases.append(Case("argmax", "f32", [x], [np.argmax(x, axis=1)], attrs={"axis": 1}))
+    return cases
+
+
+def _softmax(x, axis):
+    x = wide(x)
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True)) if x.size else x
+    return e / np.sum(e, axis=axis, keepdims=True) if x.size else x
+
+
+def _layer_norm(x, g, b, eps):
+    x, g, b = wide(x), wide(g), wide(b)
+    if x.size == 0:
+        return x
+    mean = np.mean(x, axis=-1, keepdims=True)
+    var = np.mean((x - mean) ** 2, axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * g + b
+
+
+def norm_cases(rng):
+    cases = []
+    for dt in FLOATS:
+        for shape, axis, scale in (((3, 5), -1, 1), ((3, 5), 0, 1), ((2, 3, 4), 1, 1),
+                                   ((4,), 0, 1), ((2, 0, 3), -1, 1), ((2, 0, 3), 1, 1),
+                                   ((2, 6), -1, 300)):
+            # scale 300: exp would overflow without the max shift (f16/bf16
+            # cannot hold 300 * 4, so they get a smaller spread).
+            s = scale if dt in ("f32", "f64") else min(scale, 10)
+            x = rng.array(shape, dt, -4 * s, 4 * s)
+            cases.append(Case("softmax", dt, [x], [cast_to(_softmax(x, axis), dt)],
+                              attrs={"axis": axis}))
+        for shape, eps in (((2, 5), 1e-5), ((3, 4, 8), 1e-5), ((1, 1), 1e-5), ((0, 4), 1e-5),
+                           ((6,), 0.5), ((2, 3), 1e-2)):
+            x = rng.array(shape, dt)
+            g, b = rng.array(shape[-1:], dt), rng.array(shape[-1:], dt)
+            cases.append(Case("layer_norm", dt, [x, g, b],
+                              [cast_to(_layer_norm(x, g, b, eps), dt)], attrs={"eps": eps}))
+    x = rng.array((200, 300), "f32")
+    cases.append(Case("softmax", "f32", [x], [cast_to(_softmax(x, 0), "f32")],
+                      attrs={"axis": 0}, threads=2))
+    x, g, b = rng.array((256, 200), "f32"), rng.array((200,), "f32"), rng.array((200,), "f32")
+    cases.append(Case("layer_norm", "f32", [x, g, b],
+                      [cast_to(_layer_norm(x, g, b, 1e-5), "f32")], threads=4))
+    return cases
+
+
+def cases(rng):
+    return matmul_cases(rng) + reduce_cases(rng) + argmax_cases(rng) + norm_cases(rng)

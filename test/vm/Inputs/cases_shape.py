@@ -1,0 +1,180 @@
+"""Cases for the data-movement kernels (reshape ... broadcast_to) and the
+creation / shape kernels (constant ... device_copy). Every dtype."""
+
+import numpy as np
+
+from oplib import ALL, FLOATS, INTS, NP, NUMERIC, Case, cast_to, round_bf16
+
+
+def _slice(x, axes, starts, ends):
+    idx = [slice(None)] * x.ndim
+    for a, s, e in zip(axes, starts, ends):
+        idx[a] = slice(s, e)  # Python slicing clamps exactly like the op
+    return x[tuple(idx)]
+
+
+def movement_cases(rng):
+    cases = []
+    for dt in ALL:
+        r = lambda shape: rng.array(shape, dt)  # noqa: E731
+        for shape, target in (((2, 3, 4), [4, -1]), ((6,), [2, 3]), ((), [1, 1]),
+                              ((0, 3), [3, 0]), ((2, 0), [-1, 5]), ((1, 1), [])):
+            x = r(shape)
+            cases.append(Case("reshape", dt, [x], [x.reshape(target)], attrs={"shape": target}))
+        for sdt in ("i64", "i32"):
+            x = r((2, 3, 4))
+            shape = np.array([3, -1, 2], NP[sdt])
+            cases.append(Case("dyn_reshape", dt, [x, shape], [x.reshape(3, -1, 2)]))
+        x = r((5,))
+        cases.append(Case("dyn_reshape", dt, [x, np.array([5, 1], np.int64)], [x.reshape(5, 1)]))
+        for shape, perm in (((2, 3, 4), []), ((2, 3, 4), [1, 0, 2]), ((2, 3, 4), [-1, 0, 1]),
+                            ((5,), []), ((), []), ((2, 0, 3), [2, 0, 1]), ((1, 2, 3, 2), [3, 1, 0, 2])):
+            x = r(shape)
+            want = np.transpose(x, [p % max(x.ndim, 1) for p in perm] if perm else None)
+            cases.append(Case("transpose", dt, [x], [want.copy()],
+                              attrs={"perm": perm}))
+        for shapes, axis in ((((2, 3), (4, 3)), 0), (((2, 1), (2, 0), (2, 4)), -1), (((3,),), 0),
+                             (((2, 2, 2), (2, 1, 2), (2, 3, 2)), 1), (((0, 2), (0, 2)), 0)):
+            xs = [r(s) for s in shapes]
+            cases.append(Case("concat", dt, xs, [np.concatenate(xs, axis=axis)],
+                              attrs={"axis": axis}))
+        for shape, axis, n in (((4, 6), 1, 3), ((6,), 0, 2), ((2, 0), 1, 2), ((4, 2), -2, 4),
+                               ((3, 2), 0, 1)):
+            x = r(shape)
+            cases.append(Case("split", dt, [x], list(np.split(x, n, axis=axis)),
+                              attrs={"axis": axis, "sections": n}))
+        for shape, axes, starts, ends in (
+                ((5, 6), [0, 1], [1, -4], [4, 100]), ((5, 6), [-1], [-100], [-2]),
+                ((5, 6), [0], [7], [9]), ((5, 6), [1], [3], [1]), ((2, 3, 4), [2, 0], [1, 1], [3, 2]),
+                ((4,), [], [], []), ((0, 3), [1], [1], [2])):
+            x = r(shape)
+            cases.append(Case("slice", dt, [x], [_slice(x, axes, starts, ends)],
+                              attrs={"axes": axes, "starts": starts, "ends": ends}))
+        for shape, axis, size, start, sdt in (((5, 3), 0, 2, 3, "i64"), ((5, 3), -1, 0, 3, "i32"),
+                                              ((2, 6, 2), 1, 3, 2, "i8"), ((4,), 0, 4, 0, "i64")):
+            x = r(shape)
+            a = axis % x.ndim
+            want = np.take(x, range(start, start + size), axis=a)
+            cases.append(Case("dynamic_slice", dt, [x, np.array(start, NP[sdt])], [want],
+                              attrs={"axis": axis, "size": size}))
+        for shape, idx, axis in (((4, 3), [[0, -1], [2, 2]], 0), ((4, 3), [2, 0], -1),
+                                 ((4, 3), 1, 0), ((4, 3), np.zeros((0,), int), 0),
+                                 ((0, 3), np.zeros((0,), int), 0), ((2, 3, 2), [[1], [-2]], 1)):
+            x = r(shape)
+            ind = np.array(idx, NP[INTS[len(cases) % 3]])
+            cases.append(Case("take", dt, [x, ind], [np.take(x, ind, axis=axis)],
+                              attrs={"axis": axis}))
+        for shape, axis in (((2, 3), 0), ((2, 3), 2), ((2, 3), -1), ((2, 3), -3), ((), 0), ((0,), 1)):
+            x = r(shape)
+            cases.append(Case("expand_dims", dt, [x], [np.expand_dims(x, axis)],
+                              attrs={"axis": axis}))
+        for shape, axes in (((1, 3, 1), []), ((1, 3, 1), [0]), ((1, 3, 1), [-1]), ((1,), []),
+                            ((2, 3), []), ((1, 0, 1), [0, 2])):
+            x = r(shape)
+            want = np.squeeze(x, axis=tuple(axes) if axes else None)
+            cases.append(Case("squeeze", dt, [x], [want], attrs={"axes": axes}))
+        for shape, target in (((3,), [2, 3]), ((2, 1), [2, 4]), ((), [3, 2]), ((1, 0), [4, 0]),
+                              ((2, 3), [2, 3]), ((1, 3), [0, 3]), ((1, 2, 1), [2, 3, 2, 5])):
+            x = r(shape)
+            cases.append(Case("broadcast_to", dt, [x], [np.broadcast_to(x, target).copy()],
+                              attrs={"shape": target}))
+    # Errors that depend on values: out-of-range starts and indices.
+    x = np.arange(15, dtype=np.float32).reshape(5, 3)
+    for start in (4, -1, 100):
+        cases.append(Case("dynamic_slice", "f32", [x, np.array(start, np.int64)],
+                          attrs={"axis": 0, "size": 2}, error="start %d is out of range [0, 3]" % start))
+    for idx in ([0, 5], [-6], [2**40]):
+        cases.append(Case("take", "f32", [x, np.array(idx, np.int64)], attrs={"axis": 0},
+                          error="index %d is out of range [-5, 5)" % [i for i in idx if i >= 5 or i < -5][0]))
+    big = rng.array((300, 200), "f32")
+    cases.append(Case("transpose", "f32", [big], [np.ascontiguousarray(big.T)], threads=4))
+    cases.append(Case("broadcast_to", "i64", [np.arange(300, dtype=np.int64)],
+                      [np.broadcast_to(np.arange(300), (200, 300)).copy()],
+                      attrs={"shape": [200, 300]}, threads=3))
+    return cases
+
+
+def _literal(x, dt):
+    dims = "".join("%dx" % d for d in x.shape)
+    vals = " ".join(repr(float(v)) if dt in FLOATS else str(int(v)) for v in x.reshape(-1))
+    return "%s%s=%s" % (dims, dt, vals)
+
+
+def create_cases(rng):
+    cases = []
+    for dt in ALL:
+        # constant: from a .npy file (numpy has no bf16: a text literal there),
+        # as a splat literal, and as a rank-0 literal.
+        x = rng.array((2, 3), dt)
+        if dt == "bf16":
+            value = _literal(x, dt)
+        else:
+            value = x
+        cases.append(Case("constant", dt, [], [x], attrs={"value": value}))
+        splat = {"i1": ("1", np.True_), "i8": ("-7", -7), "i32": ("123456", 123456),
+                 "i64": ("-5000000000", -5000000000)}.get(dt, ("0.1", 0.1))
+        want = np.full((2, 0, 3) if dt == "i8" else (3, 2), splat[1], NP[dt])
+        if dt == "bf16":
+            want = round_bf16(want)
+        elif dt in FLOATS:
+            want = cast_to(np.full(want.shape, 0.1), dt)
+        dims = "x".join(map(str, want.shape))
+        cases.append(Case("constant", dt, [], [want],
+                          attrs={"value": "splat:%sx%s=%s" % (dims, dt, splat[0])}))
+        s = rng.array((), dt)
+        cases.append(Case("constant", dt, [], [s], attrs={"value": _literal(s, dt)}))
+        # zeros / full: the shape comes from a run-time tensor.
+        for shape, sdt in (((2, 3), np.int64), ((), np.int64), ((4, 0), np.int32), ((5,), np.int8)):
+            sh = np.array(shape, sdt)
+            cases.append(Case("zeros", dt, [sh], [np.zeros(shape, NP[dt])], attrs={"dtype": dt}))
+            v = rng.array((), dt)
+            cases.append(Case("full", dt, [sh, v], [np.full(shape, v, NP[dt])]))
+        # unique (sorted, upper-bound output).
+        for shape in ((12,), (0,), (1,), (40,)):
+            x = rng.small_ints(shape, dt, -3, 3)
+            cases.append(Case("unique", dt, [x], [np.unique(x)]))
+        # nonzero: numpy.argwhere, row-major.
+        for shape in ((), (5,), (2, 3), (2, 0, 3), (3, 1, 4)):
+            x = rng.small_ints(shape, dt, -1, 1)
+            if dt in FLOATS and x.size:
+                x.reshape(-1)[0] = -0.0  # negative zero is zero
+            cases.append(Case("nonzero", dt, [x], [np.argwhere(x).astype(np.int64)]))
+        cases.append(Case("nonzero", dt, [np.ones((), NP[dt])], [np.zeros((1, 0), np.int64)]))
+        for shape in ((), (0,), (2, 3, 4)):
+            x = rng.array(shape, dt)
+            cases.append(Case("shape_of", dt, [x], [np.array(shape, np.int64)]))
+        for axis in (0, 1, -1):
+            x = rng.array((2, 0, 4), dt)
+            cases.append(Case("dim", dt, [x], [np.array(x.shape[axis], np.int64)],
+                              attrs={"axis": axis}))
+        x = rng.array((3, 2), dt)
+        cases.append(Case("device_copy", dt, [x], [x], attrs={"src": "cpu", "dst": "cpu"}))
+    # storage_size: bytes of a dense tensor of that shape, rounded up to the
+    # alignment (a value computed from the shape, not the input's own size).
+    for dt in ("i8", "i32", "i64"):
+        for shape, tdt, align in (((2, 3), "f32", 64), ((0, 5), "f16", 64), ((), "f64", 1),
+                                  ((7, 9, 3), "i8", 16), ((100, 120), "bf16", 128)):
+            itemsize = {"f32": 4, "f16": 2, "f64": 8, "i8": 1, "bf16": 2}[tdt]
+            nbytes = int(np.prod(shape, dtype=np.int64)) * itemsize
+            want = -(-nbytes // align) * align
+            cases.append(Case("storage_size", dt, [np.array(shape, NP[dt])],
+                              [np.array(want, np.int64)], attrs={"dtype": tdt, "alignment": align}))
+    x = np.array([3, np.nan, 1, np.nan, 3, -np.inf], np.float32)
+    cases.append(Case("unique", "f32", [x], [np.unique(x)]))
+    cases.append(Case("device_copy", "f32", [np.zeros(3, np.float32)],
+                      attrs={"src": "cuda", "dst": "cpu"}, error="cpu -> cpu only"))
+    # arange: integers and floats, up, down and empty.
+    for dt in NUMERIC:
+        ranges = ((0, 10, 3), (10, 0, -3), (5, 5, 1), (-7, 8, 2), (3, 1, 1))
+        if dt in FLOATS:
+            ranges += ((0, 1, 0.125), (1, -1, -0.25), (0.5, 3.75, 0.5))
+        for start, stop, step in ranges:
+            ins = [cast_to(np.array(v), dt) for v in (start, stop, step)]
+            s, e, st = (float(v) for v in ins)
+            want = cast_to(np.arange(s, e, st), dt)
+            cases.append(Case("arange", dt, ins, [want]))
+    return cases
+
+
+def cases(rng):
+    return movement_cases(rng) + create_cases(rng)

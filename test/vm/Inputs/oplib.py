@@ -1,0 +1,204 @@
+"""Helpers of check_ops.py: dtypes, bf16 emulation, running kernel-runner,
+comparing results with numpy's.
+
+Every expected value is computed here with numpy (float64 for floating-point
+math, then rounded once to the result dtype), never by the code under test.
+"""
+
+import dataclasses
+import math
+import os
+import subprocess
+
+import numpy as np
+
+# Nimble dtype name -> numpy dtype of the .npy data. bf16 travels as f32
+# holding bf16-representable values (kernel-runner --bf16 converts them).
+NP = {
+    "f32": np.float32,
+    "f64": np.float64,
+    "f16": np.float16,
+    "bf16": np.float32,
+    "i1": np.bool_,
+    "i8": np.int8,
+    "i32": np.int32,
+    "i64": np.int64,
+}
+FLOATS = ["f32", "f64", "f16", "bf16"]
+INTS = ["i8", "i32", "i64"]
+NUMERIC = FLOATS + INTS
+ALL = NUMERIC + ["i1"]
+RULE_DTYPES = {"Float": FLOATS, "Numeric": NUMERIC, "Int": INTS, "Bool": ["i1"], "Any": ALL}
+
+
+def round_bf16(a):
+    """Rounds to the nearest bf16 (ties to even), returned as float32."""
+    a = np.asarray(a, dtype=np.float32)
+    bits = a.reshape(-1).view(np.uint32).astype(np.uint64)
+    u = np.uint64
+    rounded = ((bits + u(0x7FFF) + ((bits >> u(16)) & u(1))) >> u(16)) << u(16)
+    out = (rounded & u(0xFFFFFFFF)).astype(np.uint32).view(np.float32).copy()
+    out = out.reshape(a.shape)
+    out[np.isnan(a)] = np.nan
+    return out
+
+
+def cast_to(a, dt):
+    """numpy's value of `a` converted to dtype `dt` (bf16: rounded f32)."""
+    with np.errstate(all="ignore"):
+        if dt == "bf16":
+            return round_bf16(np.asarray(a, dtype=np.float64).astype(np.float32))
+        return np.asarray(a).astype(NP[dt])
+
+
+def wide(a):
+    """float64 view of a float array; integer and bool arrays unchanged."""
+    a = np.asarray(a)
+    return a.astype(np.float64) if a.dtype.kind == "f" else a
+
+
+class Rng:
+    """Seeded generators of test arrays."""
+
+    def __init__(self, seed):
+        self.g = np.random.default_rng(seed)
+
+    def array(self, shape, dt, lo=-4.0, hi=4.0):
+        shape = tuple(shape)
+        if dt == "i1":
+            return self.g.random(shape) < 0.5
+        if dt in INTS:
+            info = np.iinfo(NP[dt])
+            lo_i, hi_i = max(int(lo), info.min), min(int(hi), info.max)
+            return self.g.integers(lo_i, hi_i, size=shape, endpoint=True).astype(NP[dt])
+        return cast_to(self.g.uniform(lo, hi, size=shape), dt)
+
+    def small_ints(self, shape, dt, lo=-3, hi=3):
+        """Integer-valued data in any dtype (equal values and ties are common)."""
+        if dt == "i1":
+            return self.g.random(tuple(shape)) < 0.5
+        return cast_to(self.g.integers(lo, hi, size=tuple(shape), endpoint=True), dt)
+
+
+@dataclasses.dataclass
+class Case:
+    op: str
+    dt: str  # the dtype this case exercises (for the coverage check)
+    inputs: list  # numpy arrays (bf16 as rounded f32) or literal strings
+    expected: list = None  # numpy arrays; None for an error case
+    attrs: dict = dataclasses.field(default_factory=dict)
+    error: str = None  # expected substring of the error message
+    threads: int = 1
+
+    @property
+    def bf16(self):
+        return self.dt == "bf16"
+
+    def describe(self):
+        ins = []
+        for x in self.inputs:
+            if isinstance(x, str):
+                ins.append(x)
+            else:
+                ins.append("%s:%s" % ("x".join(map(str, x.shape)) or "scalar", x.dtype))
+        attrs = " ".join("%s=%s" % kv for kv in self.attrs.items())
+        return "%s [%s] inputs(%s) %s%s" % (
+            self.op, self.dt, ", ".join(ins), attrs,
+            " threads=%d" % self.threads if self.threads > 1 else "")
+
+
+def attr_text(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(str(int(x)) for x in v) + "]"
+    return str(v)
+
+
+def tolerance(expected, bf16):
+    kind = expected.dtype
+    if kind == np.float16:
+        return 2e-3, 1e-3
+    if kind == np.float32:
+        return (1e-2, 1e-2) if bf16 else (1e-5, 1e-6)
+    if kind == np.float64:
+        return 1e-10, 1e-12
+    return None
+
+
+def compare(expected, got, bf16):
+    """Returns None if equal (within tolerance), else a description."""
+    if got.dtype != expected.dtype:
+        return "dtype %s, expected %s" % (got.dtype, expected.dtype)
+    if got.shape != expected.shape:
+        return "shape %s, expected %s" % (got.shape, expected.shape)
+    if expected.size == 0:
+        return None
+    tol = tolerance(expected, bf16)
+    if tol is None:
+        bad = got != expected
+        if not bad.any():
+            return None
+        i = np.argwhere(bad)[0]
+        return "%d of %d elements differ; first at %s: got %s, expected %s" % (
+            int(bad.sum()), expected.size, tuple(int(v) for v in i), got[tuple(i)],
+            expected[tuple(i)])
+    rtol, atol = tol
+    e64, g64 = expected.astype(np.float64), got.astype(np.float64)
+    ok = np.isclose(g64, e64, rtol=rtol, atol=atol, equal_nan=True)
+    # isclose treats inf == inf but lets a finite value match nothing else.
+    if ok.all():
+        return None
+    with np.errstate(all="ignore"):
+        err = np.abs(g64 - e64).reshape(-1)
+    err[np.isnan(err)] = np.inf
+    i = np.argwhere(~ok)[0]
+    return "%d of %d elements differ (rtol %g, atol %g); max abs error %g; first at %s: got %r, expected %r" % (
+        int((~ok).sum()), expected.size, rtol, atol, float(err[~ok.reshape(-1)].max()),
+        tuple(int(v) for v in i), g64[tuple(i)], e64[tuple(i)])
+
+
+def run_case(runner, case, tmpdir, index):
+    """Runs one case; returns None on success or a failure message."""
+    prefix = os.path.join(tmpdir, "c%d" % index)
+    cmd = [runner, "--op=" + case.op]
+    for name, value in case.attrs.items():
+        if isinstance(value, np.ndarray):  # a dense attribute, through a file
+            path = "%s_attr_%s.npy" % (prefix, name)
+            np.save(path, value)
+            value = "@" + path
+        cmd.append("--attr=%s=%s" % (name, attr_text(value)))
+    for k, x in enumerate(case.inputs):
+        if isinstance(x, str):
+            cmd.append("--input=" + x)
+        else:
+            path = "%s_in%d.npy" % (prefix, k)
+            np.save(path, np.array(x, order="C"))  # ascontiguousarray would make 0-d 1-d
+            cmd.append("--input=@" + path)
+    outs = []
+    for k in range(len(case.expected or [])):
+        outs.append("%s_out%d.npy" % (prefix, k))
+        cmd.append("--output=@" + outs[-1])
+    if case.bf16:
+        cmd.append("--bf16")
+    if case.threads > 1:
+        cmd.append("--threads=%d" % case.threads)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    shown = " ".join(cmd)
+    if case.error is not None:
+        if p.returncode != 1 or case.error not in p.stderr:
+            return "expected exit 1 and an error containing %r, got exit %d, stderr %r\n  command: %s" % (
+                case.error, p.returncode, p.stderr.strip(), shown)
+        return None
+    if p.returncode != 0:
+        return "exit %d: %s\n  command: %s" % (p.returncode, p.stderr.strip(), shown)
+    for k, (want, path) in enumerate(zip(case.expected, outs)):
+        got = np.load(path)
+        msg = compare(np.asarray(want), got, case.bf16)
+        if msg:
+            return "output %d: %s\n  command: %s" % (k, msg, shown)
+    return None
+
+
+def math_erf(a):
+    return np.vectorize(math.erf, otypes=[np.float64])(a)

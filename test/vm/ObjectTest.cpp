@@ -1,0 +1,175 @@
+//===- ObjectTest.cpp - Storage, Tensor, Adt, Ref and the CPU allocator --===//
+
+#include "vm/Allocator.h"
+#include "vm/Object.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+using namespace nimble;
+using namespace nimble::vm;
+
+namespace {
+
+uint64_t liveBytes() { return defaultAllocator().stats().bytesLive; }
+
+TEST(Object, TensorLifetimeReturnsMemory) {
+  uint64_t before = liveBytes();
+  {
+    TensorRef t = makeTensor(DType::F32, {2, 3});
+    ASSERT_TRUE(t);
+    EXPECT_EQ(t->refCount(), 1u);
+    EXPECT_EQ(t->storage()->refCount(), 1u);
+    EXPECT_EQ(t->numElements(), 6);
+    EXPECT_EQ(t->numBytes(), 24u);
+    EXPECT_EQ(liveBytes(), before + 24);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t->rawData()) % 64, 0u);
+    TensorRef u = t; // a second reference
+    EXPECT_EQ(t->refCount(), 2u);
+    u.reset();
+    EXPECT_EQ(t->refCount(), 1u);
+    EXPECT_EQ(liveBytes(), before + 24);
+  }
+  EXPECT_EQ(liveBytes(), before);
+}
+
+TEST(Object, ViewsShareStorage) {
+  uint64_t before = liveBytes();
+  Ref<Tensor> view;
+  {
+    TensorRef t = makeTensor(DType::I32, {4});
+    for (int i = 0; i < 4; ++i) t->data<int32_t>()[i] = 10 + i;
+    view = TensorRef(new Tensor(DType::I32, {2}, t->storage(), 8));
+    EXPECT_EQ(t->storage()->refCount(), 2u);
+  }
+  // The base tensor is gone; the view keeps the storage.
+  EXPECT_EQ(view->storage()->refCount(), 1u);
+  EXPECT_EQ(view->data<int32_t>()[0], 12);
+  EXPECT_EQ(view->data<int32_t>()[1], 13);
+  EXPECT_EQ(liveBytes(), before + 16);
+  view.reset();
+  EXPECT_EQ(liveBytes(), before);
+}
+
+TEST(Object, ShapesAndTypeStrings) {
+  TensorRef s = makeTensor(DType::I64, {});
+  EXPECT_EQ(s->numElements(), 1);
+  EXPECT_EQ(s->rank(), 0);
+  EXPECT_EQ(s->typeString(), "tensor<i64>");
+  TensorRef e = makeTensor(DType::BF16, {3, 0, 2});
+  EXPECT_EQ(e->numElements(), 0);
+  EXPECT_EQ(e->numBytes(), 0u);
+  EXPECT_EQ(e->typeString(), "tensor<3x0x2xbf16>");
+  EXPECT_NE(e->rawData(), nullptr); // size 0 still gets a real block
+  EXPECT_EQ(makeTensor(DType::F16, {2, 3})->typeString(), "tensor<2x3xf16>");
+}
+
+TEST(Object, ScalarInt) {
+  EXPECT_EQ(makeScalarI64(-42)->scalarInt(), -42);
+  EXPECT_EQ(makeScalarI64(INT64_MIN)->scalarInt(), INT64_MIN);
+  TensorRef b = makeTensor(DType::I1, {});
+  *b->data<uint8_t>() = 7; // any non-zero byte is true
+  EXPECT_EQ(b->scalarInt(), 1);
+  *b->data<uint8_t>() = 0;
+  EXPECT_EQ(b->scalarInt(), 0);
+  TensorRef i8 = makeTensor(DType::I8, {1});
+  *i8->data<int8_t>() = -128;
+  EXPECT_EQ(i8->scalarInt(), -128);
+  TensorRef i32 = makeTensor(DType::I32, {});
+  *i32->data<int32_t>() = -2000000000;
+  EXPECT_EQ(i32->scalarInt(), -2000000000);
+}
+
+TEST(Object, AdtOwnsItsFields) {
+  uint64_t before = liveBytes();
+  ObjectRef leaf(makeTensor(DType::F32, {8}).get());
+  EXPECT_EQ(leaf->refCount(), 1u);
+  {
+    Ref<Adt> node(new Adt(1, {leaf, leaf}));
+    EXPECT_EQ(node->tag(), 1u);
+    EXPECT_EQ(node->fields().size(), 2u);
+    EXPECT_EQ(leaf->refCount(), 3u);
+    Ref<Adt> outer(new Adt(0, {ObjectRef(node)}));
+    node.reset(); // outer keeps node alive
+    EXPECT_EQ(leaf->refCount(), 3u);
+    ASSERT_NE(asAdt(outer->fields()[0].get()), nullptr);
+    EXPECT_EQ(asTensor(outer->fields()[0].get()), nullptr);
+  }
+  EXPECT_EQ(leaf->refCount(), 1u);
+  EXPECT_NE(asTensor(leaf.get()), nullptr);
+  EXPECT_EQ(asStorage(leaf.get()), nullptr);
+  leaf.reset();
+  EXPECT_EQ(liveBytes(), before);
+}
+
+TEST(Object, BorrowedStorageReleasesItsOwner) {
+  auto owner = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3});
+  std::weak_ptr<std::vector<float>> watch = owner;
+  {
+    Ref<Storage> s(new Storage(owner->data(), 12, std::shared_ptr<const void>(owner)));
+    owner.reset();
+    EXPECT_FALSE(watch.expired());
+    EXPECT_TRUE(s->readOnly());
+    EXPECT_EQ(s->size(), 12u);
+    Tensor t(DType::F32, {3}, s, 0);
+    EXPECT_EQ(t.data<float>()[2], 3.0f);
+  }
+  EXPECT_TRUE(watch.expired());
+}
+
+TEST(Object, StorageFreeIsEarlyAndIdempotent) {
+  uint64_t before = liveBytes();
+  Allocator &a = defaultAllocator();
+  Ref<Storage> s(new Storage(&a, a.allocate(100, 64), 100, Device::CPU));
+  EXPECT_EQ(liveBytes(), before + 100);
+  s->free();
+  EXPECT_EQ(liveBytes(), before);
+  EXPECT_EQ(s->size(), 0u);
+  EXPECT_EQ(s->data(), nullptr);
+  s->free();
+  s.reset(); // the destructor does not free twice
+  EXPECT_EQ(liveBytes(), before);
+}
+
+TEST(Allocator, AlignmentAndStatistics) {
+  Allocator &a = defaultAllocator();
+  a.resetStats();
+  std::vector<std::pair<void *, size_t>> blocks;
+  size_t sizes[] = {1, 100, 4096, 0, 77};
+  size_t aligns[] = {1, 16, 4096, 64, 256};
+  for (size_t i = 0; i < 5; ++i) {
+    void *p = a.allocate(sizes[i], aligns[i]);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % aligns[i], 0u) << "align " << aligns[i];
+    std::memset(p, 0xab, sizes[i]); // the block is really that big (ASan checks)
+    blocks.emplace_back(p, sizes[i]);
+  }
+  EXPECT_NE(blocks[3].first, blocks[0].first); // size 0: a unique pointer
+  const AllocStats &s = a.stats();
+  EXPECT_EQ(s.allocations, 5u);
+  EXPECT_EQ(s.bytesAllocated, 1u + 100 + 4096 + 0 + 77);
+  EXPECT_EQ(s.bytesLive, 4274u);
+  EXPECT_EQ(s.peakBytes, 4274u);
+  a.deallocate(blocks[2].first, blocks[2].second);
+  EXPECT_EQ(s.bytesLive, 178u);
+  EXPECT_EQ(s.peakBytes, 4274u);
+  void *p = a.allocate(50, 8);
+  EXPECT_EQ(s.bytesLive, 228u);
+  EXPECT_EQ(s.peakBytes, 4274u);
+  EXPECT_EQ(s.allocations, 6u);
+  EXPECT_EQ(s.bytesAllocated, 4324u);
+  a.deallocate(p, 50);
+  for (size_t i : {0, 1, 3, 4}) a.deallocate(blocks[i].first, blocks[i].second);
+  EXPECT_EQ(s.bytesLive, 0u);
+  EXPECT_EQ(a.device(), Device::CPU);
+}
+
+TEST(Allocator, HugeRequestFailsCleanly) {
+  Allocator &a = defaultAllocator();
+  uint64_t before = a.stats().allocations;
+  EXPECT_EQ(a.allocate(SIZE_MAX - 8, 64), nullptr); // rounding overflows
+  EXPECT_EQ(a.stats().allocations, before);
+}
+
+} // namespace

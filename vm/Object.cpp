@@ -1,0 +1,93 @@
+//===- Object.cpp - Run-time values: storage, tensors, ADT values --------===//
+//
+// Objects are destroyed through Object::destroy, which dispatches on the kind
+// tag instead of a virtual destructor: the VM's objects stay free of vtables
+// (no RTTI needed, one byte of kind), and `Ref<Object>` can still release any
+// of them. Storage gives its bytes back to the allocator they came from, so an
+// allocator's live-byte statistics are exact.
+//
+//===----------------------------------------------------------------------===//
+
+#include "vm/Object.h"
+
+#include "ir/ShapeFns.h"
+#include "vm/Allocator.h"
+
+#include <cstring>
+
+namespace nimble::vm {
+
+void Object::destroy() {
+  switch (kind_) {
+  case Kind::Storage: delete static_cast<Storage *>(this); return;
+  case Kind::Tensor: delete static_cast<Tensor *>(this); return;
+  case Kind::Adt: delete static_cast<Adt *>(this); return;
+  }
+  assert(false && "unknown object kind");
+}
+
+Storage::~Storage() { free(); }
+
+void Storage::free() {
+  // Borrowed memory (constants) has no allocator; dropping `keepAlive_` is all
+  // there is to release.
+  if (alloc_ && data_) alloc_->deallocate(data_, size_);
+  alloc_ = nullptr;
+  data_ = nullptr;
+  size_ = 0;
+  keepAlive_.reset();
+}
+
+int64_t Tensor::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape_) n *= d;
+  return n;
+}
+
+int64_t Tensor::scalarInt() const {
+  assert(numElements() >= 1 && "scalarInt of an empty tensor");
+  const uint8_t *p = rawData();
+  switch (dtype_) {
+  case DType::I1: return *p != 0;
+  case DType::I8: return static_cast<int8_t>(*p);
+  case DType::I32: {
+    int32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  case DType::I64: {
+    int64_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  default: break;
+  }
+  assert(false && "scalarInt of a floating-point tensor");
+  return 0;
+}
+
+std::string Tensor::typeString() const { return formatSig({dtype_, shape_}); }
+
+TensorRef makeTensor(DType dtype, std::vector<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    assert(d >= 0 && "makeTensor with a negative dimension");
+    n *= d;
+  }
+  size_t bytes = static_cast<size_t>(n) * dtypeSize(dtype);
+  Allocator &alloc = defaultAllocator(Device::CPU);
+  // 64 bytes: a cache line and the widest vector register (AVX-512), the same
+  // alignment the executable gives its constants.
+  void *p = alloc.allocate(bytes, 64);
+  if (!p) return TensorRef();
+  Ref<Storage> storage(new Storage(&alloc, p, bytes, Device::CPU));
+  return TensorRef(new Tensor(dtype, std::move(shape), std::move(storage), 0));
+}
+
+TensorRef makeScalarI64(int64_t v) {
+  TensorRef t = makeTensor(DType::I64, {});
+  if (t) std::memcpy(t->rawData(), &v, sizeof v);
+  return t;
+}
+
+} // namespace nimble::vm

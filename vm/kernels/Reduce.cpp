@@ -1,0 +1,150 @@
+//===- Reduce.cpp - sum, mean, max, min, argmax ---------------------------===//
+//
+// A reduction splits the input's dimensions into kept and reduced ones. The
+// output (keepdims only inserts 1s, which do not change the row-major order)
+// enumerates the kept dimensions; each output element folds the elements at
+// `base + off` for every offset `off` of the reduced sub-space. Both offset
+// lists are computed once with the strided walker, so any set of axes, in any
+// order, negative or not, takes the same path.
+//
+// Semantics (numpy's): no axes reduces everything; a reduction over zero
+// elements gives 0 for sum and NaN for mean (0/0), and is an error for max,
+// min and argmax, which have no identity, unless the output is empty as well
+// (np.zeros((0, 3)).max(axis=1) is fine). Floats accumulate in double;
+// integer sums wrap. max/min propagate NaN; argmax returns the first maximal
+// index (the first NaN if there is one).
+//
+//===----------------------------------------------------------------------===//
+
+#include "vm/kernels/KernelUtil.h"
+#include "vm/kernels/Kernels.h"
+
+#include <cmath>
+
+namespace nimble::vm::kernels {
+
+namespace {
+
+struct ReducePlan {
+  std::vector<int64_t> base;    // per output element: offset of its first input
+  std::vector<int64_t> offsets; // per reduced element: offset from base
+};
+
+std::vector<int64_t> enumerateOffsets(const std::vector<int64_t> &dims,
+                                      const std::vector<int64_t> &strides) {
+  std::vector<int64_t> out(static_cast<size_t>(product(dims)));
+  std::array<const int64_t *, 1> s = {strides.data()};
+  forEachStrided<1>(dims, s, 0, static_cast<int64_t>(out.size()),
+                    [&](int64_t i, const std::array<int64_t, 1> &o) {
+                      out[static_cast<size_t>(i)] = o[0];
+                    });
+  return out;
+}
+
+ReducePlan makePlan(const std::vector<int64_t> &shape, const std::vector<bool> &reduced) {
+  std::vector<int64_t> strides = contiguousStrides(shape);
+  std::vector<int64_t> keptDims, keptStrides, redDims, redStrides;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    (reduced[d] ? redDims : keptDims).push_back(shape[d]);
+    (reduced[d] ? redStrides : keptStrides).push_back(strides[d]);
+  }
+  return {enumerateOffsets(keptDims, keptStrides), enumerateOffsets(redDims, redStrides)};
+}
+
+std::vector<bool> reducedAxes(const KernelArgs &args, OpCode op, int64_t rank) {
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  if (op == OpCode::ArgMax) {
+    reduced[static_cast<size_t>(normAxis(intAttr(args, op, "axis"), rank))] = true;
+    return reduced;
+  }
+  const std::vector<int64_t> &axes = intsAttr(args, op, "axes");
+  if (axes.empty()) reduced.assign(reduced.size(), true);
+  for (int64_t a : axes) reduced[static_cast<size_t>(normAxis(a, rank))] = true;
+  return reduced;
+}
+
+std::string emptyReductionError(OpCode op, const Tensor &x) {
+  return std::string(opInfo(op).mnemonic) + " of an empty reduction (input " + sig(x) +
+         "): the operation has no identity";
+}
+
+template <OpCode Op> Status reduceImpl(const KernelArgs &args) {
+  const Tensor &x = *args.inputs[0];
+  Tensor &y = *args.outputs[0];
+  ReducePlan p = makePlan(x.shape(), reducedAxes(args, Op, x.rank()));
+  int64_t outs = static_cast<int64_t>(p.base.size());
+  int64_t count = static_cast<int64_t>(p.offsets.size());
+  constexpr bool kNoIdentity = Op == OpCode::Max || Op == OpCode::Min || Op == OpCode::ArgMax;
+  if (kNoIdentity && count == 0 && outs > 0)
+    return Status::error(emptyReductionError(Op, x));
+  return visitType(x.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    constexpr bool ok = Op == OpCode::Mean ? kIsFloat<T> : (kIsFloat<T> || kIsInt<T>);
+    if constexpr (!ok) {
+      return Status::error(std::string(opInfo(Op).mnemonic) + " has no kernel for " + sig(x));
+    } else {
+      const T *in = x.data<T>();
+      const int64_t *offs = p.offsets.data();
+      parallelRange(args, outs, count, [&](int64_t b, int64_t e) {
+        for (int64_t o = b; o < e; ++o) {
+          const T *row = in + p.base[static_cast<size_t>(o)];
+          if constexpr (Op == OpCode::Sum || Op == OpCode::Mean) {
+            using Acc = std::conditional_t<kIsFloat<T>, double, uint64_t>;
+            Acc acc = 0;
+            for (int64_t j = 0; j < count; ++j) acc += static_cast<Acc>(row[offs[j]]);
+            if constexpr (Op == OpCode::Mean)
+              y.data<T>()[o] = static_cast<T>(acc / static_cast<double>(count));
+            else
+              y.data<T>()[o] = static_cast<T>(acc);
+          } else if constexpr (Op == OpCode::ArgMax) {
+            int64_t best = 0;
+            T bv = row[offs[0]];
+            for (int64_t j = 1; j < count; ++j) {
+              T v = row[offs[j]];
+              if constexpr (kIsFloat<T>)
+                if (std::isnan(bv)) break;
+              bool better = v > bv;
+              if constexpr (kIsFloat<T>) better |= std::isnan(v);
+              if (better) {
+                bv = v;
+                best = j;
+              }
+            }
+            y.data<int64_t>()[o] = best;
+          } else {
+            T bv = row[offs[0]];
+            for (int64_t j = 1; j < count; ++j) {
+              T v = row[offs[j]];
+              if constexpr (kIsFloat<T>) {
+                if (std::isnan(bv)) break;
+                if (std::isnan(v)) {
+                  bv = v;
+                  break;
+                }
+              }
+              if (Op == OpCode::Max ? v > bv : v < bv) bv = v;
+            }
+            y.data<T>()[o] = bv;
+          }
+        }
+      });
+      return Status::success();
+    }
+  });
+}
+
+} // namespace
+
+#define NIMBLE_REDUCE_KERNEL(Id)                                                             \
+  Status ref##Id(const KernelArgs &args) {                                                   \
+    checkOutputShapes(OpCode::Id, args);                                                     \
+    return withF32(args, &reduceImpl<OpCode::Id>);                                           \
+  }
+NIMBLE_REDUCE_KERNEL(Sum)
+NIMBLE_REDUCE_KERNEL(Mean)
+NIMBLE_REDUCE_KERNEL(Max)
+NIMBLE_REDUCE_KERNEL(Min)
+NIMBLE_REDUCE_KERNEL(ArgMax)
+#undef NIMBLE_REDUCE_KERNEL
+
+} // namespace nimble::vm::kernels
