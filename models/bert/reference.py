@@ -31,6 +31,7 @@ from models.common import nimble_io  # noqa: E402
 from models.bert.variants import VARIANTS, layer_key, weights_path  # noqa: E402
 
 UNIT = "token"
+OUTPUTS = ["hidden"]  # the results of @main, in order
 
 
 def _set(module, weight, bias):
@@ -223,9 +224,33 @@ def self_test():
     return ok
 
 
+def check_fixtures():
+    """The committed fixtures of the small variant are what this reference
+    computes now (same weights, same inputs): they must not go stale."""
+    import glob
+
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "small", "fixtures")
+    model = load("bert_small")
+    ok = True
+    paths = sorted(glob.glob(os.path.join(fixtures, "ids_??.npy")))
+    for path in paths:
+        base = path[: -len(".npy")]
+        got = run(model, read_input(path))
+        for suffix, g in zip(['out'], got):
+            want = np.load(base + "." + suffix + ".npy")
+            good = want.shape == g.shape and bool(np.allclose(g, want, rtol=1e-6, atol=1e-7))
+            ok &= good
+            if not good:
+                print("fixture %s.%s.npy: MISMATCH" % (os.path.basename(base), suffix))
+    print("bert_small fixtures: %d inputs %s" % (len(paths), "ok" if ok and paths else "MISMATCH"))
+    return ok and bool(paths)
+
+
 def main(argv):
     if argv[:1] == ["--self-test"]:
-        return 0 if self_test() else 1
+        ok = self_test()
+        ok &= check_fixtures()
+        return 0 if ok else 1
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2

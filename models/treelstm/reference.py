@@ -35,6 +35,7 @@ from models.common import nimble_io  # noqa: E402
 from models.treelstm.variants import VARIANTS, weights_path  # noqa: E402
 
 UNIT = "node"
+OUTPUTS = ["h", "c"]  # the results of @main, in order
 
 
 class TreeLSTMReference(torch.nn.Module):
@@ -165,9 +166,33 @@ def self_test():
     return ok
 
 
+def check_fixtures():
+    """The committed fixtures of the small variant are what this reference
+    computes now (same weights, same inputs): they must not go stale."""
+    import glob
+
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "small", "fixtures")
+    model = load("treelstm_small")
+    ok = True
+    paths = sorted(glob.glob(os.path.join(fixtures, "tree_??.txt")))
+    for path in paths:
+        base = path[: -len(".txt")]
+        got = run(model, read_input(path))
+        for suffix, g in zip(['h', 'c'], got):
+            want = np.load(base + "." + suffix + ".npy")
+            good = want.shape == g.shape and bool(np.allclose(g, want, rtol=1e-6, atol=1e-7))
+            ok &= good
+            if not good:
+                print("fixture %s.%s.npy: MISMATCH" % (os.path.basename(base), suffix))
+    print("treelstm_small fixtures: %d inputs %s" % (len(paths), "ok" if ok and paths else "MISMATCH"))
+    return ok and bool(paths)
+
+
 def main(argv):
     if argv[:1] == ["--self-test"]:
-        return 0 if self_test() else 1
+        ok = self_test()
+        ok &= check_fixtures()
+        return 0 if ok else 1
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
