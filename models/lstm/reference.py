@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""PyTorch reference of the LSTM models: the correctness oracle and the
+benchmark peer (PyTorch eager, one loop iteration per token, as in the paper).
+
+It loads the SAME .safetensors as the .nir (numpy, then torch.from_numpy) and
+computes what models/lstm/*.nir compute: per token, per layer, one
+torch.nn.LSTMCell step (the gates i, f, g, o of nn.LSTM), h and c starting at
+0; the result is (h, c) of the last layer after the last token.
+
+    /usr/bin/python3 models/lstm/reference.py --self-test
+        checks this reference against torch.nn.LSTM (cuDNN-style whole-sequence
+        implementation) and against a hand-written numpy version of the
+        equations in the .nir header, on every variant; exit 1 on a mismatch.
+    /usr/bin/python3 models/lstm/reference.py VARIANT XS.npy [--out PREFIX]
+        prints (or saves PREFIX.h.npy / PREFIX.c.npy) the outputs for one input.
+
+Interface used by scripts/check_models.py and scripts/bench_models.py:
+    load(variant) -> model;  run(model, xs) -> [h, c] (numpy)
+    read_input(path) -> xs;  work(xs) -> tokens;  nimble_inputs(path) -> [--input values]
+"""
+
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+from models.common import nimble_io  # noqa: E402
+from models.lstm.variants import VARIANTS, weights_path  # noqa: E402
+
+UNIT = "token"
+OUTPUTS = ["h", "c"]  # the results of @main, in order
+
+
+class LSTMReference(torch.nn.Module):
+    """A stack of nn.LSTMCell run one token at a time."""
+
+    def __init__(self, input_size, hidden, layers, weights):
+        super().__init__()
+        self.hidden = hidden
+        self.cells = torch.nn.ModuleList()
+        for k in range(layers):
+            cell = torch.nn.LSTMCell(input_size if k == 0 else hidden, hidden)
+            with torch.no_grad():
+                for p in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                    src = torch.from_numpy(weights["%s_l%d" % (p, k)])
+                    getattr(cell, p).copy_(src)
+            self.cells.append(cell)
+        self.eval()
+
+    def forward(self, xs):
+        # xs: [T, I]
+        state = [
+            (torch.zeros(1, self.hidden), torch.zeros(1, self.hidden)) for _ in self.cells
+        ]
+        for t in range(xs.shape[0]):
+            inp = xs[t : t + 1]
+            for k, cell in enumerate(self.cells):
+                h, c = cell(inp, state[k])
+                state[k] = (h, c)
+                inp = h
+        return state[-1]
+
+
+def load(variant):
+    v = VARIANTS[variant]
+    weights = nimble_io.read_safetensors(weights_path(variant))
+    return LSTMReference(v["input"], v["hidden"], v["layers"], weights)
+
+
+def read_input(path):
+    return torch.from_numpy(np.load(path).astype(np.float32))
+
+
+def work(xs):
+    """Tokens: the unit of the paper's per-token latency."""
+    return int(xs.shape[0])
+
+
+def nimble_inputs(path):
+    return ["@" + os.path.abspath(path)]
+
+
+def run(model, xs):
+    with torch.inference_mode():
+        h, c = model(xs)
+    return [h.numpy().copy(), c.numpy().copy()]
+
+
+# ---- self-test ---------------------------------------------------------------------------
+
+
+def numpy_lstm(weights, layers, hidden, xs):
+    """The equations of the .nir header, in float64."""
+    sig = lambda z: 1.0 / (1.0 + np.exp(-z))  # noqa: E731
+    h = [np.zeros((1, hidden)) for _ in range(layers)]
+    c = [np.zeros((1, hidden)) for _ in range(layers)]
+    for t in range(xs.shape[0]):
+        x = xs[t : t + 1].astype(np.float64)
+        for k in range(layers):
+            W = lambda n: weights["%s_l%d" % (n, k)].astype(np.float64)  # noqa: E731
+            gates = x @ W("weight_ih").T + h[k] @ W("weight_hh").T + (W("bias_ih") + W("bias_hh"))
+            i, f, g, o = np.split(gates, 4, axis=1)
+            c[k] = sig(f) * c[k] + sig(i) * np.tanh(g)
+            h[k] = sig(o) * np.tanh(c[k])
+            x = h[k]
+    return h[-1], c[-1]
+
+
+def rel_err(a, b):
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+
+def self_test():
+    ok = True
+    rng = np.random.default_rng(7)
+    for name, v in VARIANTS.items():
+        if not os.path.exists(weights_path(name)):
+            print("skip %s: %s missing (run make_weights.py)" % (name, weights_path(name)))
+            continue
+        model = load(name)
+        weights = nimble_io.read_safetensors(weights_path(name))
+        lstm = torch.nn.LSTM(v["input"], v["hidden"], v["layers"])
+        lstm.load_state_dict({k: torch.from_numpy(a) for k, a in weights.items()})
+        lstm.eval()
+        for T in (1, 9, 64):
+            xs = rng.normal(0, 0.4, size=(T, v["input"])).astype(np.float32)
+            h, c = run(model, torch.from_numpy(xs))
+            with torch.inference_mode():
+                _, (hn, cn) = lstm(torch.from_numpy(xs)[:, None, :])
+            e_torch = max(rel_err(h, hn[-1].numpy()), rel_err(c, cn[-1].numpy()))
+            h64, c64 = numpy_lstm(weights, v["layers"], v["hidden"], xs)
+            e_np = max(rel_err(h, h64), rel_err(c, c64))
+            good = e_torch <= 1e-5 and e_np <= 1e-5
+            ok &= good
+            print("%-11s T=%-3d vs nn.LSTM %.2e   vs numpy(f64) %.2e   %s"
+                  % (name, T, e_torch, e_np, "ok" if good else "MISMATCH"))
+        # The empty sequence: zeros (nn.LSTM cannot take it; the equations say so).
+        h, c = run(model, torch.zeros(0, v["input"]))
+        good = not h.any() and not c.any() and h.shape == (1, v["hidden"])
+        ok &= good
+        print("%-11s T=0   zeros: %s" % (name, "ok" if good else "MISMATCH"))
+    return ok
+
+
+def check_fixtures():
+    """The committed fixtures of the small variant are what this reference
+    computes now (same weights, same inputs): they must not go stale."""
+    import glob
+
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "small", "fixtures")
+    model = load("lstm_small")
+    ok = True
+    paths = sorted(glob.glob(os.path.join(fixtures, "seq_??.npy")))
+    for path in paths:
+        base = path[: -len(".npy")]
+        got = run(model, read_input(path))
+        for suffix, g in zip(['h', 'c'], got):
+            want = np.load(base + "." + suffix + ".npy")
+            good = want.shape == g.shape and bool(np.allclose(g, want, rtol=1e-6, atol=1e-7))
+            ok &= good
+            if not good:
+                print("fixture %s.%s.npy: MISMATCH" % (os.path.basename(base), suffix))
+    print("lstm_small fixtures: %d inputs %s" % (len(paths), "ok" if ok and paths else "MISMATCH"))
+    return ok and bool(paths)
+
+
+def main(argv):
+    if argv[:1] == ["--self-test"]:
+        ok = self_test()
+        ok &= check_fixtures()
+        return 0 if ok else 1
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    model = load(argv[0])
+    h, c = run(model, read_input(argv[1]))
+    if "--out" in argv:
+        prefix = argv[argv.index("--out") + 1]
+        np.save(prefix + ".h.npy", h)
+        np.save(prefix + ".c.npy", c)
+    else:
+        print("h =", h)
+        print("c =", c)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
