@@ -189,16 +189,19 @@ dispatch:
       frames_.push_back(done);
       FAIL("returns " + std::to_string(n) + " values to a call expecting " + std::to_string(ndst));
     }
-    std::vector<ObjectRef> vals;
-    vals.reserve(n);
-    for (uint32_t i = 0; i < n; ++i) vals.push_back(R(rs[i]));
-    // Release the callee's registers.
-    for (size_t i = done.base; i < done.base + fn->numRegisters && i < regs_.size(); ++i) regs_[i].reset();
-    func = caller.func;
-    fn = &cf;
-    code = ccode;
-    base = caller.base;
-    for (uint32_t i = 0; i < n; ++i) R(dsts[i]) = std::move(vals[i]);
+    {
+      std::vector<ObjectRef> vals;
+      vals.reserve(n);
+      for (uint32_t i = 0; i < n; ++i) vals.push_back(R(rs[i]));
+      // Release the callee's registers.
+      for (size_t i = done.base; i < done.base + fn->numRegisters && i < regs_.size(); ++i)
+        regs_[i].reset();
+      func = caller.func;
+      fn = &cf;
+      code = ccode;
+      base = caller.base;
+      for (uint32_t i = 0; i < n; ++i) R(dsts[i]) = std::move(vals[i]);
+    } // destroy the locals before jumping (computed goto skips destructors)
     pc = done.callPc + 4 + nargs + ndst;
     FETCH();
     DISPATCH();
@@ -228,37 +231,41 @@ dispatch:
   }
   CASE(InvokePacked)
   CASE(InvokeShapeFunc) {
-    bool shapeFunc = opcodeOf(code[pc]) == Opcode::InvokeShapeFunc;
-    const KernelDesc &k = exe_->kernels[code[pc + 1]];
-    uint32_t nin = code[pc + 2];
-    const uint32_t *ins = code + pc + 3;
-    uint32_t nout = code[pc + 3 + nin];
-    const uint32_t *outs = code + pc + 4 + nin;
-    std::vector<Tensor *> ti, to;
-    for (uint32_t i = 0; i < nin; ++i) {
-      TENSOR_OR_FAIL(t, ins[i]);
-      ti.push_back(t);
-    }
-    for (uint32_t i = 0; i < nout; ++i) {
-      TENSOR_OR_FAIL(t, outs[i]);
-      to.push_back(t);
-    }
-    auto t0 = opts_.profile ? Clock::now() : Clock::time_point();
-    Status st = shapeFunc ? runShapeFunc(k, ti, to) : runKernel(k, ti, to, kctx_);
-    if (opts_.profile) {
-      double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (shapeFunc) {
-        profile_.shapeFuncSeconds += s;
-        ++profile_.shapeFuncCalls;
-      } else {
-        KernelProfile &kp = profile_.kernels[code[pc + 1]];
-        ++kp.calls;
-        kp.seconds += s;
-        if (kp.shapes.size() < 16 || kp.shapes.count(shapesKey(ti))) ++kp.shapes[shapesKey(ti)];
+    uint32_t step;
+    { // locals die here: computed goto would skip their destructors
+      bool shapeFunc = opcodeOf(code[pc]) == Opcode::InvokeShapeFunc;
+      const KernelDesc &k = exe_->kernels[code[pc + 1]];
+      uint32_t nin = code[pc + 2];
+      const uint32_t *ins = code + pc + 3;
+      uint32_t nout = code[pc + 3 + nin];
+      const uint32_t *outs = code + pc + 4 + nin;
+      std::vector<Tensor *> ti, to;
+      for (uint32_t i = 0; i < nin; ++i) {
+        TENSOR_OR_FAIL(t, ins[i]);
+        ti.push_back(t);
       }
+      for (uint32_t i = 0; i < nout; ++i) {
+        TENSOR_OR_FAIL(t, outs[i]);
+        to.push_back(t);
+      }
+      auto t0 = opts_.profile ? Clock::now() : Clock::time_point();
+      Status st = shapeFunc ? runShapeFunc(k, ti, to) : runKernel(k, ti, to, kctx_);
+      if (opts_.profile) {
+        double s = std::chrono::duration<double>(Clock::now() - t0).count();
+        if (shapeFunc) {
+          profile_.shapeFuncSeconds += s;
+          ++profile_.shapeFuncCalls;
+        } else {
+          KernelProfile &kp = profile_.kernels[code[pc + 1]];
+          ++kp.calls;
+          kp.seconds += s;
+          if (kp.shapes.size() < 16 || kp.shapes.count(shapesKey(ti))) ++kp.shapes[shapesKey(ti)];
+        }
+      }
+      if (!st.ok()) FAIL(st.message);
+      step = 4 + nin + nout;
     }
-    if (!st.ok()) FAIL(st.message);
-    NEXT(4 + nin + nout);
+    NEXT(step);
   }
   CASE(AllocStorage) {
     TENSOR_OR_FAIL(sz, code[pc + 2]);
@@ -292,49 +299,57 @@ dispatch:
   }
   CASE(AllocTensor)
   CASE(AllocTensorReg) {
-    bool fromReg = opcodeOf(code[pc]) == Opcode::AllocTensorReg;
-    Storage *st = asStorage(R(code[pc + 2]).get());
-    if (!st) FAIL("register r" + std::to_string(code[pc + 2]) + " does not hold a storage");
-    TENSOR_OR_FAIL(off, code[pc + 3]);
-    DType dt = static_cast<DType>(code[pc + 4]);
-    std::vector<int64_t> shape;
-    uint32_t size;
-    if (fromReg) {
-      TENSOR_OR_FAIL(sh, code[pc + 5]);
-      if (sh->rank() != 1 || sh->dtype() != DType::I64) FAIL("alloc_tensor needs a 1-D i64 shape, got " + sh->typeString());
-      shape.assign(sh->data<int64_t>(), sh->data<int64_t>() + sh->dim(0));
-      size = 6;
-    } else {
-      uint32_t rank = code[pc + 5];
-      for (uint32_t i = 0; i < rank; ++i)
-        shape.push_back(static_cast<int64_t>(uint64_t(code[pc + 6 + 2 * i]) | (uint64_t(code[pc + 7 + 2 * i]) << 32)));
-      size = 6 + 2 * rank;
+    uint32_t step;
+    { // locals die here: computed goto would skip their destructors
+      bool fromReg = opcodeOf(code[pc]) == Opcode::AllocTensorReg;
+      Storage *st = asStorage(R(code[pc + 2]).get());
+      if (!st) FAIL("register r" + std::to_string(code[pc + 2]) + " does not hold a storage");
+      TENSOR_OR_FAIL(off, code[pc + 3]);
+      DType dt = static_cast<DType>(code[pc + 4]);
+      std::vector<int64_t> shape;
+      uint32_t size;
+      if (fromReg) {
+        TENSOR_OR_FAIL(sh, code[pc + 5]);
+        if (sh->rank() != 1 || sh->dtype() != DType::I64) FAIL("alloc_tensor needs a 1-D i64 shape, got " + sh->typeString());
+        shape.assign(sh->data<int64_t>(), sh->data<int64_t>() + sh->dim(0));
+        size = 6;
+      } else {
+        uint32_t rank = code[pc + 5];
+        for (uint32_t i = 0; i < rank; ++i)
+          shape.push_back(static_cast<int64_t>(uint64_t(code[pc + 6 + 2 * i]) | (uint64_t(code[pc + 7 + 2 * i]) << 32)));
+        size = 6 + 2 * rank;
+      }
+      unsigned __int128 bytes = dtypeSize(dt);
+      for (int64_t d : shape) {
+        if (d < 0) FAIL("negative dimension in alloc_tensor shape " + formatDims(shape));
+        bytes *= static_cast<uint64_t>(d);
+        if (bytes > (unsigned __int128)(1) << 48) FAIL("tensor of shape " + formatDims(shape) + " is too large");
+      }
+      int64_t offset = off->scalarInt();
+      if (offset < 0 || static_cast<unsigned __int128>(offset) + bytes > st->size())
+        FAIL("tensor of shape " + formatDims(shape) + "x" + std::string(dtypeName(dt)) + " at offset " +
+             std::to_string(offset) + " does not fit its storage of " + std::to_string(st->size()) + " bytes");
+      R(code[pc + 1]) = ObjectRef(new Tensor(dt, std::move(shape), Ref<Storage>(st), static_cast<size_t>(offset)));
+      step = size;
     }
-    unsigned __int128 bytes = dtypeSize(dt);
-    for (int64_t d : shape) {
-      if (d < 0) FAIL("negative dimension in alloc_tensor shape " + formatDims(shape));
-      bytes *= static_cast<uint64_t>(d);
-      if (bytes > (unsigned __int128)(1) << 48) FAIL("tensor of shape " + formatDims(shape) + " is too large");
-    }
-    int64_t offset = off->scalarInt();
-    if (offset < 0 || static_cast<unsigned __int128>(offset) + bytes > st->size())
-      FAIL("tensor of shape " + formatDims(shape) + "x" + std::string(dtypeName(dt)) + " at offset " +
-           std::to_string(offset) + " does not fit its storage of " + std::to_string(st->size()) + " bytes");
-    R(code[pc + 1]) = ObjectRef(new Tensor(dt, std::move(shape), Ref<Storage>(st), static_cast<size_t>(offset)));
-    NEXT(size);
+    NEXT(step);
   }
   CASE(AllocADT) {
-    uint32_t tag = code[pc + 2];
-    uint32_t n = code[pc + 3];
-    std::vector<ObjectRef> fields;
-    fields.reserve(n);
-    for (uint32_t i = 0; i < n; ++i) {
-      const ObjectRef &o = R(code[pc + 4 + i]);
-      if (!o) FAIL("register r" + std::to_string(code[pc + 4 + i]) + " is empty");
-      fields.push_back(o);
+    uint32_t step;
+    { // locals die here: computed goto would skip their destructors
+      uint32_t tag = code[pc + 2];
+      uint32_t n = code[pc + 3];
+      std::vector<ObjectRef> fields;
+      fields.reserve(n);
+      for (uint32_t i = 0; i < n; ++i) {
+        const ObjectRef &o = R(code[pc + 4 + i]);
+        if (!o) FAIL("register r" + std::to_string(code[pc + 4 + i]) + " is empty");
+        fields.push_back(o);
+      }
+      R(code[pc + 1]) = ObjectRef(new Adt(tag, std::move(fields)));
+      step = 4 + n;
     }
-    R(code[pc + 1]) = ObjectRef(new Adt(tag, std::move(fields)));
-    NEXT(4 + n);
+    NEXT(step);
   }
   CASE(GetField) {
     Adt *a = asAdt(R(code[pc + 2]).get());
@@ -374,45 +389,57 @@ dispatch:
     NEXT(4);
   }
   CASE(ShapeOf) {
-    TENSOR_OR_FAIL(t, code[pc + 2]);
-    TensorRef s = makeTensor(DType::I64, {t->rank()});
-    std::memcpy(s->rawData(), t->shape().data(), t->shape().size() * sizeof(int64_t));
-    R(code[pc + 1]) = ObjectRef(s.get());
-    NEXT(3);
+    uint32_t step;
+    { // locals die here: computed goto would skip their destructors
+      TENSOR_OR_FAIL(t, code[pc + 2]);
+      TensorRef s = makeTensor(DType::I64, {t->rank()});
+      if (t->rank()) std::memcpy(s->rawData(), t->shape().data(), t->shape().size() * sizeof(int64_t));
+      R(code[pc + 1]) = ObjectRef(s.get());
+      step = 3;
+    }
+    NEXT(step);
   }
   CASE(ReshapeTensor) {
-    TENSOR_OR_FAIL(t, code[pc + 2]);
-    TENSOR_OR_FAIL(sh, code[pc + 3]);
-    if (sh->rank() != 1 || !isInteger(sh->dtype())) FAIL("reshape needs a 1-D integer shape, got " + sh->typeString());
-    std::vector<int64_t> shape;
-    int infer = -1;
-    int64_t known = 1;
-    for (int64_t i = 0; i < sh->dim(0); ++i) {
-      int64_t d = sh->dtype() == DType::I64 ? sh->data<int64_t>()[i] : sh->dtype() == DType::I32 ? sh->data<int32_t>()[i] : sh->data<int8_t>()[i];
-      if (d == -1 && infer < 0) infer = static_cast<int>(i);
-      else if (d < 0) FAIL("invalid reshape target dimension " + std::to_string(d));
-      else known *= d;
-      shape.push_back(d);
+    uint32_t step;
+    { // locals die here: computed goto would skip their destructors
+      TENSOR_OR_FAIL(t, code[pc + 2]);
+      TENSOR_OR_FAIL(sh, code[pc + 3]);
+      if (sh->rank() != 1 || !isInteger(sh->dtype())) FAIL("reshape needs a 1-D integer shape, got " + sh->typeString());
+      std::vector<int64_t> shape;
+      int infer = -1;
+      int64_t known = 1;
+      for (int64_t i = 0; i < sh->dim(0); ++i) {
+        int64_t d = sh->dtype() == DType::I64 ? sh->data<int64_t>()[i] : sh->dtype() == DType::I32 ? sh->data<int32_t>()[i] : sh->data<int8_t>()[i];
+        if (d == -1 && infer < 0) infer = static_cast<int>(i);
+        else if (d < 0) FAIL("invalid reshape target dimension " + std::to_string(d));
+        else known *= d;
+        shape.push_back(d);
+      }
+      int64_t n = t->numElements();
+      if (infer >= 0) {
+        if (known == 0 || n % known != 0) FAIL("cannot reshape " + t->typeString() + " to " + formatDims(shape));
+        shape[static_cast<size_t>(infer)] = n / known;
+      } else if (known != n) {
+        FAIL("cannot reshape " + t->typeString() + " (" + std::to_string(n) + " elements) to " + formatDims(shape));
+      }
+      R(code[pc + 1]) = ObjectRef(new Tensor(t->dtype(), std::move(shape), t->storage(), t->offset()));
+      step = 4;
     }
-    int64_t n = t->numElements();
-    if (infer >= 0) {
-      if (known == 0 || n % known != 0) FAIL("cannot reshape " + t->typeString() + " to " + formatDims(shape));
-      shape[static_cast<size_t>(infer)] = n / known;
-    } else if (known != n) {
-      FAIL("cannot reshape " + t->typeString() + " (" + std::to_string(n) + " elements) to " + formatDims(shape));
-    }
-    R(code[pc + 1]) = ObjectRef(new Tensor(t->dtype(), std::move(shape), t->storage(), t->offset()));
-    NEXT(4);
+    NEXT(step);
   }
   CASE(DeviceCopy) {
-    TENSOR_OR_FAIL(t, code[pc + 2]);
-    Device from = static_cast<Device>(code[pc + 3]), to = static_cast<Device>(code[pc + 4]);
-    if (from != Device::CPU || to != Device::CPU)
-      FAIL(std::string("device_copy from ") + deviceName(from) + " to " + deviceName(to) + ": only the CPU is available in this runtime");
-    TensorRef c = makeTensor(t->dtype(), t->shape());
-    std::memcpy(c->rawData(), t->rawData(), t->numBytes());
-    R(code[pc + 1]) = ObjectRef(c.get());
-    NEXT(5);
+    uint32_t step;
+    { // locals die here: computed goto would skip their destructors
+      TENSOR_OR_FAIL(t, code[pc + 2]);
+      Device from = static_cast<Device>(code[pc + 3]), to = static_cast<Device>(code[pc + 4]);
+      if (from != Device::CPU || to != Device::CPU)
+        FAIL(std::string("device_copy from ") + deviceName(from) + " to " + deviceName(to) + ": only the CPU is available in this runtime");
+      TensorRef c = makeTensor(t->dtype(), t->shape());
+      if (t->numBytes()) std::memcpy(c->rawData(), t->rawData(), t->numBytes());
+      R(code[pc + 1]) = ObjectRef(c.get());
+      step = 5;
+    }
+    NEXT(step);
   }
   CASE(FreeStorage)
   CASE(FreeTensor) {

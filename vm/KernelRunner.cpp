@@ -167,7 +167,7 @@ Status runShapeFunc(const KernelDesc &k, const std::vector<Tensor *> &ins,
                            "' must be a 1-D i64 tensor of length " + std::to_string(s.dims.size()) +
                            ", got " + t->typeString());
     if (t->storage()->readOnly()) return Status::error("shape function output is a read-only constant");
-    std::memcpy(t->rawData(), s.dims.data(), s.dims.size() * sizeof(int64_t));
+    if (!s.dims.empty()) std::memcpy(t->rawData(), s.dims.data(), s.dims.size() * sizeof(int64_t));
   }
   return Status::success();
 }
