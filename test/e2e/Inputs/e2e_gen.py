@@ -17,7 +17,9 @@ import numpy as np
 
 
 def save(prefix, name, array):
-    np.save("%s.%s.npy" % (prefix, name), array)
+    # C order: nimble-run refuses Fortran-ordered .npy files (np.argwhere
+    # returns a transposed view).
+    np.save("%s.%s.npy" % (prefix, name), np.ascontiguousarray(array))
 
 
 def write_safetensors(path, tensors):
@@ -117,7 +119,6 @@ def tree(prefix):
         with open("%s.tree%d.txt" % (prefix, k), "w") as f:
             f.write(text + "\n")
         save(prefix, "tree%d.expected" % k, value.astype(np.float32))
-    save(prefix, "leafcount", np.array(leaves[0], dtype=np.int64))
 
 
 def unique_nonzero(prefix):
