@@ -18,8 +18,9 @@ import numpy as np
 
 def save(prefix, name, array):
     # C order: nimble-run refuses Fortran-ordered .npy files (np.argwhere
-    # returns a transposed view).
-    np.save("%s.%s.npy" % (prefix, name), np.ascontiguousarray(array))
+    # returns a transposed view). Not np.ascontiguousarray: it makes a 0-d
+    # array 1-d.
+    np.save("%s.%s.npy" % (prefix, name), np.array(array, order="C"))
 
 
 def write_safetensors(path, tensors):
@@ -136,7 +137,23 @@ def unique_nonzero(prefix):
         save(prefix, "nz%d.expected" % k, np.argwhere(m).astype(np.int64))
 
 
-CASES = {"mlp": mlp, "loop": loop, "tree": tree, "unique_nonzero": unique_nonzero}
+def nested(prefix):
+    """nested-loops.nir: @pairs(a, b) = sum over i, j of a[i] . b[j] (and the
+    number of inner iterations); @gram(a) = a @ a.T, row by row."""
+    rng = np.random.default_rng(5)
+    for k, (n, m) in enumerate([(0, 3), (3, 0), (1, 1), (4, 6), (17, 9)]):
+        a = rng.standard_normal((n, 3)).astype(np.float32)
+        b = rng.standard_normal((m, 3)).astype(np.float32)
+        save(prefix, "a%d" % k, a)
+        save(prefix, "b%d" % k, b)
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        total = sum(float(a64[i] @ b64[j]) for i in range(n) for j in range(m))
+        save(prefix, "pairs%d" % k, np.array(total, dtype=np.float32))
+        save(prefix, "count%d" % k, np.array(n * m, dtype=np.int64))
+        save(prefix, "gram%d" % k, (a64 @ a64.T).astype(np.float32))
+
+
+CASES = {"nested": nested, "mlp": mlp, "loop": loop, "tree": tree, "unique_nonzero": unique_nonzero}
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] not in CASES:
