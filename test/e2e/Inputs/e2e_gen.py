@@ -153,7 +153,32 @@ def nested(prefix):
         save(prefix, "gram%d" % k, (a64 @ a64.T).astype(np.float32))
 
 
-CASES = {"nested": nested, "mlp": mlp, "loop": loop, "tree": tree, "unique_nonzero": unique_nonzero}
+def attention(prefix):
+    """attention.nir: one self-attention head with a residual and layer norm,
+    x: ?x8, wq/wk/wv: 8x8, gamma/beta: 8."""
+    rng = np.random.default_rng(6)
+    w = {k: rng.standard_normal((8, 8)).astype(np.float32) * np.float32(0.3) for k in ("wq", "wk", "wv")}
+    gamma = (1 + 0.1 * rng.standard_normal(8)).astype(np.float32)
+    beta = (0.1 * rng.standard_normal(8)).astype(np.float32)
+    for k, v in w.items():
+        save(prefix, k, v)
+    save(prefix, "gamma", gamma)
+    save(prefix, "beta", beta)
+    f = {k: v.astype(np.float64) for k, v in w.items()}
+    for n in [0, 1, 5, 33]:
+        x = rng.standard_normal((n, 8)).astype(np.float32)
+        x64 = x.astype(np.float64)
+        q, k, v = x64 @ f["wq"], x64 @ f["wk"], x64 @ f["wv"]
+        a = softmax(q @ k.T / np.sqrt(8.0)) @ v if n else np.zeros((0, 8))
+        h = x64 + a
+        mu = h.mean(axis=-1, keepdims=True)
+        var = ((h - mu) ** 2).mean(axis=-1, keepdims=True)
+        y = (h - mu) / np.sqrt(var + 1e-5) * gamma + beta
+        save(prefix, "x%d" % n, x)
+        save(prefix, "y%d" % n, y.astype(np.float32))
+
+
+CASES = {"attention": attention, "nested": nested, "mlp": mlp, "loop": loop, "tree": tree, "unique_nonzero": unique_nonzero}
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] not in CASES:
