@@ -106,6 +106,13 @@ Status runKernel(const KernelDesc &k, const std::vector<Tensor *> &ins,
     if (sr.upperBound) {
       if (!k.upperBound || outs.size() != k.outputs.size() + 1)
         return Status::error(opName(m.op) + " needs the true-shape output of an upper-bound kernel");
+      const Tensor *ts = outs.back();
+      size_t rank = sr.results.empty() ? 0 : sr.results[0].dims.size();
+      if (ts->dtype() != DType::I64 || ts->rank() != 1 || ts->dim(0) != static_cast<int64_t>(rank))
+        return Status::error(opName(m.op) + " needs a 1-D i64 true-shape output of length " +
+                             std::to_string(rank) + ", got " + ts->typeString());
+      if (ts->storage()->readOnly())
+        return Status::error(opName(m.op) + " true-shape output is a read-only constant");
       ka.outputs.push_back(outs.back());
     }
     KernelFn fn = referenceKernel(m.op);
