@@ -162,7 +162,7 @@ bool compare(const Object &got, const Object &want, double tol, const std::strin
       why = what + " is " + g->typeString() + ", expected " + w->typeString();
       return false;
     }
-    double worst = 0;
+    double worst = 0, worstGot = 0, worstWant = 0;
     int64_t worstAt = -1;
     for (int64_t i = 0; i < g->numElements(); ++i) {
       double a = 0, b = 0;
@@ -187,17 +187,18 @@ bool compare(const Object &got, const Object &want, double tol, const std::strin
       if (bad && (worstAt < 0 || diff > worst || std::isnan(diff))) {
         worst = diff;
         worstAt = i;
+        worstGot = a;
+        worstWant = b;
       }
     }
     if (worstAt >= 0) {
       char buf[160];
-      double a = 0, b = 0;
-      if (g->dtype() == DType::F32) {
-        a = g->data<float>()[worstAt];
-        b = w->data<float>()[worstAt];
-      }
-      std::snprintf(buf, sizeof buf, "[%lld] differs: got %.9g, expected %.9g (|diff| %.3g > tolerance %.3g)",
-                    static_cast<long long>(worstAt), a, b, worst, tol);
+      if (isFloat(g->dtype()))
+        std::snprintf(buf, sizeof buf, "[%lld] differs: got %.9g, expected %.9g (|diff| %.3g > tolerance %.3g)",
+                      static_cast<long long>(worstAt), worstGot, worstWant, worst, tol);
+      else
+        std::snprintf(buf, sizeof buf, "[%lld] is %.0f, expected %.0f", static_cast<long long>(worstAt),
+                      worstGot, worstWant);
       why = what + buf;
       return false;
     }
