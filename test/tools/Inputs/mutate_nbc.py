@@ -198,7 +198,7 @@ def build_mutations(data, full, rng):
     # reaches the reader's checks and the interpreter; a stale one is
     # sampled, it only tests the checksum).
     positions = list(range(HEADER, n))
-    flips = positions if full else sorted(rng.sample(positions, min(len(positions), 1600)))
+    flips = positions if full else sorted(rng.sample(positions, min(len(positions), 1000)))
     for p in flips:
         muts.append(Mutation("byte %d (%s) flipped" % (p, section_of(secs, p)), {p: data[p] ^ 0xFF}, reseal=True))
     for p in positions[:: 1 if full else 97]:
@@ -213,7 +213,7 @@ def build_mutations(data, full, rng):
                 word_muts.append(Mutation("word at %d (%s) %d -> %d" % (p, section_of(secs, p), w, v & 0xFFFFFFFF),
                                           u32_changes(data, p, v), reseal=True))
     if not full:
-        word_muts = [word_muts[i] for i in sorted(rng.sample(range(len(word_muts)), min(len(word_muts), 2600)))]
+        word_muts = [word_muts[i] for i in sorted(rng.sample(range(len(word_muts)), min(len(word_muts), 1600)))]
     muts.extend(word_muts)
     return muts
 
