@@ -89,8 +89,9 @@ Status runKernel(const KernelDesc &k, const std::vector<Tensor *> &ins,
       Tensor *out;
       if (isKernelOutput(k, vn, o)) {
         out = outs[o];
-        bool shapeOk = sr.upperBound ? out->rank() == static_cast<int64_t>(want.dims.size())
-                                     : out->shape() == want.dims;
+        // An upper-bound op's shape function gives the bound, which is the
+        // buffer's shape too (the true shape goes to the extra output).
+        bool shapeOk = out->shape() == want.dims;
         if (out->dtype() != want.dtype || !shapeOk)
           return Status::error(opName(m.op) + " writes " + formatSig(want) +
                                " but its output buffer is " + out->typeString());
