@@ -425,7 +425,7 @@ dispatch:
       int64_t d = sh->dtype() == DType::I64 ? sh->data<int64_t>()[i] : sh->dtype() == DType::I32 ? sh->data<int32_t>()[i] : sh->data<int8_t>()[i];
       if (d == -1 && infer < 0) infer = static_cast<int>(i);
       else if (d < 0) FAIL("invalid reshape target dimension " + std::to_string(d));
-      else known *= d;
+      else if (__builtin_mul_overflow(known, d, &known)) FAIL("reshape target shape is too large");
       shape.push_back(d);
     }
     int64_t n = t->numElements();
