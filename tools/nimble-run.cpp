@@ -56,6 +56,7 @@ OPTIONS:
   --device=<cpu|cuda>        Device to run on (default cpu)
   --threads=<n>              Threads for kernels (default 1)
   --max-call-depth=<n>       Limit on nested calls before an error (default 10000)
+  --max-instructions=<n>     Stop with an error after n instructions (default: no limit)
   --help                     Show this help and exit
   --version                  Show the version and exit
 
@@ -70,6 +71,7 @@ struct Options {
   int benchmark = 0;
   unsigned threads = 1;
   uint32_t maxDepth = 10000;
+  uint64_t maxInstructions = 0;
   bool profile = false, trace = false;
 };
 
@@ -129,6 +131,10 @@ int parseArgs(int argc, char **argv, Options &o) {
     } else if ((v = flagValue(a, "--max-call-depth"))) {
       if (!parseUnsigned(*v, 100000000, n) || n == 0) return usageError("--max-call-depth takes a positive count");
       o.maxDepth = static_cast<uint32_t>(n);
+    } else if ((v = flagValue(a, "--max-instructions"))) {
+      if (!parseUnsigned(*v, 999999999999ull, n) || n == 0)
+        return usageError("--max-instructions takes a positive count");
+      o.maxInstructions = n;
     } else if ((v = flagValue(a, "--device"))) {
       if (*v != "cpu" && *v != "cuda") return usageError("--device takes cpu or cuda");
       o.device = *v;
@@ -321,6 +327,7 @@ int main(int argc, char **argv) {
   VMOptions vo;
   vo.threads = o.threads;
   vo.maxCallDepth = o.maxDepth;
+  vo.maxInstructions = o.maxInstructions;
   vo.profile = o.profile;
   vo.trace = o.trace;
   vo.traceStream = &std::cerr;

@@ -32,21 +32,21 @@ constexpr const char *kHelp = R"(OVERVIEW: nimblec - compile Nimble IR (.nir) to
 USAGE: nimblec [options] <input.nir | ->
 
 OPTIONS:
-  -o <file>                 Write the output to <file> (atomically); default: stdout
-                            for --emit=asm and --emit=nir, required for bytecode
-  -O0, -O1, -O2, -O3        Optimization level (default -O2); see docs/nimblec.md
-  --target=<cpu|cuda>       Target device (default cpu; cuda is not implemented yet)
-  --emit=<kind>             bytecode (default), asm (bytecode as text), nir (the IR
-                            after the pipeline)
-  --weights-dir=<dir>       Where external(...) weight files are looked up when their
-                            path is relative (default: the directory of the input)
-  --print-ir-after-all      Print the IR after every pass (to stderr)
-  --print-ir-after=<names>  Print the IR after the named passes
-  --print-ir-before=<names> Print the IR before the named passes
-  --time-passes             Print the wall time of each pass to stderr
-  --print-debuginfo         With --emit=nir, print loc(...) after each operation
-  --help                    Show this help and exit
-  --version                 Show the version and exit
+  -o <file>                   Write the output to <file> (atomically); default: stdout
+                              for --emit=asm and --emit=nir, required for bytecode
+  -O0, -O1, -O2, -O3          Optimization level (default -O2); see docs/nimblec.md
+  --target=<cpu|cuda>         Target device (default cpu; cuda is not implemented yet)
+  --emit=<kind>               bytecode (default), asm (bytecode as text), nir (the IR
+                              after the pipeline)
+  --weights-dir=<dir>         Where external(...) weight files are looked up when their
+                              path is relative (default: the directory of the input)
+  --print-ir-after-all        Print the IR after every pass (to stderr)
+  --print-ir-after=<names>    Print the IR after the named passes
+  --print-ir-before=<names>   Print the IR before the named passes
+  --time-passes               Print the wall time of each pass to stderr
+  --print-debuginfo           With --emit=nir, print loc(...) after each operation
+  --help                      Show this help and exit
+  --version                   Show the version and exit
 
 Exit status: 0 on success, 1 when the input is invalid or cannot be compiled
 (with a file:line:col: error: message), 2 on a usage error.

@@ -15,6 +15,7 @@
 #include "vm/Disassembler.h"
 #include "vm/Format.h"
 #include "vm/ThreadPool.h"
+#include "vm/ValueText.h"
 
 #include <chrono>
 #include <cstring>
@@ -93,9 +94,21 @@ Status VirtualMachine::run(const std::string &name, std::vector<ObjectRef> args,
   regs_.assign(fn.numRegisters, ObjectRef());
   for (size_t i = 0; i < args.size(); ++i) regs_[i] = std::move(args[i]);
   frames_.assign(1, Frame{static_cast<uint32_t>(f), 0, 0});
+  instructionLimit_ = opts_.maxInstructions ? profile_.instructions + opts_.maxInstructions : UINT64_MAX;
   auto t0 = Clock::now();
   Status st = execute(static_cast<uint32_t>(f), results);
   profile_.totalSeconds += std::chrono::duration<double>(Clock::now() - t0).count();
+  // What leaves the VM has the function's declared result types (the
+  // compiler's promise; a hostile executable may break it).
+  if (st.ok() && results.size() != fn.resultTypes.size())
+    st = Status::error("error: @" + name + " returned " + std::to_string(results.size()) +
+                       " values, its signature declares " + std::to_string(fn.resultTypes.size()));
+  for (size_t i = 0; st.ok() && i < results.size(); ++i) {
+    std::string err;
+    if (!checkValue(*exe_, fn.resultTypes[i], results[i].get(), "result " + std::to_string(i) + " of @" + name, err))
+      st = Status::error("error: " + err);
+  }
+  if (!st.ok()) results.clear();
   // Release everything the run still holds.
   regs_.clear();
   frames_.clear();
@@ -103,6 +116,18 @@ Status VirtualMachine::run(const std::string &name, std::vector<ObjectRef> args,
 }
 
 namespace {
+/// The value of a scalar integer tensor (one element: a scalar or a 1-element
+/// tensor) for the instructions that take one as an operand (sizes, offsets,
+/// conditions); false with a message for anything else.
+bool scalarIntOf(const Tensor &t, const char *what, int64_t &v, std::string &error) {
+  if (t.numElements() != 1 || !(isInteger(t.dtype()) || isBool(t.dtype()))) {
+    error = std::string(what) + " must be an integer scalar, got " + t.typeString();
+    return false;
+  }
+  v = t.scalarInt();
+  return true;
+}
+
 std::string shapesKey(const std::vector<Tensor *> &ts) {
   std::string s = "(";
   for (size_t i = 0; i < ts.size(); ++i)
@@ -121,9 +146,12 @@ Status VirtualMachine::execute(uint32_t entry, std::vector<ObjectRef> &results) 
 
 #define R(i) regs_[base + (i)]
 #define FAIL(msg) return errorAt(func, pc, (msg))
+#define SCALAR_OR_FAIL(var, tensor, what)                                                           \
+  int64_t var;                                                                                     \
+  if (std::string serr; !scalarIntOf(*(tensor), what, var, serr)) FAIL(serr);
 #define TENSOR_OR_FAIL(var, reg)                                                                   \
   Tensor *var = asTensor(R(reg).get());                                                            \
-  if (!var) FAIL("register r" + std::to_string(reg) + " does not hold a tensor");
+  if (!var) FAIL("register r" + std::to_string(reg) + (R(reg) ? " does not hold a tensor" : " holds no value"));
 
 #if NIMBLE_VM_COMPUTED_GOTO
   static void *const labels[] = {
@@ -138,7 +166,9 @@ Status VirtualMachine::execute(uint32_t entry, std::vector<ObjectRef> &results) 
 #endif
 #define FETCH()                                                                                    \
   do {                                                                                             \
-    ++profile_.instructions;                                                                       \
+    if (++profile_.instructions > instructionLimit_)                                               \
+      FAIL("instruction limit (" + std::to_string(opts_.maxInstructions) + ") reached; raise it "      \
+           "with --max-instructions");                                                             \
     if (opts_.trace && opts_.traceStream)                                                          \
       *opts_.traceStream << "[" << frames_.size() << "] @" << fn->name << " "                      \
                          << disassembleInstr(*exe_, *fn, pc) << "\n";                              \
@@ -171,6 +201,8 @@ dispatch:
   CASE(Ret) {
     uint32_t n = code[pc + 1];
     const uint32_t *rs = code + pc + 2;
+    for (uint32_t i = 0; i < n; ++i)
+      if (!R(rs[i])) FAIL("returns register r" + std::to_string(rs[i]) + ", which holds no value");
     if (frames_.size() == 1) {
       results.clear();
       for (uint32_t i = 0; i < n; ++i) results.push_back(R(rs[i]));
@@ -194,8 +226,7 @@ dispatch:
       vals.reserve(n);
       for (uint32_t i = 0; i < n; ++i) vals.push_back(R(rs[i]));
       // Release the callee's registers.
-      for (size_t i = done.base; i < done.base + fn->numRegisters && i < regs_.size(); ++i)
-        regs_[i].reset();
+      for (size_t i = done.base; i < done.base + fn->numRegisters && i < regs_.size(); ++i) regs_[i].reset();
       func = caller.func;
       fn = &cf;
       code = ccode;
@@ -218,6 +249,8 @@ dispatch:
     const VMFunction &cfn = exe_->functions[callee];
     size_t newBase = base + fn->numRegisters;
     if (regs_.size() < newBase + cfn.numRegisters) regs_.resize(newBase + cfn.numRegisters);
+    for (uint32_t i = 0; i < nargs; ++i)
+      if (!R(args[i])) FAIL("passes register r" + std::to_string(args[i]) + ", which holds no value, to @" + cfn.name);
     for (uint32_t i = 0; i < nargs; ++i) regs_[newBase + i] = R(args[i]);
     (void)size;
     frames_.push_back(Frame{callee, newBase, pc});
@@ -269,7 +302,7 @@ dispatch:
   }
   CASE(AllocStorage) {
     TENSOR_OR_FAIL(sz, code[pc + 2]);
-    int64_t size = sz->scalarInt();
+    SCALAR_OR_FAIL(size, sz, "storage size");
     uint32_t align = code[pc + 3];
     Device dev = static_cast<Device>(code[pc + 4]);
     if (size < 0) FAIL("storage size " + std::to_string(size) + " is negative");
@@ -325,7 +358,7 @@ dispatch:
         bytes *= static_cast<uint64_t>(d);
         if (bytes > (unsigned __int128)(1) << 48) FAIL("tensor of shape " + formatDims(shape) + " is too large");
       }
-      int64_t offset = off->scalarInt();
+      SCALAR_OR_FAIL(offset, off, "tensor offset");
       if (offset < 0 || static_cast<unsigned __int128>(offset) + bytes > st->size())
         FAIL("tensor of shape " + formatDims(shape) + "x" + std::string(dtypeName(dt)) + " at offset " +
              std::to_string(offset) + " does not fit its storage of " + std::to_string(st->size()) + " bytes");
@@ -367,8 +400,8 @@ dispatch:
   }
   CASE(If) {
     TENSOR_OR_FAIL(c, code[pc + 1]);
-    if (c->numElements() != 1) FAIL("branch condition must be a scalar, got " + c->typeString());
-    JUMP(c->scalarInt() != 0 ? code[pc + 2] : code[pc + 3]);
+    SCALAR_OR_FAIL(cv, c, "branch condition");
+    JUMP(cv != 0 ? code[pc + 2] : code[pc + 3]);
   }
   CASE(Switch) {
     Adt *a = asAdt(R(code[pc + 1]).get());
@@ -412,7 +445,7 @@ dispatch:
         int64_t d = sh->dtype() == DType::I64 ? sh->data<int64_t>()[i] : sh->dtype() == DType::I32 ? sh->data<int32_t>()[i] : sh->data<int8_t>()[i];
         if (d == -1 && infer < 0) infer = static_cast<int>(i);
         else if (d < 0) FAIL("invalid reshape target dimension " + std::to_string(d));
-        else known *= d;
+        else if (__builtin_mul_overflow(known, d, &known)) FAIL("reshape target shape is too large");
         shape.push_back(d);
       }
       int64_t n = t->numElements();
@@ -455,6 +488,7 @@ dispatch:
 #undef R
 #undef FAIL
 #undef TENSOR_OR_FAIL
+#undef SCALAR_OR_FAIL
 #undef CASE
 #undef DISPATCH
 #undef FETCH

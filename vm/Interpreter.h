@@ -35,6 +35,9 @@ class ThreadPool;
 
 struct VMOptions {
   uint32_t maxCallDepth = 10000;
+  /// Stop a run with an error after this many instructions (0: no limit): a
+  /// guard against a program that never ends.
+  uint64_t maxInstructions = 0;
   unsigned threads = 1;
   bool profile = false;
   /// Print each instruction as it executes (to `traceStream`).
@@ -88,6 +91,7 @@ private:
   std::vector<Frame> frames_;
   std::vector<TensorRef> constants_;
   Profile profile_;
+  uint64_t instructionLimit_ = 0; // profile_.instructions at which the run stops
 };
 
 /// Runs kernel `k` (its members in order, reference kernels) on `ins`,

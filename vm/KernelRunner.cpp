@@ -89,8 +89,9 @@ Status runKernel(const KernelDesc &k, const std::vector<Tensor *> &ins,
       Tensor *out;
       if (isKernelOutput(k, vn, o)) {
         out = outs[o];
-        bool shapeOk = sr.upperBound ? out->rank() == static_cast<int64_t>(want.dims.size())
-                                     : out->shape() == want.dims;
+        // An upper-bound op's shape function gives the bound, which is the
+        // buffer's shape too (the true shape goes to the extra output).
+        bool shapeOk = out->shape() == want.dims;
         if (out->dtype() != want.dtype || !shapeOk)
           return Status::error(opName(m.op) + " writes " + formatSig(want) +
                                " but its output buffer is " + out->typeString());
@@ -106,6 +107,13 @@ Status runKernel(const KernelDesc &k, const std::vector<Tensor *> &ins,
     if (sr.upperBound) {
       if (!k.upperBound || outs.size() != k.outputs.size() + 1)
         return Status::error(opName(m.op) + " needs the true-shape output of an upper-bound kernel");
+      const Tensor *ts = outs.back();
+      size_t rank = sr.results.empty() ? 0 : sr.results[0].dims.size();
+      if (ts->dtype() != DType::I64 || ts->rank() != 1 || ts->dim(0) != static_cast<int64_t>(rank))
+        return Status::error(opName(m.op) + " needs a 1-D i64 true-shape output of length " +
+                             std::to_string(rank) + ", got " + ts->typeString());
+      if (ts->storage()->readOnly())
+        return Status::error(opName(m.op) + " true-shape output is a read-only constant");
       ka.outputs.push_back(outs.back());
     }
     KernelFn fn = referenceKernel(m.op);

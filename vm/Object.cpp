@@ -21,9 +21,28 @@ void Object::destroy() {
   switch (kind_) {
   case Kind::Storage: delete static_cast<Storage *>(this); return;
   case Kind::Tensor: delete static_cast<Tensor *>(this); return;
-  case Kind::Adt: delete static_cast<Adt *>(this); return;
+  case Kind::Adt: break;
   }
-  assert(false && "unknown object kind");
+  // ADT values nest as deep as the data (a list of a million elements):
+  // recursion through ~Adt would overflow the C++ stack. A worklist takes
+  // over each field whose last reference this is, and deletes it in turn.
+  std::vector<Object *> work{this};
+  while (!work.empty()) {
+    Object *o = work.back();
+    work.pop_back();
+    if (o->kind_ != Kind::Adt) {
+      o->destroy();
+      continue;
+    }
+    auto *a = static_cast<Adt *>(o);
+    for (Ref<Object> &f : a->fields_)
+      if (f && f->refs_ == 1) {
+        Object *p = f.detach();
+        p->refs_ = 0;
+        work.push_back(p);
+      }
+    delete a; // the remaining fields are shared: releasing them frees nothing
+  }
 }
 
 Storage::~Storage() { free(); }

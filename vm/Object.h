@@ -69,6 +69,8 @@ public:
   T &operator*() const { return *p_; }
   explicit operator bool() const { return p_ != nullptr; }
   void reset() { Ref().swap(*this); }
+  /// Gives up the reference without releasing it (the caller takes it over).
+  T *detach() { return std::exchange(p_, nullptr); }
   void swap(Ref &o) noexcept { std::swap(p_, o.p_); }
 
 private:
@@ -144,6 +146,7 @@ public:
   const std::vector<Ref<Object>> &fields() const { return fields_; }
 
 private:
+  friend class Object; // destroy() takes the fields apart without recursion
   uint32_t tag_;
   std::vector<Ref<Object>> fields_;
 };

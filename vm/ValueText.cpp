@@ -175,8 +175,26 @@ bool parseValue(const Executable &exe, const TypeDesc &t, std::string_view text,
   return p.parse(t, out);
 }
 
+namespace {
+bool checkValueAt(const Executable &exe, const TypeDesc &t, const Object *v, const std::string &what,
+                  std::string &error, int depth);
+}
+
 bool checkValue(const Executable &exe, const TypeDesc &t, const Object *v, const std::string &what,
                 std::string &error) {
+  return checkValueAt(exe, t, v, what, error, 0);
+}
+
+namespace {
+bool checkValueAt(const Executable &exe, const TypeDesc &t, const Object *v, const std::string &what,
+                  std::string &error, int depth) {
+  // Values nested deeper than any input can be (a long list built by the
+  // program) are not descended into further: the C++ stack is bounded.
+  if (depth > kMaxDepth) return true;
+  if (!v) {
+    error = what + " holds no value";
+    return false;
+  }
   std::string want = typeToString(exe, t);
   switch (t.kind) {
   case TypeDesc::Kind::Tensor: {
@@ -215,7 +233,10 @@ bool checkValue(const Executable &exe, const TypeDesc &t, const Object *v, const
       return false;
     }
     for (size_t i = 0; i < fields->size(); ++i)
-      if (!checkValue(exe, (*fields)[i], a->fields()[i].get(), what + " field " + std::to_string(i), error))
+      // The path in messages names the first levels only (it would grow with the depth).
+      if (!checkValueAt(exe, (*fields)[i], a->fields()[i].get(),
+                        depth < 8 ? what + " field " + std::to_string(i) : depth == 8 ? what + " ..." : what,
+                        error, depth + 1))
         return false;
     return true;
   }
@@ -223,8 +244,20 @@ bool checkValue(const Executable &exe, const TypeDesc &t, const Object *v, const
   }
   return false;
 }
+} // namespace
+
+namespace {
+std::string printValueAt(const Executable &exe, const TypeDesc &t, const Object &v, int depth);
+}
 
 std::string printValue(const Executable &exe, const TypeDesc &t, const Object &v) {
+  return printValueAt(exe, t, v, 0);
+}
+
+namespace {
+std::string printValueAt(const Executable &exe, const TypeDesc &t, const Object &v, int depth) {
+  // Deeper values (a very long list) are elided rather than recursed into.
+  if (depth > kMaxDepth) return "...";
   if (const Tensor *x = asTensor(const_cast<Object *>(&v))) return formatTensor(*x);
   const Adt *a = asAdt(const_cast<Object *>(&v));
   if (!a) return "<storage>";
@@ -242,11 +275,13 @@ std::string printValue(const Executable &exe, const TypeDesc &t, const Object &v
     s += "(";
     for (size_t i = 0; i < a->fields().size(); ++i) {
       TypeDesc ft = fields && i < fields->size() ? (*fields)[i] : TypeDesc{};
-      s += (i ? ", " : "") + printValue(exe, ft, *a->fields()[i]);
+      s += (i ? ", " : "") + printValueAt(exe, ft, *a->fields()[i], depth + 1);
     }
     s += ")";
   }
   return s;
 }
+
+} // namespace
 
 } // namespace nimble::vm
