@@ -306,6 +306,10 @@ dispatch:
     uint32_t align = code[pc + 3];
     Device dev = static_cast<Device>(code[pc + 4]);
     if (size < 0) FAIL("storage size " + std::to_string(size) + " is negative");
+    // A sanity bound (1 TiB) far above any model, so a corrupt size is an
+    // error rather than a request the allocator (or a sanitizer) aborts on.
+    if (size > (int64_t(1) << 40))
+      FAIL("storage size " + std::to_string(size) + " bytes exceeds the runtime's limit of 1 TiB");
     if (dev != Device::CPU) FAIL(std::string("device ") + deviceName(dev) + " is not available in this runtime");
     Allocator &a = defaultAllocator(dev);
     void *p = a.allocate(static_cast<size_t>(size), align);

@@ -18,6 +18,7 @@ namespace nimble::vm {
 namespace {
 
 constexpr int kMaxDepth = 10000;
+constexpr int kMaxPrintDepth = 1000;
 
 class ValueParser {
 public:
@@ -175,76 +176,81 @@ bool parseValue(const Executable &exe, const TypeDesc &t, std::string_view text,
   return p.parse(t, out);
 }
 
-namespace {
-bool checkValueAt(const Executable &exe, const TypeDesc &t, const Object *v, const std::string &what,
-                  std::string &error, int depth);
-}
-
 bool checkValue(const Executable &exe, const TypeDesc &t, const Object *v, const std::string &what,
                 std::string &error) {
-  return checkValueAt(exe, t, v, what, error, 0);
-}
-
-namespace {
-bool checkValueAt(const Executable &exe, const TypeDesc &t, const Object *v, const std::string &what,
-                  std::string &error, int depth) {
-  // Values nested deeper than any input can be (a long list built by the
-  // program) are not descended into further: the C++ stack is bounded.
-  if (depth > kMaxDepth) return true;
-  if (!v) {
-    error = what + " holds no value";
-    return false;
-  }
-  std::string want = typeToString(exe, t);
-  switch (t.kind) {
-  case TypeDesc::Kind::Tensor: {
-    const Tensor *x = asTensor(const_cast<Object *>(v));
-    if (!x) {
-      error = what + " must be " + want + ", got a constructor value";
+  // A worklist, not recursion: a program may return a list of any length, and
+  // checking it must not depend on the C++ stack.
+  struct Item {
+    const TypeDesc *t;
+    const Object *v;
+    std::string what;
+    int depth;
+  };
+  std::vector<Item> work;
+  work.push_back({&t, v, what, 0});
+  while (!work.empty()) {
+    Item it = std::move(work.back());
+    work.pop_back();
+    if (!it.v) {
+      error = it.what + " holds no value";
       return false;
     }
-    bool ok = x->dtype() == t.dtype && x->rank() == static_cast<int64_t>(t.dims.size());
-    for (size_t i = 0; ok && i < t.dims.size(); ++i)
-      ok = t.dims[i] == kDynamic || t.dims[i] == x->dim(i);
-    if (!ok) error = what + " must be " + want + ", got " + x->typeString();
-    return ok;
-  }
-  case TypeDesc::Kind::Adt:
-  case TypeDesc::Kind::Tuple: {
-    const Adt *a = asAdt(const_cast<Object *>(v));
-    if (!a) {
-      error = what + " must be " + want + ", got a tensor";
-      return false;
-    }
-    const std::vector<TypeDesc> *fields;
-    if (t.kind == TypeDesc::Kind::Tuple) {
-      fields = &t.elems;
-    } else {
-      const AdtDesc &adt = exe.adts[t.adt];
-      if (a->tag() >= adt.ctors.size()) {
-        error = what + ": constructor tag " + std::to_string(a->tag()) + " is not one of @" + adt.name;
+    switch (it.t->kind) {
+    case TypeDesc::Kind::Tensor: {
+      const Tensor *x = asTensor(const_cast<Object *>(it.v));
+      if (!x) {
+        error = it.what + " must be " + typeToString(exe, *it.t) + ", got a constructor value";
         return false;
       }
-      fields = &adt.ctors[a->tag()].fields;
+      bool ok = x->dtype() == it.t->dtype && x->rank() == static_cast<int64_t>(it.t->dims.size());
+      for (size_t i = 0; ok && i < it.t->dims.size(); ++i)
+        ok = it.t->dims[i] == kDynamic || it.t->dims[i] == x->dim(i);
+      if (!ok) {
+        error = it.what + " must be " + typeToString(exe, *it.t) + ", got " + x->typeString();
+        return false;
+      }
+      break;
     }
-    if (fields->size() != a->fields().size()) {
-      error = what + " has " + std::to_string(a->fields().size()) + " fields, " + want + " needs " +
-              std::to_string(fields->size());
+    case TypeDesc::Kind::Adt:
+    case TypeDesc::Kind::Tuple: {
+      const Adt *a = asAdt(const_cast<Object *>(it.v));
+      if (!a) {
+        error = it.what + " must be " + typeToString(exe, *it.t) + ", got a tensor";
+        return false;
+      }
+      const std::vector<TypeDesc> *fields;
+      if (it.t->kind == TypeDesc::Kind::Tuple) {
+        fields = &it.t->elems;
+      } else {
+        const AdtDesc &adt = exe.adts[it.t->adt];
+        if (a->tag() >= adt.ctors.size()) {
+          error = it.what + ": constructor tag " + std::to_string(a->tag()) + " is not one of @" + adt.name;
+          return false;
+        }
+        fields = &adt.ctors[a->tag()].fields;
+      }
+      if (fields->size() != a->fields().size()) {
+        error = it.what + " has " + std::to_string(a->fields().size()) + " fields, " +
+                typeToString(exe, *it.t) + " needs " + std::to_string(fields->size());
+        return false;
+      }
+      // Reversed, so fields are checked in order. The path in messages names
+      // the first levels only (it would grow with the depth).
+      for (size_t i = fields->size(); i-- > 0;)
+        work.push_back({&(*fields)[i], a->fields()[i].get(),
+                        it.depth < 8    ? it.what + " field " + std::to_string(i)
+                        : it.depth == 8 ? it.what + " ..."
+                                        : it.what,
+                        it.depth + 1});
+      break;
+    }
+    case TypeDesc::Kind::Storage:
+      error = it.what + ": storage values are not accepted";
       return false;
     }
-    for (size_t i = 0; i < fields->size(); ++i)
-      // The path in messages names the first levels only (it would grow with the depth).
-      if (!checkValueAt(exe, (*fields)[i], a->fields()[i].get(),
-                        depth < 8 ? what + " field " + std::to_string(i) : depth == 8 ? what + " ..." : what,
-                        error, depth + 1))
-        return false;
-    return true;
   }
-  case TypeDesc::Kind::Storage: error = what + ": storage values are not accepted"; return false;
-  }
-  return false;
+  return true;
 }
-} // namespace
 
 namespace {
 std::string printValueAt(const Executable &exe, const TypeDesc &t, const Object &v, int depth);
@@ -257,7 +263,9 @@ std::string printValue(const Executable &exe, const TypeDesc &t, const Object &v
 namespace {
 std::string printValueAt(const Executable &exe, const TypeDesc &t, const Object &v, int depth) {
   // Deeper values (a very long list) are elided rather than recursed into.
-  if (depth > kMaxDepth) return "...";
+  // Printing recurses; deeper values (a long list) print as "..." so the
+  // C++ stack stays small even under sanitizers.
+  if (depth > kMaxPrintDepth) return "...";
   if (const Tensor *x = asTensor(const_cast<Object *>(&v))) return formatTensor(*x);
   const Adt *a = asAdt(const_cast<Object *>(&v));
   if (!a) return "<storage>";

@@ -280,7 +280,10 @@ def main():
     if data[:8] != b"NIMBLEBC" or struct.unpack_from("<Q", data, OFF_CRC)[0] != crc32c(data[HEADER:]):
         sys.exit("mutate_nbc.py: %s is not a valid .nbc file (magic or checksum)" % o.nbc)
     with open(o.nimble_run, "rb") as f:
-        use_rlimit = b"AddressSanitizer" not in f.read()  # ASan reserves terabytes
+        tool = f.read()
+    # ASan reserves terabytes of address space: no RLIMIT_AS for it (GCC links
+    # libasan dynamically, so look for the library's name too).
+    use_rlimit = b"AddressSanitizer" not in tool and b"libasan" not in tool
     os.makedirs(o.workdir, exist_ok=True)
 
     # The unmutated file must run cleanly, or the test proves nothing.
