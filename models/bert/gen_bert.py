@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from models.bert.variants import (  # noqa: E402
     EMBEDDING_WEIGHTS, LAYER_WEIGHTS, VARIANTS, layer_key, nir_path, weight_shapes, weights_file)
+from models.common.generate import write_or_check  # noqa: E402
 
 
 def ty(*dims, dtype="f32"):
@@ -117,27 +118,7 @@ def generate(name):
 
 
 def main(argv):
-    check = "--check" in argv
-    stale = []
-    for name in VARIANTS:
-        path = nir_path(name)
-        text = generate(name)
-        if check:
-            try:
-                with open(path) as f:
-                    if f.read() != text:
-                        stale.append(path)
-            except FileNotFoundError:
-                stale.append(path)
-            continue
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(text)
-        print("wrote", os.path.relpath(path))
-    if stale:
-        print("out of date (re-run gen_bert.py): " + " ".join(stale), file=sys.stderr)
-        return 1
-    return 0
+    return write_or_check(argv, VARIANTS, nir_path, generate, "gen_bert.py")
 
 
 if __name__ == "__main__":

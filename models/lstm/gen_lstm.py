@@ -26,6 +26,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from models.lstm.variants import VARIANTS, nir_path, weight_shapes, weights_file  # noqa: E402
+from models.common.generate import write_or_check  # noqa: E402
 
 
 def ty(*dims):
@@ -106,27 +107,7 @@ def generate(name):
 
 
 def main(argv):
-    check = "--check" in argv
-    stale = []
-    for name in VARIANTS:
-        path = nir_path(name)
-        text = generate(name)
-        if check:
-            try:
-                with open(path) as f:
-                    if f.read() != text:
-                        stale.append(path)
-            except FileNotFoundError:
-                stale.append(path)
-            continue
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(text)
-        print("wrote", os.path.relpath(path))
-    if stale:
-        print("out of date (re-run gen_lstm.py): " + " ".join(stale), file=sys.stderr)
-        return 1
-    return 0
+    return write_or_check(argv, VARIANTS, nir_path, generate, "gen_lstm.py")
 
 
 if __name__ == "__main__":
