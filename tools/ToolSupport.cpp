@@ -110,6 +110,18 @@ std::vector<Chunk> splitInput(std::string_view text) {
   return chunks;
 }
 
+int usageError(std::string_view tool, const std::string &msg) {
+  std::cerr << tool << ": error: " << msg << "\nRun '" << tool << " --help' for usage.\n";
+  return kExitUsage;
+}
+
+void addCommaSeparated(std::set<std::string> &to, const std::string &list) {
+  std::stringstream ss(list);
+  std::string n;
+  while (std::getline(ss, n, ','))
+    if (!n.empty()) to.insert(n);
+}
+
 std::optional<std::string> flagValue(std::string_view arg, std::string_view flag) {
   if (!arg.starts_with(flag)) return std::nullopt;
   std::string_view rest = arg.substr(flag.size());

@@ -10,6 +10,7 @@
 #define NIMBLE_TOOLS_TOOLSUPPORT_H
 
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,12 @@ struct Chunk {
 };
 /// Splits on lines that consist of `// -----` (as mlir-opt does).
 std::vector<Chunk> splitInput(std::string_view text);
+
+/// Prints `<tool>: error: <msg>` and a pointer to --help; returns kExitUsage.
+int usageError(std::string_view tool, const std::string &msg);
+
+/// Adds the non-empty names of the comma-separated `list` to `to`.
+void addCommaSeparated(std::set<std::string> &to, const std::string &list);
 
 /// Parses the value of `--flag=value`; returns nullopt when `arg` is not that
 /// flag. `--flag` alone gives "".

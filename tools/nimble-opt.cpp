@@ -58,18 +58,7 @@ struct Options {
   passes::PassManagerOptions pm;
 };
 
-int usageError(const std::string &msg) {
-  std::cerr << "nimble-opt: error: " << msg << "\n"
-            << "Run 'nimble-opt --help' for usage.\n";
-  return kExitUsage;
-}
-
-void addNames(std::set<std::string> &to, const std::string &list) {
-  std::stringstream ss(list);
-  std::string n;
-  while (std::getline(ss, n, ','))
-    if (!n.empty()) to.insert(n);
-}
+int usageError(const std::string &msg) { return tools::usageError("nimble-opt", msg); }
 
 /// Returns -1 to continue, else the exit code.
 int parseArgs(int argc, char **argv, Options &o) {
@@ -120,10 +109,10 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.pm.printAfterChange = true;
     } else if ((v = flagValue(a, "--print-ir-before"))) {
       if (v->empty()) return usageError("--print-ir-before needs pass names");
-      addNames(o.pm.printBefore, *v);
+      addCommaSeparated(o.pm.printBefore, *v);
     } else if ((v = flagValue(a, "--print-ir-after"))) {
       if (v->empty()) return usageError("--print-ir-after needs pass names");
-      addNames(o.pm.printAfter, *v);
+      addCommaSeparated(o.pm.printAfter, *v);
     } else if (a == "--print-debuginfo") {
       o.pm.debugInfo = true;
     } else if (a == "--time-passes") {

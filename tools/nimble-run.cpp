@@ -75,10 +75,7 @@ struct Options {
   bool profile = false, trace = false;
 };
 
-int usageError(const std::string &msg) {
-  std::cerr << "nimble-run: error: " << msg << "\nRun 'nimble-run --help' for usage.\n";
-  return kExitUsage;
-}
+int usageError(const std::string &msg) { return tools::usageError("nimble-run", msg); }
 
 bool parseUnsigned(const std::string &s, uint64_t max, uint64_t &out) {
   if (s.empty() || s.size() > 12) return false;

@@ -58,17 +58,7 @@ struct Options {
   passes::PassManagerOptions pm;
 };
 
-int usageError(const std::string &msg) {
-  std::cerr << "nimblec: error: " << msg << "\nRun 'nimblec --help' for usage.\n";
-  return kExitUsage;
-}
-
-void addNames(std::set<std::string> &to, const std::string &list) {
-  std::stringstream ss(list);
-  std::string n;
-  while (std::getline(ss, n, ','))
-    if (!n.empty()) to.insert(n);
-}
+int usageError(const std::string &msg) { return tools::usageError("nimblec", msg); }
 
 int parseArgs(int argc, char **argv, Options &o) {
   bool haveInput = false;
@@ -102,9 +92,9 @@ int parseArgs(int argc, char **argv, Options &o) {
     } else if (a == "--print-ir-after-all") {
       o.pm.printAfterAll = true;
     } else if ((v = flagValue(a, "--print-ir-after"))) {
-      addNames(o.pm.printAfter, *v);
+      addCommaSeparated(o.pm.printAfter, *v);
     } else if ((v = flagValue(a, "--print-ir-before"))) {
-      addNames(o.pm.printBefore, *v);
+      addCommaSeparated(o.pm.printBefore, *v);
     } else if (a == "--time-passes") {
       o.pm.timePasses = true;
     } else if (a == "--print-debuginfo") {
