@@ -1,0 +1,200 @@
+//===- ParserImpl.h - The parser's state (private to Parser.cpp) --*- C++ -*-===//
+//
+// The recursive-descent parser behind parseModule (Parser.h). It lives in its
+// own header only to keep Parser.cpp readable in one sitting; nothing outside
+// Parser.cpp includes it. The grammar rule each member parses is written above
+// its definition in Parser.cpp (and collected in docs/LangRef.md).
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_IR_PARSERIMPL_H
+#define NIMBLE_IR_PARSERIMPL_H
+
+#include "ir/IR.h"
+#include "ir/Lexer.h"
+
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace nimble::ir::detail {
+
+class Parser {
+public:
+  Parser(std::string_view text, const char *file, Context &ctx, DiagnosticEngine &diag,
+         uint32_t firstLine)
+      : lex_(text, file, firstLine), ctx_(ctx), diag_(diag) {
+    consume();
+  }
+  ~Parser() {
+    // On failure ops may still use placeholders: unlink those uses before the
+    // placeholders (and, later, the module) are destroyed.
+    auto drop = [](Value *v) {
+      while (v->hasUses()) v->uses().begin()->set(nullptr);
+    };
+    for (auto &[n, f] : forwardValues_) drop(f.placeholder.get());
+    for (auto &[n, f] : forwardGlobals_) drop(f.placeholder.get());
+    if (m_)
+      for (auto &fn : m_->functions())
+        for (auto &b : fn->blocks())
+          if (Operation *t = b->terminator())
+            for (Successor &s : t->successors())
+              for (auto &[n, fb] : forwardBlocks_)
+                if (s.block == fb.block.get()) s.block = nullptr;
+  }
+  std::unique_ptr<Module> parseModule();
+
+private:
+  //===-- Token helpers ------------------------------------------------------===//
+  void consume() {
+    prevEnd_ = lex_.lastEnd();
+    tok_ = lex_.lex();
+  }
+  Token peek() {
+    Lexer copy = lex_;
+    return copy.lex();
+  }
+  bool consumeIf(Tok k) {
+    if (!tok_.is(k)) return false;
+    consume();
+    return true;
+  }
+  bool error(Location loc, std::string msg) {
+    if (!failed_) diag_.error(loc, std::move(msg));
+    failed_ = true;
+    return false;
+  }
+  /// An error with a note pointing at a related place.
+  bool error(Location loc, std::string msg, Location noteLoc, std::string note) {
+    if (!failed_) {
+      Diagnostic d{Severity::Error, loc, std::move(msg), {}};
+      d.note(noteLoc, std::move(note));
+      diag_.emit(std::move(d));
+    }
+    failed_ = true;
+    return false;
+  }
+  /// An error at the current token. When that token is itself a lexical
+  /// error, that is the root cause and is reported instead of `msg`.
+  bool error(std::string msg) {
+    if (tok_.is(Tok::Error)) return error(tok_.loc, lexErrorText(tok_));
+    return error(tok_.loc, std::move(msg));
+  }
+  /// "expected X, found Y": when Y starts a later line, X was missing at the
+  /// end of the previous line, so the caret goes just past the last token
+  /// (clang does the same) instead of onto an unrelated next line.
+  bool errorExpected(std::string msg) {
+    if (tok_.is(Tok::Error)) return lexError(); // the real problem is lexical
+    bool nextLine = prevEnd_.known() && tok_.loc.line > prevEnd_.line;
+    return error(nextLine ? prevEnd_ : tok_.loc, std::move(msg));
+  }
+  std::string describe(const Token &t) {
+    if (t.is(Tok::Eof)) return "end of file";
+    if (t.is(Tok::Error)) return lexErrorText(t);
+    return "'" + std::string(t.text) + "'";
+  }
+  /// 'c' for a printable character, else its byte value (a NUL or the first
+  /// byte of a UTF-8 sequence would print as garbage).
+  static std::string quoteChar(std::string_view text) {
+    unsigned char c = text.empty() ? 0 : static_cast<unsigned char>(text[0]);
+    if (c >= 0x21 && c < 0x7f) return "'" + std::string(1, static_cast<char>(c)) + "'";
+    const char *hex = "0123456789ABCDEF";
+    return std::string("(byte 0x") + hex[c >> 4] + hex[c & 15] + ")";
+  }
+  bool expect(Tok k, std::string_view context) {
+    if (tok_.is(Tok::Error)) return lexError();
+    if (consumeIf(k)) return true;
+    return errorExpected("expected " + std::string(tokName(k)) + " " + std::string(context) +
+                 ", found " + describe(tok_));
+  }
+  static std::string lexErrorText(const Token &t) {
+    if (!t.text.empty() && t.text[0] == '"') return "unterminated string literal";
+    if (!t.text.empty() && (t.text[0] == '%' || t.text[0] == '^' || t.text[0] == '@'))
+      return "expected a name after '" + std::string(t.text.substr(0, 1)) + "'";
+    return "invalid character " + quoteChar(t.text);
+  }
+  bool lexError() { return error(tok_.loc, lexErrorText(tok_)); }
+
+  //===-- Module level -------------------------------------------------------===//
+  bool parseTopLevel();
+  bool parseTypeDecl();
+  bool parseConstDecl();
+  bool parseFuncDecl();
+  bool parseFnAttrs(Function &f);
+  bool finishModule();
+
+  //===-- Types --------------------------------------------------------------===//
+  bool parseType(Type &t);
+  bool parseTensorType(Type &t);
+  bool parseTypeList(std::vector<Type> &ts, Tok close);
+  bool parseResultTypes(std::vector<Type> &ts);
+
+  //===-- Functions ----------------------------------------------------------===//
+  bool parseBody(Function &f, Location open);
+  bool parseBlockHeader(Function &f, Block *&b, bool first);
+  bool parseOperation(Block &b);
+  bool parseOperand(Value *&v);
+  bool parseOperandList(std::vector<Value *> &vs, Tok close);
+  bool parseSuccessor(Successor &s, std::vector<Value *> &operands);
+  bool parseAttrValue(const AttrSpec &spec, Attr &a);
+  bool parseLiteral(Type t, Location loc, DenseValue &out);
+  bool parseLiteralElems(Type t, size_t depth, DenseValue &out);
+  bool parseScalarLiteral(DType dt, DenseValue &out);
+  bool parseLoc(Location &loc);
+  bool defineValue(Value *v, const Token &nameTok);
+  /// The block named by `t` (a placeholder if not yet defined); null, with an
+  /// error, when it is the entry block, which cannot be branched to.
+  Block *getBlock(const Token &t);
+  bool finishFunction(Function &f);
+  /// True when the tokens ahead are `value-id (, value-id)* =`: the start of
+  /// the next operation, not operands of this one (`ret` and operand-less
+  /// generic ops have no closing delimiter).
+  bool atResultList();
+
+  /// Creates the op, names its results, queues it for inference when its
+  /// result types were omitted.
+  bool buildOp(Block &b, OpCode code, Location loc, const std::vector<Token> &names,
+               const std::vector<Value *> &operands, std::vector<Type> types, bool typesGiven,
+               std::vector<Attr> attrs, std::vector<Successor> succs,
+               const std::vector<Location> &attrLocs);
+
+  Lexer lex_;
+  Token tok_;
+  Location prevEnd_; // just past the token before tok_
+  Context &ctx_;
+  DiagnosticEngine &diag_;
+  std::unique_ptr<Module> m_;
+  bool failed_ = false;
+
+  // Function scope.
+  std::unordered_map<std::string, Value *> values_;
+  struct ForwardValue {
+    std::unique_ptr<BlockArgument> placeholder;
+    Location firstUse;
+  };
+  std::unordered_map<std::string, ForwardValue> forwardValues_;
+  std::unordered_map<std::string, Block *> blocks_;
+  struct ForwardBlock {
+    std::unique_ptr<Block> block;
+    Location firstUse;
+  };
+  std::unordered_map<std::string, ForwardBlock> forwardBlocks_;
+
+  // Module scope.
+  struct ForwardGlobal {
+    std::unique_ptr<Global> placeholder;
+    Location firstUse;
+  };
+  std::unordered_map<std::string, ForwardGlobal> forwardGlobals_;
+  // Where each operand of the operation being parsed was written
+  // (parseOperand appends), so diagnostics can point at the use.
+  std::vector<Location> operandLocs_;
+  // Named types (`@Tree`) in the order first written, checked against the
+  // declarations once the whole module is read.
+  std::vector<std::pair<std::string, Location>> typeRefs_;
+};
+
+} // namespace nimble::ir::detail
+
+#endif // NIMBLE_IR_PARSERIMPL_H
