@@ -42,6 +42,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Pass.h"
+#include "passes/Statistic.h"
 
 #include "ir/Builder.h"
 #include "ir/Printer.h"
@@ -52,6 +53,13 @@ namespace nimble::passes {
 namespace {
 
 using namespace nimble::ir;
+
+NIMBLE_STATISTIC(NumKernelCalls, "manifest-memory", "Number of kernel calls made explicit (invoke_mut)");
+NIMBLE_STATISTIC(NumOutlined, "manifest-memory", "Number of one-op primitive functions outlined");
+NIMBLE_STATISTIC(NumShapeFuncCalls, "manifest-memory", "Number of shape function calls inserted (invoke_shape_func)");
+NIMBLE_STATISTIC(NumStaticAllocs, "manifest-memory", "Number of kernel output storages of static size");
+NIMBLE_STATISTIC(NumDynamicAllocs, "manifest-memory", "Number of kernel output storages of run-time size");
+NIMBLE_STATISTIC(NumKills, "manifest-memory", "Number of kills inserted");
 
 bool isPrimitive(const Function &f) {
   const Attr *a = f.fnAttr("primitive");
@@ -164,6 +172,7 @@ Function *ManifestMemoryPass::outline(Module &m, Operation &op) {
   for (unsigned i = 0; i < c->numResults(); ++i) c->result(i)->setName("out" + std::to_string(i));
   entry->push_back(Operation::create(OpCode::Ret, op.loc(), c->results(), {}, defaultAttrs(OpCode::Ret)));
   outlined_[key] = fn;
+  ++NumOutlined;
   return fn;
 }
 
@@ -231,6 +240,7 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
       outShapes[i] = allocShapeTensor(b, op.result(i)->type().rank(), temps);
       operands.push_back(outShapes[i]);
     }
+    ++NumShapeFuncCalls;
     b.create(OpCode::InvokeShapeFunc, operands,
              {{"callee", Attr::getSym(prim.name())},
               {"num_inputs", Attr::getInt(static_cast<int64_t>(shapeIns.size()))}});
@@ -252,6 +262,7 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
                  ->result();
     }
     Value *st = b.create(OpCode::AllocStorage, {size}, {{"device", Attr::getStr(device_)}})->result();
+    ++(staticOut ? NumStaticAllocs : NumDynamicAllocs);
     storages.push_back(st);
     Value *out;
     if (staticOut) {
@@ -290,6 +301,7 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
               {"num_inputs", Attr::getInt(static_cast<int64_t>(ins.size()))}});
   }
   for (Value *st : storages) temps.push_back(st);
+  ++NumKernelCalls;
 
   for (unsigned i = 0; i < op.numResults(); ++i) {
     results[i]->setName(op.result(i)->name());
@@ -313,6 +325,7 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
     Builder kb(m, last->loc());
     kb.setInsertionPoint(next);
     kb.create(OpCode::Kill, {v});
+    ++NumKills;
   };
   for (Value *t : temps) killAfterLastUse(t);
   for (Value *r : results) killAfterLastUse(r);

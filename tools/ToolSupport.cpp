@@ -48,6 +48,22 @@ bool readInput(const std::string &path, std::string &out, std::string &error) {
   return true;
 }
 
+namespace {
+/// Writes all of `data` to `fd`, retrying on EINTR; false with errno set.
+bool writeAll(int fd, std::string_view data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t w = ::write(fd, data.data() + off, data.size() - off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    off += static_cast<size_t>(w);
+  }
+  return true;
+}
+} // namespace
+
 bool writeOutputAtomically(const std::string &path, std::string_view data, std::string &error) {
   if (path == "-") {
     std::cout.write(data.data(), static_cast<std::streamsize>(data.size()));
@@ -58,23 +74,35 @@ bool writeOutputAtomically(const std::string &path, std::string_view data, std::
     }
     return true;
   }
+  // A device, FIFO or socket (`-o /dev/null`, a pipe) is written in place:
+  // renaming a temporary over it would replace the special file itself.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    int out = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (out < 0) {
+      error = "cannot write '" + path + "': " + std::strerror(errno);
+      return false;
+    }
+    bool ok = writeAll(out, data);
+    int saved = errno;
+    if (::close(out) != 0 && ok) {
+      ok = false;
+      saved = errno;
+    }
+    if (!ok) error = "cannot write '" + path + "': " + std::strerror(saved);
+    return ok;
+  }
   std::string tmp = path + ".tmp.XXXXXX";
   int fd = ::mkstemp(tmp.data());
   if (fd < 0) {
     error = "cannot write '" + path + "': " + std::strerror(errno);
     return false;
   }
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t w = ::write(fd, data.data() + off, data.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      error = "cannot write '" + path + "': " + std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return false;
-    }
-    off += static_cast<size_t>(w);
+  if (!writeAll(fd, data)) {
+    error = "cannot write '" + path + "': " + std::strerror(errno);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return false;
   }
   // Keep the usual permissions of a new file (mkstemp creates 0600).
   mode_t mask = ::umask(0);

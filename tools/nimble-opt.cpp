@@ -9,6 +9,7 @@
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
+#include "passes/Statistic.h"
 #include "tools/ToolSupport.h"
 
 #include <cstdio>
@@ -45,6 +46,7 @@ OPTIONS:
   --print-ir-after-change     With --print-ir-after*, print only when the pass changed the IR
   --print-debuginfo           Print loc("file":line:col) after each operation
   --time-passes               Print the wall time of each pass to stderr
+  --stats                     Print the passes' statistics (what each did) to stderr
   --help                      Show this help and exit
   --version                   Show the version and exit
 
@@ -54,7 +56,7 @@ a pass fails (with a file:line:col: error: message), 2 on a usage error.
 
 struct Options {
   std::string input = "-", output = "-", pipeline;
-  bool split = false, verifyDiagnostics = false;
+  bool split = false, verifyDiagnostics = false, stats = false;
   passes::PassManagerOptions pm;
 };
 
@@ -117,6 +119,8 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.pm.debugInfo = true;
     } else if (a == "--time-passes") {
       o.pm.timePasses = true;
+    } else if (a == "--stats") {
+      o.stats = true;
     } else if (a.size() > 1 && a[0] == '-') {
       return usageError("unknown option '" + a + "'");
     } else {
@@ -182,6 +186,10 @@ int main(int argc, char **argv) {
       }
     }
     if (o.pm.timePasses) pm.printTimings(std::cerr);
+    if (o.stats) {
+      passes::printStatistics(std::cerr);
+      passes::resetStatistics();
+    }
     if (verifier) {
       diag.setHandler(nullptr);
       bool matched = verifier->finish([&](const std::string &msg) { std::cerr << msg; });

@@ -12,6 +12,7 @@
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
+#include "passes/Statistic.h"
 #include "tools/ToolSupport.h"
 #include "vm/Disassembler.h"
 #include "vm/Format.h"
@@ -44,6 +45,8 @@ OPTIONS:
   --print-ir-after=<names>    Print the IR after the named passes
   --print-ir-before=<names>   Print the IR before the named passes
   --time-passes               Print the wall time of each pass to stderr
+  --stats                     Print the passes' statistics (static counts of kernels,
+                              allocations, kills, copies) to stderr
   --print-debuginfo           With --emit=nir, print loc(...) after each operation
   --help                      Show this help and exit
   --version                   Show the version and exit
@@ -55,6 +58,7 @@ Exit status: 0 on success, 1 when the input is invalid or cannot be compiled
 struct Options {
   std::string input = "-", output, emit = "bytecode", weightsDir, target = "cpu";
   int optLevel = 2;
+  bool stats = false;
   passes::PassManagerOptions pm;
 };
 
@@ -97,6 +101,8 @@ int parseArgs(int argc, char **argv, Options &o) {
       addCommaSeparated(o.pm.printBefore, *v);
     } else if (a == "--time-passes") {
       o.pm.timePasses = true;
+    } else if (a == "--stats") {
+      o.stats = true;
     } else if (a == "--print-debuginfo") {
       o.pm.debugInfo = true;
     } else if (a.size() > 1 && a[0] == '-') {
@@ -200,6 +206,7 @@ int main(int argc, char **argv) {
   }
   bool ok = ir::succeeded(pm.run(*m));
   if (o.pm.timePasses) pm.printTimings(std::cerr);
+  if (o.stats) passes::printStatistics(std::cerr);
   if (!ok) return kExitError;
 
   if (o.emit == "nir") {
