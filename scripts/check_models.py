@@ -3,7 +3,7 @@
 
     /usr/bin/python3 scripts/check_models.py [--models lstm_1l,lstm_2l,treelstm,bert_base]
         [--count N] [--tolerance 1e-4] [--opt -O2] [--threads 1]
-        [--nimblec PATH] [--nimble-run PATH] [--keep DIR]
+        [--nimblec PATH] [--nimble-run PATH] [--keep DIR] [--differential LEVEL]
 
 For each model: compile the .nir with nimblec (weights from the .safetensors
 next to it), run nimble-run on every generated input (>= 10 per full-size
@@ -16,6 +16,12 @@ tolerance, a tool fails, or an output has the wrong shape or a NaN.
 Relative error of an output a against the reference b: max|a - b| / max|b|
 (norm-wise, so entries near zero do not make it meaningless). The max
 absolute error is printed too.
+
+Differential testing (--differential -O0, the default): every input also
+runs through the model compiled at that level, and its outputs must equal
+the --opt outputs bit for bit (the pipelines differ in fusion, memory
+planning and simplification, not in arithmetic); the `-O0 bits` column says
+how many outputs were identical. --differential none skips it.
 
 Small variants (lstm_small, treelstm_small, bert_small) also work with
 --models; their inputs are the committed fixtures.
@@ -63,13 +69,31 @@ def check_model(v, args, work_dir):
         raise tools.ToolError("%s missing: run models/make_all.sh" % v.weights)
     nbc = os.path.join(work_dir, v.name + ".nbc")
     tools.compile_model(args.nimblec, v.nir, nbc, opt=args.opt)
+    diff_nbc = None
+    if args.differential != "none":
+        diff_nbc = os.path.join(work_dir, v.name + args.differential + ".nbc")
+        tools.compile_model(args.nimblec, v.nir, diff_nbc, opt=args.differential)
     model = v.reference.load(v.name)
-    worst = {"rel": 0.0, "abs": 0.0, "where": "-"}  # worst relative error, where; max abs error
+    worst = {"rel": 0.0, "abs": 0.0, "where": "-", "same": 0, "outputs": 0}
     problems = []
     for inp in inputs:
         outs = [os.path.join(work_dir, "%s.%s.%s.npy" % (v.name, inp.name, o)) for o in v.reference.OUTPUTS]
         tools.run_model(args.nimble_run, nbc, v.reference.nimble_inputs(inp.path), outs, threads=args.threads)
         want = v.reference.run(model, v.reference.read_input(inp.path))
+        if diff_nbc:
+            douts = [o[:-4] + args.differential + ".npy" for o in outs]
+            tools.run_model(args.nimble_run, diff_nbc, v.reference.nimble_inputs(inp.path), douts,
+                            threads=args.threads)
+            for name, a, b in zip(v.reference.OUTPUTS, outs, douts):
+                x, y = np.load(a), np.load(b)
+                worst["outputs"] += 1
+                if x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes():
+                    worst["same"] += 1
+                else:
+                    problems.append("%s:%s: %s and %s outputs differ (max abs %.3e)" % (
+                        inp.name, name, args.opt, args.differential,
+                        float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64))))
+                        if x.shape == y.shape else float("inf")))
         for name, path, ref in zip(v.reference.OUTPUTS, outs, want):
             rel, diff, problem = compare(np.load(path), ref)
             where = "%s:%s" % (inp.name, name)
@@ -92,6 +116,9 @@ def main(argv):
     ap.add_argument("--tolerance", type=float, default=1e-4)
     ap.add_argument("--opt", default="-O2", help="nimblec optimisation level (default %(default)s)")
     ap.add_argument("--threads", type=int, default=1, help="nimble-run --threads")
+    ap.add_argument("--differential", default="-O0",
+                    help="also compile at this level and require bit-identical outputs "
+                         "(default %(default)s; 'none' to skip)")
     ap.add_argument("--nimblec", default=tools.default_tool("nimblec"))
     ap.add_argument("--nimble-run", dest="nimble_run", default=tools.default_tool("nimble-run"))
     ap.add_argument("--keep", metavar="DIR", help="keep the .nbc and outputs in DIR")
@@ -112,7 +139,8 @@ def main(argv):
     work_dir = args.keep or tempfile.mkdtemp(prefix="check_models.")
     os.makedirs(work_dir, exist_ok=True)
     failed = False
-    print("%-15s %7s %14s %14s  %-28s %s" % ("model", "inputs", "worst rel err", "max abs err", "worst at", "status"))
+    print("%-15s %7s %14s %14s  %-28s %-9s %s" % ("model", "inputs", "worst rel err", "max abs err", "worst at",
+                                               "-O0 bits" if args.differential == "-O0" else "diff bits", "status"))
     try:
         for n in names:
             v = VARIANTS[n]
@@ -120,13 +148,14 @@ def main(argv):
                 count, worst, problems = check_model(v, args, work_dir)
             except (tools.ToolError, FileNotFoundError) as e:
                 failed = True
-                print("%-15s %7s %14s %14s  %-28s FAIL" % (n, "-", "-", "-", "-"))
+                print("%-15s %7s %14s %14s  %-28s %-9s FAIL" % (n, "-", "-", "-", "-", "-"))
                 print("  " + str(e).replace("\n", "\n  "), file=sys.stderr)
                 continue
             bad = problems or not worst["rel"] <= args.tolerance
             failed |= bool(bad)
-            print("%-15s %7d %14.3e %14.3e  %-28s %s" % (
-                n, count, worst["rel"], worst["abs"], worst["where"],
+            same = "%d/%d" % (worst["same"], worst["outputs"]) if worst["outputs"] else "-"
+            print("%-15s %7d %14.3e %14.3e  %-28s %-9s %s" % (
+                n, count, worst["rel"], worst["abs"], worst["where"], same,
                 "FAIL" if bad else "ok (<= %g)" % args.tolerance))
             for p in problems:
                 print("  " + p, file=sys.stderr)

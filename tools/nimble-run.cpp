@@ -53,6 +53,8 @@ OPTIONS:
   --profile                  Print per-kernel time, calls and argument shapes, the
                              kernel / shape function / other split, and allocation stats
   --trace                    Print each instruction as it executes (to stderr)
+  --allocator=<pool|system>  Memory for storages: size-class pool that recycles freed
+                             blocks (default), or one malloc per allocation
   --device=<cpu|cuda>        Device to run on (default cpu)
   --threads=<n>              Threads for kernels (default 1)
   --max-call-depth=<n>       Limit on nested calls before an error (default 10000)
@@ -73,6 +75,7 @@ struct Options {
   uint32_t maxDepth = 10000;
   uint64_t maxInstructions = 0;
   bool profile = false, trace = false;
+  AllocatorKind allocator = AllocatorKind::Pool;
 };
 
 int usageError(const std::string &msg) { return tools::usageError("nimble-run", msg); }
@@ -135,6 +138,9 @@ int parseArgs(int argc, char **argv, Options &o) {
     } else if ((v = flagValue(a, "--device"))) {
       if (*v != "cpu" && *v != "cuda") return usageError("--device takes cpu or cuda");
       o.device = *v;
+    } else if ((v = flagValue(a, "--allocator"))) {
+      if (*v != "pool" && *v != "system") return usageError("--allocator takes pool or system, got '" + *v + "'");
+      o.allocator = *v == "pool" ? AllocatorKind::Pool : AllocatorKind::System;
     } else if (a == "--profile") {
       o.profile = true;
     } else if (a == "--trace") {
@@ -255,10 +261,16 @@ void printProfile(const VirtualMachine &vm, int runs) {
                static_cast<unsigned long long>(p.shapeFuncCalls), other * 1e3,
                p.totalSeconds > 0 ? 100 * other / p.totalSeconds : 0.0, p.totalSeconds * 1e3,
                static_cast<unsigned long long>(p.instructions));
-  const AllocStats &s = defaultAllocator(Device::CPU).stats();
-  std::fprintf(stderr, "Memory: %llu allocations, %llu bytes allocated, peak %llu bytes live, %llu pool hits\n",
-               static_cast<unsigned long long>(s.allocations), static_cast<unsigned long long>(s.bytesAllocated),
-               static_cast<unsigned long long>(s.peakBytes), static_cast<unsigned long long>(s.poolHits));
+  // Counts per run; peaks over all runs.
+  const Allocator &a = defaultAllocator(Device::CPU);
+  AllocStats s = a.stats();
+  auto perRun = [&](uint64_t x) { return static_cast<unsigned long long>((x + runs / 2) / runs); };
+  std::fprintf(stderr,
+               "Memory (%s allocator, per run): %llu allocations (%llu pool hits, %llu from the system), "
+               "%llu bytes requested, peak %llu bytes live, peak %llu bytes reserved, %.3f ms allocating\n",
+               a.kindName(), perRun(s.allocations), perRun(s.poolHits), perRun(s.systemAllocations),
+               perRun(s.bytesAllocated), static_cast<unsigned long long>(s.peakBytes),
+               static_cast<unsigned long long>(s.peakReserved), static_cast<double>(s.nanoseconds) / 1e6 / runs);
 }
 
 } // namespace
@@ -267,6 +279,7 @@ int main(int argc, char **argv) {
   Options o;
   int early = parseArgs(argc, argv, o);
   if (early >= 0) return early;
+  setDefaultAllocatorKind(o.allocator);
   if (o.device == "cuda") {
     std::cerr << "nimble-run: error: no CUDA device is available to this runtime (it was built "
                  "without the CUDA runtime); use --device=cpu\n";
@@ -330,6 +343,10 @@ int main(int argc, char **argv) {
   vo.traceStream = &std::cerr;
   VirtualMachine vm(exe, vo);
   std::vector<ObjectRef> results;
+  // The memory statistics cover the program's runs, not reading the inputs.
+  Allocator &alloc = defaultAllocator(Device::CPU);
+  alloc.setTiming(o.profile);
+  alloc.resetStats();
   Status st = vm.run(o.function, args, results);
   if (!st.ok()) {
     std::cerr << st.message << "\n";
@@ -338,6 +355,7 @@ int main(int argc, char **argv) {
   int runs = 1;
   if (o.benchmark > 0) {
     vm.resetProfile();
+    alloc.resetStats();
     std::vector<double> ms;
     for (int i = 0; i < o.benchmark; ++i) {
       std::vector<ObjectRef> r;

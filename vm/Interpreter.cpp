@@ -314,7 +314,7 @@ dispatch:
     Allocator &a = defaultAllocator(dev);
     void *p = a.allocate(static_cast<size_t>(size), align);
     if (!p) FAIL("out of memory allocating " + std::to_string(size) + " bytes");
-    R(code[pc + 1]) = ObjectRef(new Storage(&a, p, static_cast<size_t>(size), dev));
+    R(code[pc + 1]) = ObjectRef(new Storage(&a, p, static_cast<size_t>(size), dev, align));
     NEXT(5);
   }
   CASE(StorageSize) {

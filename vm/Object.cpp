@@ -50,7 +50,7 @@ Storage::~Storage() { free(); }
 void Storage::free() {
   // Borrowed memory (constants) has no allocator; dropping `keepAlive_` is all
   // there is to release.
-  if (alloc_ && data_) alloc_->deallocate(data_, size_);
+  if (alloc_ && data_) alloc_->deallocate(data_, size_, align_);
   alloc_ = nullptr;
   data_ = nullptr;
   size_ = 0;

@@ -81,9 +81,10 @@ class Allocator;
 
 class Storage : public Object {
 public:
-  /// Owned memory from `alloc` (returned to it when the storage dies).
-  Storage(Allocator *alloc, void *data, size_t size, Device dev)
-      : Object(Kind::Storage), alloc_(alloc), data_(data), size_(size), device_(dev) {}
+  /// Owned memory from `alloc` (returned to it when the storage dies);
+  /// `align` is the alignment it was requested with.
+  Storage(Allocator *alloc, void *data, size_t size, Device dev, size_t align = 64)
+      : Object(Kind::Storage), alloc_(alloc), data_(data), size_(size), align_(align), device_(dev) {}
   /// Borrowed memory kept alive by `keepAlive` (constants in the executable).
   Storage(const void *data, size_t size, std::shared_ptr<const void> keepAlive)
       : Object(Kind::Storage), data_(const_cast<void *>(data)), size_(size),
@@ -102,6 +103,7 @@ private:
   Allocator *alloc_ = nullptr;
   void *data_;
   size_t size_;
+  size_t align_ = 64;
   Device device_;
   std::shared_ptr<const void> keepAlive_;
   bool readOnly_ = false;

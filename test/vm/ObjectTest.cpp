@@ -132,9 +132,12 @@ TEST(Object, StorageFreeIsEarlyAndIdempotent) {
   EXPECT_EQ(liveBytes(), before);
 }
 
-TEST(Allocator, AlignmentAndStatistics) {
-  Allocator &a = defaultAllocator();
+class AllocatorTest : public ::testing::TestWithParam<AllocatorKind> {};
+
+TEST_P(AllocatorTest, AlignmentAndStatistics) {
+  Allocator &a = allocatorOf(GetParam());
   a.resetStats();
+  uint64_t live0 = a.stats().bytesLive;
   std::vector<std::pair<void *, size_t>> blocks;
   size_t sizes[] = {1, 100, 4096, 0, 77};
   size_t aligns[] = {1, 16, 4096, 64, 256};
@@ -146,30 +149,121 @@ TEST(Allocator, AlignmentAndStatistics) {
     blocks.emplace_back(p, sizes[i]);
   }
   EXPECT_NE(blocks[3].first, blocks[0].first); // size 0: a unique pointer
-  const AllocStats &s = a.stats();
+  AllocStats s = a.stats();
   EXPECT_EQ(s.allocations, 5u);
   EXPECT_EQ(s.bytesAllocated, 1u + 100 + 4096 + 0 + 77);
-  EXPECT_EQ(s.bytesLive, 4274u);
-  EXPECT_EQ(s.peakBytes, 4274u);
-  a.deallocate(blocks[2].first, blocks[2].second);
-  EXPECT_EQ(s.bytesLive, 178u);
-  EXPECT_EQ(s.peakBytes, 4274u);
+  EXPECT_EQ(s.bytesLive - live0, 4274u);
+  EXPECT_EQ(s.peakBytes - live0, 4274u);
+  a.deallocate(blocks[2].first, blocks[2].second, aligns[2]);
+  EXPECT_EQ(a.stats().bytesLive - live0, 178u);
+  EXPECT_EQ(a.stats().peakBytes - live0, 4274u);
   void *p = a.allocate(50, 8);
-  EXPECT_EQ(s.bytesLive, 228u);
-  EXPECT_EQ(s.peakBytes, 4274u);
+  s = a.stats();
+  EXPECT_EQ(s.bytesLive - live0, 228u);
+  EXPECT_EQ(s.peakBytes - live0, 4274u);
   EXPECT_EQ(s.allocations, 6u);
   EXPECT_EQ(s.bytesAllocated, 4324u);
-  a.deallocate(p, 50);
-  for (size_t i : {0, 1, 3, 4}) a.deallocate(blocks[i].first, blocks[i].second);
-  EXPECT_EQ(s.bytesLive, 0u);
+  EXPECT_EQ(s.poolHits + s.systemAllocations, s.allocations);
+  a.deallocate(p, 50, 8);
+  for (size_t i : {0, 1, 3, 4}) a.deallocate(blocks[i].first, blocks[i].second, aligns[i]);
+  EXPECT_EQ(a.stats().bytesLive, live0);
   EXPECT_EQ(a.device(), Device::CPU);
 }
 
-TEST(Allocator, HugeRequestFailsCleanly) {
-  Allocator &a = defaultAllocator();
+TEST_P(AllocatorTest, HugeRequestFailsCleanly) {
+  Allocator &a = allocatorOf(GetParam());
   uint64_t before = a.stats().allocations;
   EXPECT_EQ(a.allocate(SIZE_MAX - 8, 64), nullptr); // rounding overflows
   EXPECT_EQ(a.stats().allocations, before);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, AllocatorTest,
+                         ::testing::Values(AllocatorKind::Pool, AllocatorKind::System),
+                         [](const auto &info) {
+                           return std::string(info.param == AllocatorKind::Pool ? "Pool" : "System");
+                         });
+
+TEST(PoolAllocator, SizeClasses) {
+  size_t prev = 0;
+  for (size_t size = 0; size < (size_t(1) << 22); size = size < 4096 ? size + 1 : size + 997) {
+    size_t c = poolSizeClass(size);
+    EXPECT_GE(c, size);
+    EXPECT_EQ(c % 64, 0u) << size;
+    EXPECT_GE(c, prev) << "classes are monotone in the size";
+    if (size > 1024) EXPECT_LE(c, size + size / 4) << "at most 25% rounding above 1 KiB: " << size;
+    else EXPECT_LE(c - size, 64u) << size;
+    EXPECT_EQ(poolSizeClass(c), c) << "a class is its own class";
+    prev = c;
+  }
+  EXPECT_EQ(poolSizeClass(0), 64u);
+  EXPECT_EQ(poolSizeClass(1025), 1280u);
+  EXPECT_EQ(poolSizeClass(2048), 2048u);
+  EXPECT_EQ(poolSizeClass(2049), 2560u);
+  // Above 1 GiB the pool is bypassed: the request is its own size.
+  size_t huge = (size_t(1) << 30) + 1;
+  EXPECT_EQ(poolSizeClass(huge), huge);
+}
+
+TEST(PoolAllocator, RecyclesFreedBlocksOfTheSameClass) {
+  Allocator &a = allocatorOf(AllocatorKind::Pool);
+  a.resetStats();
+  void *p = a.allocate(3000, 64);
+  ASSERT_NE(p, nullptr);
+  a.deallocate(p, 3000, 64);
+  // 2900 and 3000 share the class 3072: the freed block comes back.
+  void *q = a.allocate(2900, 64);
+  EXPECT_EQ(q, p);
+  AllocStats s = a.stats();
+  EXPECT_EQ(s.allocations, 2u);
+  EXPECT_EQ(s.poolHits, 1u);
+  std::memset(q, 0, 2900);
+  // A different class does not take it.
+  void *r = a.allocate(5000, 64);
+  EXPECT_NE(r, q);
+  EXPECT_EQ(a.stats().poolHits, 1u);
+  a.deallocate(q, 2900, 64);
+  a.deallocate(r, 5000, 64);
+  // Alternating two live buffers (a loop-carried state) needs two blocks in
+  // the steady state, whatever the number of iterations.
+  a.resetStats();
+  void *cur = a.allocate(2048, 64);
+  for (int i = 0; i < 100; ++i) {
+    void *next = a.allocate(2048, 64);
+    ASSERT_NE(next, nullptr);
+    a.deallocate(cur, 2048, 64);
+    cur = next;
+  }
+  a.deallocate(cur, 2048, 64);
+  s = a.stats();
+  EXPECT_EQ(s.allocations, 101u);
+  // Two blocks from the system (none of class 2048 was cached), then every
+  // iteration takes back the block the previous one freed.
+  EXPECT_LE(s.systemAllocations, 2u);
+  EXPECT_GE(s.poolHits, 99u);
+}
+
+TEST(PoolAllocator, OverAlignedRequestsBypassThePool) {
+  Allocator &a = allocatorOf(AllocatorKind::Pool);
+  a.resetStats();
+  void *p = a.allocate(100, 4096);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 0u);
+  a.deallocate(p, 100, 4096);
+  void *q = a.allocate(100, 4096);
+  EXPECT_EQ(a.stats().poolHits, 0u);
+  EXPECT_EQ(a.stats().systemAllocations, 2u);
+  a.deallocate(q, 100, 4096);
+}
+
+TEST(PoolAllocator, ReleaseCachedReturnsMemory) {
+  Allocator &a = allocatorOf(AllocatorKind::Pool);
+  a.releaseCached();
+  uint64_t reserved0 = a.stats().bytesReserved;
+  void *p = a.allocate(10000, 64);
+  a.deallocate(p, 10000, 64);
+  EXPECT_EQ(a.stats().bytesReserved, reserved0 + poolSizeClass(10000)); // cached
+  a.releaseCached();
+  EXPECT_EQ(a.stats().bytesReserved, reserved0);
 }
 
 } // namespace
