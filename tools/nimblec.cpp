@@ -45,6 +45,9 @@ OPTIONS:
   --print-ir-after=<names>    Print the IR after the named passes
   --print-ir-before=<names>   Print the IR before the named passes
   --time-passes               Print the wall time of each pass to stderr
+  --passes=<pipeline>         Run this pass pipeline (nimble-opt syntax) instead of the
+                              -O level's; it must make memory explicit (manifest-memory)
+  --print-pipeline            Print the pipeline of the -O level and target, and exit
   --stats                     Print the passes' statistics (static counts of kernels,
                               allocations, kills, copies) to stderr
   --print-debuginfo           With --emit=nir, print loc(...) after each operation
@@ -58,7 +61,8 @@ Exit status: 0 on success, 1 when the input is invalid or cannot be compiled
 struct Options {
   std::string input = "-", output, emit = "bytecode", weightsDir, target = "cpu";
   int optLevel = 2;
-  bool stats = false;
+  bool stats = false, printPipeline = false;
+  std::string passes; // --passes: replaces the -O level's pipeline
   passes::PassManagerOptions pm;
 };
 
@@ -103,6 +107,11 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.pm.timePasses = true;
     } else if (a == "--stats") {
       o.stats = true;
+    } else if ((v = flagValue(a, "--passes"))) {
+      if (v->empty()) return usageError("--passes needs a pipeline");
+      o.passes = *v;
+    } else if (a == "--print-pipeline") {
+      o.printPipeline = true;
     } else if (a == "--print-debuginfo") {
       o.pm.debugInfo = true;
     } else if (a.size() > 1 && a[0] == '-') {
@@ -113,6 +122,7 @@ int parseArgs(int argc, char **argv, Options &o) {
       haveInput = true;
     }
   }
+  if (o.printPipeline) return -1;
   if (!haveInput) return usageError("no input file (use '-' for standard input)");
   if (o.emit == "bytecode" && o.output.empty())
     return usageError("bytecode output needs -o <file.nbc>");
@@ -186,7 +196,27 @@ int main(int argc, char **argv) {
     return kExitError;
   }
 
+  const std::string pipeline = o.passes.empty() ? pipelineFor(o.optLevel) : o.passes;
+  if (o.printPipeline) {
+    std::cout << pipeline << "\n";
+    return kExitOk;
+  }
+
   std::string text, error;
+  if (!o.passes.empty()) {
+    // Check the pipeline before reading the input: a bad one is a usage error.
+    ir::DiagnosticEngine quiet(nullptr, std::cerr);
+    passes::PassManager probe(quiet, std::cerr);
+    if (!probe.parsePipeline(o.passes, error)) {
+      if (size_t at = error.find("(see --list-passes)"); at != std::string::npos)
+        error.replace(at, 19, "(see nimble-opt --list-passes)");
+      return usageError("--passes: " + error);
+    }
+    bool manifests = false;
+    for (const auto &p : probe.passes()) manifests |= p->name() == "manifest-memory";
+    if (!manifests)
+      return usageError("--passes: the pipeline must run manifest-memory (bytecode needs explicit memory)");
+  }
   if (!readInput(o.input, text, error)) {
     std::cerr << "nimblec: error: " << error << "\n";
     return kExitError;
@@ -200,7 +230,7 @@ int main(int argc, char **argv) {
   if (!m || ir::failed(ir::verifyModule(*m, diag))) return kExitError;
 
   passes::PassManager pm(diag, std::cerr, o.pm);
-  if (!pm.parsePipeline(pipelineFor(o.optLevel), error)) {
+  if (!pm.parsePipeline(pipeline, error)) {
     std::cerr << "nimblec: internal error: " << error << "\n";
     return kExitError;
   }
