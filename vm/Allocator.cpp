@@ -127,6 +127,23 @@ protected:
   }
   void noteRelease(size_t bytes) { stats_.bytesReserved -= std::min<uint64_t>(stats_.bytesReserved, bytes); }
 
+  /// One request served by the system allocator, with its statistics.
+  void *allocateFromSystem(size_t size, size_t align) {
+    size_t rounded;
+    void *p = systemAllocate(size, align, rounded);
+    if (!p) return nullptr;
+    noteAllocate(size);
+    noteReserve(rounded);
+    return p;
+  }
+  /// Frees a block from allocateFromSystem(size, align), with its statistics.
+  void freeToSystem(void *p, size_t size, size_t align) {
+    std::free(p);
+    noteDeallocate(size);
+    align = std::max(align, sizeof(void *));
+    noteRelease(size == 0 ? align : (size + align - 1) & ~(align - 1));
+  }
+
   mutable std::mutex mu_;
   AllocStats stats_;
   Device dev_;
@@ -141,22 +158,14 @@ public:
     assert(align != 0 && (align & (align - 1)) == 0 && "alignment must be a power of two");
     std::lock_guard<std::mutex> lock(mu_);
     Timer t(timing_, stats_.nanoseconds);
-    size_t rounded;
-    void *p = systemAllocate(size, align, rounded);
-    if (!p) return nullptr;
-    noteAllocate(size);
-    noteReserve(rounded);
-    return p;
+    return allocateFromSystem(size, align);
   }
 
   void deallocate(void *p, size_t size, size_t align) override {
     if (!p) return;
     std::lock_guard<std::mutex> lock(mu_);
     Timer t(timing_, stats_.nanoseconds);
-    std::free(p);
-    noteDeallocate(size);
-    align = std::max(align, sizeof(void *));
-    noteRelease(size == 0 ? align : (size + align - 1) & ~(align - 1));
+    freeToSystem(p, size, align);
   }
 };
 
@@ -169,14 +178,7 @@ public:
     assert(align != 0 && (align & (align - 1)) == 0 && "alignment must be a power of two");
     std::lock_guard<std::mutex> lock(mu_);
     Timer t(timing_, stats_.nanoseconds);
-    if (align > kPoolAlign || size > kMaxPooled) {
-      size_t rounded;
-      void *p = systemAllocate(size, align, rounded);
-      if (!p) return nullptr;
-      noteAllocate(size);
-      noteReserve(rounded);
-      return p;
-    }
+    if (align > kPoolAlign || size > kMaxPooled) return allocateFromSystem(size, align);
     size_t cls = poolSizeClass(size);
     auto it = free_.find(cls);
     if (it != free_.end() && !it->second.empty()) {
@@ -205,13 +207,8 @@ public:
     if (!p) return;
     std::lock_guard<std::mutex> lock(mu_);
     Timer t(timing_, stats_.nanoseconds);
+    if (align > kPoolAlign || size > kMaxPooled) return freeToSystem(p, size, align);
     noteDeallocate(size);
-    if (align > kPoolAlign || size > kMaxPooled) {
-      std::free(p);
-      align = std::max(align, sizeof(void *));
-      noteRelease(size == 0 ? align : (size + align - 1) & ~(align - 1));
-      return;
-    }
     size_t cls = poolSizeClass(size);
     if (cached_ + cls > cacheLimit_) {
       std::free(p);
