@@ -24,8 +24,10 @@
 // visited last to first; each kernel op either joins the group of its
 // consumers or starts a new group. A producer P joins group G when
 //   1. every use of every result of P is a member of G, all in P's block
-//      (so a group has exactly one output op: no multi-output groups; a
-//      value also needed outside the group keeps its producer out);
+//      (so a group has exactly one output op, whose results are the group's
+//      results: several only for a `split`; no other member's value leaves
+//      the group, i.e. no multi-output groups: a value also needed outside
+//      the group keeps its producer out);
 //   2. the fusion patterns of ir/Ops.def allow it (table below), judged
 //      against G's pattern, the "worst" of its members (ElemWise < Broadcast
 //      < Injective < Reduction < OutputFusable < Opaque), which is what G may
