@@ -163,6 +163,9 @@ bool ModuleEmitter::kernelIndex(const std::string &name, Location loc, uint32_t 
     for (Value *r : op.results()) num[r] = next++;
     if (op.info().shapeMode == ShapeMode::UpperBound) k.upperBound = true;
     k.members.push_back(std::move(mem));
+    Location ml = op.loc();
+    k.memberLocs.push_back(ml.known() ? vm::SourceLoc{0, string(ml.file), ml.line, ml.col}
+                                      : vm::SourceLoc{});
   }
   out_.kernels.push_back(std::move(k));
   idx = static_cast<uint32_t>(out_.kernels.size() - 1);

@@ -77,6 +77,13 @@ struct ConstantDesc {
   uint64_t size = 0; // bytes
 };
 
+/// An instruction's .nir source location.
+struct SourceLoc {
+  uint32_t pc = 0;   // word offset of the instruction
+  uint32_t file = 0; // string-table index
+  uint32_t line = 0, col = 0;
+};
+
 /// A kernel: one primitive function of the compiled module (a single op, or a
 /// fused group), as a short list of member ops over numbered values. Values
 /// 0..numInputs-1 are the kernel's inputs; member results are numbered after
@@ -100,13 +107,11 @@ struct KernelDesc {
   /// Element types of the inputs: InvokeShapeFunc receives shapes, not the
   /// tensors, and the member relations check dtypes.
   std::vector<DType> inputDTypes;
-};
-
-/// An instruction's .nir source location.
-struct SourceLoc {
-  uint32_t pc = 0;   // word offset of the instruction
-  uint32_t file = 0; // string-table index
-  uint32_t line = 0, col = 0;
+  /// Where each member was written (format 1.1, the kernel-locs section):
+  /// empty, or one per member; `pc` is unused and line 0 means unknown. A
+  /// run-time error inside a kernel of several members (a fused group) is
+  /// reported at the failing member's location.
+  std::vector<SourceLoc> memberLocs;
 };
 
 struct VMFunction {
@@ -120,7 +125,7 @@ struct VMFunction {
 };
 
 struct Executable {
-  static constexpr uint16_t kMajor = 1, kMinor = 0;
+  static constexpr uint16_t kMajor = 1, kMinor = 1;
   uint16_t major = kMajor, minor = kMinor;
   std::vector<std::string> strings;
   std::vector<AdtDesc> adts;

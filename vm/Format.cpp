@@ -67,6 +67,7 @@ const char *nbc::sectionName(SectionKind k) {
   case SectionKind::Constants: return "constants";
   case SectionKind::Kernels: return "kernels";
   case SectionKind::Functions: return "functions";
+  case SectionKind::KernelLocs: return "kernel-locs";
   }
   return "unknown";
 }
@@ -286,6 +287,21 @@ void writeKernels(ByteWriter &w, const Executable &e) {
   }
 }
 
+// Per kernel, its member count and each member's location (all zero when the
+// kernel has none).
+void writeKernelLocs(ByteWriter &w, const Executable &e) {
+  w.u32(static_cast<uint32_t>(e.kernels.size()));
+  for (const KernelDesc &k : e.kernels) {
+    w.u32(static_cast<uint32_t>(k.members.size()));
+    for (size_t m = 0; m < k.members.size(); ++m) {
+      SourceLoc l = m < k.memberLocs.size() ? k.memberLocs[m] : SourceLoc{};
+      w.u32(l.file);
+      w.u32(l.line);
+      w.u32(l.col);
+    }
+  }
+}
+
 void writeFunctions(ByteWriter &w, const Executable &e) {
   w.u32(static_cast<uint32_t>(e.functions.size()));
   for (const VMFunction &f : e.functions) {
@@ -355,6 +371,7 @@ std::vector<uint8_t> serialize(const Executable &exe) {
       {SectionKind::Signatures, writeSignatures, nbc::kSectionAlign},
       {SectionKind::Kernels, writeKernels, nbc::kSectionAlign},
       {SectionKind::Functions, writeFunctions, nbc::kSectionAlign},
+      {SectionKind::KernelLocs, writeKernelLocs, nbc::kSectionAlign},
       {SectionKind::Constants, writeConstants, nbc::kConstantAlign},
   };
   static_assert(sizeof(order) / sizeof(order[0]) == nbc::kNumSectionKinds);

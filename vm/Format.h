@@ -62,8 +62,11 @@ enum class SectionKind : uint32_t {
   Constants = 4,
   Kernels = 5,
   Functions = 6,
+  KernelLocs = 7, // format 1.1; optional
 };
-inline constexpr uint32_t kNumSectionKinds = 6;
+inline constexpr uint32_t kNumSectionKinds = 7;
+/// Kinds 1..kNumRequiredSectionKinds must appear in every file.
+inline constexpr uint32_t kNumRequiredSectionKinds = 6;
 const char *sectionName(SectionKind k);
 
 /// TypeDesc kind bytes and Attr kind tags as stored (the enums' values,

@@ -336,6 +336,34 @@ bool readKernels(Cursor &c, Executable &e) {
   return true;
 }
 
+// Format 1.1: one location per kernel member, matching the kernels section.
+bool readKernelLocs(Cursor &c, Executable &e) {
+  uint32_t n;
+  if (!c.count(n, 4, "kernel count")) return false;
+  if (n != e.kernels.size())
+    return c.fail(std::to_string(n) + " kernels, the kernels section has " +
+                  std::to_string(e.kernels.size()));
+  for (uint32_t i = 0; i < n; ++i) {
+    KernelDesc &k = e.kernels[i];
+    uint32_t nm;
+    if (!c.count(nm, 12, "member count")) return c.wrap(named("kernel", i, k.name));
+    if (nm != k.members.size())
+      return c.fail(named("kernel", i, k.name) + ": " + std::to_string(nm) + " member locations for " +
+                    std::to_string(k.members.size()) + " members");
+    k.memberLocs.resize(nm);
+    for (uint32_t m = 0; m < nm; ++m) {
+      SourceLoc &l = k.memberLocs[m];
+      if (!c.u32(l.file, "file string") || !c.u32(l.line, "line") || !c.u32(l.col, "column"))
+        return c.wrap(named("kernel", i, k.name) + ", member " + std::to_string(m));
+      if (l.line != 0 && l.file >= e.strings.size())
+        return c.fail(named("kernel", i, k.name) + ", member " + std::to_string(m) +
+                      ": file string " + std::to_string(l.file) + " out of range (" +
+                      std::to_string(e.strings.size()) + " strings)");
+    }
+  }
+  return true;
+}
+
 bool readFunctions(Cursor &c, Executable &e) {
   uint32_t n;
   if (!c.count(n, 12, "function count")) return false;
@@ -477,7 +505,7 @@ bool deserialize(const uint8_t *data, size_t size, std::shared_ptr<const void> k
       return fail(error, "unknown section kind " + std::to_string(s.kind));
     }
   }
-  for (uint32_t k = 1; k <= nbc::kNumSectionKinds; ++k)
+  for (uint32_t k = 1; k <= nbc::kNumRequiredSectionKinds; ++k)
     if (!byKind[k])
       return fail(error, std::string("missing ") + nbc::sectionName(static_cast<SectionKind>(k)) +
                              " section");
@@ -516,6 +544,8 @@ bool deserialize(const uint8_t *data, size_t size, std::shared_ptr<const void> k
                [&](Cursor &c, auto &) { return readSignatures(c, exe); }) ||
       !section(SectionKind::Kernels, [&](Cursor &c, auto &) { return readKernels(c, exe); }) ||
       !section(SectionKind::Functions, [&](Cursor &c, auto &) { return readFunctions(c, exe); }) ||
+      (byKind[static_cast<uint32_t>(SectionKind::KernelLocs)] &&
+       !section(SectionKind::KernelLocs, [&](Cursor &c, auto &) { return readKernelLocs(c, exe); })) ||
       !section(SectionKind::Constants, [&](Cursor &c, const SectionEntry &s) {
         return readConstants(c, exe, data, s.offset + s.size);
       }))

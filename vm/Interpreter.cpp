@@ -18,6 +18,7 @@
 #include "vm/ValueText.h"
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <ostream>
 
@@ -55,10 +56,14 @@ TensorRef VirtualMachine::constant(uint32_t index) {
   return t;
 }
 
-Status VirtualMachine::errorAt(uint32_t func, uint32_t pc, const std::string &msg) const {
+Status VirtualMachine::errorAt(uint32_t func, uint32_t pc, const std::string &msg,
+                               const SourceLoc *at) const {
   const VMFunction &fn = exe_->functions[func];
   std::string where;
-  if (const SourceLoc *loc = findSourceLoc(fn, pc); loc && loc->pc == pc)
+  if (at && at->line != 0 && at->file < exe_->strings.size())
+    where = exe_->strings[at->file] + ":" + std::to_string(at->line) + ":" +
+            std::to_string(at->col) + ": ";
+  else if (const SourceLoc *loc = findSourceLoc(fn, pc); loc && loc->pc == pc)
     where = exe_->strings[loc->file] + ":" + std::to_string(loc->line) + ":" +
             std::to_string(loc->col) + ": ";
   std::string s = where + "error: " + msg;
@@ -282,7 +287,8 @@ dispatch:
         to.push_back(t);
       }
       auto t0 = opts_.profile ? Clock::now() : Clock::time_point();
-      Status st = shapeFunc ? runShapeFunc(k, ti, to) : runKernel(k, ti, to, kctx_);
+      size_t failed = SIZE_MAX;
+      Status st = shapeFunc ? runShapeFunc(k, ti, to, &failed) : runKernel(k, ti, to, kctx_, &failed);
       if (opts_.profile) {
         double s = std::chrono::duration<double>(Clock::now() - t0).count();
         if (shapeFunc) {
@@ -295,6 +301,11 @@ dispatch:
           if (kp.shapes.size() < 16 || kp.shapes.count(shapesKey(ti))) ++kp.shapes[shapesKey(ti)];
         }
       }
+      // In a kernel of several members (a fused group), the failing member's
+      // own location; a one-member kernel may be shared by identical ops, so
+      // there the instruction's location (the op's) is the precise one.
+      if (!st.ok() && k.members.size() > 1 && failed < k.memberLocs.size())
+        return errorAt(func, pc, st.message, &k.memberLocs[failed]);
       if (!st.ok()) FAIL(st.message);
       step = 4 + nin + nout;
     }

@@ -80,7 +80,10 @@ private:
     uint32_t callPc; // pc of the caller's Invoke (unused for frame 0)
   };
   Status execute(uint32_t entry, std::vector<ObjectRef> &results);
-  Status errorAt(uint32_t func, uint32_t pc, const std::string &msg) const;
+  /// `at`, when given, replaces the instruction's own location (the member
+  /// of a fused kernel that failed).
+  Status errorAt(uint32_t func, uint32_t pc, const std::string &msg,
+                 const SourceLoc *at = nullptr) const;
   TensorRef constant(uint32_t index);
 
   std::shared_ptr<const Executable> exe_;
@@ -96,14 +99,16 @@ private:
 
 /// Runs kernel `k` (its members in order, reference kernels) on `ins`,
 /// writing `outs`. Checks every member against its shape function with the
-/// actual shapes first.
+/// actual shapes first. On an error raised by a member, `*failedMember` (when
+/// given) receives the member's index; it is left alone otherwise.
 Status runKernel(const KernelDesc &k, const std::vector<Tensor *> &ins,
-                 const std::vector<Tensor *> &outs, KernelContext &ctx);
+                 const std::vector<Tensor *> &outs, KernelContext &ctx,
+                 size_t *failedMember = nullptr);
 /// Runs kernel `k`'s composed shape function: `ins` are 1-D i64 shape tensors,
 /// or the input tensors themselves where a data-dependent member reads them;
 /// `outs` receive the output shapes (for upper-bound kernels, the bound).
 Status runShapeFunc(const KernelDesc &k, const std::vector<Tensor *> &ins,
-                    const std::vector<Tensor *> &outs);
+                    const std::vector<Tensor *> &outs, size_t *failedMember = nullptr);
 /// Which kernel inputs the shape function needs as values (see above).
 std::vector<bool> shapeFuncNeedsValue(const KernelDesc &k);
 

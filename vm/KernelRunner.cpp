@@ -52,14 +52,20 @@ std::vector<bool> shapeFuncNeedsValue(const KernelDesc &k) {
 }
 
 Status runKernel(const KernelDesc &k, const std::vector<Tensor *> &ins,
-                 const std::vector<Tensor *> &outs, KernelContext &ctx) {
+                 const std::vector<Tensor *> &outs, KernelContext &ctx, size_t *failedMember) {
   size_t wantOuts = k.outputs.size() + (k.upperBound ? 1 : 0);
   if (ins.size() != k.numInputs || outs.size() != wantOuts)
     return Status::error("kernel '" + k.name + "' takes " + std::to_string(k.numInputs) +
                          " inputs and " + std::to_string(wantOuts) + " outputs");
   std::vector<Tensor *> values(ins.begin(), ins.end());
   std::vector<TensorRef> temps;
-  for (const auto &m : k.members) {
+  for (size_t mi = 0; mi < k.members.size(); ++mi) {
+    const KernelDesc::Member &m = k.members[mi];
+    // Errors from here on belong to member `mi`.
+    auto memberError = [&](std::string msg) {
+      if (failedMember) *failedMember = mi;
+      return Status::error(std::move(msg));
+    };
     std::vector<TensorSig> sigs;
     std::vector<const Tensor *> args;
     for (uint32_t v : m.operands) {
@@ -74,9 +80,9 @@ Status runKernel(const KernelDesc &k, const std::vector<Tensor *> &ins,
       for (const DenseValue &d : owned) vals.push_back(&d);
     }
     ShapeFnResult sr = inferShapes(m.op, sigs, m.attrs, vals);
-    if (!sr.ok()) return Status::error(opName(m.op) + " " + sr.error);
+    if (!sr.ok()) return memberError(opName(m.op) + " " + sr.error);
     if (sr.results.size() != m.numResults)
-      return Status::error(opName(m.op) + " produces " + std::to_string(sr.results.size()) +
+      return memberError(opName(m.op) + " produces " + std::to_string(sr.results.size()) +
                            " results, the kernel expects " + std::to_string(m.numResults));
     KernelArgs ka;
     ka.inputs = args;
@@ -93,39 +99,39 @@ Status runKernel(const KernelDesc &k, const std::vector<Tensor *> &ins,
         // buffer's shape too (the true shape goes to the extra output).
         bool shapeOk = out->shape() == want.dims;
         if (out->dtype() != want.dtype || !shapeOk)
-          return Status::error(opName(m.op) + " writes " + formatSig(want) +
+          return memberError(opName(m.op) + " writes " + formatSig(want) +
                                " but its output buffer is " + out->typeString());
       } else {
         temps.push_back(makeTensor(want.dtype, want.dims));
         out = temps.back().get();
       }
       if (out->storage()->readOnly())
-        return Status::error(opName(m.op) + " output is a read-only constant");
+        return memberError(opName(m.op) + " output is a read-only constant");
       ka.outputs.push_back(out);
       values.push_back(out);
     }
     if (sr.upperBound) {
       if (!k.upperBound || outs.size() != k.outputs.size() + 1)
-        return Status::error(opName(m.op) + " needs the true-shape output of an upper-bound kernel");
+        return memberError(opName(m.op) + " needs the true-shape output of an upper-bound kernel");
       const Tensor *ts = outs.back();
       size_t rank = sr.results.empty() ? 0 : sr.results[0].dims.size();
       if (ts->dtype() != DType::I64 || ts->rank() != 1 || ts->dim(0) != static_cast<int64_t>(rank))
-        return Status::error(opName(m.op) + " needs a 1-D i64 true-shape output of length " +
+        return memberError(opName(m.op) + " needs a 1-D i64 true-shape output of length " +
                              std::to_string(rank) + ", got " + ts->typeString());
       if (ts->storage()->readOnly())
-        return Status::error(opName(m.op) + " true-shape output is a read-only constant");
+        return memberError(opName(m.op) + " true-shape output is a read-only constant");
       ka.outputs.push_back(outs.back());
     }
     KernelFn fn = referenceKernel(m.op);
-    if (!fn) return Status::error(opName(m.op) + " has no kernel");
+    if (!fn) return memberError(opName(m.op) + " has no kernel");
     Status st = fn(ka);
-    if (!st.ok()) return Status::error(opName(m.op) + ": " + st.message);
+    if (!st.ok()) return memberError(opName(m.op) + ": " + st.message);
   }
   return Status::success();
 }
 
 Status runShapeFunc(const KernelDesc &k, const std::vector<Tensor *> &ins,
-                    const std::vector<Tensor *> &outs) {
+                    const std::vector<Tensor *> &outs, size_t *failedMember) {
   if (ins.size() != k.numInputs || outs.size() != k.outputs.size() ||
       k.inputDTypes.size() != k.numInputs)
     return Status::error("shape function of '" + k.name + "' takes " +
@@ -149,7 +155,12 @@ Status runShapeFunc(const KernelDesc &k, const std::vector<Tensor *> &ins,
       if (d < 0) return Status::error("negative dimension in a shape");
     sigs.push_back({k.inputDTypes[i], std::move(dims)});
   }
-  for (const auto &m : k.members) {
+  for (size_t mi = 0; mi < k.members.size(); ++mi) {
+    const KernelDesc::Member &m = k.members[mi];
+    auto memberError = [&](std::string msg) {
+      if (failedMember) *failedMember = mi;
+      return Status::error(std::move(msg));
+    };
     std::vector<TensorSig> msigs;
     std::vector<const DenseValue *> vals;
     bool dataDep = opInfo(m.op).shapeMode == ShapeMode::DataDependent;
@@ -158,11 +169,11 @@ Status runShapeFunc(const KernelDesc &k, const std::vector<Tensor *> &ins,
       if (dataDep) vals.push_back(v < k.numInputs && needValue[v] ? &inputValues[v] : nullptr);
     }
     ShapeFnResult sr = inferShapes(m.op, msigs, m.attrs, vals);
-    if (!sr.ok()) return Status::error(opName(m.op) + " " + sr.error);
+    if (!sr.ok()) return memberError(opName(m.op) + " " + sr.error);
     for (const TensorSig &s : sr.results) {
       for (int64_t d : s.dims)
         if (d == kDynamic)
-          return Status::error(opName(m.op) + ": the shape function could not compute the shape " +
+          return memberError(opName(m.op) + ": the shape function could not compute the shape " +
                                formatSig(s) + " (a data-dependent input was not passed as a value)");
       sigs.push_back(s);
     }

@@ -18,7 +18,8 @@
 //              (dense payloads consistent), result count the op's (split: its
 //              `sections`), operands naming inputs or earlier results; at
 //              least one output, each naming a value; upperBound only for a
-//              lone unique / nonzero with one output.
+//              lone unique / nonzero with one output; member locations
+//              absent or one per member, with valid file indices.
 //   Functions  non-empty, unique names; one name per parameter; params <=
 //              numRegisters <= 2^20; code non-empty, every instruction
 //              decodes (Bytecode.h) and its operands obey Opcodes.def (see
@@ -469,6 +470,18 @@ bool verify(const Executable &e, std::string &error) {
   for (size_t k = 0; k < e.kernels.size(); ++k)
     if (!checkKernel(e.kernels[k], error))
       return fail(error, named("kernel", k, e.kernels[k].name) + ": " + error);
+  for (size_t k = 0; k < e.kernels.size(); ++k) {
+    const KernelDesc &kd = e.kernels[k];
+    if (!kd.memberLocs.empty() && kd.memberLocs.size() != kd.members.size())
+      return fail(error, named("kernel", k, kd.name) + ": " + std::to_string(kd.memberLocs.size()) +
+                             " member locations for " + std::to_string(kd.members.size()) +
+                             " members");
+    for (const SourceLoc &l : kd.memberLocs)
+      if (l.line != 0 && l.file >= e.strings.size())
+        return fail(error, named("kernel", k, kd.name) + ": member location file string " +
+                               std::to_string(l.file) + " out of range (" +
+                               std::to_string(e.strings.size()) + " strings)");
+  }
   return checkFunctions(e, error);
 }
 

@@ -61,6 +61,7 @@ TEST(Crafted, Header) {
   expectBytesRefused(x, "this .nbc needs format 2.x; this nimble-run reads 1.x");
   x = b;
   put<uint16_t>(x, nbc::kOffMajor, 0);
+  put<uint16_t>(x, nbc::kOffMinor, 0);
   expectBytesRefused(x, "unsupported .nbc version 0.0");
 
   x = b;

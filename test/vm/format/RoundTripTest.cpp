@@ -116,6 +116,68 @@ TEST(Format, RoundTripFull) {
   EXPECT_EQ(serialize(r), bytes);
 }
 
+// Format 1.1: each kernel member's .nir location (the kernel-locs section)
+// survives the round trip; a location list that does not match the members,
+// or names a string that does not exist, is refused.
+TEST(Format, KernelMemberLocationsRoundTrip) {
+  Executable e = makeFullExecutable();
+  ASSERT_FALSE(e.kernels.empty());
+  e.strings.push_back("model.nir");
+  uint32_t file = static_cast<uint32_t>(e.strings.size() - 1);
+  KernelDesc &k = e.kernels.back();
+  for (uint32_t m = 0; m < k.members.size(); ++m) k.memberLocs.push_back({0, file, 10 + m, 3});
+  std::vector<uint8_t> bytes = serialize(e);
+  Executable r;
+  std::string err;
+  ASSERT_TRUE(load(bytes, r, err)) << err;
+  const KernelDesc &rk = r.kernels.back();
+  ASSERT_EQ(rk.memberLocs.size(), k.members.size());
+  for (uint32_t m = 0; m < k.members.size(); ++m) {
+    EXPECT_EQ(rk.memberLocs[m].file, file);
+    EXPECT_EQ(rk.memberLocs[m].line, 10 + m);
+    EXPECT_EQ(rk.memberLocs[m].col, 3u);
+  }
+  // Kernels without locations read back as unknown (line 0) ones.
+  ASSERT_EQ(r.kernels.front().memberLocs.size(), e.kernels.front().members.size());
+  EXPECT_EQ(r.kernels.front().memberLocs[0].line, 0u);
+  EXPECT_EQ(serialize(r), bytes);
+
+  Executable bad = r;
+  bad.kernels.back().memberLocs.pop_back();
+  EXPECT_FALSE(verify(bad, err));
+  EXPECT_NE(err.find("member locations for"), std::string::npos) << err;
+  bad = r;
+  bad.kernels.back().memberLocs[0].file = static_cast<uint32_t>(bad.strings.size());
+  EXPECT_FALSE(verify(bad, err));
+  EXPECT_NE(err.find("member location file string"), std::string::npos) << err;
+  // The same damage in the bytes: the reader refuses it too.
+  std::vector<uint8_t> damaged = serialize(bad);
+  EXPECT_FALSE(load(damaged, r, err));
+  EXPECT_NE(err.find("kernel-locs section"), std::string::npos) << err;
+}
+
+// The kernel-locs section is optional: a file without it (here: its table
+// entry turned into a kind this reader does not know, in a newer minor, which
+// the reader skips) loads, with no member locations.
+TEST(Format, KernelLocsSectionIsOptional) {
+  std::vector<uint8_t> bytes = serialize(makeFullExecutable());
+  uint32_t n = get<uint32_t>(bytes, nbc::kOffSectionCount);
+  bool found = false;
+  for (uint32_t i = 0; i < n; ++i)
+    if (get<uint32_t>(bytes, 40 + 24 * i) == static_cast<uint32_t>(nbc::SectionKind::KernelLocs)) {
+      put<uint32_t>(bytes, 40 + 24 * i, 99);
+      found = true;
+    }
+  ASSERT_TRUE(found);
+  put<uint16_t>(bytes, nbc::kOffMinor, Executable::kMinor + 1);
+  resealChecksum(bytes.data(), bytes.size());
+  Executable r;
+  std::string err;
+  ASSERT_TRUE(load(bytes, r, err)) << err;
+  ASSERT_FALSE(r.kernels.empty());
+  for (const KernelDesc &k : r.kernels) EXPECT_TRUE(k.memberLocs.empty()) << k.name;
+}
+
 TEST(Format, ConstantsPointIntoTheAlignedBuffer) {
   Executable e = makeFullExecutable();
   std::vector<uint8_t> bytes = serialize(e);
@@ -158,8 +220,8 @@ TEST(Format, HeaderLayout) {
   EXPECT_EQ(get<uint32_t>(bytes, 12), 0u);
   EXPECT_EQ(get<uint64_t>(bytes, 16), bytes.size());
   EXPECT_EQ(get<uint64_t>(bytes, 24), crc32c(bytes.data() + 40, bytes.size() - 40));
-  EXPECT_EQ(get<uint32_t>(bytes, 32), 6u);
-  for (uint32_t i = 0; i < 6; ++i) EXPECT_EQ(get<uint32_t>(bytes, 40 + 24 * i), i + 1);
+  EXPECT_EQ(get<uint32_t>(bytes, 32), 7u); // 1.1: the kernel-locs section
+  for (uint32_t i = 0; i < 7; ++i) EXPECT_EQ(get<uint32_t>(bytes, 40 + 24 * i), i + 1);
 }
 
 TEST(Format, EmptyExecutableRoundTrips) {

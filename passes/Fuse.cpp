@@ -1,0 +1,321 @@
+//===- Fuse.cpp - Operator fusion under the shape-function policy ---------===//
+//
+// Groups kernel ops into primitive functions (attribute `primitive = true`),
+// the way TVM's FuseOps does, so that manifest-memory turns each group into
+// one invoke_shape_func (the composed shape function) and one invoke_mut (one
+// kernel call that the runtime, vm/KernelRunner.cpp, runs member by member):
+//
+//   %h  = matmul %x, @w                %y = call @fused_matmul_0(%x, @w, @b)
+//   %hb = add %h, @b           ==>
+//   %y  = relu %hb                     func @fused_matmul_0(%in0, %in1, %in2)
+//                                          attributes {primitive = true} {
+//                                        %h = matmul %in0, %in1  (same locs)
+//                                        %hb = add %h, %in2
+//                                        %y = relu %hb
+//                                        ret %y
+//                                      }
+//
+// Kernel ops are the ops whose relation is not Structural and that the VM
+// does not execute natively (constant, shape_of, reshape, dyn_reshape,
+// device_copy and storage_size stay outside groups: manifest-memory's
+// isVMNative). Constants and globals used by members become group inputs.
+//
+// Grouping (per basic block, never across blocks). The ops of a block are
+// visited last to first; each kernel op either joins the group of its
+// consumers or starts a new group. A producer P joins group G when
+//   1. every use of every result of P is a member of G, all in P's block
+//      (so a group has exactly one output op, whose results are the group's
+//      results: several only for a `split`; no other member's value leaves
+//      the group, i.e. no multi-output groups: a value also needed outside
+//      the group keeps its producer out);
+//   2. the fusion patterns of ir/Ops.def allow it (table below), judged
+//      against G's pattern, the "worst" of its members (ElemWise < Broadcast
+//      < Injective < Reduction < OutputFusable < Opaque), which is what G may
+//      still absorb;
+//   3. the paper's policy allows it (below);
+//   4. G has fewer than `max-group-size` members.
+// Because a producer joins only when all its uses are in the group, the group
+// is convex in the block's dataflow: replacing it by one `call` at the
+// position of its output op (the last member) keeps SSA dominance (every
+// group input is defined before that op, every other member's result is used
+// only inside the group). Visiting last to first, every user of P in P's
+// block has been placed in a group before P is considered, so the decision
+// is deterministic and needs no iteration.
+//
+// Pattern rules (producer pattern, and the group patterns it may join):
+//
+//   producer          joins a group (of consumers) whose pattern is
+//   ElemWise          ElemWise, Broadcast, Injective, Reduction
+//   Broadcast         ElemWise, Broadcast, Injective, Reduction
+//   Injective         ElemWise, Injective
+//   Reduction         ElemWise            (a reduction absorbs elementwise
+//                                          consumers, not broadcasting ones)
+//   OutputFusable     ElemWise, Broadcast (matmul + bias add + activation)
+//   Opaque            never
+//
+// An OutputFusable op only joins a group of (elementwise/broadcast) ops, so
+// two OutputFusable ops never share a group; an elementwise producer never
+// joins a group containing a matmul (TVM does not fuse into a matmul's
+// inputs either).
+//
+// The paper's policy (Nimble paper §3.2, last paragraph: "a basic operator
+// with a data dependent or upper bound shape function cannot be fused to
+// other operators, i.e., taking the outputs of other operators as its inputs
+// to fuse together, as the shape function requires to access to the
+// intermediate result within a composite operator"; appendix A shows the
+// composed shape function that manifest-memory calls):
+//   - a producer never joins a group through a use by a DataDependent or
+//     UpperBound member: such an op reads only group inputs, which the
+//     runtime can pass to the composed shape function by value;
+//   - a DataDependent op (zeros, full, arange) may itself join the group of
+//     its consumers, i.e. lead a group, since what it reads stays an input;
+//   - an UpperBound op (unique, nonzero) is never fused at all: departing
+//     from the paper's "not fused with its producers", it does not lead a
+//     group either, because manifest-memory and the runtime only support
+//     upper-bound kernels whose single member is the upper-bound op (the
+//     true-shape output describes output 0 of that member).
+//
+// Outlining. Groups of one op are left alone (manifest-memory outlines
+// those, sharing identical ones). A group of two or more becomes
+// `@fused_<mnemonic of its first member>_<n>`, n the smallest number that
+// makes the name unique in the module (deterministic: blocks and groups are
+// processed in order). Its parameters are the group inputs in first-use
+// order (members in block order, operands in order); its body is a clone of
+// the members, keeping names, types and locations (run-time errors of a
+// member point at the member's line); it returns the output op's results. The
+// members are replaced by one `call` at the output op, with the output op's
+// location and result names.
+//
+// Not fused: functions already primitive, calls, control flow, ADT ops
+// (they are structural). Running the pass twice changes nothing: a fused
+// `call` is structural, so it neither joins nor absorbs a group.
+//
+// Option: fuse{max-group-size=N}, 1 <= N <= 4096 (the bytecode's limit on
+// kernel members; 1 disables fusion), default 16.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Analysis.h"
+#include "passes/Pass.h"
+#include "passes/Statistic.h"
+
+#include <algorithm>
+#include <charconv>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace nimble::passes {
+namespace {
+
+using namespace nimble::ir;
+
+NIMBLE_STATISTIC(NumGroups, "fuse", "Number of fused groups (primitive functions) formed");
+NIMBLE_STATISTIC(NumFusedOps, "fuse", "Number of ops moved into fused groups");
+
+constexpr size_t kMaxGroupSizeLimit = 4096;
+
+bool isPrimitive(const Function &f) {
+  const Attr *a = f.fnAttr("primitive");
+  return a && a->kind() == AttrKind::Bool && a->getBool();
+}
+
+/// Ops the VM executes directly (manifest-memory's list): never kernel members.
+bool isVMNative(OpCode c) {
+  switch (c) {
+  case OpCode::Constant:
+  case OpCode::ShapeOf:
+  case OpCode::Reshape:
+  case OpCode::DynReshape:
+  case OpCode::DeviceCopy:
+  case OpCode::StorageSize:
+    return true;
+  default: return false;
+  }
+}
+
+bool isKernelOp(const Operation &op) {
+  return op.info().relation != Relation::Structural && !isVMNative(op.code());
+}
+
+/// The order of "worse" patterns (TVM's OpPatternKind order).
+int rank(FusionPattern p) {
+  switch (p) {
+  case FusionPattern::ElemWise: return 0;
+  case FusionPattern::Broadcast: return 1;
+  case FusionPattern::Injective: return 2;
+  case FusionPattern::Reduction: return 3;
+  case FusionPattern::OutputFusable: return 4;
+  case FusionPattern::Opaque: return 5;
+  }
+  return 5;
+}
+
+FusionPattern worst(FusionPattern a, FusionPattern b) { return rank(a) >= rank(b) ? a : b; }
+
+/// The pattern table of the header: may a producer of pattern `p` join a
+/// group whose pattern is `g`?
+bool patternAllows(FusionPattern p, FusionPattern g) {
+  using P = FusionPattern;
+  switch (p) {
+  case P::ElemWise:
+  case P::Broadcast:
+    return g == P::ElemWise || g == P::Broadcast || g == P::Injective || g == P::Reduction;
+  case P::Injective: return g == P::ElemWise || g == P::Injective;
+  case P::Reduction: return g == P::ElemWise;
+  case P::OutputFusable: return g == P::ElemWise || g == P::Broadcast;
+  case P::Opaque: return false;
+  }
+  return false;
+}
+
+struct Group {
+  std::vector<Operation *> members; // in the order they joined (last op first)
+  FusionPattern pattern;
+};
+
+class FusePass : public Pass {
+public:
+  std::string_view name() const override { return "fuse"; }
+
+  std::string setOption(std::string_view key, std::string_view value) override {
+    if (key != "max-group-size") return Pass::setOption(key, value);
+    int64_t n = -1;
+    auto r = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (r.ec != std::errc() || r.ptr != value.data() + value.size() || n < 1 ||
+        n > static_cast<int64_t>(kMaxGroupSizeLimit))
+      return "option 'max-group-size' of 'fuse' takes an integer from 1 to " +
+             std::to_string(kMaxGroupSizeLimit) + ", got '" + std::string(value) + "'";
+    maxGroupSize_ = static_cast<size_t>(n);
+    return "";
+  }
+
+  LogicalResult run(Module &m, DiagnosticEngine &, bool &changed) override {
+    std::vector<Function *> funcs;
+    for (auto &f : m.functions())
+      if (!isPrimitive(*f)) funcs.push_back(f.get());
+    for (Function *f : funcs)
+      for (auto &b : f->blocks())
+        for (Group &g : formGroups(*b))
+          if (g.members.size() >= 2) {
+            outline(m, g);
+            changed = true;
+          }
+    return success();
+  }
+
+private:
+  std::vector<Group> formGroups(Block &b) const;
+  void outline(Module &m, Group &g);
+
+  size_t maxGroupSize_ = 16;
+};
+
+std::vector<Group> FusePass::formGroups(Block &b) const {
+  std::vector<Group> groups;
+  std::unordered_map<const Operation *, size_t> groupOf;
+  std::vector<Operation *> ops = b.opsSnapshot();
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+    Operation *op = *it;
+    if (!isKernelOp(*op)) continue;
+    const OpInfo &info = op->info();
+
+    // The one group all uses of `op` lie in, if any (rule 1), with the
+    // policy: no user in it may be data-dependent or upper-bound (rule 3).
+    auto joinable = [&]() -> std::optional<size_t> {
+      if (info.shapeMode == ShapeMode::UpperBound) return std::nullopt;
+      std::optional<size_t> target;
+      for (Value *r : op->results())
+        for (OpOperand &u : r->uses()) {
+          Operation *user = u.owner();
+          auto g = groupOf.find(user);
+          if (user->block() != &b || g == groupOf.end()) return std::nullopt;
+          if (target && *target != g->second) return std::nullopt;
+          target = g->second;
+          ShapeMode um = user->info().shapeMode;
+          if (um == ShapeMode::DataDependent || um == ShapeMode::UpperBound) return std::nullopt;
+        }
+      if (!target) return std::nullopt;
+      const Group &g = groups[*target];
+      if (!patternAllows(info.fusion, g.pattern)) return std::nullopt;
+      if (g.members.size() >= maxGroupSize_) return std::nullopt;
+      return target;
+    };
+
+    if (std::optional<size_t> t = joinable()) {
+      Group &g = groups[*t];
+      g.members.push_back(op);
+      g.pattern = worst(g.pattern, info.fusion);
+      groupOf[op] = *t;
+    } else {
+      groupOf[op] = groups.size();
+      groups.push_back(Group{{op}, info.fusion});
+    }
+  }
+  // Groups in block order of their output op (the first member found).
+  std::reverse(groups.begin(), groups.end());
+  return groups;
+}
+
+void FusePass::outline(Module &m, Group &g) {
+  Context &ctx = m.context();
+  // Members in block order; the output op is the last.
+  std::vector<Operation *> members(g.members.rbegin(), g.members.rend());
+  std::unordered_set<const Operation *> inGroup(members.begin(), members.end());
+  Operation *root = members.back();
+
+  // Group inputs in first-use order.
+  std::vector<Value *> inputs;
+  std::unordered_set<const Value *> seen;
+  for (Operation *op : members)
+    for (Value *v : op->operands()) {
+      Operation *def = v->definingOp();
+      if (def && inGroup.count(def)) continue;
+      if (seen.insert(v).second) inputs.push_back(v);
+    }
+
+  std::vector<Type> ins, outs;
+  for (Value *v : inputs) ins.push_back(v->type());
+  for (Value *r : root->results()) outs.push_back(r->type());
+
+  std::string base = "fused_" + std::string(members.front()->name());
+  std::string fname;
+  for (unsigned n = 0;; ++n) {
+    fname = base + "_" + std::to_string(n);
+    if (!m.lookupFunction(fname)) break;
+  }
+  auto owned = std::make_unique<Function>(fname, ctx.func(ins, outs), members.front()->loc());
+  owned->fnAttrs().emplace_back("primitive", Attr::getBool(true));
+  Function *fn = m.addFunction(std::move(owned));
+  Block *entry = fn->addBlock(std::make_unique<Block>("entry"));
+  IRMapping map;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Value *a = entry->addArgument(ins[i], members.front()->loc());
+    a->setName("in" + std::to_string(i));
+    map.values[inputs[i]] = a;
+  }
+  for (Operation *op : members) entry->push_back(cloneOp(*op, map));
+  std::vector<Value *> rets;
+  for (Value *r : root->results()) rets.push_back(map.lookup(r));
+  entry->push_back(Operation::create(OpCode::Ret, root->loc(), rets, {}, defaultAttrs(OpCode::Ret)));
+
+  // The call replaces the members, at the output op.
+  std::vector<Attr> attrs = defaultAttrs(OpCode::Call);
+  attrs[static_cast<unsigned>(opInfo(OpCode::Call).attrIndex("callee"))] = Attr::getSym(fname);
+  Operation *call =
+      root->block()->insertBefore(root, Operation::create(OpCode::Call, root->loc(), inputs, outs, attrs));
+  for (unsigned i = 0; i < root->numResults(); ++i) {
+    call->result(i)->setName(root->result(i)->name());
+    root->result(i)->replaceAllUsesWith(call->result(i));
+  }
+  for (auto it = members.rbegin(); it != members.rend(); ++it) (*it)->erase();
+
+  ++NumGroups;
+  NumFusedOps += members.size();
+}
+
+} // namespace
+
+std::unique_ptr<Pass> createFusePass() { return std::make_unique<FusePass>(); }
+
+} // namespace nimble::passes
