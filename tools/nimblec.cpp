@@ -130,7 +130,7 @@ std::string pipelineFor(int level) {
   switch (level) {
   case 0: return "type-infer,manifest-memory";
   case 1: return "type-infer,canonicalize,cse,dce,manifest-memory";
-  default: return "inline,type-infer,canonicalize,cse,dce,type-infer,manifest-memory";
+  default: return "inline,type-infer,canonicalize,cse,dce,type-infer,manifest-memory,plan-memory";
   }
 }
 
