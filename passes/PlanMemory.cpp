@@ -89,6 +89,8 @@
 //    nothing and the caller's view of ownership stays simple), constants
 //    (the constant pool keeps them) and globals. Each value is killed at
 //    most once on any path: kills sit exactly where it stops being live.
+//    Kills that would sit directly before a `ret` are left out: returning
+//    releases the frame's registers at the same point.
 //
 //===----------------------------------------------------------------------===//
 
@@ -496,7 +498,6 @@ void PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
     if (before) b.setInsertionPoint(before);
     else b.setInsertionPointToEnd(atEnd);
     b.create(OpCode::Kill, {v});
-    ++NumKillsPlaced;
     changed = true;
   };
 
@@ -602,6 +603,19 @@ void PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
   }
 }
 
+/// Kills directly before a `ret` (only kills in between) are dropped: leaving
+/// the frame releases every register anyway, at the same point.
+void dropKillsBeforeRet(Function &f) {
+  for (auto &b : f.blocks()) {
+    Operation *t = b->terminator();
+    if (!t || !t->is(OpCode::Ret)) continue;
+    while (Operation *p = t->prevOp()) {
+      if (!p->is(OpCode::Kill)) break;
+      p->erase();
+    }
+  }
+}
+
 void PlanMemoryPass::planFunction(Module &m, Function &f, bool &changed) {
   for (auto &b : f.blocks())
     for (Operation *op : b->opsSnapshot())
@@ -612,6 +626,10 @@ void PlanMemoryPass::planFunction(Module &m, Function &f, bool &changed) {
   coalesceStatic(m, f, changed);
   reuseDynamic(f, changed);
   placeKills(m, f, changed);
+  dropKillsBeforeRet(f);
+  for (auto &b : f.blocks())
+    for (Operation &op : *b)
+      if (op.is(OpCode::Kill)) ++NumKillsPlaced;
 }
 
 } // namespace
