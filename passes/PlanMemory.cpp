@@ -66,13 +66,19 @@
 //    of an earlier one (replacing all its uses) when both are non-escaping and
 //    non-carried, on the same device with the same alignment, the earlier one
 //    dominates it, neither interferes with any storage already merged into
-//    the earlier one, and the sizes are provably equal: the same SSA size
-//    value, or `storage_size` with the same dtype and alignment of the same
-//    immutable shape (one value no kernel writes, or `shape_of` of the same
-//    tensor). Equality is evaluated where each alloc runs; because the size's
-//    definition dominates the earlier alloc, which dominates the later one,
-//    every path from the size's definition to the later alloc passes the
-//    earlier alloc, so both see the same value. Not done: "provably bounded"
+//    the earlier one, and the sizes are provably equal: structurally equal
+//    keys (SizeKeys). A size is the same SSA value, or `storage_size` (same
+//    dtype and alignment) of a shape whose contents are named: `shape_of` of
+//    a tensor (its static type; else the shape buffer it was allocated with;
+//    else the tensor itself), or a shape buffer written by exactly one
+//    `invoke_shape_func`, which dominates all its other uses (reads), of the
+//    same callee and output from equally named inputs. Shape functions are
+//    pure. Soundness: every leaf of a key (an SSA value) is defined at a
+//    point dominating the earlier alloc, which dominates the later one, so
+//    every path from the leaf's latest definition to the later alloc passes
+//    the earlier alloc and the computation of its size: both see the same
+//    leaf values. Not recognised: different shape functions that agree (an
+//    elementwise op's shape function is the identity). Not done: "provably bounded"
 //    reuse (constant size <= a dead constant storage) — every constant-size
 //    storage that could be reused soundly is already in the arena; a dynamic
 //    size has no static bound here. The rest is left to the run-time pool.
@@ -505,46 +511,128 @@ void PlanMemoryPass::coalesceStatic(Module &m, Function &f, bool &changed) {
   }
 }
 
-/// A key under which two sizes are provably equal, or null.
-const void *sizeKey(Value *size, std::string &extra) {
-  Operation *d = size->definingOp();
-  if (!d || !d->is(OpCode::StorageSize)) return size;
-  Value *shape = d->operand(0);
-  extra = std::string(dtypeName(d->attr("dtype").getDType())) + "/" + std::to_string(d->intAttr("alignment"));
-  if (Operation *sd = shape->definingOp(); sd && sd->is(OpCode::ShapeOf)) {
-    extra += "/shape_of";
-    return sd->operand(0);
+/// Keys under which run-time sizes are provably equal (hash-consed: a key is
+/// a short string naming the ids of its parts). Two sizes with equal keys
+/// are the same function (storage_size, pure shape functions) of the same
+/// leaves: SSA values (an opaque tensor's shape, a size value) or static
+/// types.
+class SizeKeys {
+public:
+  explicit SizeKeys(const Dominators &dom) : dom_(dom) {}
+
+  /// The key of an alloc_storage's size operand (never empty: at worst the
+  /// SSA value itself).
+  std::string ofSize(Value *size) {
+    Operation *d = size->definingOp();
+    if (d && d->is(OpCode::StorageSize)) {
+      std::string sh = ofShapeTensor(d->operand(0), 0);
+      if (!sh.empty())
+        return intern("ss(" + std::string(dtypeName(d->attr("dtype").getDType())) + "," +
+                      std::to_string(d->intAttr("alignment")) + "," + sh + ")");
+    }
+    return leaf(size);
   }
-  // A shape tensor nothing writes keeps its contents.
-  for (OpOperand &u : shape->uses()) {
-    Operation *o = u.owner();
-    bool isInvoke = o->is(OpCode::InvokeMut) || o->is(OpCode::InvokeShapeFunc);
-    if (isInvoke && u.index() >= static_cast<unsigned>(o->intAttr("num_inputs"))) return size;
-    if (!isInvoke && !o->is(OpCode::StorageSize) && !o->is(OpCode::Kill) && !o->is(OpCode::AllocTensor))
-      return size; // could be aliased and written elsewhere
+
+private:
+  static constexpr int kMaxDepth = 256;
+
+  std::string intern(const std::string &k) {
+    auto it = ids_.find(k);
+    if (it != ids_.end()) return it->second;
+    std::string id = "#" + std::to_string(ids_.size());
+    ids_[k] = id;
+    return id;
   }
-  if (shape->definingOp() && shape->definingOp()->is(OpCode::AllocTensor)) return size; // uninitialized
-  extra += "/shape";
-  return shape;
-}
+  std::string leaf(const Value *v) {
+    auto it = leaves_.find(v);
+    if (it != leaves_.end()) return it->second;
+    std::string id = intern("v" + std::to_string(leaves_.size()));
+    leaves_[v] = id;
+    return id;
+  }
+
+  /// The shape of tensor `t`: static, the contents of the shape tensor it
+  /// was allocated with, or `t` itself (one SSA value has one shape).
+  std::string ofTensorShape(Value *t, int depth) {
+    if (t->type().isTensor() && t->type().hasStaticShape()) return intern("static(" + t->type().str() + ")");
+    Operation *d = t->definingOp();
+    if (d && d->is(OpCode::AllocTensor) && d->numOperands() == 3) {
+      std::string k = ofShapeTensor(d->operand(2), depth + 1);
+      if (!k.empty()) return k;
+    }
+    return leaf(t);
+  }
+
+  /// The contents of a 1-D shape tensor `v` wherever it is read, or "" when
+  /// they cannot be named: `shape_of` of a tensor, or a buffer written by
+  /// exactly one shape function call that dominates every other use (all of
+  /// which only read it) from keyed inputs.
+  std::string ofShapeTensor(Value *v, int depth) {
+    auto it = memo_.find(v);
+    if (it != memo_.end()) return it->second;
+    std::string k;
+    if (depth < kMaxDepth) k = compute(v, depth);
+    memo_[v] = k;
+    return k;
+  }
+  std::string compute(Value *v, int depth) {
+    Operation *d = v->definingOp();
+    if (!d) return "";
+    if (d->is(OpCode::ShapeOf)) return ofTensorShape(d->operand(0), depth + 1);
+    if (!d->is(OpCode::AllocTensor)) return "";
+    Operation *writer = nullptr;
+    unsigned outIndex = 0;
+    for (OpOperand &u : v->uses()) {
+      Operation *o = u.owner();
+      bool invoke = o->is(OpCode::InvokeMut) || o->is(OpCode::InvokeShapeFunc);
+      unsigned nin = invoke ? static_cast<unsigned>(o->intAttr("num_inputs")) : 0;
+      if (invoke && u.index() >= nin) {
+        if (writer || !o->is(OpCode::InvokeShapeFunc)) return "";
+        writer = o;
+        outIndex = u.index() - nin;
+        continue;
+      }
+      bool reads = invoke || o->is(OpCode::StorageSize) || o->is(OpCode::Kill) ||
+                   (o->is(OpCode::AllocTensor) && u.index() == 2);
+      if (!reads) return "";
+    }
+    if (!writer) return "";
+    for (OpOperand &u : v->uses())
+      if (u.owner() != writer && !dom_.dominates(writer, u.owner())) return "";
+    std::string k = "sf(" + writer->strAttr("callee") + "," + std::to_string(outIndex);
+    unsigned nin = static_cast<unsigned>(writer->intAttr("num_inputs"));
+    for (unsigned i = 0; i < nin; ++i) {
+      // Inputs are shapes (keyed) or values the shape function reads; a
+      // value is keyed by identity only when it is a shape tensor we can
+      // name, so anything else gives up.
+      std::string in = ofShapeTensor(writer->operand(i), depth + 1);
+      if (in.empty()) return "";
+      k += "," + in;
+    }
+    return intern(k + ")");
+  }
+
+  const Dominators &dom_;
+  std::unordered_map<std::string, std::string> ids_;
+  std::unordered_map<const Value *, std::string> leaves_;
+  std::unordered_map<const Value *, std::string> memo_;
+};
 
 void PlanMemoryPass::reuseDynamic(Function &f, bool &changed) {
   std::vector<StorageInfo> st = collectStorages(f, /*constant=*/false);
   if (st.size() < 2) return;
   Dominators dom(f);
   AliasInfo ai = analyze(f, st, dom);
+  SizeKeys keys(dom);
   std::vector<std::vector<int>> groups; // group leader first
   std::vector<int> groupOf(st.size(), -1);
   for (size_t i = 0; i < st.size(); ++i) {
     if (st[i].escapes || st[i].carried) continue;
     Operation *a = st[i].alloc;
-    std::string extraA;
-    const void *keyA = sizeKey(a->operand(0), extraA);
+    std::string keyA = keys.ofSize(a->operand(0));
     for (size_t g = 0; g < groups.size(); ++g) {
       Operation *lead = st[groups[g][0]].alloc;
-      std::string extraL;
-      const void *keyL = sizeKey(lead->operand(0), extraL);
-      if (keyL != keyA || extraL != extraA) continue;
+      if (keys.ofSize(lead->operand(0)) != keyA) continue;
       if (lead->strAttr("device") != a->strAttr("device") ||
           lead->intAttr("alignment") != a->intAttr("alignment"))
         continue;
