@@ -326,14 +326,13 @@ AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, con
         break;
       case OpCode::Br:
       case OpCode::CondBr: {
-        bool passed = false;
+        // A successor operand aliases the block argument (carried along a
+        // retreating edge); cond_br's condition is only read.
         for (const Successor &s : op->successors()) {
           if (idx < s.operandBegin || idx >= s.operandBegin + s.operandCount) continue;
-          passed = true;
           flow(v, s.block->argument(idx - s.operandBegin));
           if (dom.index(s.block) <= dom.index(op->block())) escape(set, /*carried=*/true);
         }
-        (void)passed; // the condition of cond_br is only read
         break;
       }
       default:
@@ -747,7 +746,6 @@ void PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
     // Block start: agreed edge kills and dead block arguments.
     std::vector<Value *> start;
     for (int i : atStart[b]) start.push_back(lv.value(i));
-    ValueSet liveAtStart = lv.liveIn(b);
     for (Value *a : b->arguments()) {
       bool used = a->hasUses() || lv.liveOut(b).test(lv.id(a));
       if (!used && killable(a)) start.push_back(a);
