@@ -72,13 +72,17 @@
 //    a tensor (its static type; else the shape buffer it was allocated with;
 //    else the tensor itself), or a shape buffer written by exactly one
 //    `invoke_shape_func`, which dominates all its other uses (reads), of the
-//    same callee and output from equally named inputs. Shape functions are
-//    pure. Soundness: every leaf of a key (an SSA value) is defined at a
+//    same callee and output from equally named inputs — or, when the callee
+//    provably keeps a shape (unary elementwise ops, casts, layer_norm's
+//    input, broadcasts with rank-0 constants, with each other, or with an
+//    operand whose static dims the other's static trailing dims absorb),
+//    simply the name of the input shapes it keeps when they are equal.
+//    Shape functions are pure. Soundness: every leaf of a key (an SSA value) is defined at a
 //    point dominating the earlier alloc, which dominates the later one, so
 //    every path from the leaf's latest definition to the later alloc passes
 //    the earlier alloc and the computation of its size: both see the same
-//    leaf values. Not recognised: different shape functions that agree (an
-//    elementwise op's shape function is the identity). Not done: "provably bounded"
+//    leaf values. Not recognised: other shape functions that agree (matmul
+//    with equal operand shapes, reshapes). Not done: "provably bounded"
 //    reuse (constant size <= a dead constant storage) — every constant-size
 //    storage that could be reused soundly is already in the arena; a dynamic
 //    size has no static bound here. The rest is left to the run-time pool.
@@ -517,7 +521,7 @@ void PlanMemoryPass::coalesceStatic(Module &m, Function &f, bool &changed) {
 /// types.
 class SizeKeys {
 public:
-  explicit SizeKeys(const Dominators &dom) : dom_(dom) {}
+  SizeKeys(const Module &m, const Dominators &dom) : m_(m), dom_(dom) {}
 
   /// The key of an alloc_storage's size operand (never empty: at worst the
   /// SSA value itself).
@@ -598,8 +602,24 @@ private:
     if (!writer) return "";
     for (OpOperand &u : v->uses())
       if (u.owner() != writer && !dom_.dominates(writer, u.owner())) return "";
-    std::string k = "sf(" + writer->strAttr("callee") + "," + std::to_string(outIndex);
     unsigned nin = static_cast<unsigned>(writer->intAttr("num_inputs"));
+    // A shape-preserving kernel (elementwise ops, broadcasts of equal
+    // shapes): the output's shape is the shape of its source inputs when
+    // those are provably equal.
+    std::vector<unsigned> srcs;
+    if (shapeSources(writer->strAttr("callee"), outIndex, srcs)) {
+      std::string same;
+      for (unsigned i : srcs) {
+        std::string in = i < nin ? ofShapeTensor(writer->operand(i), depth + 1) : "";
+        if (in.empty() || (!same.empty() && in != same)) {
+          same.clear();
+          break;
+        }
+        same = in;
+      }
+      if (!same.empty()) return same;
+    }
+    std::string k = "sf(" + writer->strAttr("callee") + "," + std::to_string(outIndex);
     for (unsigned i = 0; i < nin; ++i) {
       // Inputs are shapes (keyed) or values the shape function reads; a
       // value is keyed by identity only when it is a shape tensor we can
@@ -611,6 +631,65 @@ private:
     return intern(k + ")");
   }
 
+  /// The inputs of primitive function `callee` whose (equal) shape output
+  /// `j` has: it is computed from them by unary elementwise ops, casts and
+  /// broadcasts (with rank-0 constants or each other). False if unknown.
+  bool shapeSources(const std::string &callee, unsigned j, std::vector<unsigned> &srcs) const {
+    const Function *prim = m_.lookupFunction(callee);
+    if (!prim || !prim->entry() || prim->blocks().size() != 1) return false;
+    const Operation *ret = prim->entry()->terminator();
+    if (!ret || !ret->is(OpCode::Ret) || j >= ret->numOperands()) return false;
+    std::vector<const Value *> work(1, ret->operand(j));
+    std::set<const Value *> seen;
+    while (!work.empty()) {
+      const Value *v = work.back();
+      work.pop_back();
+      if (!seen.insert(v).second) continue;
+      if (const auto *a = dyn_cast<BlockArgument>(v)) {
+        srcs.push_back(a->index());
+        continue;
+      }
+      const Operation *d = v->definingOp();
+      if (!d) return false;
+      Relation r = d->info().relation;
+      if (d->is(OpCode::Constant) && v->type().isTensor() && v->type().rank() == 0 && v != ret->operand(j))
+        continue; // broadcasts with a scalar keep the other shape
+      if (r == Relation::Unary || r == Relation::Cast || r == Relation::LayerNorm) {
+        work.push_back(d->operand(0));
+      } else if ((r == Relation::Broadcast || r == Relation::Compare) && d->numOperands() == 2) {
+        // An operand whose static dims broadcast into the other's static
+        // trailing dims leaves the other's shape: follow only the other.
+        const Value *a = d->operand(0), *b = d->operand(1);
+        if (absorbed(b->type(), a->type())) work.push_back(a);
+        else if (absorbed(a->type(), b->type())) work.push_back(b);
+        else {
+          work.push_back(a);
+          work.push_back(b);
+        }
+      } else {
+        return false;
+      }
+    }
+    std::sort(srcs.begin(), srcs.end());
+    srcs.erase(std::unique(srcs.begin(), srcs.end()), srcs.end());
+    return !srcs.empty();
+  }
+
+  /// True when broadcasting any tensor of type `big` with one of type
+  /// `small` gives `big`'s shape: small's rank is at most big's and each of
+  /// small's dims is a static 1 or equal to big's (static) aligned dim.
+  static bool absorbed(Type small, Type big) {
+    if (!small.isTensor() || !big.isTensor() || small.rank() > big.rank()) return false;
+    std::vector<int64_t> sd = small.dims(), bd = big.dims();
+    for (size_t i = 0; i < sd.size(); ++i) {
+      int64_t s = sd[sd.size() - 1 - i], b = bd[bd.size() - 1 - i];
+      if (s == 1) continue;
+      if (s == kDynamic || b == kDynamic || s != b) return false;
+    }
+    return true;
+  }
+
+  const Module &m_;
   const Dominators &dom_;
   std::unordered_map<std::string, std::string> ids_;
   std::unordered_map<const Value *, std::string> leaves_;
@@ -622,7 +701,7 @@ void PlanMemoryPass::reuseDynamic(Function &f, bool &changed) {
   if (st.size() < 2) return;
   Dominators dom(f);
   AliasInfo ai = analyze(f, st, dom);
-  SizeKeys keys(dom);
+  SizeKeys keys(*f.module(), dom);
   std::vector<std::vector<int>> groups; // group leader first
   std::vector<int> groupOf(st.size(), -1);
   for (size_t i = 0; i < st.size(); ++i) {
