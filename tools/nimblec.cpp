@@ -133,14 +133,14 @@ int parseArgs(int argc, char **argv, Options &o) {
   return -1;
 }
 
-/// The pipeline of each -O level (docs/nimblec.md). manifest-memory is always
-/// last: it changes the calling convention, which the other passes do not
-/// model (its kills would not survive CSE).
+/// The pipeline of each -O level (docs/nimblec.md). manifest-memory follows
+/// the other passes: it changes the calling convention, which they do not
+/// model (its kills would not survive CSE); only plan-memory comes after it.
 std::string pipelineFor(int level) {
   switch (level) {
   case 0: return "type-infer,manifest-memory";
   case 1: return "type-infer,canonicalize,cse,dce,manifest-memory";
-  default: return "inline,type-infer,canonicalize,cse,dce,type-infer,fuse,manifest-memory";
+  default: return "inline,type-infer,canonicalize,cse,dce,type-infer,fuse,manifest-memory,plan-memory";
   }
 }
 
