@@ -42,14 +42,19 @@
 // order of failures (hence where the copies land) implicit: we decide domains
 // in a fixed order so copies land where they are cheapest:
 //
-//   1. backward: a class whose uses need it on a device is put there (a value
-//      demanded on the CPU by a shape function is produced on the CPU: the
-//      scalar loop control of an RNN stays on the host);
+//   1. backward: a class whose uses need it on a device is put there (a
+//      constant or block argument a shape function reads is on the CPU). A
+//      kernel is not moved by such an implicit demand (its inputs could drag
+//      the whole model to the host) unless it is scalar (rank-0 operands and
+//      results: loop counters and bounds, "a few cheap scalar arithmetic
+//      computation" in the paper's words), so a counted loop's control stays
+//      on the host with no copy per iteration;
 //   2. forward, from explicit placements only (device_copy results, explicit
 //      storages): "the device domains of the input and output are propagated
 //      in opposite directions" across a device_copy;
-//   3. kernel domains still unconstrained get the target ("if there is no
-//      constraint ... we assign the compilation target"), then 1 again;
+//   3. (non-scalar) kernel domains still unconstrained get the target ("if
+//      there is no constraint ... we assign the compilation target"), then 1
+//      again;
 //   4. the remaining classes follow their producers, else get the target.
 //
 // The entry functions' CPU parameters and results do not propagate forward (a
@@ -66,7 +71,9 @@
 // loop; a loop-carried value returned after the loop is downloaded after it).
 // A value a kernel writes (an alloc_tensor result) is copied after its writer.
 // Constants and globals are ordinary nodes: they live where their uses need
-// them (a CUDA runtime loads the constant pool onto the device).
+// them (a CUDA runtime loads the constant pool onto the device); a `constant`
+// needed in both domains is rematerialized (cloned) in the second one rather
+// than copied.
 //
 // With target=cpu and no explicit device in the input every domain is the
 // CPU, no copy is inserted and the pass changes nothing.
@@ -90,6 +97,8 @@ namespace {
 using namespace nimble::ir;
 
 NIMBLE_STATISTIC(NumDeviceCopies, "place-devices", "Number of device_copy ops inserted");
+NIMBLE_STATISTIC(NumConstantsCloned, "place-devices",
+                 "Number of constants rematerialized on another device instead of copied");
 NIMBLE_STATISTIC(NumCpuStorages, "place-devices", "Number of storages placed on cpu");
 NIMBLE_STATISTIC(NumCudaStorages, "place-devices", "Number of storages placed on cuda");
 
@@ -233,7 +242,7 @@ private:
   bool requireDev(Operation &op, unsigned i, Dev d, DiagnosticEngine &diag, bool isExplicit = false);
   bool collect(Module &m, Function &f, bool entry, DiagnosticEngine &diag);
   void propagate();
-  /// Returns the number of copies inserted.
+  /// Returns the number of copies (and rematerialized constants) inserted.
   unsigned insertCopies(Module &m);
 
   Dev target_ = Dev::CPU;
@@ -308,7 +317,12 @@ bool PlaceDevicesPass::collect(Module &m, Function &f, bool entry, DiagnosticEng
   }
   auto kernelDomain = [&](Operation &op, unsigned numInputs) {
     int k = newNode();
-    anchor_[k] = true;
+    // Scalar kernels (every operand and result rank 0: loop counters, bounds)
+    // are cheap anywhere; they go where their results are needed.
+    bool scalar = true;
+    for (Value *v : op.operands()) scalar &= v->type().isTensor() && v->type().rank() == 0;
+    for (Value *v : op.results()) scalar &= v->type().isTensor() && v->type().rank() == 0;
+    anchor_[k] = !scalar;
     for (unsigned i = 0; i < op.numOperands(); ++i) {
       if (i < numInputs) {
         if (!require(op, i, k, diag)) return false;
@@ -524,10 +538,19 @@ unsigned PlaceDevicesPass::insertCopies(Module &m) {
     const std::vector<size_t> &uses = groups[key];
     auto &info = infos[f];
     if (!info) info = std::make_unique<BlockInfo>(*f);
+    Operation *constDef = v->definingOp() && v->definingOp()->is(OpCode::Constant) ? v->definingOp() : nullptr;
     auto makeCopy = [&](Operation *before, Block *atEnd) {
       Builder b(m, before ? before->loc() : v->loc());
       if (before) b.setInsertionPoint(before);
       else b.setInsertionPointToEnd(atEnd);
+      if (constDef) { // a constant is rematerialized in the other domain
+        Operation *c = b.create(OpCode::Constant, {}, {{"value", constDef->attr("value")}}, {v->type()});
+        c->setLoc(constDef->loc());
+        if (!v->name().empty()) c->result()->setName(v->name() + "_" + devName(need));
+        ++NumConstantsCloned;
+        ++count;
+        return c->result();
+      }
       Operation *c = b.create(OpCode::DeviceCopy, {v},
                               {{"src", Attr::getStr(devName(have))}, {"dst", Attr::getStr(devName(need))}},
                               {v->type()});
