@@ -57,12 +57,16 @@
 //      again;
 //   4. the remaining classes follow their producers, else get the target.
 //
-// The entry functions' CPU parameters and results do not propagate forward (a
-// kernel reading a parameter runs on the target): the conflict becomes one
-// upload per parameter and one download per result. Entry functions are the
-// non-primitive functions that no `call` in the module names, plus `@main`
-// (nimble-run's default); a function called in the module is internal and
-// its parameters and results are unified with its call sites.
+// The entry functions' CPU parameters and results are a boundary that takes
+// part in none of 1-3 (a kernel reading a parameter, or one whose result is
+// returned, still runs on the target): the conflict becomes one upload per
+// parameter and one download per result. Entry functions are the
+// non-primitive functions no other function calls (nimble-run can call any
+// function; these are the ones a caller in the module cannot be the only
+// user of), plus `@main` (nimble-run's default); a function another function
+// calls is internal: its parameters and results are unified with its call
+// sites. (Calling an internal function directly from nimble-run on a device
+// runtime would need the runtime to copy its inputs; this VM has no device.)
 //
 // Copies: the uses of one value that need it on one device share one copy per
 // function, placed before the first such use in the nearest common dominator
@@ -607,11 +611,13 @@ LogicalResult PlaceDevicesPass::run(Module &m, DiagnosticEngine &diag, bool &cha
       explicit_[req_[x][d]] = x != 0;
     }
 
+  // Functions another function calls (a function that only calls itself is
+  // still an entry point).
   std::unordered_set<std::string> called;
   for (auto &f : m.functions())
     for (auto &b : f->blocks())
       for (Operation &op : *b)
-        if (op.is(OpCode::Call)) called.insert(op.strAttr("callee"));
+        if (op.is(OpCode::Call) && op.strAttr("callee") != f->name()) called.insert(op.strAttr("callee"));
   for (auto &f : m.functions()) {
     if (isPrimitive(*f) || !f->entry()) continue;
     bool entry = f->name() == "main" || !called.count(f->name());
