@@ -49,9 +49,10 @@
 //      results: loop counters and bounds, "a few cheap scalar arithmetic
 //      computation" in the paper's words), so a counted loop's control stays
 //      on the host with no copy per iteration;
-//   2. forward, from explicit placements only (device_copy results, explicit
-//      storages): "the device domains of the input and output are propagated
-//      in opposite directions" across a device_copy;
+//   2. both ways from explicit placements (device_copy, explicit storages),
+//      through kernels too: "the device domains of the input and output are
+//      propagated in the opposite directions to other IR nodes that are
+//      reachable to/from the device copy node"; forward only from these;
 //   3. (non-scalar) kernel domains still unconstrained get the target ("if
 //      there is no constraint ... we assign the compilation target"), then 1
 //      again;
@@ -80,7 +81,8 @@
 // than copied.
 //
 // With target=cpu and no explicit device in the input every domain is the
-// CPU, no copy is inserted and the pass changes nothing.
+// CPU, no copy is inserted and the pass changes nothing. Memory planning runs
+// after this pass and plans each device's storages separately.
 //
 //===----------------------------------------------------------------------===//
 
