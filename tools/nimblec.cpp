@@ -1,7 +1,7 @@
 //===- nimblec.cpp - Compile .nir to a VM executable (.nbc) ---------------===//
 //
 // parse -> verify -> pipeline for the -O level -> manifest-memory ->
-// bytecode emission -> verify the executable -> write it atomically.
+// place-devices -> bytecode emission -> verify the executable -> write it atomically.
 // docs/nimblec.md is the manual; --help below says the same.
 //
 //===----------------------------------------------------------------------===//
@@ -36,7 +36,8 @@ OPTIONS:
   -o <file>                   Write the output to <file> (atomically); default: stdout
                               for --emit=asm and --emit=nir, required for bytecode
   -O0, -O1, -O2, -O3          Optimization level (default -O2); see docs/nimblec.md
-  --target=<cpu|cuda>         Target device (default cpu; cuda is not implemented yet)
+  --target=<cpu|cuda>         Target device (default cpu): kernels and their buffers go to
+                              it, shape computations stay on the cpu (place-devices)
   --emit=<kind>               bytecode (default), asm (bytecode as text), nir (the IR
                               after the pipeline)
   --weights-dir=<dir>         Where external(...) weight files are looked up when their
@@ -133,14 +134,17 @@ int parseArgs(int argc, char **argv, Options &o) {
   return -1;
 }
 
-/// The pipeline of each -O level (docs/nimblec.md). manifest-memory follows
-/// the other passes: it changes the calling convention, which they do not
-/// model (its kills would not survive CSE); only plan-memory comes after it.
-std::string pipelineFor(int level) {
+/// The pipeline of each -O level (docs/nimblec.md). manifest-memory comes
+/// after the optimizations: it changes the calling convention, which the other
+/// passes do not model (its kills would not survive CSE). place-devices runs
+/// at every level, on the explicit-memory IR (a no-op for --target=cpu), and
+/// plan-memory after it (it plans per device).
+std::string pipelineFor(int level, const std::string &target) {
+  std::string place = ",place-devices{target=" + target + "}";
   switch (level) {
-  case 0: return "type-infer,manifest-memory";
-  case 1: return "type-infer,canonicalize,cse,dce,manifest-memory";
-  default: return "inline,type-infer,canonicalize,cse,dce,type-infer,fuse,manifest-memory,plan-memory";
+  case 0: return "type-infer,manifest-memory" + place;
+  case 1: return "type-infer,canonicalize,cse,dce,manifest-memory" + place;
+  default: return "inline,type-infer,canonicalize,cse,dce,type-infer,fuse,manifest-memory" + place + ",plan-memory";
   }
 }
 
@@ -190,13 +194,8 @@ int main(int argc, char **argv) {
   Options o;
   int early = parseArgs(argc, argv, o);
   if (early >= 0) return early;
-  if (o.target == "cuda") {
-    std::cerr << "nimblec: error: --target=cuda is not implemented yet (device placement and "
-                 "CUDA kernels come later); use --target=cpu\n";
-    return kExitError;
-  }
 
-  const std::string pipeline = o.passes.empty() ? pipelineFor(o.optLevel) : o.passes;
+  const std::string pipeline = o.passes.empty() ? pipelineFor(o.optLevel, o.target) : o.passes;
   if (o.printPipeline) {
     std::cout << pipeline << "\n";
     return kExitOk;

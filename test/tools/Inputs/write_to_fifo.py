@@ -31,8 +31,12 @@ def main():
     reader.start()
     rc = subprocess.call(cmd)
     if reader.is_alive():
-        # The command never opened the FIFO: unblock the reader.
-        with open(fifo, "wb"):
+        # The command may never have opened the FIFO: unblock a reader still
+        # waiting in open(). Non-blocking, so that this cannot hang when the
+        # reader has just closed its end (ENXIO: no reader).
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
             pass
     reader.join(10)
     if not stat.S_ISFIFO(os.lstat(fifo).st_mode):
