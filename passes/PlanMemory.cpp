@@ -242,6 +242,19 @@ struct AliasInfo {
 class PlanMemoryPass : public Pass {
 public:
   std::string_view name() const override { return "plan-memory"; }
+  /// coalesce=false / reuse=false switch off static coalescing / dynamic
+  /// reuse (the kills are always placed): for measuring what each buys, and
+  /// for the "ideal" baseline of scripts/bench_memory.py (every tensor at its
+  /// own exact size, freed at its last use).
+  std::string setOption(std::string_view key, std::string_view value) override {
+    if ((key == "coalesce" || key == "reuse") && (value == "true" || value == "false")) {
+      (key == "coalesce" ? coalesce_ : reuse_) = value == "true";
+      return "";
+    }
+    if (key == "coalesce" || key == "reuse")
+      return "option '" + std::string(key) + "' of 'plan-memory' takes true or false";
+    return Pass::setOption(key, value);
+  }
   LogicalResult run(Module &m, DiagnosticEngine &, bool &changed) override {
     for (auto &f : m.functions())
       if (!isPrimitive(*f) && f->entry()) planFunction(m, *f, changed);
@@ -256,6 +269,8 @@ private:
   void coalesceStatic(Module &m, Function &f, bool &changed);
   void reuseDynamic(Function &f, bool &changed);
   void placeKills(Module &m, Function &f, bool &changed);
+
+  bool coalesce_ = true, reuse_ = true;
 };
 
 /// True when `b` can reach itself.
@@ -879,8 +894,8 @@ void PlanMemoryPass::planFunction(Module &m, Function &f, bool &changed) {
         op->erase();
         changed = true;
       }
-  coalesceStatic(m, f, changed);
-  reuseDynamic(f, changed);
+  if (coalesce_) coalesceStatic(m, f, changed);
+  if (reuse_) reuseDynamic(f, changed);
   placeKills(m, f, changed);
   dropKillsBeforeRet(f);
   for (auto &b : f.blocks())

@@ -26,8 +26,9 @@ Reported per model and configuration, summed over the inputs, per run:
 requests (allocations), system allocations, time inside the allocator, and
 the peak bytes reserved from the system (the memory footprint of storages;
 constants are mapped from the executable and not counted). "ideal" is the
-peak of requested bytes live in the planned + system run: every tensor at its
-exact size, freed at its last use (plan-memory's kills), never two live
+peak of requested bytes live with `plan-memory{coalesce=false,reuse=false}`
+and the system allocator: every tensor in its own storage of its exact size,
+freed at its last use on every path (plan-memory's kills), never two live
 tensors in the same bytes - what a perfect static planner of that run would
 need (the paper compares with TVM's static planner: within 8%).
 
@@ -63,12 +64,22 @@ def parse_memory(stderr):
     return dict(zip(FIELDS, vals))
 
 
-def pipeline_without(nimblec, name):
+def pipeline_replacing(nimblec, name, replacement):
+    """The -O2 pipeline with pass `name` replaced (None: removed)."""
     p = subprocess.run([nimblec, "--print-pipeline", "-O2"], capture_output=True, text=True)
     if p.returncode != 0:
         raise tools.ToolError("nimblec --print-pipeline failed: " + p.stderr)
-    passes = [x for x in p.stdout.strip().split(",") if x and not x.startswith(name)]
-    return ",".join(passes)
+    passes = p.stdout.strip().split(",")
+    if name not in passes:
+        raise tools.ToolError("no %s in the -O2 pipeline: %s" % (name, p.stdout.strip()))
+    out = []
+    for x in passes:
+        if x == name:
+            if replacement:
+                out.append(replacement)
+        else:
+            out.append(x)
+    return ",".join(out)
 
 
 def measure(args, nbc, v, inputs, allocator, reps):
@@ -102,7 +113,8 @@ def main(argv):
     try:
         tools.require_tool(args.nimblec)
         tools.require_tool(args.nimble_run)
-        unplanned_pipeline = pipeline_without(args.nimblec, "plan-memory")
+        unplanned_pipeline = pipeline_replacing(args.nimblec, "plan-memory", None)
+        ideal_pipeline = pipeline_replacing(args.nimblec, "plan-memory", "plan-memory{coalesce=false,reuse=false}")
     except tools.ToolError as e:
         print("bench_memory: error: %s" % e, file=sys.stderr)
         return 1
@@ -118,9 +130,11 @@ def main(argv):
         inputs = v.inputs()[: args.count]
         planned = os.path.join(work, name + ".nbc")
         unplanned = os.path.join(work, name + ".unplanned.nbc")
+        killed = os.path.join(work, name + ".killed.nbc")
         try:
             tools.compile_model(args.nimblec, v.nir, planned)
             tools.compile_model(args.nimblec, v.nir, unplanned, extra=["--passes=" + unplanned_pipeline])
+            tools.compile_model(args.nimblec, v.nir, killed, extra=["--passes=" + ideal_pipeline])
         except tools.ToolError as e:
             print("bench_memory: error: %s" % e, file=sys.stderr)
             return 1
@@ -130,7 +144,7 @@ def main(argv):
         for label, nbc, alloc in configs:
             for state, reps in (("warm", args.reps), ("cold", 0)):
                 res[label + "/" + state] = measure(args, nbc, v, inputs, alloc, reps)
-        ideal = res["planned+system/warm"]["peak_live"]
+        ideal = measure(args, killed, v, inputs, "system", 1)["peak_live"]
         for key, r in res.items():
             print("%-10s %-22s %-5s %9d %9d %10.3f %12.2f %12.2f" % (
                 name, key, "", r["allocations"], r["system"], r["alloc_ms"],

@@ -377,6 +377,12 @@ dispatch:
       if (offset < 0 || static_cast<unsigned __int128>(offset) + bytes > st->size())
         FAIL("tensor of shape " + formatDims(shape) + "x" + std::string(dtypeName(dt)) + " at offset " +
              std::to_string(offset) + " does not fit its storage of " + std::to_string(st->size()) + " bytes");
+      // Storages are at least 8-byte aligned (the allocators' minimum), so an
+      // offset that is a multiple of the element size keeps every element
+      // naturally aligned; planned arenas use multiples of 64.
+      if (offset % static_cast<int64_t>(dtypeSize(dt)) != 0)
+        FAIL("tensor of dtype " + std::string(dtypeName(dt)) + " at offset " + std::to_string(offset) +
+             " is not aligned to its element size (" + std::to_string(dtypeSize(dt)) + " bytes)");
       R(code[pc + 1]) = ObjectRef(new Tensor(dt, std::move(shape), Ref<Storage>(st), static_cast<size_t>(offset)));
       step = size;
     }
