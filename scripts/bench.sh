@@ -3,7 +3,8 @@
 # is 436 MB; skipped when already there), checks every model against PyTorch
 # (scripts/check_models.py: 12 inputs each, worst relative error, fails above
 # 1e-4), then prints the side-by-side latency table of Nimble and PyTorch eager
-# at 1 and 2 threads (scripts/bench_models.py). BERT-base runs fewer
+# at 1 and 2 threads (scripts/bench_models.py), then the memory table
+# (scripts/bench_memory.py). BERT-base runs fewer
 # repetitions: the reference kernels make one 128-token run take seconds.
 #
 #   bash scripts/bench.sh          (after scripts/setup.sh)
@@ -20,3 +21,5 @@ echo "==> latency: LSTM and Tree-LSTM"
   --reps 10 --warmup 2 --count 6 --profile-reps 2
 echo "==> latency: BERT-base"
 "$PY" scripts/bench_models.py --models bert_base --reps 3 --warmup 1 --count 3 --profile-reps 1
+echo "==> memory: allocations, allocation time and peak memory, with and without planning"
+"$PY" scripts/bench_memory.py --count 3 --reps 3

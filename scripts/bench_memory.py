@@ -20,12 +20,14 @@ malloc per tensor), planned + system allocator (what the compiler alone
 saves), planned + pool allocator (the default: the pool recycles what the
 compiler could not plan). Each configuration runs R times after one warm-up
 (`--benchmark=R`, figures per run, the pool warm) and once cold (a fresh
-process: the pool starts empty).
+process: the pool starts empty). Counts and times are compared on the warm
+runs, peaks on the cold ones (in a --benchmark process the previous run's
+outputs are still alive during the next run).
 
 Reported per model and configuration, summed over the inputs, per run:
 requests (allocations), system allocations, time inside the allocator, and
 the peak bytes reserved from the system (the memory footprint of storages;
-constants are mapped from the executable and not counted). "ideal" is the
+constants are mapped from the executable and not counted). "ideal" is the cold
 peak of requested bytes live with `plan-memory{coalesce=false,reuse=false}`
 and the system allocator: every tensor in its own storage of its exact size,
 freed at its last use on every path (plan-memory's kills), never two live
@@ -121,8 +123,8 @@ def main(argv):
 
     results = {}
     work = tempfile.mkdtemp(prefix="bench_memory.")
-    hdr = "%-10s %-22s %-5s %9s %9s %10s %12s %12s" % (
-        "model", "config", "pool", "allocs", "sys alloc", "alloc ms", "peak MB", "ideal MB")
+    hdr = "%-14s %-22s %9s %9s %9s %10s %11s %11s %11s" % (
+        "model", "config", "allocs", "pool hit", "sys alloc", "alloc ms", "live MB", "reserved MB", "ideal MB")
     print(hdr)
     print("-" * len(hdr))
     for name in [n for n in args.models.split(",") if n]:
@@ -144,18 +146,24 @@ def main(argv):
         for label, nbc, alloc in configs:
             for state, reps in (("warm", args.reps), ("cold", 0)):
                 res[label + "/" + state] = measure(args, nbc, v, inputs, alloc, reps)
-        ideal = measure(args, killed, v, inputs, "system", 1)["peak_live"]
+        ideal = measure(args, killed, v, inputs, "system", 0)["peak_live"]
         for key, r in res.items():
-            print("%-10s %-22s %-5s %9d %9d %10.3f %12.2f %12.2f" % (
-                name, key, "", r["allocations"], r["system"], r["alloc_ms"],
-                r["peak_reserved"] / 2**20, ideal / 2**20))
+            print("%-14s %-22s %9d %9d %9d %10.3f %11.3f %11.3f %11.3f" % (
+                name, key, r["allocations"], r["hits"], r["system"], r["alloc_ms"],
+                r["peak_live"] / 2**20, r["peak_reserved"] / 2**20, ideal / 2**20))
         base, plan, pool = (res["unplanned+system/warm"], res["planned+system/warm"], res["planned+pool/warm"])
-        print("%-10s planned/unplanned: allocations %.2fx (%+.0f%%), alloc time %.2fx (system), %.2fx (pool); "
-              "peak reserved vs ideal: %.2fx (planned+system), %.2fx (planned+pool, warm)" % (
-                  name, plan["allocations"] / max(base["allocations"], 1),
-                  100.0 * (plan["allocations"] - base["allocations"]) / max(base["allocations"], 1),
-                  plan["alloc_ms"] / max(base["alloc_ms"], 1e-9), pool["alloc_ms"] / max(base["alloc_ms"], 1e-9),
-                  plan["peak_reserved"] / max(ideal, 1), pool["peak_reserved"] / max(ideal, 1)))
+        # Peaks from the cold runs: in --benchmark runs the previous run's
+        # outputs are still alive while the next one runs.
+        plan_c, pool_c = res["planned+system/cold"], res["planned+pool/cold"]
+        print("%-14s vs unplanned+system: allocations %+.0f%% (planned), system allocations %+.1f%% (planned+pool); "
+              "allocation time %+.0f%% (planned+system), %+.0f%% (planned+pool); "
+              "peak vs ideal: live %.2fx, reserved %.2fx (planned+system), %.2fx (planned+pool)" % (
+                  name, 100.0 * (plan["allocations"] - base["allocations"]) / max(base["allocations"], 1),
+                  100.0 * (pool["system"] - base["system"]) / max(base["system"], 1),
+                  100.0 * (plan["alloc_ms"] - base["alloc_ms"]) / max(base["alloc_ms"], 1e-9),
+                  100.0 * (pool["alloc_ms"] - base["alloc_ms"]) / max(base["alloc_ms"], 1e-9),
+                  plan_c["peak_live"] / max(ideal, 1), plan_c["peak_reserved"] / max(ideal, 1),
+                  pool_c["peak_reserved"] / max(ideal, 1)))
         results[name] = {"inputs": len(inputs), "ideal_bytes": ideal, **res}
     if args.json:
         with open(args.json, "w") as f:
