@@ -183,4 +183,26 @@ std::vector<Block *> cloneBlocksInto(const std::vector<Block *> &blocks, Functio
   return out;
 }
 
+bool isPrimitive(const ir::Function &f) {
+  const Attr *a = f.fnAttr("primitive");
+  return a && a->kind() == AttrKind::Bool && a->getBool();
+}
+
+bool isVMNative(OpCode c) {
+  switch (c) {
+  case OpCode::Constant:
+  case OpCode::ShapeOf:
+  case OpCode::Reshape:
+  case OpCode::DynReshape:
+  case OpCode::DeviceCopy:
+  case OpCode::StorageSize:
+    return true;
+  default: return false;
+  }
+}
+
+bool isKernelOp(const ir::Operation &op) {
+  return op.info().relation != Relation::Structural && !isVMNative(op.code());
+}
+
 } // namespace nimble::passes

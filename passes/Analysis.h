@@ -138,6 +138,20 @@ std::vector<ir::Block *> cloneBlocksInto(const std::vector<ir::Block *> &blocks,
 /// The label a block is printed with when it has none of its own.
 std::string blockLabelOrDefault(const ir::Block &b);
 
+//===----------------------------------------------------------------------===//
+// Kernels and primitive functions (fuse, manifest-memory, place-devices,
+// plan-memory)
+//===----------------------------------------------------------------------===//
+
+/// A function with attribute `primitive = true`: a kernel (one or a fused
+/// group of tensor ops), called through invoke_mut after manifest-memory.
+bool isPrimitive(const ir::Function &f);
+/// Ops the VM executes itself, without a kernel: constant (LoadConst),
+/// shape_of, reshape/dyn_reshape (views), device_copy, storage_size.
+bool isVMNative(OpCode c);
+/// An op that becomes a kernel call: not structural and not VM-native.
+bool isKernelOp(const ir::Operation &op);
+
 } // namespace nimble::passes
 
 #endif // NIMBLE_PASSES_ANALYSIS_H

@@ -115,28 +115,7 @@ NIMBLE_STATISTIC(NumFusedOps, "fuse", "Number of ops moved into fused groups");
 
 constexpr size_t kMaxGroupSizeLimit = 4096;
 
-bool isPrimitive(const Function &f) {
-  const Attr *a = f.fnAttr("primitive");
-  return a && a->kind() == AttrKind::Bool && a->getBool();
-}
 
-/// Ops the VM executes directly (manifest-memory's list): never kernel members.
-bool isVMNative(OpCode c) {
-  switch (c) {
-  case OpCode::Constant:
-  case OpCode::ShapeOf:
-  case OpCode::Reshape:
-  case OpCode::DynReshape:
-  case OpCode::DeviceCopy:
-  case OpCode::StorageSize:
-    return true;
-  default: return false;
-  }
-}
-
-bool isKernelOp(const Operation &op) {
-  return op.info().relation != Relation::Structural && !isVMNative(op.code());
-}
 
 /// The order of "worse" patterns (TVM's OpPatternKind order).
 int rank(FusionPattern p) {

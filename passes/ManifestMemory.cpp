@@ -41,6 +41,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Analysis.h"
 #include "passes/Pass.h"
 #include "passes/Statistic.h"
 
@@ -61,28 +62,7 @@ NIMBLE_STATISTIC(NumStaticAllocs, "manifest-memory", "Number of kernel output st
 NIMBLE_STATISTIC(NumDynamicAllocs, "manifest-memory", "Number of kernel output storages of run-time size");
 NIMBLE_STATISTIC(NumKills, "manifest-memory", "Number of kills inserted");
 
-bool isPrimitive(const Function &f) {
-  const Attr *a = f.fnAttr("primitive");
-  return a && a->kind() == AttrKind::Bool && a->getBool();
-}
 
-/// Ops the VM executes directly (no kernel, no manifested output).
-bool isVMNative(OpCode c) {
-  switch (c) {
-  case OpCode::Constant:
-  case OpCode::ShapeOf:
-  case OpCode::Reshape:
-  case OpCode::DynReshape:
-  case OpCode::DeviceCopy:
-  case OpCode::StorageSize:
-    return true;
-  default: return false;
-  }
-}
-
-bool isKernelOp(const Operation &op) {
-  return op.info().relation != Relation::Structural && !isVMNative(op.code());
-}
 
 /// Uses that let a value outlive its block or its frame.
 bool escapes(const OpOperand &use) {

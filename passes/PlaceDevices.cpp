@@ -86,6 +86,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Analysis.h"
 #include "passes/Pass.h"
 #include "passes/Statistic.h"
 
@@ -119,10 +120,6 @@ bool parseDev(const std::string &s, Dev &d) {
   return true;
 }
 
-bool isPrimitive(const Function &f) {
-  const Attr *a = f.fnAttr("primitive");
-  return a && a->kind() == AttrKind::Bool && a->getBool();
-}
 
 /// A use that needs its value in the domain of node `req`.
 struct SoftEdge {

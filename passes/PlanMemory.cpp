@@ -118,6 +118,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Liveness.h"
+#include "passes/Analysis.h"
 #include "passes/Pass.h"
 #include "passes/Statistic.h"
 #include "passes/TensorAllocator.h"
@@ -144,10 +145,6 @@ NIMBLE_STATISTIC(NumDynamicReuses, "plan-memory", "Number of run-time-size stora
 NIMBLE_STATISTIC(NumKillsPlaced, "plan-memory", "Number of kills placed");
 NIMBLE_STATISTIC(NumEdgesSplit, "plan-memory", "Number of control-flow edges split to hold kills");
 
-bool isPrimitive(const Function &f) {
-  const Attr *a = f.fnAttr("primitive");
-  return a && a->kind() == AttrKind::Bool && a->getBool();
-}
 
 /// The value of a scalar integer `constant`, if `v` is one.
 bool constantInt(Value *v, int64_t &out) {
