@@ -1,0 +1,89 @@
+"""Differential testing of every end-to-end program: -O0 against -O2.
+
+usage: differential.py NIMBLEC NIMBLE_RUN E2E_DIR WORK_DIR
+
+For each .nir in E2E_DIR: compile it at -O0 and -O2, then replay each of its
+`RUN: nimble-run %t.nbc ...` lines whose inputs are literal or files beside
+the test (lines that read files a test generates under %t are skipped), with
+the expectations removed, against both executables: the exit status and the
+printed outputs must be identical (bit for bit: values are printed with full
+precision). Pipelines (`| FileCheck ...`) and redirections are cut off;
+`%expect-exit N` / `not` prefixes are dropped (the two levels must simply
+agree). Prints one line per program and a total; exits 1 on a difference.
+"""
+import glob
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+RUN = re.compile(r"^//\s*RUN:\s*(.*)$")
+
+
+def replayable(line):
+    """The nimble-run arguments of a RUN line, or None."""
+    cmd = line.split("|")[0]
+    cmd = re.sub(r"\s2>&1.*$", "", cmd)
+    cmd = re.sub(r"\s[12]?>\s*\S+", "", cmd)
+    words = shlex.split(cmd)
+    while words and (words[0] in ("not", "%expect-exit") or words[0].isdigit()):
+        words = words[1:]
+    if len(words) < 2 or words[0] != "nimble-run" or words[1] != "%t.nbc":
+        return None
+    args = []
+    for w in words[2:]:
+        if w.startswith(("--expected-output", "--tolerance", "--output", "--benchmark", "--profile",
+                         "--trace")):
+            continue
+        if "%t" in w:
+            return None
+        args.append(w)
+    return args
+
+
+def main():
+    nimblec, nimble_run, e2e_dir, work = sys.argv[1:5]
+    os.makedirs(work, exist_ok=True)
+    total = same = 0
+    failed = False
+    for nir in sorted(glob.glob(os.path.join(e2e_dir, "*.nir"))):
+        name = os.path.basename(nir)[:-4]
+        runs = []
+        with open(nir) as f:
+            for line in f:
+                m = RUN.match(line.strip())
+                if m:
+                    args = replayable(m.group(1))
+                    if args is not None:
+                        runs.append([a.replace("%S", e2e_dir) for a in args])
+        if not runs:
+            continue
+        exes = {}
+        for level in ("-O0", "-O2"):
+            exes[level] = os.path.join(work, name + level + ".nbc")
+            p = subprocess.run([nimblec, level, nir, "-o", exes[level]], capture_output=True, text=True)
+            if p.returncode != 0:
+                print("error: %s: nimblec %s failed: %s" % (name, level, p.stderr))
+                return 1
+        agree = 0
+        for args in runs:
+            out = {}
+            for level, exe in exes.items():
+                p = subprocess.run([nimble_run, exe] + args, capture_output=True, text=True, timeout=300)
+                out[level] = (p.returncode, p.stdout)
+            total += 1
+            if out["-O0"] == out["-O2"]:
+                agree += 1
+            else:
+                failed = True
+                print("error: %s: -O0 and -O2 differ on %s:\n  -O0: %r\n  -O2: %r" % (
+                    name, " ".join(args), out["-O0"], out["-O2"]))
+        same += agree
+        print("%s: %d/%d runs agree" % (name, agree, len(runs)))
+    print("total: %d/%d runs agree at -O0 and -O2" % (same, total))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
