@@ -54,7 +54,7 @@
 #include "passes/Pass.h"
 #include "passes/PatternUtils.h"
 
-#include <charconv>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -581,8 +581,7 @@ public:
   std::string setOption(std::string_view key, std::string_view value) override {
     if (key != "fold-limit") return Pass::setOption(key, value);
     int64_t v = -1;
-    auto r = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (r.ec != std::errc() || r.ptr != value.data() + value.size() || v < 0)
+    if (!parseIntOption(value, 0, std::numeric_limits<int64_t>::max(), v))
       return "option 'fold-limit' of 'canonicalize' takes a non-negative integer, got '" +
              std::string(value) + "'";
     foldLimit_ = v;

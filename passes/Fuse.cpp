@@ -100,7 +100,6 @@
 #include "passes/Statistic.h"
 
 #include <algorithm>
-#include <charconv>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -160,9 +159,7 @@ public:
   std::string setOption(std::string_view key, std::string_view value) override {
     if (key != "max-group-size") return Pass::setOption(key, value);
     int64_t n = -1;
-    auto r = std::from_chars(value.data(), value.data() + value.size(), n);
-    if (r.ec != std::errc() || r.ptr != value.data() + value.size() || n < 1 ||
-        n > static_cast<int64_t>(kMaxGroupSizeLimit))
+    if (!parseIntOption(value, 1, static_cast<int64_t>(kMaxGroupSizeLimit), n))
       return "option 'max-group-size' of 'fuse' takes an integer from 1 to " +
              std::to_string(kMaxGroupSizeLimit) + ", got '" + std::string(value) + "'";
     maxGroupSize_ = static_cast<size_t>(n);

@@ -42,7 +42,7 @@
 #include "passes/Analysis.h"
 #include "passes/Pass.h"
 
-#include <charconv>
+#include <limits>
 #include <unordered_set>
 
 namespace nimble::passes {
@@ -63,8 +63,7 @@ public:
   std::string setOption(std::string_view key, std::string_view value) override {
     if (key != "max-cost") return Pass::setOption(key, value);
     int64_t n = -1;
-    auto r = std::from_chars(value.data(), value.data() + value.size(), n);
-    if (r.ec != std::errc() || r.ptr != value.data() + value.size() || n < 0)
+    if (!parseIntOption(value, 0, std::numeric_limits<int64_t>::max(), n))
       return "option 'max-cost' of 'inline' takes a non-negative integer, got '" +
              std::string(value) + "'";
     maxCost_ = static_cast<size_t>(n);

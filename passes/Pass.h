@@ -12,6 +12,7 @@
 
 #include "ir/IR.h"
 
+#include <cstdint>
 #include <iosfwd>
 #include <memory>
 #include <set>
@@ -38,6 +39,10 @@ public:
   virtual std::string setOption(std::string_view key, std::string_view value) {
     return "pass '" + std::string(name()) + "' has no option '" + std::string(key) + "'";
   }
+
+protected:
+  /// Parses all of `text` as a decimal integer in [lo, hi] (option values).
+  static bool parseIntOption(std::string_view text, int64_t lo, int64_t hi, int64_t &out);
 };
 
 struct PassInfo {

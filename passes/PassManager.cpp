@@ -5,11 +5,20 @@
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <ostream>
 
 namespace nimble::passes {
+
+bool Pass::parseIntOption(std::string_view text, int64_t lo, int64_t hi, int64_t &out) {
+  int64_t v = 0;
+  auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (r.ec != std::errc() || r.ptr != text.data() + text.size() || v < lo || v > hi) return false;
+  out = v;
+  return true;
+}
 
 const std::vector<PassInfo> &registeredPasses() {
   static const std::vector<PassInfo> passes = {
