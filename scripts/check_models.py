@@ -39,6 +39,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from models.common import tools  # noqa: E402
+from models.common.compare import rel_err  # noqa: E402
 from models.common.registry import FULL, VARIANTS  # noqa: E402
 
 MIN_INPUTS_FULL = 10
@@ -53,9 +54,7 @@ def compare(got, want):
     if got.size == 0:
         return 0.0, 0.0, None
     diff = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
-    scale = float(np.max(np.abs(want)))
-    rel = diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf"))
-    return rel, diff, None
+    return rel_err(got, want), diff, None
 
 
 def check_model(v, args, work_dir):

@@ -37,6 +37,17 @@ if [[ "${CI:-}" == "true" ]]; then
   common+=(--config=ci)
 fi
 
+# //:all_tests (the root BUILD) must name every test target, so that
+# `bazel test //:all_tests` is the whole suite; a test added without it fails
+# the run here, before anything is built.
+missing_tests=$(bazel query --noshow_progress 'tests(//...) except tests(//:all_tests)' 2>/dev/null)
+if [[ -n "$missing_tests" ]]; then
+  echo "==> test targets missing from //:all_tests in the root BUILD:" >&2
+  echo "$missing_tests" | sed 's/^/      /' >&2
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
 logdir="$(mktemp -d "${TMPDIR:-/tmp}/nimble-test.XXXXXX")"
 trap 'rm -rf "$logdir"' EXIT
 

@@ -11,6 +11,9 @@ per layer post-LN self-attention (scores q k^T / sqrt(d), softmax) and a GELU
         compares with (1) a hand-written float64 numpy BERT and (2)
         torch.nn.TransformerEncoderLayer (post-LN, GELU) loaded with the same
         weights; exit 1 on a mismatch.
+    /usr/bin/python3 models/bert/reference.py --check-fixtures [DIR]
+        only the fixture check (of DIR instead of small/fixtures), within
+        models/common/compare.py's FIXTURE_TOLERANCE; exit 1 on a mismatch.
     /usr/bin/python3 models/bert/reference.py VARIANT IDS.npy [--out FILE.npy]
 
 Interface for scripts/check_models.py and scripts/bench_models.py:
@@ -28,6 +31,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from models.common import nimble_io  # noqa: E402
+from models.common.compare import check_fixtures as _check_fixtures, default_fixtures_dir, rel_err  # noqa: E402
 from models.bert.variants import VARIANTS, layer_key, weights_path  # noqa: E402
 
 UNIT = "token"
@@ -193,10 +197,6 @@ def torch_encoder_layers(v, weights):
     return layers
 
 
-def rel_err(a, b):
-    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
-
-
 def self_test():
     ok = True
     rng = np.random.default_rng(13)
@@ -224,26 +224,13 @@ def self_test():
     return ok
 
 
-def check_fixtures():
+def check_fixtures(fixtures_dir=None):
     """The committed fixtures of the small variant are what this reference
-    computes now (same weights, same inputs): they must not go stale."""
-    import glob
-
-    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "small", "fixtures")
+    computes now (same weights, same inputs), within the tolerance that holds
+    across CPUs (models/common/compare.py): they must not go stale."""
     model = load("bert_small")
-    ok = True
-    paths = sorted(glob.glob(os.path.join(fixtures, "ids_??.npy")))
-    for path in paths:
-        base = path[: -len(".npy")]
-        got = run(model, read_input(path))
-        for suffix, g in zip(['out'], got):
-            want = np.load(base + "." + suffix + ".npy")
-            good = want.shape == g.shape and bool(np.allclose(g, want, rtol=1e-6, atol=1e-7))
-            ok &= good
-            if not good:
-                print("fixture %s.%s.npy: MISMATCH" % (os.path.basename(base), suffix))
-    print("bert_small fixtures: %d inputs %s" % (len(paths), "ok" if ok and paths else "MISMATCH"))
-    return ok and bool(paths)
+    return _check_fixtures("bert_small", fixtures_dir or default_fixtures_dir(__file__), "ids_??.npy", ".npy",
+                           ["out"], lambda path: run(model, read_input(path)))
 
 
 def main(argv):
@@ -251,6 +238,8 @@ def main(argv):
         ok = self_test()
         ok &= check_fixtures()
         return 0 if ok else 1
+    if argv[:1] == ["--check-fixtures"]:
+        return 0 if check_fixtures(argv[1] if len(argv) > 1 else None) else 1
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2

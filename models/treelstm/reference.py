@@ -15,6 +15,9 @@ Equations (see gen_treelstm.py for their derivation from Tai et al. 2015):
     /usr/bin/python3 models/treelstm/reference.py --self-test
         compares with a float64 numpy implementation of Tai's general child-sum
         cell (x = 0 at internal nodes, no children at leaves), exit 1 on mismatch.
+    /usr/bin/python3 models/treelstm/reference.py --check-fixtures [DIR]
+        only the fixture check (of DIR instead of small/fixtures), within
+        models/common/compare.py's FIXTURE_TOLERANCE; exit 1 on a mismatch.
     /usr/bin/python3 models/treelstm/reference.py VARIANT TREE.txt [--out PREFIX]
 
 Interface for scripts/check_models.py and scripts/bench_models.py:
@@ -32,6 +35,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from models.common import nimble_io  # noqa: E402
+from models.common.compare import check_fixtures as _check_fixtures, default_fixtures_dir, rel_err  # noqa: E402
 from models.treelstm.variants import VARIANTS, weights_path  # noqa: E402
 
 UNIT = "node"
@@ -138,10 +142,6 @@ def numpy_child_sum(weights, hidden, tree):
     return h[None, :], c[None, :]
 
 
-def rel_err(a, b):
-    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
-
-
 def self_test():
     ok = True
     rng = np.random.default_rng(11)
@@ -166,26 +166,13 @@ def self_test():
     return ok
 
 
-def check_fixtures():
+def check_fixtures(fixtures_dir=None):
     """The committed fixtures of the small variant are what this reference
-    computes now (same weights, same inputs): they must not go stale."""
-    import glob
-
-    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "small", "fixtures")
+    computes now (same weights, same inputs), within the tolerance that holds
+    across CPUs (models/common/compare.py): they must not go stale."""
     model = load("treelstm_small")
-    ok = True
-    paths = sorted(glob.glob(os.path.join(fixtures, "tree_??.txt")))
-    for path in paths:
-        base = path[: -len(".txt")]
-        got = run(model, read_input(path))
-        for suffix, g in zip(['h', 'c'], got):
-            want = np.load(base + "." + suffix + ".npy")
-            good = want.shape == g.shape and bool(np.allclose(g, want, rtol=1e-6, atol=1e-7))
-            ok &= good
-            if not good:
-                print("fixture %s.%s.npy: MISMATCH" % (os.path.basename(base), suffix))
-    print("treelstm_small fixtures: %d inputs %s" % (len(paths), "ok" if ok and paths else "MISMATCH"))
-    return ok and bool(paths)
+    return _check_fixtures("treelstm_small", fixtures_dir or default_fixtures_dir(__file__), "tree_??.txt", ".txt",
+                           OUTPUTS, lambda path: run(model, read_input(path)))
 
 
 def main(argv):
@@ -193,6 +180,8 @@ def main(argv):
         ok = self_test()
         ok &= check_fixtures()
         return 0 if ok else 1
+    if argv[:1] == ["--check-fixtures"]:
+        return 0 if check_fixtures(argv[1] if len(argv) > 1 else None) else 1
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
