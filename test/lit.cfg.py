@@ -107,6 +107,12 @@ def _add_tool(name, dirs):
 
 for _tool in ("nimble-opt", "nimblec", "nimble-run"):
     _add_tool(_tool, _tools_dirs)
+# `--param nimblec_flags=--kernels=native` runs a suite with every nimblec
+# call given those flags (the kernel-path matrix: test/e2e/BUILD, test/models).
+if lit_config.params.get("nimblec_flags"):
+    _pattern, _path = config.substitutions[-2]
+    config.substitutions[-2] = (_pattern, _path + " " + lit_config.params["nimblec_flags"])
+    config.available_features.add("nimblec-flags")
 # Test-only drivers live beside their suites (test/vm/kernel-runner): under
 # Bazel they arrive through the suite's `tools`, i.e. in tools_dir.
 _add_tool(

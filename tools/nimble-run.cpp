@@ -13,6 +13,7 @@
 #include "vm/Disassembler.h"
 #include "vm/Format.h"
 #include "vm/Interpreter.h"
+#include "vm/NativeKernels.h"
 #include "vm/Npy.h"
 #include "vm/TensorText.h"
 #include "vm/ValueText.h"
@@ -53,6 +54,11 @@ OPTIONS:
   --profile                  Print per-kernel time, calls and argument shapes, the
                              kernel / shape function / other split, and allocation stats
   --trace                    Print each instruction as it executes (to stderr)
+  --kernels=<native|reference>
+                             native (default): run the .nbc's native kernels where it
+                             has them (nimblec --kernels=native), reference kernels
+                             elsewhere; reference: never map native code (the mode for
+                             .nbc files you do not trust; docs/VM.md)
   --allocator=<pool|system>  Memory for storages: size-class pool that recycles freed
                              blocks (default), or one malloc per allocation
   --device=<cpu|cuda>        Device to run on (default cpu)
@@ -75,6 +81,7 @@ struct Options {
   uint32_t maxDepth = 10000;
   uint64_t maxInstructions = 0;
   bool profile = false, trace = false;
+  bool nativeKernels = true;
   AllocatorKind allocator = AllocatorKind::Pool;
 };
 
@@ -138,6 +145,10 @@ int parseArgs(int argc, char **argv, Options &o) {
     } else if ((v = flagValue(a, "--device"))) {
       if (*v != "cpu" && *v != "cuda") return usageError("--device takes cpu or cuda");
       o.device = *v;
+    } else if ((v = flagValue(a, "--kernels"))) {
+      if (*v != "native" && *v != "reference")
+        return usageError("--kernels takes native or reference, got '" + *v + "'");
+      o.nativeKernels = *v == "native";
     } else if ((v = flagValue(a, "--allocator"))) {
       if (*v != "pool" && *v != "system") return usageError("--allocator takes pool or system, got '" + *v + "'");
       o.allocator = *v == "pool" ? AllocatorKind::Pool : AllocatorKind::System;
@@ -237,7 +248,7 @@ void printProfile(const VirtualMachine &vm, int runs) {
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return p.kernels[a].seconds > p.kernels[b].seconds; });
   std::fprintf(stderr, "Kernel profile (%d run%s):\n", runs, runs == 1 ? "" : "s");
-  std::fprintf(stderr, "  %-28s %8s %12s %7s  %s\n", "kernel", "calls", "total ms", "%", "argument shapes (calls)");
+  std::fprintf(stderr, "  %-28s %-9s %8s %12s %7s  %s\n", "kernel", "impl", "calls", "total ms", "%", "argument shapes (calls)");
   for (size_t i : order) {
     const KernelProfile &k = p.kernels[i];
     std::string shapes;
@@ -249,7 +260,8 @@ void printProfile(const VirtualMachine &vm, int runs) {
       }
       shapes += (shapes.empty() ? "" : " ") + s + " (" + std::to_string(c) + ")";
     }
-    std::fprintf(stderr, "  %-28s %8llu %12.3f %6.1f%%  %s\n", exe.kernels[i].name.c_str(),
+    const char *impl = k.nativeCalls == k.calls ? "native" : k.nativeCalls == 0 ? "reference" : "mixed";
+    std::fprintf(stderr, "  %-28s %-9s %8llu %12.3f %6.1f%%  %s\n", exe.kernels[i].name.c_str(), impl,
                  static_cast<unsigned long long>(k.calls), k.seconds * 1e3,
                  p.totalSeconds > 0 ? 100 * k.seconds / p.totalSeconds : 0.0, shapes.c_str());
   }
@@ -308,6 +320,7 @@ int main(int argc, char **argv) {
       std::cerr << "  input " << i << " (%" << fn.paramNames[i] << "): " << typeToString(*exe, fn.paramTypes[i]) << "\n";
     return kExitError;
   }
+  const NativeKernels *vo_native = nullptr;
   std::vector<ObjectRef> args;
   for (size_t i = 0; i < o.inputs.size(); ++i) {
     std::string what = "input " + std::to_string(i) + " (%" + fn.paramNames[i] + ")";
@@ -334,7 +347,17 @@ int main(int argc, char **argv) {
     expected.push_back(v);
   }
 
+  NativeKernels native;
+  if (o.nativeKernels && !exe->native.empty()) {
+    std::string why;
+    if (native.load(*exe, why)) {
+      vo_native = &native;
+    } else {
+      std::cerr << "nimble-run: warning: running reference kernels: " << why << "\n";
+    }
+  }
   VMOptions vo;
+  vo.native = vo_native;
   vo.threads = o.threads;
   vo.maxCallDepth = o.maxDepth;
   vo.maxInstructions = o.maxInstructions;

@@ -8,6 +8,7 @@
 
 #include "codegen/BytecodeEmitter.h"
 #include "codegen/Safetensors.h"
+#include "codegen/llvm/NativeCodegen.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
@@ -39,7 +40,15 @@ OPTIONS:
   --target=<cpu|cuda>         Target device (default cpu): kernels and their buffers go to
                               it, shape computations stay on the cpu (place-devices)
   --emit=<kind>               bytecode (default), asm (bytecode as text), nir (the IR
-                              after the pipeline)
+                              after the pipeline), llvm (the native kernels' optimised LLVM
+                              IR), obj (their relocatable ELF object, for objdump -d)
+  --kernels=<kind>            reference (default for now): the .nbc carries no native code;
+                              native: generate an LLVM kernel for every kernel the
+                              generator handles and embed the linked shared object
+                              (cpu target only; docs/codegen.md)
+  --mcpu=<name>               CPU of the native kernels (default: this machine's), e.g.
+                              znver3, znver4, skylake-avx512, x86-64-v3
+  --mattr=<features>          LLVM target features, e.g. +avx2,+fma,-avx512f
   --weights-dir=<dir>         Where external(...) weight files are looked up when their
                               path is relative (default: the directory of the input)
   --print-ir-after-all        Print the IR after every pass (to stderr)
@@ -61,6 +70,7 @@ Exit status: 0 on success, 1 when the input is invalid or cannot be compiled
 
 struct Options {
   std::string input = "-", output, emit = "bytecode", weightsDir, target = "cpu";
+  std::string kernels = "reference", mcpu, mattr;
   int optLevel = 2;
   bool stats = false, printPipeline = false;
   std::string passes; // --passes: replaces the -O level's pipeline
@@ -89,9 +99,18 @@ int parseArgs(int argc, char **argv, Options &o) {
     } else if (a.size() == 3 && a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3') {
       o.optLevel = a[2] - '0';
     } else if ((v = flagValue(a, "--emit"))) {
-      if (*v != "bytecode" && *v != "asm" && *v != "nir")
-        return usageError("--emit takes bytecode, asm or nir, got '" + *v + "'");
+      if (*v != "bytecode" && *v != "asm" && *v != "nir" && *v != "llvm" && *v != "obj")
+        return usageError("--emit takes bytecode, asm, nir, llvm or obj, got '" + *v + "'");
       o.emit = *v;
+    } else if ((v = flagValue(a, "--kernels"))) {
+      if (*v != "native" && *v != "reference")
+        return usageError("--kernels takes native or reference, got '" + *v + "'");
+      o.kernels = *v;
+    } else if ((v = flagValue(a, "--mcpu"))) {
+      if (v->empty()) return usageError("--mcpu needs a CPU name");
+      o.mcpu = *v;
+    } else if ((v = flagValue(a, "--mattr"))) {
+      o.mattr = *v;
     } else if ((v = flagValue(a, "--target"))) {
       if (*v != "cpu" && *v != "cuda") return usageError("--target takes cpu or cuda, got '" + *v + "'");
       o.target = *v;
@@ -125,8 +144,11 @@ int parseArgs(int argc, char **argv, Options &o) {
   }
   if (o.printPipeline) return -1;
   if (!haveInput) return usageError("no input file (use '-' for standard input)");
-  if (o.emit == "bytecode" && o.output.empty())
-    return usageError("bytecode output needs -o <file.nbc>");
+  if ((o.emit == "bytecode" || o.emit == "obj") && o.output.empty())
+    return usageError(o.emit == "obj" ? "obj output needs -o <file.o>" : "bytecode output needs -o <file.nbc>");
+  if (o.emit == "llvm" || o.emit == "obj") o.kernels = "native";
+  if (o.kernels == "native" && o.target != "cpu")
+    return usageError("--kernels=native generates cpu code; --target=" + o.target + " has no native kernels yet");
   if (o.output.empty()) o.output = "-";
   for (const auto &names : {o.pm.printBefore, o.pm.printAfter})
     for (const std::string &n : names)
@@ -256,6 +278,36 @@ int main(int argc, char **argv) {
   if (!vm::verify(exe, error)) {
     std::cerr << "nimblec: internal error: the emitted executable is invalid: " << error << "\n";
     return kExitError;
+  }
+  if (o.kernels == "native") {
+    codegen::NativeOptions nopts;
+    nopts.cpu = o.mcpu;
+    nopts.attrs = o.mattr;
+    nopts.optLevel = o.optLevel;
+    codegen::NativeResult nres;
+    bool link = o.emit == "bytecode" || o.emit == "asm";
+    if (!codegen::generateNativeKernels(*m, exe, nopts, link, nres, error)) {
+      std::cerr << "nimblec: error: " << error << "\n";
+      return kExitError;
+    }
+    if (o.stats)
+      std::cerr << "native kernels: " << nres.nativeKernels << ", reference kernels: "
+                << nres.referenceKernels << "\n";
+    for (const auto &[kname, why] : nres.reasons)
+      if (o.stats) std::cerr << "  reference @" << kname << ": " << why << "\n";
+    if (o.emit == "llvm" || o.emit == "obj") {
+      std::string text = o.emit == "llvm" ? nres.llvmIR
+                                          : std::string(nres.object.begin(), nres.object.end());
+      if (!writeOutputAtomically(o.output, text, error)) {
+        std::cerr << "nimblec: error: " << error << "\n";
+        return kExitError;
+      }
+      return kExitOk;
+    }
+    if (!vm::verify(exe, error)) {
+      std::cerr << "nimblec: internal error: the native-code table is invalid: " << error << "\n";
+      return kExitError;
+    }
   }
   std::string out;
   if (o.emit == "asm") {

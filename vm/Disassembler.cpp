@@ -322,6 +322,13 @@ std::string disassemble(const Executable &exe, const DisasmOptions &opts) {
              tensorStr(c.dtype, c.shape) + ", " + std::to_string(c.size) + " bytes\n";
       }
     }
+    if (!exe.native.empty()) {
+      r += "\nnative code: " + std::to_string(exe.native.entries.size()) + " kernels, " +
+           std::to_string(exe.native.object.size()) + "-byte shared object for " + exe.native.triple +
+           ", cpu " + exe.native.cpu + ", features";
+      for (const std::string &f : exe.native.features) r += " " + f;
+      r += "\n";
+    }
     if (!exe.kernels.empty()) {
       r += "\nkernels:\n";
       for (size_t i = 0; i < exe.kernels.size(); ++i) {
@@ -333,7 +340,10 @@ std::string disassemble(const Executable &exe, const DisasmOptions &opts) {
         r += ") -> (";
         for (size_t o = 0; o < k.outputs.size(); ++o)
           r += (o ? ", %" : "%") + std::to_string(k.outputs[o]);
-        r += k.upperBound ? ") upper_bound\n" : ")\n";
+        r += k.upperBound ? ") upper_bound" : ")";
+        for (const NativeCode::Entry &en : exe.native.entries)
+          if (en.kernel == i) r += " native " + quote(en.symbol);
+        r += "\n";
         uint64_t next = k.numInputs;
         for (const KernelDesc::Member &m : k.members) {
           r += "    " + kernelMemberToString(m, static_cast<uint32_t>(next)) + "\n";

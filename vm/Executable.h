@@ -124,14 +124,34 @@ struct VMFunction {
   std::vector<SourceLoc> sourceMap; // sorted by pc
 };
 
+/// Native code for some kernels (format 1.2, the optional native-code
+/// section): one ELF shared object that nimblec built for one CPU, and the
+/// kernel each of its exported symbols implements (vm/KernelABI.h). It is
+/// trusted code, like a shared library (docs/VM.md): the verifier checks the
+/// table (kernel indices, symbol names, sizes), not the machine code, and
+/// `nimble-run --kernels=reference` never maps it.
+struct NativeCode {
+  struct Entry {
+    uint32_t kernel = 0; // index into Executable::kernels
+    std::string symbol;  // exported by `object`
+  };
+  std::string triple;                // e.g. x86_64-unknown-linux-gnu
+  std::string cpu;                   // e.g. znver3
+  std::vector<std::string> features; // CPU features the code needs (avx2, fma, ...)
+  std::vector<Entry> entries;        // sorted by kernel, at most one per kernel
+  std::vector<uint8_t> object;       // the shared object's bytes
+  bool empty() const { return entries.empty(); }
+};
+
 struct Executable {
-  static constexpr uint16_t kMajor = 1, kMinor = 1;
+  static constexpr uint16_t kMajor = 1, kMinor = 2;
   uint16_t major = kMajor, minor = kMinor;
   std::vector<std::string> strings;
   std::vector<AdtDesc> adts;
   std::vector<ConstantDesc> constants;
   std::vector<KernelDesc> kernels;
   std::vector<VMFunction> functions;
+  NativeCode native; // format 1.2; empty: reference kernels only
   /// Keeps the bytes that constants point into alive (set by the reader; the
   /// compiler owns its constant data through `ownedData`).
   std::shared_ptr<const void> buffer;

@@ -68,6 +68,7 @@ const char *nbc::sectionName(SectionKind k) {
   case SectionKind::Kernels: return "kernels";
   case SectionKind::Functions: return "functions";
   case SectionKind::KernelLocs: return "kernel-locs";
+  case SectionKind::NativeCode: return "native-code";
   }
   return "unknown";
 }
@@ -302,6 +303,30 @@ void writeKernelLocs(ByteWriter &w, const Executable &e) {
   }
 }
 
+// Format 1.2: target triple, cpu, features, the (kernel, symbol) table, then
+// the shared object's bytes at the next 64-byte boundary (u64 offset from the
+// section start, u64 size), so that a reader can hand them to the loader
+// without copying.
+void writeNativeCode(ByteWriter &w, const Executable &e) {
+  const NativeCode &n = e.native;
+  size_t start = w.size();
+  w.str(n.triple);
+  w.str(n.cpu);
+  w.u32(static_cast<uint32_t>(n.features.size()));
+  for (const std::string &f : n.features) w.str(f);
+  w.u32(static_cast<uint32_t>(n.entries.size()));
+  for (const NativeCode::Entry &en : n.entries) {
+    w.u32(en.kernel);
+    w.str(en.symbol);
+  }
+  size_t offsetField = w.size();
+  w.u64(0);
+  w.u64(n.object.size());
+  w.pad(nbc::kConstantAlign);
+  store64(w.b.data() + offsetField, w.size() - start);
+  w.raw(n.object.data(), n.object.size());
+}
+
 void writeFunctions(ByteWriter &w, const Executable &e) {
   w.u32(static_cast<uint32_t>(e.functions.size()));
   for (const VMFunction &f : e.functions) {
@@ -354,10 +379,14 @@ std::vector<uint8_t> serialize(const Executable &exe) {
   w.u32(0); // flags
   w.u64(0); // file size, patched
   w.u64(0); // checksum, patched
-  w.u32(nbc::kNumSectionKinds);
+  // The native-code section exists only when there is native code, so a
+  // program without any keeps the section count (and bytes) of format 1.1.
+  const bool hasNative = !exe.native.empty();
+  const uint32_t numSections = nbc::kNumSectionKinds - (hasNative ? 0 : 1);
+  w.u32(numSections);
   w.u32(0);
   size_t table = w.size();
-  w.b.resize(table + nbc::kNumSectionKinds * nbc::kSectionEntrySize, 0);
+  w.b.resize(table + numSections * nbc::kSectionEntrySize, 0);
 
   struct Placed {
     SectionKind kind;
@@ -372,10 +401,12 @@ std::vector<uint8_t> serialize(const Executable &exe) {
       {SectionKind::Kernels, writeKernels, nbc::kSectionAlign},
       {SectionKind::Functions, writeFunctions, nbc::kSectionAlign},
       {SectionKind::KernelLocs, writeKernelLocs, nbc::kSectionAlign},
+      {SectionKind::NativeCode, writeNativeCode, nbc::kConstantAlign},
       {SectionKind::Constants, writeConstants, nbc::kConstantAlign},
   };
   static_assert(sizeof(order) / sizeof(order[0]) == nbc::kNumSectionKinds);
   for (const Placed &p : order) {
+    if (p.kind == SectionKind::NativeCode && !hasNative) continue;
     w.pad(p.align);
     size_t start = w.size();
     p.write(w, exe);

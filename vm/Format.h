@@ -63,8 +63,9 @@ enum class SectionKind : uint32_t {
   Kernels = 5,
   Functions = 6,
   KernelLocs = 7, // format 1.1; optional
+  NativeCode = 8, // format 1.2; optional (written only when there is native code)
 };
-inline constexpr uint32_t kNumSectionKinds = 7;
+inline constexpr uint32_t kNumSectionKinds = 8;
 /// Kinds 1..kNumRequiredSectionKinds must appear in every file.
 inline constexpr uint32_t kNumRequiredSectionKinds = 6;
 const char *sectionName(SectionKind k);
@@ -78,6 +79,8 @@ inline constexpr uint8_t kAttrNull = 0xff; // a null Attr: written, always rejec
 inline constexpr uint32_t kMaxSections = 64;
 inline constexpr int kMaxTypeDepth = 32;
 inline constexpr uint32_t kMaxRank = 64;
+/// Symbol names and CPU feature strings of the native-code section.
+inline constexpr uint32_t kMaxSymbolLength = 256;
 inline constexpr uint32_t kMaxRegisters = 1u << 20;
 inline constexpr uint32_t kMaxKernelMembers = 4096;
 inline constexpr uint32_t kMaxKernelValues = 1u << 16;

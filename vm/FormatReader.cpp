@@ -336,6 +336,47 @@ bool readKernels(Cursor &c, Executable &e) {
   return true;
 }
 
+// Format 1.2: the native code and its symbol table (Format.cpp,
+// writeNativeCode). The object's bytes are copied out of the file buffer:
+// the loader hands them to memfd_create anyway.
+bool readNativeCode(Cursor &c, Executable &e, uint64_t sectionStart, uint64_t sectionEnd) {
+  NativeCode &n = e.native;
+  auto shortStr = [&](std::string &s, const char *what) {
+    if (!c.str(s, what)) return false;
+    if (s.size() > nbc::kMaxSymbolLength)
+      return c.fail(std::string(what) + " is " + std::to_string(s.size()) +
+                    " bytes long (the limit is " + std::to_string(nbc::kMaxSymbolLength) + ")");
+    return true;
+  };
+  if (!shortStr(n.triple, "target triple") || !shortStr(n.cpu, "cpu")) return false;
+  uint32_t nf;
+  if (!c.count(nf, 4, "feature count")) return false;
+  n.features.resize(nf);
+  for (std::string &f : n.features)
+    if (!shortStr(f, "cpu feature")) return false;
+  uint32_t ne;
+  if (!c.count(ne, 8, "native kernel count")) return false;
+  n.entries.resize(ne);
+  for (uint32_t i = 0; i < ne; ++i) {
+    NativeCode::Entry &en = n.entries[i];
+    if (!c.u32(en.kernel, "kernel index") || !shortStr(en.symbol, "symbol"))
+      return c.wrap("native kernel " + std::to_string(i));
+  }
+  uint64_t offset, size;
+  if (!c.u64(offset, "object offset") || !c.u64(size, "object size")) return false;
+  uint64_t begin = sectionStart + offset;
+  if (offset > sectionEnd - sectionStart || begin < c.pos() || size != sectionEnd - begin)
+    return c.fail("the object [" + std::to_string(offset) + ", +" + std::to_string(size) +
+                  ") does not end the section (" + std::to_string(sectionEnd - sectionStart) +
+                  " bytes)");
+  if (begin % nbc::kConstantAlign)
+    return c.fail("the object's offset is not 64-byte aligned");
+  c.skip(begin - c.pos());
+  n.object.assign(c.here(), c.here() + size);
+  c.skip(size);
+  return true;
+}
+
 // Format 1.1: one location per kernel member, matching the kernels section.
 bool readKernelLocs(Cursor &c, Executable &e) {
   uint32_t n;
@@ -486,8 +527,10 @@ bool deserialize(const uint8_t *data, size_t size, std::shared_ptr<const void> k
       return fail(error, where + ": [" + std::to_string(s.offset) + ", +" + std::to_string(s.size) +
                              ") is outside the file's section area [" + std::to_string(tableEnd) +
                              ", " + std::to_string(size) + ")");
-    size_t align = s.kind == static_cast<uint32_t>(SectionKind::Constants) ? nbc::kConstantAlign
-                                                                           : nbc::kSectionAlign;
+    size_t align = s.kind == static_cast<uint32_t>(SectionKind::Constants) ||
+                           s.kind == static_cast<uint32_t>(SectionKind::NativeCode)
+                       ? nbc::kConstantAlign
+                       : nbc::kSectionAlign;
     if (s.offset % align)
       return fail(error, where + ": offset " + std::to_string(s.offset) + " is not a multiple of " +
                              std::to_string(align));
@@ -546,6 +589,10 @@ bool deserialize(const uint8_t *data, size_t size, std::shared_ptr<const void> k
       !section(SectionKind::Functions, [&](Cursor &c, auto &) { return readFunctions(c, exe); }) ||
       (byKind[static_cast<uint32_t>(SectionKind::KernelLocs)] &&
        !section(SectionKind::KernelLocs, [&](Cursor &c, auto &) { return readKernelLocs(c, exe); })) ||
+      (byKind[static_cast<uint32_t>(SectionKind::NativeCode)] &&
+       !section(SectionKind::NativeCode, [&](Cursor &c, const SectionEntry &s) {
+         return readNativeCode(c, exe, s.offset, s.offset + s.size);
+       })) ||
       !section(SectionKind::Constants, [&](Cursor &c, const SectionEntry &s) {
         return readConstants(c, exe, data, s.offset + s.size);
       }))

@@ -10,6 +10,8 @@
 
 #include "vm/Interpreter.h"
 
+#include "vm/NativeKernels.h"
+
 #include "ir/ShapeFns.h"
 #include "vm/Bytecode.h"
 #include "vm/Disassembler.h"
@@ -288,7 +290,19 @@ dispatch:
       }
       auto t0 = opts_.profile ? Clock::now() : Clock::time_point();
       size_t failed = SIZE_MAX;
-      Status st = shapeFunc ? runShapeFunc(k, ti, to, &failed) : runKernel(k, ti, to, kctx_, &failed);
+      Status st;
+      bool ranNative = false;
+      if (shapeFunc) {
+        st = runShapeFunc(k, ti, to, &failed);
+      } else {
+        nimble_kernel_fn nfn = opts_.native ? opts_.native->get(code[pc + 1]) : nullptr;
+        bool rerun = true;
+        if (nfn) st = runNativeKernel(k, nfn, ti, to, kctx_, &failed, &rerun);
+        ranNative = !rerun;
+        // No native code, or it declined / reported an error: the reference
+        // kernel runs (and words any error exactly).
+        if (rerun) st = runKernel(k, ti, to, kctx_, &failed);
+      }
       if (opts_.profile) {
         double s = std::chrono::duration<double>(Clock::now() - t0).count();
         if (shapeFunc) {
@@ -297,6 +311,7 @@ dispatch:
         } else {
           KernelProfile &kp = profile_.kernels[code[pc + 1]];
           ++kp.calls;
+          kp.nativeCalls += ranNative;
           kp.seconds += s;
           if (kp.shapes.size() < 16 || kp.shapes.count(shapesKey(ti))) ++kp.shapes[shapesKey(ti)];
         }

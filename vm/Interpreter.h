@@ -32,8 +32,12 @@
 namespace nimble::vm {
 
 class ThreadPool;
+class NativeKernels;
 
 struct VMOptions {
+  /// Native kernels mapped from the executable (vm/NativeKernels.h), or null:
+  /// every kernel runs its reference implementation (--kernels=reference).
+  const NativeKernels *native = nullptr;
   uint32_t maxCallDepth = 10000;
   /// Stop a run with an error after this many instructions (0: no limit): a
   /// guard against a program that never ends.
@@ -49,6 +53,7 @@ struct VMOptions {
 /// rest of the VM's time).
 struct KernelProfile {
   uint64_t calls = 0;
+  uint64_t nativeCalls = 0; // of `calls`, how many ran native code
   double seconds = 0;
   std::map<std::string, uint64_t> shapes; // "(1x300xf32, 300x2048xf32)" -> calls
 };

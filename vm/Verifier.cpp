@@ -34,6 +34,7 @@
 #include "vm/Format.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace nimble::vm {
 
@@ -463,6 +464,37 @@ bool checkFunctions(const Executable &e, std::string &error) {
   return true;
 }
 
+// The native-code table against the kernel table: every entry names a kernel
+// that exists, once, in increasing order, with a C identifier as its symbol,
+// and there is an object when there are entries. (The object's contents are
+// checked when it is mapped: vm/NativeKernels.cpp.)
+bool checkNativeCode(const Executable &e, std::string &error) {
+  const NativeCode &n = e.native;
+  if (n.entries.empty()) {
+    if (!n.object.empty()) return fail(error, "native-code section: an object but no kernels");
+    return true;
+  }
+  if (n.object.empty()) return fail(error, "native-code section: kernels but no object");
+  for (size_t i = 0; i < n.entries.size(); ++i) {
+    const NativeCode::Entry &en = n.entries[i];
+    std::string where = "native-code section, entry " + std::to_string(i);
+    if (en.kernel >= e.kernels.size())
+      return fail(error, where + ": kernel " + std::to_string(en.kernel) + " out of range (" +
+                             std::to_string(e.kernels.size()) + " kernels)");
+    if (i > 0 && en.kernel <= n.entries[i - 1].kernel)
+      return fail(error, where + ": kernel " + std::to_string(en.kernel) +
+                             " is not after the previous entry's");
+    bool ident = !en.symbol.empty() && !std::isdigit(static_cast<unsigned char>(en.symbol[0]));
+    for (char ch : en.symbol)
+      ident &= std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+    if (!ident) return fail(error, where + ": symbol '" + en.symbol + "' is not a C identifier");
+    if (e.kernels[en.kernel].upperBound)
+      return fail(error, where + ": kernel " + std::to_string(en.kernel) +
+                             " is an upper-bound kernel, which has no native form");
+  }
+  return true;
+}
+
 } // namespace
 
 bool verify(const Executable &e, std::string &error) {
@@ -482,6 +514,7 @@ bool verify(const Executable &e, std::string &error) {
                                std::to_string(l.file) + " out of range (" +
                                std::to_string(e.strings.size()) + " strings)");
   }
+  if (!checkNativeCode(e, error)) return false;
   return checkFunctions(e, error);
 }
 

@@ -2,6 +2,8 @@
 
 usage: differential.py NIMBLEC NIMBLE_RUN MODELS_DIR WORK_DIR LEVEL LEVEL...
 
+A LEVEL is nimblec flags joined by commas (-O2 or -O2,--kernels=native).
+
 Compiles each small model (models/<m>/small/<m>_small.nir) at every LEVEL,
 runs every committed fixture input through each executable, and requires the
 outputs to be identical bit for bit across levels: the pipelines differ in
@@ -39,10 +41,10 @@ def main():
             sys.exit("error: no fixtures for %s" % model)
         outputs = {}
         for level in levels:
-            nbc = os.path.join(work, "%s%s.nbc" % (model, level))
-            run([nimblec, level, nir, "-o", nbc])
+            nbc = os.path.join(work, "%s%s.nbc" % (model, level.replace(",", "_")))
+            run([nimblec, *level.split(","), nir, "-o", nbc])
             for fx in fixtures:
-                outs = [os.path.join(work, "%s%s.%s.%d.npy" % (model, level, os.path.basename(fx), i))
+                outs = [os.path.join(work, "%s%s.%s.%d.npy" % (model, level.replace(",", "_"), os.path.basename(fx), i))
                         for i in range(nout)]
                 run([nimble_run, nbc, "--input=@" + fx] + ["--output=@" + o for o in outs])
                 outputs.setdefault(level, []).extend(outs)

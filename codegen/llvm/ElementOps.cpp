@@ -1,0 +1,213 @@
+//===- ElementOps.cpp - Element-wise op semantics in LLVM IR -------------===//
+//
+// The native twin of vm/kernels/Elementwise.cpp and Binary.cpp: the same
+// rules, written once for scalars and vectors. Choices that keep native and
+// reference results bit-identical where no approximation is involved:
+//
+//   integer add/sub/mul/neg/abs wrap (plain LLVM arithmetic, no nsw);
+//   integer div truncates, INT_MIN / -1 wraps to INT_MIN (computed as 0 - a),
+//     a zero divisor branches to the kernel's error exit (the VM then reruns
+//     the reference kernel for its message);
+//   relu is `x < 0 ? 0 : x` (NaN and -0 pass through);
+//   maximum / minimum propagate NaN like numpy;
+//   comparisons are ordered except not_equal (NaN != NaN);
+//   rsqrt is 1 / sqrt(x) (two correctly rounded operations, as the reference);
+//   sqrt is the IEEE instruction; log, erf and pow call libm per lane (the
+//     reference calls the same functions); exp, tanh, sigmoid and gelu's exp
+//     are inline polynomials for f32 (MathApprox.cpp), libm for f64.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/llvm/Lowering.h"
+
+#include <llvm/IR/Intrinsics.h>
+
+namespace nimble::codegen::lowering {
+
+using llvm::Value;
+
+llvm::Type *elementType(llvm::LLVMContext &c, DType t) {
+  switch (t) {
+  case DType::F32: return llvm::Type::getFloatTy(c);
+  case DType::F64: return llvm::Type::getDoubleTy(c);
+  case DType::F16: return llvm::Type::getHalfTy(c);
+  case DType::BF16: return llvm::Type::getBFloatTy(c);
+  case DType::I1: return llvm::Type::getInt1Ty(c);
+  case DType::I8: return llvm::Type::getInt8Ty(c);
+  case DType::I32: return llvm::Type::getInt32Ty(c);
+  case DType::I64: return llvm::Type::getInt64Ty(c);
+  }
+  return nullptr;
+}
+
+llvm::Type *memoryType(llvm::LLVMContext &c, DType t) {
+  return t == DType::I1 ? llvm::Type::getInt8Ty(c) : elementType(c, t);
+}
+
+llvm::Type *withLanes(llvm::Type *elem, unsigned lanes) {
+  return lanes == 1 ? elem : llvm::FixedVectorType::get(elem, lanes);
+}
+
+Value *constLike(Value *like, double v) {
+  llvm::Type *t = like->getType();
+  llvm::Type *e = t->getScalarType();
+  if (e->isFloatingPointTy()) return llvm::ConstantFP::get(t, v);
+  return llvm::ConstantInt::get(t, static_cast<uint64_t>(static_cast<int64_t>(v)), true);
+}
+
+bool elementOpSupported(OpCode op, DType in, DType out, std::string &reason) {
+  auto halfOrBf = [](DType t) { return t == DType::F16 || t == DType::BF16; };
+  if (halfOrBf(in) || halfOrBf(out)) {
+    reason = "f16/bf16 element types have no native form yet";
+    return false;
+  }
+  switch (op) {
+  case OpCode::Neg: case OpCode::Abs: case OpCode::Exp: case OpCode::Log: case OpCode::Sqrt:
+  case OpCode::Rsqrt: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Relu:
+  case OpCode::Gelu: case OpCode::Erf: case OpCode::LogicalNot:
+  case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div: case OpCode::Pow:
+  case OpCode::Maximum: case OpCode::Minimum: case OpCode::Equal: case OpCode::NotEqual:
+  case OpCode::Less: case OpCode::LessEqual: case OpCode::Greater: case OpCode::GreaterEqual:
+  case OpCode::LogicalAnd: case OpCode::LogicalOr: case OpCode::Select: case OpCode::Cast:
+    return true;
+  default:
+    reason = "'" + std::string(opInfo(op).mnemonic) + "' is not element-wise";
+    return false;
+  }
+}
+
+namespace {
+
+Value *isNaN(llvm::IRBuilder<> &b, Value *x) { return b.CreateFCmpUNO(x, x); }
+
+Value *intrinsic(llvm::IRBuilder<> &b, llvm::Intrinsic::ID id, llvm::ArrayRef<Value *> args) {
+  return b.CreateIntrinsic(id, {args[0]->getType()}, args);
+}
+
+// numpy.maximum / minimum: NaN if either is NaN, else the larger / smaller
+// (the reference's `a > b ? a : b` after its NaN test, so -0/+0 ties give b).
+Value *maxMin(llvm::IRBuilder<> &b, bool isMax, Value *x, Value *y, bool isFloat) {
+  if (!isFloat) return isMax ? b.CreateSelect(b.CreateICmpSGT(x, y), x, y)
+                             : b.CreateSelect(b.CreateICmpSLT(x, y), x, y);
+  Value *pick = isMax ? b.CreateSelect(b.CreateFCmpOGT(x, y), x, y)
+                      : b.CreateSelect(b.CreateFCmpOLT(x, y), x, y);
+  Value *nan = llvm::ConstantFP::getNaN(x->getType());
+  return b.CreateSelect(b.CreateOr(isNaN(b, x), isNaN(b, y)), nan, pick);
+}
+
+} // namespace
+
+Value *emitLibmCall(llvm::IRBuilder<> &b, const char *f32Name, const char *f64Name,
+                    llvm::ArrayRef<Value *> args) {
+  llvm::Type *t = args[0]->getType();
+  llvm::Type *e = t->getScalarType();
+  llvm::Module *m = b.GetInsertBlock()->getModule();
+  std::vector<llvm::Type *> params(args.size(), e);
+  llvm::FunctionCallee f = m->getOrInsertFunction(e->isDoubleTy() ? f64Name : f32Name,
+                                                  llvm::FunctionType::get(e, params, false));
+  if (auto *fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
+    fn->setDoesNotThrow();
+    fn->setOnlyAccessesInaccessibleMemory(); // errno only
+  }
+  auto *vt = llvm::dyn_cast<llvm::FixedVectorType>(t);
+  if (!vt) return b.CreateCall(f, args);
+  Value *r = llvm::PoisonValue::get(t);
+  for (unsigned l = 0; l < vt->getNumElements(); ++l) {
+    std::vector<Value *> lane;
+    for (Value *a : args) lane.push_back(b.CreateExtractElement(a, l));
+    r = b.CreateInsertElement(r, b.CreateCall(f, lane), l);
+  }
+  return r;
+}
+
+Value *emitCast(llvm::IRBuilder<> &b, Value *v, DType from, DType to) {
+  if (from == to) return v;
+  llvm::Type *vt = v->getType();
+  unsigned lanes = vt->isVectorTy() ? llvm::cast<llvm::FixedVectorType>(vt)->getNumElements() : 1;
+  llvm::Type *dst = withLanes(elementType(b.getContext(), to), lanes);
+  bool fromF = isFloat(from), toF = isFloat(to);
+  if (to == DType::I1)
+    return fromF ? b.CreateFCmpUNE(v, llvm::ConstantFP::get(vt, 0.0))
+                 : b.CreateICmpNE(v, llvm::ConstantInt::get(vt, 0));
+  if (from == DType::I1) return toF ? b.CreateUIToFP(v, dst) : b.CreateZExt(v, dst);
+  if (fromF && toF) return b.CreateFPCast(v, dst);
+  if (!fromF && !toF) return b.CreateSExtOrTrunc(v, dst);
+  if (!fromF) return b.CreateSIToFP(v, dst);
+  // Float to integer saturates, NaN to 0 (llvm.fptosi.sat has exactly that).
+  return b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {dst, vt}, {v});
+}
+
+Value *emitElementOp(llvm::IRBuilder<> &b, OpCode op, DType in, DType out,
+                     llvm::ArrayRef<Value *> a, const std::vector<Attr> &attrs,
+                     llvm::BasicBlock *onError) {
+  const bool f = isFloat(in);
+  Value *x = a[0];
+  switch (op) {
+  case OpCode::Neg: return f ? b.CreateFNeg(x) : b.CreateSub(constLike(x, 0), x);
+  case OpCode::Abs:
+    if (f) return intrinsic(b, llvm::Intrinsic::fabs, {x});
+    return b.CreateSelect(b.CreateICmpSLT(x, constLike(x, 0)), b.CreateSub(constLike(x, 0), x), x);
+  case OpCode::Relu:
+    return b.CreateSelect(f ? b.CreateFCmpOLT(x, constLike(x, 0)) : b.CreateICmpSLT(x, constLike(x, 0)),
+                          constLike(x, 0), x);
+  case OpCode::LogicalNot: return b.CreateNot(x);
+  case OpCode::Sqrt: return intrinsic(b, llvm::Intrinsic::sqrt, {x});
+  case OpCode::Rsqrt: return b.CreateFDiv(constLike(x, 1), intrinsic(b, llvm::Intrinsic::sqrt, {x}));
+  case OpCode::Exp:
+    return in == DType::F32 ? emitExp(b, x) : emitLibmCall(b, "expf", "exp", {x});
+  case OpCode::Tanh:
+    return in == DType::F32 ? emitTanh(b, x) : emitLibmCall(b, "tanhf", "tanh", {x});
+  case OpCode::Sigmoid: {
+    if (in == DType::F32) return emitSigmoid(b, x);
+    // The reference's two branches, neither of which overflows.
+    Value *e = emitLibmCall(b, "expf", "exp", {b.CreateFNeg(intrinsic(b, llvm::Intrinsic::fabs, {x}))});
+    Value *one = constLike(x, 1);
+    return b.CreateSelect(b.CreateFCmpOLT(x, constLike(x, 0)), b.CreateFDiv(e, b.CreateFAdd(one, e)),
+                          b.CreateFDiv(one, b.CreateFAdd(one, e)));
+  }
+  case OpCode::Log: return emitLibmCall(b, "logf", "log", {x});
+  case OpCode::Erf: return emitLibmCall(b, "erff", "erf", {x});
+  case OpCode::Gelu: {
+    // 0.5 * x * (1 + erf(x / sqrt(2))), in the reference's order.
+    Value *e = emitLibmCall(b, "erff", "erf", {b.CreateFMul(x, constLike(x, 0.70710678118654752440))});
+    return b.CreateFMul(b.CreateFMul(constLike(x, 0.5), x), b.CreateFAdd(constLike(x, 1), e));
+  }
+  default: break;
+  }
+  Value *y = a.size() > 1 ? a[1] : nullptr;
+  switch (op) {
+  case OpCode::Add: return f ? b.CreateFAdd(x, y) : b.CreateAdd(x, y);
+  case OpCode::Sub: return f ? b.CreateFSub(x, y) : b.CreateSub(x, y);
+  case OpCode::Mul: return f ? b.CreateFMul(x, y) : b.CreateMul(x, y);
+  case OpCode::Div: {
+    if (f) return b.CreateFDiv(x, y);
+    // Any zero lane is an error; -1 divisors wrap (0 - x) instead of trapping.
+    Value *zero = b.CreateICmpEQ(y, constLike(y, 0));
+    if (zero->getType()->isVectorTy()) zero = b.CreateOrReduce(zero);
+    llvm::BasicBlock *ok = llvm::BasicBlock::Create(b.getContext(), "div.ok", b.GetInsertBlock()->getParent());
+    b.CreateCondBr(zero, onError, ok);
+    b.SetInsertPoint(ok);
+    Value *minus1 = b.CreateICmpEQ(y, constLike(y, -1));
+    Value *safeY = b.CreateSelect(minus1, constLike(y, 1), y);
+    return b.CreateSelect(minus1, b.CreateSub(constLike(x, 0), x), b.CreateSDiv(x, safeY));
+  }
+  case OpCode::Pow: return emitLibmCall(b, "powf", "pow", {x, y});
+  case OpCode::Maximum: return maxMin(b, true, x, y, f);
+  case OpCode::Minimum: return maxMin(b, false, x, y, f);
+  case OpCode::Equal: return f ? b.CreateFCmpOEQ(x, y) : b.CreateICmpEQ(x, y);
+  case OpCode::NotEqual: return f ? b.CreateFCmpUNE(x, y) : b.CreateICmpNE(x, y);
+  case OpCode::Less: return f ? b.CreateFCmpOLT(x, y) : b.CreateICmpSLT(x, y);
+  case OpCode::LessEqual: return f ? b.CreateFCmpOLE(x, y) : b.CreateICmpSLE(x, y);
+  case OpCode::Greater: return f ? b.CreateFCmpOGT(x, y) : b.CreateICmpSGT(x, y);
+  case OpCode::GreaterEqual: return f ? b.CreateFCmpOGE(x, y) : b.CreateICmpSGE(x, y);
+  case OpCode::LogicalAnd: return b.CreateAnd(x, y);
+  case OpCode::LogicalOr: return b.CreateOr(x, y);
+  case OpCode::Select: return b.CreateSelect(x, a[1], a[2]);
+  case OpCode::Cast: return emitCast(b, x, in, out);
+  default: break;
+  }
+  (void)attrs;
+  return nullptr;
+}
+
+} // namespace nimble::codegen::lowering

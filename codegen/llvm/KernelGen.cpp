@@ -1,0 +1,1066 @@
+//===- KernelGen.cpp - One fused kernel to one LLVM function --------------===//
+//
+// Symbolic code generation (Nimble paper §3.4, seed 000): a primitive function
+// (a fused group or a single op) becomes one function of the vm/KernelABI.h
+// ABI. The design, in TVM's compute-inline style:
+//
+// * Stages. The values that live in memory are the kernel's inputs, its
+//   outputs, and the results of reductions (sum, mean, max, min, argmax,
+//   matmul, softmax, layer_norm) that other members read. Every other member
+//   is computed in registers, inline, at the point where it is needed: one
+//   loop nest per stored value, over that value's shape, with no intermediate
+//   buffers for element-wise, broadcast or injective members.
+// * Points and lanes. emitValue(v, index, lanes) computes member v at an
+//   index whose innermost component may advance with the vector lane (each
+//   index component is `base + coeff * lane`). Injective members (transpose,
+//   split, slice, expand_dims, squeeze, broadcast, dynamic_slice) rewrite the
+//   index; reshape, concat and take, whose lane structure is irregular,
+//   compute their lanes one by one. A load whose lane step is 0 is a scalar
+//   load and a splat, 1 a vector load, anything else a gather.
+// * Symbolic shapes. Static dimensions are constants (LLVM folds and unrolls
+//   them); each `?` is read from the buffer descriptors, which the VM fills
+//   with the shapes its shape functions computed for every value of the kernel
+//   (inputs, each member result, outputs). The shape logic therefore exists
+//   once (ir/ShapeFns), shared by the compiler, the VM and these kernels.
+// * Residue dispatch (§3.4, Fig. 3). The innermost loop of a vectorized stage
+//   runs n - n % VF points VF at a time; the remaining n % VF points are
+//   dispatched by a switch on the run-time residue to variants with a constant
+//   trip count (no bounds checks, fully unrolled by LLVM). With a static n
+//   the switch folds to the one variant that can run.
+// * Reductions whose innermost reduced axis is contiguous (a row sum, matmul
+//   with transpose_b, the LSTM's x · Wᵀ) compute one output point at a time
+//   and vectorize the reduction itself (vector accumulators, a horizontal
+//   reduction at the end, a scalar tail); the others vectorize over output
+//   points and keep a vector of accumulators.
+// * Errors (integer division by zero, an index out of range, max of nothing)
+//   branch to one exit that returns 1: the VM then runs the reference kernel,
+//   which reports the exact message at the member's .nir location.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/llvm/KernelGen.h"
+
+#include "codegen/llvm/Lowering.h"
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <functional>
+#include <unordered_map>
+
+namespace nimble::codegen {
+
+using namespace lowering;
+using llvm::Value;
+
+namespace {
+
+bool isReductionLike(OpCode op) {
+  switch (op) {
+  case OpCode::Sum: case OpCode::Mean: case OpCode::Max: case OpCode::Min: case OpCode::ArgMax:
+  case OpCode::MatMul: case OpCode::BatchMatMul: case OpCode::Softmax: case OpCode::LayerNorm:
+    return true;
+  default: return false;
+  }
+}
+
+int64_t normAxis(int64_t a, int64_t rank) { return a < 0 ? a + rank : a; }
+
+/// One index component: base + coeff * lane (both i64).
+struct Ix {
+  Value *base;
+  Value *coeff;
+};
+
+struct ValueInfo {
+  DType dtype = DType::F32;
+  std::vector<int64_t> dims; // kDynamic for `?`
+  int member = -1;           // defining member, -1 for inputs
+  unsigned result = 0;
+  unsigned uses = 0;
+  int singleUser = -1; // the member using it when uses == 1
+};
+
+class KernelLowering {
+public:
+  KernelLowering(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function &f,
+                 unsigned vf)
+      : mod_(mod), ctx_(mod.getContext()), b_(ctx_), k_(k), f_(f), vf_(vf) {}
+
+  bool analyze(std::string &reason);
+  llvm::Function *emit(const std::string &symbol);
+
+private:
+  using Index = std::vector<Ix>;
+
+  // --- setup
+  Value *i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
+  Value *bufField(unsigned buf, unsigned field);
+  void loadShapes();
+  Value *dim(uint32_t v, size_t d) { return dims_[v][d]; }
+  Value *numElements(uint32_t v);
+  // --- loops
+  void forLoop(Value *begin, Value *end, Value *step, const char *name,
+               const std::function<void(Value *)> &body);
+  std::vector<Value *> forLoopCarried(Value *begin, Value *end, Value *step,
+                                      std::vector<Value *> init, const char *name,
+                                      const std::function<std::vector<Value *>(Value *, const std::vector<Value *> &)> &body);
+  // --- memory
+  Value *offsetOf(uint32_t v, const Index &idx, Value *&laneStep);
+  Value *load(uint32_t v, const Index &idx, unsigned lanes);
+  void store(uint32_t v, Value *ptr, const Index &idx, Value *val, unsigned lanes);
+  // --- values
+  Value *emitValue(uint32_t v, const Index &idx, unsigned lanes);
+  Value *scalarized(uint32_t v, const Index &idx, unsigned lanes);
+  Value *emitMember(uint32_t v, const vm::KernelDesc::Member &m, const Index &idx, unsigned lanes);
+  Index broadcastIndex(uint32_t operand, uint32_t consumer, const Index &idx);
+  Value *emitReduce(uint32_t v, const vm::KernelDesc::Member &m, const Index &idx, unsigned lanes);
+  Value *emitMatMul(uint32_t v, const vm::KernelDesc::Member &m, const Index &idx, unsigned lanes);
+  /// `cond ? 0 : v`, kept a constant when v is the constant 0 (a lane step
+  /// must stay recognisably 0 or 1 for load() to use a splat or vector load).
+  Value *selectZero(Value *cond, Value *v) {
+    if (auto *c = llvm::dyn_cast<llvm::ConstantInt>(v); c && c->isZero()) return v;
+    return b_.CreateSelect(cond, i64(0), v);
+  }
+  Value *splat(Value *s, unsigned lanes) { return lanes == 1 ? s : b_.CreateVectorSplat(lanes, s); }
+  Value *laneIota(unsigned lanes);
+  // --- stages
+  void emitStage(uint32_t v, const std::vector<Value *> &dests);
+  void emitRowStage(uint32_t v, Value *dest); // softmax, layer_norm
+  unsigned stageLanes(uint32_t v);
+  bool prefersScalarPoints(uint32_t v);
+
+  llvm::Module &mod_;
+  llvm::LLVMContext &ctx_;
+  llvm::IRBuilder<> b_;
+  const vm::KernelDesc &k_;
+  const ir::Function &f_;
+  unsigned vf_;
+  llvm::Function *fn_ = nullptr;
+  llvm::StructType *bufTy_ = nullptr;
+  Value *bufs_ = nullptr;
+  llvm::BasicBlock *errBB_ = nullptr;
+  std::vector<ValueInfo> vals_;
+  std::vector<bool> materialize_;
+  std::vector<std::vector<Value *>> dims_, strides_;
+  std::vector<Value *> data_; // memory of a stored value, null until computed
+  bool speculating_ = false;
+  std::vector<std::pair<Value *, Value *>> assumptions_; // dims assumed equal
+  std::vector<llvm::AllocaInst *> temps_; // allocas holding malloc'd temporaries
+};
+
+//===-- Analysis -----------------------------------------------------------===//
+
+bool KernelLowering::analyze(std::string &reason) {
+  if (k_.upperBound) {
+    reason = "upper-bound kernels (unique, nonzero) return their true shape: reference only";
+    return false;
+  }
+  const ir::Block *body = f_.entry();
+  for (unsigned i = 0; i < body->numArguments(); ++i) {
+    ir::Type t = body->argument(i)->type();
+    if (!t.isTensor()) {
+      reason = "a non-tensor input";
+      return false;
+    }
+    vals_.push_back({t.dtype(), t.dims()});
+  }
+  size_t mi = 0;
+  for (const ir::Operation &op : *body) {
+    if (op.is(OpCode::Ret)) break;
+    if (mi >= k_.members.size() || k_.members[mi].op != op.code()) {
+      reason = "the kernel table does not match the IR";
+      return false;
+    }
+    for (unsigned r = 0; r < op.numResults(); ++r) {
+      ir::Type t = op.result(r)->type();
+      if (!t.isTensor()) {
+        reason = "a non-tensor value";
+        return false;
+      }
+      ValueInfo vi{t.dtype(), t.dims()};
+      vi.member = static_cast<int>(mi);
+      vi.result = r;
+      vals_.push_back(vi);
+    }
+    ++mi;
+  }
+  if (mi != k_.members.size()) {
+    reason = "the kernel table does not match the IR";
+    return false;
+  }
+  for (const ValueInfo &vi : vals_)
+    if (vi.dtype == DType::F16 || vi.dtype == DType::BF16) {
+      reason = "f16/bf16 values have no native form yet";
+      return false;
+    }
+  for (size_t m = 0; m < k_.members.size(); ++m) {
+    const auto &mem = k_.members[m];
+    for (uint32_t o : mem.operands) {
+      ++vals_[o].uses;
+      vals_[o].singleUser = static_cast<int>(m);
+    }
+    switch (mem.op) {
+    case OpCode::Unique: case OpCode::Nonzero: case OpCode::DeviceCopy: case OpCode::Constant:
+      reason = "'" + std::string(opInfo(mem.op).mnemonic) + "' has no native form";
+      return false;
+    case OpCode::Sum: case OpCode::Mean: case OpCode::Max: case OpCode::Min: case OpCode::ArgMax:
+    case OpCode::MatMul: case OpCode::BatchMatMul: case OpCode::Softmax: case OpCode::LayerNorm:
+    case OpCode::Reshape: case OpCode::DynReshape: case OpCode::Transpose: case OpCode::Concat:
+    case OpCode::Split: case OpCode::Slice: case OpCode::DynamicSlice: case OpCode::Take:
+    case OpCode::ExpandDims: case OpCode::Squeeze: case OpCode::BroadcastTo: case OpCode::Zeros:
+    case OpCode::Full: case OpCode::Arange: case OpCode::ShapeOf: case OpCode::Dim:
+      break;
+    default: {
+      DType in = vals_[mem.operands.empty() ? 0 : mem.operands.back()].dtype;
+      if (mem.op == OpCode::Select) in = vals_[mem.operands[1]].dtype;
+      if (!elementOpSupported(mem.op, in, in, reason)) return false;
+    }
+    }
+  }
+  for (uint32_t o : k_.outputs) ++vals_[o].uses;
+  materialize_.assign(vals_.size(), false);
+  for (size_t v = k_.numInputs; v < vals_.size(); ++v) {
+    const ValueInfo &vi = vals_[v];
+    OpCode op = k_.members[static_cast<size_t>(vi.member)].op;
+    if (!isReductionLike(op)) continue;
+    bool usedByMember = false;
+    for (const auto &mem : k_.members)
+      for (uint32_t o : mem.operands) usedByMember |= o == v;
+    if (!usedByMember) continue;
+    // matmul read once by an element-wise epilogue of its own shape stays
+    // inline (the fused bias / activation case); everything else is stored.
+    bool epilogue = (op == OpCode::MatMul || op == OpCode::BatchMatMul) && vi.uses == 1 &&
+                    vi.singleUser >= 0 &&
+                    (opInfo(k_.members[vi.singleUser].op).fusion == FusionPattern::ElemWise ||
+                     opInfo(k_.members[vi.singleUser].op).fusion == FusionPattern::Broadcast);
+    if (epilogue) {
+      // the user's result must have the matmul's shape, or the dot products
+      // would be recomputed per broadcast point.
+      for (size_t u = k_.numInputs; u < vals_.size(); ++u)
+        if (vals_[u].member == vi.singleUser) epilogue &= vals_[u].dims == vi.dims;
+    }
+    materialize_[v] = !epilogue || op == OpCode::Softmax || op == OpCode::LayerNorm;
+  }
+  return true;
+}
+
+//===-- Buffers and shapes -------------------------------------------------===//
+
+Value *KernelLowering::bufField(unsigned buf, unsigned field) {
+  Value *p = b_.CreateConstInBoundsGEP2_32(bufTy_, bufs_, buf, field);
+  return b_.CreateLoad(bufTy_->getElementType(field), p);
+}
+
+// Descriptors: one per value (KernelDesc numbering), then one per output.
+void KernelLowering::loadShapes() {
+  dims_.resize(vals_.size());
+  strides_.resize(vals_.size());
+  data_.assign(vals_.size(), nullptr);
+  for (uint32_t v = 0; v < vals_.size(); ++v) {
+    const auto &d = vals_[v].dims;
+    Value *shape = nullptr;
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (d[i] != kDynamic) {
+        dims_[v].push_back(i64(d[i]));
+        continue;
+      }
+      if (!shape) shape = bufField(v, 1);
+      Value *p = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), shape, i);
+      dims_[v].push_back(b_.CreateLoad(b_.getInt64Ty(), p, "dim"));
+    }
+    strides_[v].assign(d.size(), nullptr);
+    Value *s = i64(1);
+    for (size_t i = d.size(); i-- > 0;) {
+      strides_[v][i] = s;
+      s = b_.CreateMul(s, dims_[v][i]);
+    }
+    if (v < k_.numInputs) data_[v] = bufField(v, 0);
+  }
+}
+
+Value *KernelLowering::numElements(uint32_t v) {
+  Value *n = i64(1);
+  for (Value *d : dims_[v]) n = b_.CreateMul(n, d);
+  return n;
+}
+
+//===-- Loops --------------------------------------------------------------===//
+
+void KernelLowering::forLoop(Value *begin, Value *end, Value *step, const char *name,
+                             const std::function<void(Value *)> &body) {
+  forLoopCarried(begin, end, step, {}, name, [&](Value *iv, const std::vector<Value *> &) {
+    body(iv);
+    return std::vector<Value *>{};
+  });
+}
+
+std::vector<Value *> KernelLowering::forLoopCarried(
+    Value *begin, Value *end, Value *step, std::vector<Value *> init, const char *name,
+    const std::function<std::vector<Value *>(Value *, const std::vector<Value *> &)> &body) {
+  llvm::BasicBlock *pre = b_.GetInsertBlock();
+  llvm::BasicBlock *head = llvm::BasicBlock::Create(ctx_, std::string(name) + ".head", fn_);
+  llvm::BasicBlock *bodyBB = llvm::BasicBlock::Create(ctx_, std::string(name) + ".body", fn_);
+  llvm::BasicBlock *exit = llvm::BasicBlock::Create(ctx_, std::string(name) + ".exit", fn_);
+  b_.CreateBr(head);
+  b_.SetInsertPoint(head);
+  llvm::PHINode *iv = b_.CreatePHI(b_.getInt64Ty(), 2, name);
+  iv->addIncoming(begin, pre);
+  std::vector<llvm::PHINode *> phis;
+  std::vector<Value *> carried;
+  for (Value *v : init) {
+    llvm::PHINode *p = b_.CreatePHI(v->getType(), 2);
+    p->addIncoming(v, pre);
+    phis.push_back(p);
+    carried.push_back(p);
+  }
+  b_.CreateCondBr(b_.CreateICmpSLT(iv, end), bodyBB, exit);
+  b_.SetInsertPoint(bodyBB);
+  std::vector<Value *> next = body(iv, carried);
+  Value *ivNext = b_.CreateAdd(iv, step);
+  llvm::BasicBlock *latch = b_.GetInsertBlock();
+  b_.CreateBr(head);
+  iv->addIncoming(ivNext, latch);
+  for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(next[i], latch);
+  b_.SetInsertPoint(exit);
+  return carried;
+}
+
+//===-- Memory -------------------------------------------------------------===//
+
+Value *KernelLowering::offsetOf(uint32_t v, const Index &idx, Value *&laneStep) {
+  Value *off = i64(0);
+  laneStep = i64(0);
+  for (size_t d = 0; d < idx.size(); ++d) {
+    off = b_.CreateAdd(off, b_.CreateMul(idx[d].base, strides_[v][d]));
+    if (auto *c = llvm::dyn_cast<llvm::ConstantInt>(idx[d].coeff); c && c->isZero()) continue;
+    laneStep = b_.CreateAdd(laneStep, b_.CreateMul(idx[d].coeff, strides_[v][d]));
+  }
+  return off;
+}
+
+Value *KernelLowering::laneIota(unsigned lanes) {
+  std::vector<llvm::Constant *> c;
+  for (unsigned l = 0; l < lanes; ++l) c.push_back(b_.getInt64(l));
+  return llvm::ConstantVector::get(c);
+}
+
+Value *KernelLowering::load(uint32_t v, const Index &idx, unsigned lanes) {
+  DType dt = vals_[v].dtype;
+  llvm::Type *mt = memoryType(ctx_, dt);
+  Value *step;
+  Value *off = offsetOf(v, idx, step);
+  Value *base = data_[v];
+  auto fromMemory = [&](Value *x) {
+    return dt == DType::I1 ? b_.CreateICmpNE(x, llvm::Constant::getNullValue(x->getType())) : x;
+  };
+  if (lanes == 1) return fromMemory(b_.CreateLoad(mt, b_.CreateInBoundsGEP(mt, base, off)));
+  auto *cs = llvm::dyn_cast<llvm::ConstantInt>(step);
+  if (cs && cs->isZero())
+    return splat(fromMemory(b_.CreateLoad(mt, b_.CreateInBoundsGEP(mt, base, off))), lanes);
+  if (cs && cs->isOne()) {
+    llvm::Type *vt = withLanes(mt, lanes);
+    return fromMemory(b_.CreateAlignedLoad(vt, b_.CreateInBoundsGEP(mt, base, off),
+                                           llvm::Align(mt->getPrimitiveSizeInBits() / 8)));
+  }
+  Value *offs = b_.CreateAdd(splat(off, lanes), b_.CreateMul(splat(step, lanes), laneIota(lanes)));
+  Value *ptrs = b_.CreateInBoundsGEP(mt, base, offs);
+  return fromMemory(b_.CreateMaskedGather(withLanes(mt, lanes), ptrs,
+                                          llvm::Align(mt->getPrimitiveSizeInBits() / 8)));
+}
+
+// Stores `val` at idx of a buffer laid out like value v (innermost coeff is
+// 1 when lanes > 1: stages only vectorize their own innermost dimension).
+void KernelLowering::store(uint32_t v, Value *ptr, const Index &idx, Value *val, unsigned lanes) {
+  DType dt = vals_[v].dtype;
+  llvm::Type *mt = memoryType(ctx_, dt);
+  Value *step;
+  Value *off = offsetOf(v, idx, step);
+  if (dt == DType::I1) val = b_.CreateZExt(val, withLanes(mt, lanes));
+  b_.CreateAlignedStore(val, b_.CreateInBoundsGEP(mt, ptr, off),
+                        llvm::Align(mt->getPrimitiveSizeInBits() / 8));
+}
+
+//===-- Values -------------------------------------------------------------===//
+
+// The index of `operand` when `consumer` (of rank idx.size()) reads it with
+// numpy broadcasting. A `?` operand dimension broadcasts when it is 1 at run
+// time; along the vectorized axis that would turn vector loads into gathers,
+// so in the speculative version of a loop (emitStage) it is assumed equal to
+// the consumer's dimension and the assumption is recorded as a condition the
+// loop is guarded by.
+KernelLowering::Index KernelLowering::broadcastIndex(uint32_t operand, uint32_t consumer,
+                                                     const Index &idx) {
+  const auto &od = vals_[operand].dims;
+  size_t r = od.size(), R = idx.size();
+  Index out(r);
+  for (size_t j = 0; j < r; ++j) {
+    const Ix &ix = idx[j + R - r];
+    auto *cc = llvm::dyn_cast<llvm::ConstantInt>(ix.coeff);
+    if (od[j] == 1) {
+      out[j] = {i64(0), i64(0)};
+    } else if (od[j] != kDynamic) {
+      out[j] = ix;
+    } else if (speculating_ && !(cc && cc->isZero())) {
+      out[j] = ix;
+      assumptions_.push_back({dims_[operand][j], dims_[consumer][j + R - r]});
+    } else { // a `?` of size 1 broadcasts at run time
+      Value *one = b_.CreateICmpEQ(dims_[operand][j], i64(1));
+      out[j] = {b_.CreateSelect(one, i64(0), ix.base), selectZero(one, ix.coeff)};
+    }
+  }
+  return out;
+}
+
+Value *KernelLowering::scalarized(uint32_t v, const Index &idx, unsigned lanes) {
+  llvm::Type *et = elementType(ctx_, vals_[v].dtype);
+  Value *r = llvm::PoisonValue::get(withLanes(et, lanes));
+  for (unsigned l = 0; l < lanes; ++l) {
+    Index li;
+    for (const Ix &ix : idx) li.push_back({b_.CreateAdd(ix.base, b_.CreateMul(ix.coeff, i64(l))), i64(0)});
+    r = b_.CreateInsertElement(r, emitValue(v, li, 1), l);
+  }
+  return r;
+}
+
+Value *KernelLowering::emitValue(uint32_t v, const Index &idx, unsigned lanes) {
+  if (data_[v]) return load(v, idx, lanes);
+  const ValueInfo &vi = vals_[v];
+  const auto &m = k_.members[static_cast<size_t>(vi.member)];
+  return emitMember(v, m, idx, lanes);
+}
+
+Value *KernelLowering::emitMember(uint32_t v, const vm::KernelDesc::Member &m, const Index &idx,
+                                  unsigned lanes) {
+  const ValueInfo &vi = vals_[v];
+  auto attr = [&](const char *name) -> const Attr & {
+    const OpInfo &info = opInfo(m.op);
+    for (size_t i = 0; i < info.attrs.size(); ++i)
+      if (info.attrs[i].name == name) return m.attrs[i];
+    static Attr none;
+    return none;
+  };
+  const size_t R = idx.size();
+  switch (m.op) {
+  case OpCode::Sum: case OpCode::Mean: case OpCode::Max: case OpCode::Min: case OpCode::ArgMax:
+    return emitReduce(v, m, idx, lanes);
+  case OpCode::MatMul: case OpCode::BatchMatMul: return emitMatMul(v, m, idx, lanes);
+  case OpCode::Split: {
+    uint32_t x = m.operands[0];
+    int64_t axis = normAxis(attr("axis").getInt(), static_cast<int64_t>(R));
+    Index xi = idx;
+    xi[axis].base = b_.CreateAdd(xi[axis].base, b_.CreateMul(i64(vi.result), dims_[v][axis]));
+    return emitValue(x, xi, lanes);
+  }
+  case OpCode::Slice: {
+    uint32_t x = m.operands[0];
+    Index xi = idx;
+    const auto &axes = attr("axes").getInts();
+    const auto &starts = attr("starts").getInts();
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int64_t a = normAxis(axes[i], static_cast<int64_t>(R));
+      Value *d = dims_[x][a];
+      Value *s = i64(starts[i]);
+      if (starts[i] < 0) s = b_.CreateAdd(s, d);
+      // numpy clamps starts to [0, dim].
+      s = b_.CreateSelect(b_.CreateICmpSLT(s, i64(0)), i64(0), s);
+      s = b_.CreateSelect(b_.CreateICmpSGT(s, d), d, s);
+      xi[a].base = b_.CreateAdd(xi[a].base, s);
+    }
+    return emitValue(x, xi, lanes);
+  }
+  case OpCode::DynamicSlice: {
+    uint32_t x = m.operands[0];
+    int64_t axis = normAxis(attr("axis").getInt(), static_cast<int64_t>(R));
+    Value *start = emitCast(b_, emitValue(m.operands[1], Index(vals_[m.operands[1]].dims.size(), {i64(0), i64(0)}), 1),
+                            vals_[m.operands[1]].dtype, DType::I64);
+    Value *hi = b_.CreateSub(dims_[x][axis], i64(attr("size").getInt()));
+    Value *bad = b_.CreateOr(b_.CreateICmpSLT(start, i64(0)), b_.CreateICmpSGT(start, hi));
+    llvm::BasicBlock *ok = llvm::BasicBlock::Create(ctx_, "dslice.ok", fn_);
+    b_.CreateCondBr(bad, errBB_, ok);
+    b_.SetInsertPoint(ok);
+    Index xi = idx;
+    xi[axis].base = b_.CreateAdd(xi[axis].base, start);
+    return emitValue(x, xi, lanes);
+  }
+  case OpCode::Transpose: {
+    uint32_t x = m.operands[0];
+    std::vector<int64_t> perm = attr("perm").getInts();
+    if (perm.empty())
+      for (size_t i = 0; i < R; ++i) perm.push_back(static_cast<int64_t>(R - 1 - i));
+    Index xi(R);
+    for (size_t d = 0; d < R; ++d) xi[normAxis(perm[d], R)] = idx[d];
+    return emitValue(x, xi, lanes);
+  }
+  case OpCode::ExpandDims: {
+    int64_t axis = normAxis(attr("axis").getInt(), static_cast<int64_t>(R));
+    Index xi;
+    for (size_t d = 0; d < R; ++d)
+      if (static_cast<int64_t>(d) != axis) xi.push_back(idx[d]);
+    return emitValue(m.operands[0], xi, lanes);
+  }
+  case OpCode::Squeeze: {
+    uint32_t x = m.operands[0];
+    const auto &xd = vals_[x].dims;
+    std::vector<bool> squeezed(xd.size(), false);
+    const auto &axes = attr("axes").getInts();
+    if (axes.empty()) {
+      for (size_t d = 0; d < xd.size(); ++d) squeezed[d] = xd[d] == 1;
+    } else {
+      for (int64_t a : axes) squeezed[normAxis(a, static_cast<int64_t>(xd.size()))] = true;
+    }
+    Index xi;
+    size_t j = 0;
+    for (size_t d = 0; d < xd.size(); ++d) xi.push_back(squeezed[d] ? Ix{i64(0), i64(0)} : idx[j++]);
+    return emitValue(x, xi, lanes);
+  }
+  case OpCode::BroadcastTo: return emitValue(m.operands[0], broadcastIndex(m.operands[0], v, idx), lanes);
+  case OpCode::Reshape: case OpCode::DynReshape: {
+    if (lanes > 1) return scalarized(v, idx, lanes);
+    uint32_t x = m.operands[0];
+    Value *flat = i64(0);
+    for (size_t d = 0; d < R; ++d) flat = b_.CreateAdd(flat, b_.CreateMul(idx[d].base, strides_[v][d]));
+    Index xi(vals_[x].dims.size());
+    for (size_t d = 0; d < xi.size(); ++d) {
+      xi[d] = {b_.CreateURem(b_.CreateUDiv(flat, strides_[x][d]), dims_[x][d]), i64(0)};
+    }
+    return emitValue(x, xi, 1);
+  }
+  case OpCode::Concat: {
+    if (lanes > 1) return scalarized(v, idx, lanes);
+    int64_t axis = normAxis(attr("axis").getInt(), static_cast<int64_t>(R));
+    // A chain of blocks: the first operand whose extent covers the index.
+    llvm::BasicBlock *done = llvm::BasicBlock::Create(ctx_, "concat.done", fn_);
+    std::vector<std::pair<Value *, llvm::BasicBlock *>> incoming;
+    Value *pos = idx[axis].base;
+    for (size_t i = 0; i < m.operands.size(); ++i) {
+      uint32_t x = m.operands[i];
+      Value *ext = dims_[x][axis];
+      llvm::BasicBlock *here = llvm::BasicBlock::Create(ctx_, "concat.in", fn_);
+      llvm::BasicBlock *next = llvm::BasicBlock::Create(ctx_, "concat.next", fn_);
+      b_.CreateCondBr(b_.CreateICmpSLT(pos, ext), here, next);
+      b_.SetInsertPoint(here);
+      Index xi = idx;
+      xi[axis].base = pos;
+      Value *val = emitValue(x, xi, 1);
+      incoming.push_back({val, b_.GetInsertBlock()});
+      b_.CreateBr(done);
+      b_.SetInsertPoint(next);
+      pos = b_.CreateSub(pos, ext);
+    }
+    b_.CreateBr(errBB_); // unreachable for a checked shape
+    b_.SetInsertPoint(done);
+    llvm::PHINode *phi = b_.CreatePHI(elementType(ctx_, vi.dtype), static_cast<unsigned>(incoming.size()));
+    for (auto &[val, bb] : incoming) phi->addIncoming(val, bb);
+    return phi;
+  }
+  case OpCode::Take: {
+    if (lanes > 1) return scalarized(v, idx, lanes);
+    uint32_t x = m.operands[0], ind = m.operands[1];
+    int64_t xr = static_cast<int64_t>(vals_[x].dims.size());
+    int64_t axis = normAxis(attr("axis").getInt(), xr);
+    size_t ir = vals_[ind].dims.size();
+    Index ii(idx.begin() + axis, idx.begin() + axis + static_cast<int64_t>(ir));
+    Value *i = emitCast(b_, emitValue(ind, ii, 1), vals_[ind].dtype, DType::I64);
+    Value *n = dims_[x][axis];
+    i = b_.CreateSelect(b_.CreateICmpSLT(i, i64(0)), b_.CreateAdd(i, n), i);
+    Value *bad = b_.CreateOr(b_.CreateICmpSLT(i, i64(0)), b_.CreateICmpSGE(i, n));
+    llvm::BasicBlock *ok = llvm::BasicBlock::Create(ctx_, "take.ok", fn_);
+    b_.CreateCondBr(bad, errBB_, ok);
+    b_.SetInsertPoint(ok);
+    Index xi;
+    for (int64_t d = 0; d < axis; ++d) xi.push_back(idx[d]);
+    xi.push_back({i, i64(0)});
+    for (size_t d = static_cast<size_t>(axis) + ir; d < R; ++d) xi.push_back(idx[d]);
+    return emitValue(x, xi, 1);
+  }
+  case OpCode::Zeros: return splat(llvm::Constant::getNullValue(elementType(ctx_, vi.dtype)), lanes);
+  case OpCode::Full: {
+    uint32_t s = m.operands[1];
+    Value *val = emitValue(s, Index(vals_[s].dims.size(), {i64(0), i64(0)}), 1);
+    return splat(emitCast(b_, val, vals_[s].dtype, vi.dtype), lanes);
+  }
+  case OpCode::Arange: {
+    auto scalar = [&](uint32_t o) {
+      return emitCast(b_, emitValue(o, Index(vals_[o].dims.size(), {i64(0), i64(0)}), 1), vals_[o].dtype, vi.dtype);
+    };
+    Value *start = scalar(m.operands[0]), *step = scalar(m.operands[2]);
+    Value *i = b_.CreateAdd(splat(idx[0].base, lanes),
+                            lanes == 1 ? b_.CreateMul(idx[0].coeff, i64(0)) : b_.CreateMul(splat(idx[0].coeff, lanes), laneIota(lanes)));
+    Value *iv = emitCast(b_, i, DType::I64, vi.dtype);
+    return isFloat(vi.dtype) ? b_.CreateFAdd(splat(start, lanes), b_.CreateFMul(iv, splat(step, lanes)))
+                             : b_.CreateAdd(splat(start, lanes), b_.CreateMul(iv, splat(step, lanes)));
+  }
+  case OpCode::Dim: {
+    uint32_t x = m.operands[0];
+    int64_t axis = normAxis(attr("axis").getInt(), static_cast<int64_t>(vals_[x].dims.size()));
+    return splat(emitCast(b_, dims_[x][axis], DType::I64, vi.dtype), lanes);
+  }
+  case OpCode::ShapeOf: {
+    uint32_t x = m.operands[0];
+    if (lanes > 1) return scalarized(v, idx, lanes);
+    // The index selects the axis: a small switch over the rank.
+    Value *r = i64(0);
+    for (size_t d = 0; d < dims_[x].size(); ++d)
+      r = b_.CreateSelect(b_.CreateICmpEQ(idx[0].base, i64(static_cast<int64_t>(d))), dims_[x][d], r);
+    return r;
+  }
+  default: break;
+  }
+  // Element-wise: every operand broadcast to this value's index.
+  std::vector<Value *> args;
+  for (uint32_t o : m.operands) args.push_back(emitValue(o, broadcastIndex(o, v, idx), lanes));
+  DType in = vals_[m.operands[0]].dtype;
+  if (m.op == OpCode::Select) in = vals_[m.operands[1]].dtype;
+  return emitElementOp(b_, m.op, in, vi.dtype, args, m.attrs, errBB_);
+}
+
+//===-- Reductions -----------------------------------------------------------===//
+
+Value *KernelLowering::emitReduce(uint32_t v, const vm::KernelDesc::Member &m, const Index &idx,
+                                  unsigned lanes) {
+  const ValueInfo &vi = vals_[v];
+  uint32_t x = m.operands[0];
+  const size_t Rx = vals_[x].dims.size();
+  const OpInfo &info = opInfo(m.op);
+  std::vector<bool> reduced(Rx, false);
+  bool keep = false;
+  for (size_t i = 0; i < info.attrs.size(); ++i) {
+    if (info.attrs[i].name == "keepdims") keep = m.attrs[i].getBool();
+    if (info.attrs[i].name == "axes") {
+      const auto &axes = m.attrs[i].getInts();
+      if (axes.empty()) reduced.assign(Rx, true);
+      for (int64_t a : axes) reduced[normAxis(a, static_cast<int64_t>(Rx))] = true;
+    }
+    if (info.attrs[i].name == "axis" && Rx > 0) reduced[normAxis(m.attrs[i].getInt(), static_cast<int64_t>(Rx))] = true;
+  }
+  const bool isArg = m.op == OpCode::ArgMax;
+  const DType dt = vals_[x].dtype;
+  const bool fl = isFloat(dt);
+  std::vector<size_t> axes;
+  Index xi(Rx);
+  for (size_t d = 0, o = 0; d < Rx; ++d) {
+    if (reduced[d]) {
+      axes.push_back(d);
+      if (keep) ++o;
+    } else {
+      xi[d] = idx[o++];
+    }
+  }
+  Value *count = i64(1);
+  for (size_t a : axes) count = b_.CreateMul(count, dims_[x][a]);
+  if (m.op == OpCode::Max || m.op == OpCode::Min || isArg) {
+    llvm::BasicBlock *ok = llvm::BasicBlock::Create(ctx_, "nonempty", fn_);
+    b_.CreateCondBr(b_.CreateICmpEQ(count, i64(0)), errBB_, ok);
+    b_.SetInsertPoint(ok);
+  }
+  llvm::Type *et = elementType(ctx_, dt);
+  // Combine (acc, x) -> acc with the reference's rules.
+  auto better = [&](Value *xv, Value *acc) -> Value * {
+    bool mx = m.op != OpCode::Min;
+    if (!fl) return mx ? b_.CreateICmpSGT(xv, acc) : b_.CreateICmpSLT(xv, acc);
+    Value *c = mx ? b_.CreateFCmpOGT(xv, acc) : b_.CreateFCmpOLT(xv, acc);
+    // The first NaN wins and then stays.
+    return b_.CreateAnd(b_.CreateNot(b_.CreateFCmpUNO(acc, acc)), b_.CreateOr(c, b_.CreateFCmpUNO(xv, xv)));
+  };
+  auto initFor = [&](unsigned ln) -> Value * {
+    if (m.op == OpCode::Sum || m.op == OpCode::Mean) return llvm::Constant::getNullValue(withLanes(et, ln));
+    bool mx = m.op != OpCode::Min;
+    Value *s = fl ? static_cast<Value *>(llvm::ConstantFP::getInfinity(et, mx))
+                  : static_cast<Value *>(mx ? llvm::ConstantInt::get(et, llvm::APInt::getSignedMinValue(et->getIntegerBitWidth()))
+                                            : llvm::ConstantInt::get(et, llvm::APInt::getSignedMaxValue(et->getIntegerBitWidth())));
+    return splat(s, ln);
+  };
+  // Vectorize the innermost reduced axis when it is the contiguous one and
+  // this point is computed alone.
+  const bool vecInner = lanes == 1 && !isArg && !axes.empty() && axes.back() == Rx - 1 && vf_ > 1 &&
+                        dt != DType::I1;
+  std::vector<Value *> acc = {initFor(lanes)};
+  if (isArg) acc.push_back(splat(i64(0), lanes));
+  std::function<std::vector<Value *>(size_t, std::vector<Value *>)> nest =
+      [&](size_t level, std::vector<Value *> in) -> std::vector<Value *> {
+    size_t a = axes[level];
+    bool last = level + 1 == axes.size();
+    auto step = [&](Value *iv, const std::vector<Value *> &cur, unsigned ln) -> std::vector<Value *> {
+      xi[a] = {iv, i64(ln > 1 ? 1 : 0)};
+      if (!last) return nest(level + 1, cur);
+      Value *xv = emitValue(x, xi, ln);
+      if (m.op == OpCode::Sum || m.op == OpCode::Mean)
+        return {fl ? b_.CreateFAdd(cur[0], xv) : b_.CreateAdd(cur[0], xv)};
+      Value *bt = better(xv, cur[0]);
+      std::vector<Value *> r = {b_.CreateSelect(bt, xv, cur[0])};
+      if (isArg) r.push_back(b_.CreateSelect(bt, splat(iv, ln), cur[1]));
+      return r;
+    };
+    if (!(last && vecInner))
+      return forLoopCarried(i64(0), dims_[x][a], i64(1), in, "red",
+                            [&](Value *iv, const std::vector<Value *> &cur) { return step(iv, cur, lanes); });
+    // Vector body over n - n % VF, horizontal reduction, scalar tail.
+    Value *n = dims_[x][a];
+    Value *nMain = b_.CreateSub(n, b_.CreateSRem(n, i64(vf_)));
+    std::vector<Value *> vacc = forLoopCarried(i64(0), nMain, i64(vf_), {initFor(vf_)}, "redv",
+                                               [&](Value *iv, const std::vector<Value *> &cur) { return step(iv, cur, vf_); });
+    Value *h;
+    if (m.op == OpCode::Sum || m.op == OpCode::Mean) {
+      if (fl) {
+        llvm::FastMathFlags fmf;
+        fmf.setAllowReassoc();
+        h = b_.CreateFAddReduce(llvm::ConstantFP::get(et, 0.0), vacc[0]);
+        llvm::cast<llvm::Instruction>(h)->setFastMathFlags(fmf);
+        h = b_.CreateFAdd(in[0], h);
+      } else {
+        h = b_.CreateAdd(in[0], b_.CreateAddReduce(vacc[0]));
+      }
+    } else {
+      // Lane by lane with the scalar rule (keeps NaN and tie behaviour).
+      h = in[0];
+      for (unsigned l = 0; l < vf_; ++l) {
+        Value *xv = b_.CreateExtractElement(vacc[0], l);
+        h = b_.CreateSelect(better(xv, h), xv, h);
+      }
+    }
+    return forLoopCarried(nMain, n, i64(1), {h}, "redt",
+                          [&](Value *iv, const std::vector<Value *> &cur) { return step(iv, cur, 1); });
+  };
+  if (axes.empty()) return emitCast(b_, emitValue(x, xi, lanes), dt, vi.dtype);
+  std::vector<Value *> r = nest(0, acc);
+  if (isArg) return r[1];
+  if (m.op == OpCode::Mean) {
+    Value *c = b_.CreateSIToFP(count, et);
+    return b_.CreateFDiv(r[0], splat(c, lanes));
+  }
+  return r[0];
+}
+
+Value *KernelLowering::emitMatMul(uint32_t v, const vm::KernelDesc::Member &m, const Index &idx,
+                                  unsigned lanes) {
+  uint32_t a = m.operands[0], bb = m.operands[1];
+  bool ta = m.attrs[0].getBool(), tb = m.attrs[1].getBool();
+  const size_t R = idx.size();
+  const DType dt = vals_[v].dtype;
+  const bool fl = isFloat(dt);
+  // Batch dimensions broadcast like element-wise operands.
+  Index batch(idx.begin(), idx.end() - 2);
+  auto operandIndex = [&](uint32_t o, Ix row, Ix col, bool t) {
+    Index bi;
+    const auto &od = vals_[o].dims;
+    for (size_t d = 0; d + 2 < R; ++d) {
+      if (od[d] == 1) bi.push_back({i64(0), i64(0)});
+      else if (od[d] != kDynamic) bi.push_back(batch[d]);
+      else {
+        Value *one = b_.CreateICmpEQ(dims_[o][d], i64(1));
+        bi.push_back({b_.CreateSelect(one, i64(0), batch[d].base), selectZero(one, batch[d].coeff)});
+      }
+    }
+    if (t) std::swap(row, col);
+    bi.push_back(row);
+    bi.push_back(col);
+    return bi;
+  };
+  Value *K = ta ? dims_[a][R - 2] : dims_[a][R - 1];
+  const Ix i = idx[R - 2], j = idx[R - 1];
+  auto step = [&](Value *kv, Value *acc, unsigned ln, bool kLanes) {
+    Ix k = {kv, i64(kLanes ? 1 : 0)};
+    Value *x = emitValue(a, operandIndex(a, i, k, ta), ln);
+    Value *y = emitValue(bb, operandIndex(bb, k, j, tb), ln);
+    return fl ? b_.CreateFAdd(acc, b_.CreateFMul(x, y)) : b_.CreateAdd(acc, b_.CreateMul(x, y));
+  };
+  llvm::Type *et = elementType(ctx_, dt);
+  Value *zero = llvm::Constant::getNullValue(et);
+  if (lanes == 1 && !ta && vf_ > 1) {
+    // One output point; the contracted axis is contiguous in lhs (and in rhs
+    // when tb): vector accumulators over k, then a horizontal sum.
+    Value *kMain = b_.CreateSub(K, b_.CreateSRem(K, i64(vf_)));
+    std::vector<Value *> vacc = forLoopCarried(i64(0), kMain, i64(vf_), {splat(zero, vf_)}, "dotv",
+                                               [&](Value *kv, const std::vector<Value *> &c) {
+                                                 return std::vector<Value *>{step(kv, c[0], vf_, true)};
+                                               });
+    Value *h;
+    if (fl) {
+      h = b_.CreateFAddReduce(llvm::ConstantFP::get(et, 0.0), vacc[0]);
+      llvm::FastMathFlags fmf;
+      fmf.setAllowReassoc();
+      llvm::cast<llvm::Instruction>(h)->setFastMathFlags(fmf);
+    } else {
+      h = b_.CreateAddReduce(vacc[0]);
+    }
+    return forLoopCarried(kMain, K, i64(1), {h}, "dott", [&](Value *kv, const std::vector<Value *> &c) {
+      return std::vector<Value *>{step(kv, c[0], 1, false)};
+    })[0];
+  }
+  return forLoopCarried(i64(0), K, i64(1), {splat(zero, lanes)}, "dot",
+                        [&](Value *kv, const std::vector<Value *> &c) {
+                          return std::vector<Value *>{step(kv, c[0], lanes, false)};
+                        })[0];
+}
+
+//===-- Stages -------------------------------------------------------------===//
+
+// Whether the value's inline expression contains a reduction that prefers
+// computing one output point at a time (contiguous innermost reduced axis).
+bool KernelLowering::prefersScalarPoints(uint32_t v) {
+  if (v < k_.numInputs || data_[v]) return false;
+  const auto &m = k_.members[static_cast<size_t>(vals_[v].member)];
+  switch (m.op) {
+  case OpCode::MatMul: case OpCode::BatchMatMul: return !m.attrs[0].getBool();
+  case OpCode::Sum: case OpCode::Mean: case OpCode::Max: case OpCode::Min: {
+    const auto &axes = m.attrs[0].getInts();
+    int64_t rx = static_cast<int64_t>(vals_[m.operands[0]].dims.size());
+    if (axes.empty()) return true;
+    for (int64_t a : axes)
+      if (normAxis(a, rx) == rx - 1) return true;
+    return false;
+  }
+  default: break;
+  }
+  for (uint32_t o : m.operands)
+    if (prefersScalarPoints(o)) return true;
+  return false;
+}
+
+unsigned KernelLowering::stageLanes(uint32_t v) {
+  if (vf_ <= 1 || vals_[v].dims.empty()) return 1;
+  return prefersScalarPoints(v) ? 1 : vf_;
+}
+
+void KernelLowering::emitStage(uint32_t v, const std::vector<Value *> &dests) {
+  const size_t R = vals_[v].dims.size();
+  unsigned lanes = stageLanes(v);
+  Index idx(R);
+  auto point = [&](unsigned ln) {
+    Value *val = emitValue(v, idx, ln);
+    for (Value *d : dests) store(v, d, idx, val, ln);
+  };
+  std::function<void(size_t)> nest = [&](size_t d) {
+    if (d + 1 < R) {
+      forLoop(i64(0), dims_[v][d], i64(1), "i", [&](Value *iv) {
+        idx[d] = {iv, i64(0)};
+        nest(d + 1);
+      });
+      return;
+    }
+    Value *n = dims_[v][d];
+    if (lanes == 1) {
+      forLoop(i64(0), n, i64(1), "j", [&](Value *iv) {
+        idx[d] = {iv, i64(0)};
+        point(1);
+      });
+      return;
+    }
+    Value *rem = b_.CreateSRem(n, i64(lanes));
+    Value *nMain = b_.CreateSub(n, rem);
+    auto inner = [&] {
+      forLoop(i64(0), nMain, i64(lanes), "jv", [&](Value *iv) {
+        idx[d] = {iv, i64(1)};
+        point(lanes);
+      });
+      // Residue dispatch: one variant per residue, each a constant-count loop.
+      llvm::BasicBlock *after = llvm::BasicBlock::Create(ctx_, "residue.done", fn_);
+      llvm::SwitchInst *sw = b_.CreateSwitch(rem, after, lanes - 1);
+      for (unsigned r = 1; r < lanes; ++r) {
+        llvm::BasicBlock *cs = llvm::BasicBlock::Create(ctx_, "residue." + std::to_string(r), fn_);
+        sw->addCase(b_.getInt64(r), cs);
+        b_.SetInsertPoint(cs);
+        forLoop(nMain, b_.CreateAdd(nMain, i64(r)), i64(1), "jr", [&](Value *iv) {
+          idx[d] = {iv, i64(0)};
+          point(1);
+        });
+        b_.CreateBr(after);
+      }
+      b_.SetInsertPoint(after);
+    };
+    // The speculative version first (no run-time broadcasting along this
+    // axis), then, if it assumed anything, the general one and the guard.
+    llvm::BasicBlock *guard = llvm::BasicBlock::Create(ctx_, "bcast.guard", fn_);
+    llvm::BasicBlock *fast = llvm::BasicBlock::Create(ctx_, "bcast.none", fn_);
+    llvm::BasicBlock *join = llvm::BasicBlock::Create(ctx_, "bcast.join", fn_);
+    b_.CreateBr(guard);
+    b_.SetInsertPoint(fast);
+    speculating_ = true;
+    assumptions_.clear();
+    inner();
+    speculating_ = false;
+    b_.CreateBr(join);
+    std::vector<std::pair<Value *, Value *>> assumed = std::move(assumptions_);
+    assumptions_.clear();
+    llvm::IRBuilder<> gb(guard);
+    if (assumed.empty()) {
+      gb.CreateBr(fast);
+    } else {
+      llvm::BasicBlock *general = llvm::BasicBlock::Create(ctx_, "bcast.any", fn_);
+      Value *ok = gb.getTrue();
+      for (auto &[a, c] : assumed) ok = gb.CreateAnd(ok, gb.CreateICmpEQ(a, c));
+      gb.CreateCondBr(ok, fast, general);
+      b_.SetInsertPoint(general);
+      inner();
+      b_.CreateBr(join);
+    }
+    b_.SetInsertPoint(join);
+  };
+  if (R == 0) {
+    point(1);
+    return;
+  }
+  nest(0);
+}
+
+// softmax and layer_norm: per row (all axes but one), three passes in
+// double like the reference (vm/kernels/Normalize.cpp).
+void KernelLowering::emitRowStage(uint32_t v, Value *dest) {
+  const auto &m = k_.members[static_cast<size_t>(vals_[v].member)];
+  uint32_t x = m.operands[0];
+  const size_t R = vals_[v].dims.size();
+  int64_t axis = m.op == OpCode::Softmax ? normAxis(m.attrs[0].getInt(), static_cast<int64_t>(R))
+                                         : static_cast<int64_t>(R) - 1;
+  llvm::Type *et = elementType(ctx_, vals_[v].dtype);
+  llvm::Type *dt = b_.getDoubleTy();
+  Index idx(R);
+  auto at = [&](Value *j) {
+    idx[axis] = {j, i64(0)};
+    return b_.CreateFPExt(emitValue(x, idx, 1), dt);
+  };
+  Value *n = dims_[x][axis];
+  std::function<void(size_t)> rows = [&](size_t d) {
+    if (d < R) {
+      if (static_cast<int64_t>(d) == axis) return rows(d + 1);
+      forLoop(i64(0), dims_[v][d], i64(1), "row", [&](Value *iv) {
+        idx[d] = {iv, i64(0)};
+        rows(d + 1);
+      });
+      return;
+    }
+    if (m.op == OpCode::Softmax) {
+      Value *mx = forLoopCarried(i64(0), n, i64(1), {llvm::ConstantFP::getInfinity(dt, true)}, "smax",
+                                 [&](Value *j, const std::vector<Value *> &c) {
+                                   Value *xv = at(j);
+                                   return std::vector<Value *>{b_.CreateSelect(b_.CreateFCmpOGT(xv, c[0]), xv, c[0])};
+                                 })[0];
+      Value *sum = forLoopCarried(i64(0), n, i64(1), {llvm::ConstantFP::get(dt, 0.0)}, "ssum",
+                                  [&](Value *j, const std::vector<Value *> &c) {
+                                    Value *e = emitLibmCall(b_, "exp", "exp", {b_.CreateFSub(at(j), mx)});
+                                    return std::vector<Value *>{b_.CreateFAdd(c[0], e)};
+                                  })[0];
+      forLoop(i64(0), n, i64(1), "snorm", [&](Value *j) {
+        Value *e = emitLibmCall(b_, "exp", "exp", {b_.CreateFSub(at(j), mx)});
+        store(v, dest, idx, b_.CreateFPTrunc(b_.CreateFDiv(e, sum), et), 1);
+      });
+      return;
+    }
+    // layer_norm %x, %gamma, %beta, eps
+    Value *dn = b_.CreateSIToFP(n, dt);
+    Value *mean = b_.CreateFDiv(forLoopCarried(i64(0), n, i64(1), {llvm::ConstantFP::get(dt, 0.0)}, "lmean",
+                                               [&](Value *j, const std::vector<Value *> &c) {
+                                                 return std::vector<Value *>{b_.CreateFAdd(c[0], at(j))};
+                                               })[0],
+                                dn);
+    Value *var = b_.CreateFDiv(forLoopCarried(i64(0), n, i64(1), {llvm::ConstantFP::get(dt, 0.0)}, "lvar",
+                                              [&](Value *j, const std::vector<Value *> &c) {
+                                                Value *dlt = b_.CreateFSub(at(j), mean);
+                                                return std::vector<Value *>{b_.CreateFAdd(c[0], b_.CreateFMul(dlt, dlt))};
+                                              })[0],
+                               dn);
+    Value *eps = llvm::ConstantFP::get(dt, m.attrs[0].getFloat());
+    Value *inv = b_.CreateFDiv(llvm::ConstantFP::get(dt, 1.0),
+                               b_.CreateIntrinsic(llvm::Intrinsic::sqrt, {dt}, {b_.CreateFAdd(var, eps)}));
+    forLoop(i64(0), n, i64(1), "lnorm", [&](Value *j) {
+      Value *xv = at(j);
+      Index gi = {Ix{j, i64(0)}};
+      Value *g = b_.CreateFPExt(emitValue(m.operands[1], gi, 1), dt);
+      Value *bt = b_.CreateFPExt(emitValue(m.operands[2], gi, 1), dt);
+      Value *y = b_.CreateFAdd(b_.CreateFMul(b_.CreateFMul(b_.CreateFSub(xv, mean), inv), g), bt);
+      store(v, dest, idx, b_.CreateFPTrunc(y, et), 1);
+    });
+  };
+  rows(0);
+}
+
+llvm::Function *KernelLowering::emit(const std::string &symbol) {
+  llvm::Type *ptr = llvm::PointerType::get(ctx_, 0);
+  bufTy_ = llvm::StructType::get(ctx_, {ptr, ptr, ptr, b_.getInt32Ty(), b_.getInt32Ty()});
+  auto *fty = llvm::FunctionType::get(b_.getInt32Ty(), {ptr, b_.getInt32Ty(), ptr}, false);
+  fn_ = llvm::Function::Create(fty, llvm::GlobalValue::ExternalLinkage, symbol, mod_);
+  fn_->addFnAttr(llvm::Attribute::NoUnwind);
+  bufs_ = fn_->getArg(0);
+  fn_->getArg(0)->setName("bufs");
+  fn_->getArg(2)->setName("ctx");
+  llvm::BasicBlock *entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+  llvm::BasicBlock *okExit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
+  errBB_ = llvm::BasicBlock::Create(ctx_, "error", fn_);
+  b_.SetInsertPoint(entry);
+  loadShapes();
+  llvm::FunctionCallee mallocFn =
+      mod_.getOrInsertFunction("malloc", llvm::FunctionType::get(ptr, {b_.getInt64Ty()}, false));
+  llvm::FunctionCallee freeFn =
+      mod_.getOrInsertFunction("free", llvm::FunctionType::get(b_.getVoidTy(), {ptr}, false));
+  // Output descriptors follow the value descriptors.
+  std::vector<std::vector<Value *>> outDests(vals_.size());
+  for (size_t o = 0; o < k_.outputs.size(); ++o)
+    outDests[k_.outputs[o]].push_back(bufField(static_cast<unsigned>(vals_.size() + o), 0));
+  // Outputs that are inputs are copies; then each stored member in order.
+  for (uint32_t v = 0; v < k_.numInputs; ++v)
+    if (!outDests[v].empty()) emitStage(v, outDests[v]);
+  for (uint32_t v = k_.numInputs; v < vals_.size(); ++v) {
+    if (outDests[v].empty() && !materialize_[v]) continue;
+    std::vector<Value *> dests = outDests[v];
+    if (dests.empty()) {
+      llvm::Type *mt = memoryType(ctx_, vals_[v].dtype);
+      Value *bytes = b_.CreateMul(numElements(v), i64(mt->getPrimitiveSizeInBits() / 8));
+      llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      llvm::AllocaInst *slot = eb.CreateAlloca(ptr);
+      eb.CreateStore(llvm::ConstantPointerNull::get(llvm::PointerType::get(ctx_, 0)), slot);
+      temps_.push_back(slot);
+      Value *mem = b_.CreateCall(mallocFn, {b_.CreateAdd(bytes, i64(1))});
+      b_.CreateStore(mem, slot);
+      llvm::BasicBlock *ok = llvm::BasicBlock::Create(ctx_, "alloc.ok", fn_);
+      b_.CreateCondBr(b_.CreateIsNull(mem), errBB_, ok);
+      b_.SetInsertPoint(ok);
+      dests.push_back(mem);
+    }
+    OpCode op = k_.members[static_cast<size_t>(vals_[v].member)].op;
+    if (op == OpCode::Softmax || op == OpCode::LayerNorm) {
+      emitRowStage(v, dests[0]);
+      for (size_t i = 1; i < dests.size(); ++i) {
+        data_[v] = dests[0];
+        emitStage(v, {dests[i]});
+      }
+    } else {
+      emitStage(v, dests);
+    }
+    data_[v] = dests[0];
+  }
+  b_.CreateBr(okExit);
+  auto freeTemps = [&](llvm::BasicBlock *bb, int32_t rc) {
+    b_.SetInsertPoint(bb);
+    for (llvm::AllocaInst *slot : temps_) b_.CreateCall(freeFn, {b_.CreateLoad(ptr, slot)});
+    b_.CreateRet(b_.getInt32(rc));
+  };
+  freeTemps(okExit, 0);
+  freeTemps(errBB_, 1);
+  return fn_;
+}
+
+} // namespace
+
+std::string kernelSymbol(size_t index, const std::string &name) {
+  std::string s = "nimble_k" + std::to_string(index) + "_";
+  for (char c : name) s += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+  return s.substr(0, 200);
+}
+
+bool lowerKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function &f,
+                 unsigned vectorWidth, const std::string &symbol, std::string &reason) {
+  KernelLowering kl(mod, k, f, vectorWidth);
+  if (!kl.analyze(reason)) return false;
+  llvm::Function *fn = kl.emit(symbol);
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyFunction(*fn, &os)) {
+    reason = "internal error: the generated function is invalid: " + os.str();
+    fn->eraseFromParent();
+    return false;
+  }
+  return true;
+}
+
+} // namespace nimble::codegen

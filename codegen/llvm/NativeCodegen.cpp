@@ -1,0 +1,246 @@
+//===- NativeCodegen.cpp - Kernels to an object, the object to a shared object ---===//
+//
+// The driver of the kernel generator: one LLVM module for all the kernels of
+// an executable, optimised with the new pass manager at the chosen level,
+// compiled by an x86-64 TargetMachine for the chosen CPU, and linked by lld.
+//
+// Why lld as a library (liblld-19-dev) rather than the system linker: the
+// compiler then needs no binutils and no temporary file visible to anyone
+// but itself, links in milliseconds, and produces the same bytes on every
+// machine; the object has no dependency beyond libc and libm symbols, which
+// nimble-run already has loaded when it maps it (docs/codegen.md).
+//
+// The CPU: --mcpu (default: the host's, as LLVM's sys::getHostCPUName sees
+// it) and --mattr; the features actually enabled are recorded in the .nbc so
+// that nimble-run can refuse, in one line, to map code its CPU cannot run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/llvm/NativeCodegen.h"
+
+#include "codegen/llvm/KernelGen.h"
+#include "passes/Analysis.h"
+
+#include <lld/Common/Driver.h>
+#include <llvm/ADT/SmallString.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/SubtargetFeature.h>
+#include <llvm/TargetParser/Triple.h>
+
+#include <mutex>
+
+LLD_HAS_DRIVER(elf)
+
+namespace nimble::codegen {
+
+namespace {
+
+void initLLVM() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeX86TargetInfo();
+    LLVMInitializeX86Target();
+    LLVMInitializeX86TargetMC();
+    LLVMInitializeX86AsmPrinter();
+  });
+}
+
+// The features a TargetMachine for `cpu` + `attrs` enables that nimble-run
+// checks at load (the ISA extensions that change which instructions exist).
+std::vector<std::string> recordedFeatures(const llvm::TargetMachine &tm, const std::string &cpu) {
+  static const char *const kChecked[] = {"sse4.2", "avx",      "avx2",     "fma",      "f16c",
+                                         "bmi",    "bmi2",     "avx512f",  "avx512bw", "avx512dq",
+                                         "avx512vl", "avx512vnni", "avx512bf16", "amx-tile"};
+  llvm::StringMap<bool> host;
+  std::vector<std::string> out;
+  const llvm::MCSubtargetInfo *sti = tm.getMCSubtargetInfo();
+  for (const char *f : kChecked)
+    if (sti->checkFeatures(std::string("+") + f)) out.push_back(f);
+  (void)cpu;
+  (void)host;
+  return out;
+}
+
+unsigned vectorWidthFor(const std::vector<std::string> &features) {
+  for (const std::string &f : features)
+    if (f == "avx512f") return 16;
+  for (const std::string &f : features)
+    if (f == "avx") return 8;
+  return 4; // SSE
+}
+
+bool linkSharedObject(const std::vector<uint8_t> &object, std::vector<uint8_t> &so,
+                      std::string &error) {
+  llvm::SmallString<128> dir;
+  if (auto ec = llvm::sys::fs::createUniqueDirectory("nimblec-link", dir)) {
+    error = "cannot create a temporary directory for the linker: " + ec.message();
+    return false;
+  }
+  std::string in = (dir + "/kernels.o").str(), out = (dir + "/kernels.so").str();
+  bool ok = false;
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(in, ec);
+    if (ec) {
+      error = "cannot write " + in + ": " + ec.message();
+    } else {
+      os.write(reinterpret_cast<const char *>(object.data()), object.size());
+      os.close();
+      // -shared, no soname, no undefined-symbol check (libc/libm symbols are
+      // resolved by the dynamic loader in nimble-run), symbols hashed both
+      // ways, no build-id: the bytes depend only on the object.
+      const char *args[] = {"ld.lld",         "-shared",         "--hash-style=both", "-z",
+                            "noexecstack",    "--build-id=none", "-O1",               in.c_str(),
+                            "-o",             out.c_str()};
+      std::string diag;
+      llvm::raw_string_ostream errOS(diag), outOS(diag);
+      lld::Result r = lld::lldMain(args, outOS, errOS, {{lld::Gnu, &lld::elf::link}});
+      if (r.retCode != 0) {
+        error = "lld failed: " + errOS.str();
+      } else if (auto buf = llvm::MemoryBuffer::getFile(out)) {
+        so.assign((*buf)->getBufferStart(), (*buf)->getBufferEnd());
+        ok = true;
+      } else {
+        error = "cannot read the linked object " + out;
+      }
+    }
+  }
+  llvm::sys::fs::remove(in);
+  llvm::sys::fs::remove(out);
+  llvm::sys::fs::remove(dir);
+  return ok;
+}
+
+} // namespace
+
+std::string hostCPUName() { return llvm::sys::getHostCPUName().str(); }
+
+bool generateNativeKernels(const ir::Module &m, vm::Executable &exe, const NativeOptions &opts,
+                           bool link, NativeResult &out, std::string &error) {
+  initLLVM();
+  llvm::Triple triple("x86_64-unknown-linux-gnu");
+  std::string lookupError;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple.str(), lookupError);
+  if (!target) {
+    error = "LLVM has no x86-64 target: " + lookupError;
+    return false;
+  }
+  std::string cpu = opts.cpu.empty() ? hostCPUName() : opts.cpu;
+  std::string attrs = opts.attrs;
+  if (opts.cpu.empty() && opts.attrs.empty()) {
+    // The host: its CPU name plus the features it really has (a CPU name
+    // alone over-promises on virtual machines that mask AVX-512).
+    llvm::SubtargetFeatures f;
+    for (const auto &kv : llvm::sys::getHostCPUFeatures()) f.AddFeature(kv.first(), kv.second);
+    attrs = f.getString();
+  }
+  {
+    // An unknown --mcpu is a user error (LLVM would only warn on stderr).
+    std::unique_ptr<llvm::MCSubtargetInfo> probe(target->createMCSubtargetInfo(triple.str(), "", ""));
+    if (!opts.cpu.empty() && !probe->isCPUStringValid(opts.cpu)) {
+      error = "unknown --mcpu '" + opts.cpu + "' (try e.g. znver3, znver4, skylake-avx512, x86-64-v3)";
+      return false;
+    }
+  }
+  llvm::TargetOptions to;
+  auto level = opts.optLevel <= 0 ? llvm::CodeGenOptLevel::None
+               : opts.optLevel == 1 ? llvm::CodeGenOptLevel::Less
+               : opts.optLevel == 2 ? llvm::CodeGenOptLevel::Default
+                                    : llvm::CodeGenOptLevel::Aggressive;
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple.str(), cpu, attrs, to, llvm::Reloc::PIC_, llvm::CodeModel::Small, level));
+  if (!tm) {
+    error = "cannot create an LLVM target machine for cpu '" + cpu + "'";
+    return false;
+  }
+  std::vector<std::string> features = recordedFeatures(*tm, cpu);
+  unsigned vf = vectorWidthFor(features);
+
+  llvm::LLVMContext ctx;
+  auto mod = std::make_unique<llvm::Module>("nimble_kernels", ctx);
+  mod->setTargetTriple(triple.str());
+  mod->setDataLayout(tm->createDataLayout());
+
+  vm::NativeCode native;
+  native.triple = triple.str();
+  native.cpu = cpu;
+  native.features = features;
+  for (size_t i = 0; i < exe.kernels.size(); ++i) {
+    const vm::KernelDesc &k = exe.kernels[i];
+    const ir::Function *f = m.lookupFunction(k.name);
+    std::string reason;
+    std::string sym = kernelSymbol(i, k.name);
+    if (!f) {
+      reason = "no primitive function @" + k.name;
+    } else if (lowerKernel(*mod, k, *f, vf, sym, reason)) {
+      native.entries.push_back({static_cast<uint32_t>(i), sym});
+      ++out.nativeKernels;
+      continue;
+    }
+    ++out.referenceKernels;
+    out.reasons.push_back({k.name, reason});
+  }
+
+  // Optimise (the new pass manager's default pipeline at the level).
+  {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb(tm.get());
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::OptimizationLevel ol = opts.optLevel <= 0   ? llvm::OptimizationLevel::O0
+                                 : opts.optLevel == 1 ? llvm::OptimizationLevel::O1
+                                 : opts.optLevel == 2 ? llvm::OptimizationLevel::O2
+                                                      : llvm::OptimizationLevel::O3;
+    llvm::ModulePassManager mpm = ol == llvm::OptimizationLevel::O0
+                                      ? pb.buildO0DefaultPipeline(ol)
+                                      : pb.buildPerModuleDefaultPipeline(ol);
+    mpm.run(*mod, mam);
+  }
+  {
+    std::string err;
+    llvm::raw_string_ostream os(err);
+    if (llvm::verifyModule(*mod, &os)) {
+      error = "internal error: the optimised kernel module is invalid: " + os.str();
+      return false;
+    }
+  }
+  {
+    llvm::raw_string_ostream os(out.llvmIR);
+    mod->print(os, nullptr);
+  }
+  {
+    llvm::SmallVector<char, 0> buf;
+    llvm::raw_svector_ostream os(buf);
+    llvm::legacy::PassManager pm;
+    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {
+      error = "LLVM cannot emit an object for this target";
+      return false;
+    }
+    pm.run(*mod);
+    out.object.assign(buf.begin(), buf.end());
+  }
+  if (!link || native.entries.empty()) return true;
+  if (!linkSharedObject(out.object, native.object, error)) return false;
+  exe.native = std::move(native);
+  return true;
+}
+
+} // namespace nimble::codegen

@@ -1,0 +1,63 @@
+//===- NativeKernels.h - Mapping and calling a .nbc's native kernels -*- C++ -*-===//
+//
+// The runtime half of kernel objects (docs/codegen.md, docs/VM.md): the
+// shared object of an executable's native-code section is written to an
+// anonymous memory file (memfd_create) and mapped with dlopen, so nothing is
+// left on disk; its symbols are resolved against the kernel table once, at
+// load. Native code is trusted code, like a shared library: the verifier has
+// checked the table (indices, names, sizes), this loader checks what the
+// object claims (ELF class and machine, every symbol present) and that this
+// CPU has every feature the code was compiled for. When any of that fails the
+// program still runs, on the reference kernels, after one line saying why.
+// `--kernels=reference` never maps the object at all.
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_VM_NATIVEKERNELS_H
+#define NIMBLE_VM_NATIVEKERNELS_H
+
+#include "vm/Executable.h"
+#include "vm/Kernel.h"
+#include "vm/KernelABI.h"
+
+#include <string>
+#include <vector>
+
+namespace nimble::vm {
+
+class NativeKernels {
+public:
+  NativeKernels() = default;
+  NativeKernels(const NativeKernels &) = delete;
+  NativeKernels &operator=(const NativeKernels &) = delete;
+  ~NativeKernels();
+
+  /// Maps exe.native. Returns false with a one-line reason when the code
+  /// cannot be used here (the caller then runs reference kernels); true (with
+  /// nothing mapped) when the executable has no native code.
+  bool load(const Executable &exe, std::string &reason);
+  /// The native entry of kernel `k`, or null.
+  nimble_kernel_fn get(uint32_t k) const { return k < fns_.size() ? fns_[k] : nullptr; }
+  size_t count() const;
+
+private:
+  void *handle_ = nullptr;
+  std::vector<nimble_kernel_fn> fns_;
+};
+
+/// Whether this CPU (and OS) supports feature `name` as LLVM spells it
+/// ("avx2", "avx512f", ...); false for names it does not know.
+bool cpuHasFeature(const std::string &name);
+
+/// Runs kernel `k` through its native entry `fn`: first the members' shape
+/// functions on the actual shapes (the checks the compiler deferred, as the
+/// reference path does), then one call with a descriptor per value and per
+/// output (vm/KernelABI.h). `*rerun` is set when the native code reported an
+/// error or could not take the call: the caller then runs the reference
+/// kernel, which reports the exact message.
+Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vector<Tensor *> &ins,
+                       const std::vector<Tensor *> &outs, KernelContext &ctx,
+                       size_t *failedMember, bool *rerun);
+
+} // namespace nimble::vm
+
+#endif // NIMBLE_VM_NATIVEKERNELS_H
