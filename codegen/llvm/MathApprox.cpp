@@ -17,7 +17,7 @@
 //            halves so that results in the subnormal range round once.
 //            Overflow to +inf above 88.72284, 0 below -103.97208, NaN stays.
 //   tanh(x): |x| < 0.625: x + x z P(z), z = x^2 (Cephes tanhf); otherwise
-//            sign(x) (1 - 2 / (exp(2|x|) + 1)).
+//            1 - 2 / (exp(2|x|) + 1); then the sign of x (copysign).
 //   sigmoid: e = exp(-|x|); x >= 0 ? 1 / (1 + e) : e / (1 + e), the
 //            reference's two branches without a branch.
 //
@@ -94,8 +94,10 @@ Value *emitTanh(llvm::IRBuilder<> &b, Value *x) {
   // Large: 1 - 2 / (exp(2|x|) + 1), with the sign of x.
   Value *e = emitExp(b, b.CreateFMul(ax, constLike(x, 2.0)));
   Value *large = b.CreateFSub(constLike(x, 1.0), b.CreateFDiv(constLike(x, 2.0), b.CreateFAdd(e, constLike(x, 1.0))));
-  large = b.CreateIntrinsic(llvm::Intrinsic::copysign, {t}, {large, x});
-  return b.CreateSelect(b.CreateFCmpOLT(ax, constLike(x, 0.625)), small, large);
+  // tanh is odd: the sign of x, exactly (also for -0, where the polynomial's
+  // sum of +0 and -0 would give +0).
+  Value *r = b.CreateSelect(b.CreateFCmpOLT(ax, constLike(x, 0.625)), small, large);
+  return b.CreateIntrinsic(llvm::Intrinsic::copysign, {t}, {r, x});
 }
 
 Value *emitSigmoid(llvm::IRBuilder<> &b, Value *x) {

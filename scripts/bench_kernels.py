@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Native kernels, measured side by side in one run (docs/codegen.md, perf.md).
+
+    /usr/bin/python3 scripts/bench_kernels.py [--reps N] [--mcpu CPU] [--nimblec P] [--nimble-run P]
+
+Prints, on this machine (CPU model and features in the header):
+
+1. Memory bandwidth, STREAM-style, with numpy on one thread: copy (2 streams)
+   and add (3 streams) over 256 MiB arrays; the best of --reps.
+2. Symbolic vs static: the same fused element-wise group (an LSTM-style gate:
+   add, sigmoid, tanh, mul) compiled once with a static length and once with
+   `?`, run on the same lengths, which are and are not multiples of the vector
+   width. Ratio symbolic / static of the median latency (goal: <= 1.05).
+3. Native vs reference on the same kernels, and the effective GB/s of the
+   large ones (bytes read and written / time) against the measured bandwidth.
+4. The GEMV of the LSTM (1x512 . 512x2048, a 4 MiB f32 weight): native vs
+   reference, GB/s of the weight stream.
+
+Kernel times come from nimble-run --profile over --benchmark runs (total
+kernel time / runs; 1 microsecond resolution over all runs); the whole call's
+median, which adds the VM's work around the kernel, is shown beside it.
+Threads: nimble-run uses one (its default); numpy's elementwise loops are
+single-threaded (OPENBLAS_NUM_THREADS etc. are set to 1 anyway).
+"""
+
+import argparse
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = "1"
+
+import numpy as np  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+GATE = """func @main(%x: tensor<{n}xf32>, %h: tensor<{n}xf32>) -> tensor<{n}xf32> {{
+  %s = add %x, %h
+  %i = sigmoid %s
+  %t = tanh %h
+  %c = mul %i, %t
+  ret %c
+}}
+"""
+
+GEMV = """func @main(%x: tensor<1x512xf32>, %w: tensor<2048x512xf32>) -> tensor<1x2048xf32> {
+  %y = matmul %x, %w, transpose_b=true
+  ret %y
+}
+"""
+
+
+def cpu_header():
+    model = "unknown"
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model == "unknown":
+                    model = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    isa = [f for f in ("avx2", "fma", "avx512f", "amx_tile") if f in flags]
+    return "%s; %s; %d cores; %s" % (model, " ".join(isa) or "no AVX2", os.cpu_count(), platform.machine())
+
+
+def bandwidth(reps):
+    n = 256 * 1024 * 1024 // 4
+    a = np.ones(n, np.float32)
+    b = np.ones(n, np.float32)
+    c = np.ones(n, np.float32)
+    copy = add = 0.0
+    for _ in range(reps):
+        t = time.perf_counter()
+        np.copyto(a, b)
+        copy = max(copy, 2 * a.nbytes / (time.perf_counter() - t) / 1e9)
+        t = time.perf_counter()
+        np.add(b, c, out=a)
+        add = max(add, 3 * a.nbytes / (time.perf_counter() - t) / 1e9)
+    return copy, add
+
+
+def compile_nir(nimblec, text, path, kernels, mcpu):
+    nir = path + ".nir"
+    with open(nir, "w") as f:
+        f.write(text)
+    cmd = [nimblec, nir, "-o", path, "--kernels=" + kernels]
+    if mcpu and kernels == "native":
+        cmd.append("--mcpu=" + mcpu)
+    subprocess.run(cmd, check=True)
+    return path
+
+
+def timings(nimble_run, nbc, inputs, reps):
+    """(median ms per call, kernel ms per call) from --benchmark and --profile:
+    the first includes the VM's work around the kernels (allocation, shape
+    functions, dispatch), the second is the kernels' time alone."""
+    cmd = [nimble_run, nbc, "--benchmark=%d" % reps, "--profile"] + ["--input=@" + i for i in inputs]
+    p = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    median = float(re.search(r"median ([0-9.]+) ms", p.stdout).group(1))
+    runs = int(re.search(r"Kernel profile \((\d+) runs?\)", p.stderr).group(1))
+    kernels = float(re.search(r"Time split: kernels ([0-9.]+) ms", p.stderr).group(1))
+    return median, kernels / runs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--mcpu", default="")
+    ap.add_argument("--nimblec", default=os.path.join(REPO, "bazel-bin", "tools", "nimblec"))
+    ap.add_argument("--nimble-run", default=os.path.join(REPO, "bazel-bin", "tools", "nimble-run"))
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="nimble-bench-kernels-")
+    print("CPU: " + cpu_header())
+    print("load average before: %.2f" % os.getloadavg()[0])
+    copy, add = bandwidth(max(3, args.reps // 4))
+    print("bandwidth (numpy, 1 thread, 256 MiB): copy %.1f GB/s, add %.1f GB/s" % (copy, add))
+
+    rng = np.random.default_rng(0)
+    print("\ngate group (add, sigmoid, tanh, mul): kernel time per call in microseconds (whole call in"
+          " parentheses), symbolic/static and reference/native ratios of the kernel time:")
+    print("%9s %19s %19s %9s %19s %9s %8s" % ("n", "static", "symbolic", "sym/stat", "reference", "ref/sym", "GB/s"))
+    dyn = compile_nir(args.nimblec, GATE.format(n="?"), os.path.join(work, "gate_dyn.nbc"), "native", args.mcpu)
+    ref = compile_nir(args.nimblec, GATE.format(n="?"), os.path.join(work, "gate_ref.nbc"), "reference", "")
+    for n in (1, 15, 16, 17, 127, 128, 1000, 4096, 1 << 20, 1 << 24):
+        x = os.path.join(work, "x%d.npy" % n)
+        h = os.path.join(work, "h%d.npy" % n)
+        np.save(x, rng.standard_normal(n).astype(np.float32))
+        np.save(h, rng.standard_normal(n).astype(np.float32))
+        st = compile_nir(args.nimblec, GATE.format(n=n), os.path.join(work, "gate%d.nbc" % n), "native", args.mcpu)
+        reps = args.reps if n < (1 << 22) else max(3, args.reps // 5)
+        c_st, k_st = timings(args.nimble_run, st, [x, h], reps)
+        c_dyn, k_dyn = timings(args.nimble_run, dyn, [x, h], reps)
+        c_ref, k_ref = timings(args.nimble_run, ref, [x, h], max(3, reps // 2))
+        gbs = 3 * 4 * n / (k_dyn * 1e-3) / 1e9 if k_dyn > 0 else float("nan")
+        cell = lambda k, c: "%8.2f (%8.2f)" % (k * 1e3, c * 1e3)  # noqa: E731
+        ratio = lambda a, b: a / b if b > 0 else float("nan")  # noqa: E731
+        print("%9d %19s %19s %9.3f %19s %9.1f %8.2f" % (n, cell(k_st, c_st), cell(k_dyn, c_dyn),
+                                                      ratio(k_dyn, k_st), cell(k_ref, c_ref),
+                                                      ratio(k_ref, k_dyn), gbs))
+
+    print("\nGEMV 1x512 . (2048x512)^T (4 MiB weight, warm in cache across calls), kernel time per call:")
+    x = os.path.join(work, "gx.npy")
+    w = os.path.join(work, "gw.npy")
+    np.save(x, rng.standard_normal((1, 512)).astype(np.float32))
+    np.save(w, rng.standard_normal((2048, 512)).astype(np.float32))
+    nat = compile_nir(args.nimblec, GEMV, os.path.join(work, "gemv_nat.nbc"), "native", args.mcpu)
+    ref = compile_nir(args.nimblec, GEMV, os.path.join(work, "gemv_ref.nbc"), "reference", "")
+    _, t_nat = timings(args.nimble_run, nat, [x, w], args.reps)
+    _, t_ref = timings(args.nimble_run, ref, [x, w], max(3, args.reps // 4))
+    print("native %.4f ms (%.1f GB/s of weight, %.0f%% of numpy copy bandwidth), reference %.4f ms, "
+          "native speedup %.1fx" % (t_nat, 4 * 2048 * 512 / (t_nat * 1e-3) / 1e9,
+                                    100 * (4 * 2048 * 512 / (t_nat * 1e-3) / 1e9) / copy, t_ref, t_ref / t_nat))
+    print("load average after: %.2f" % os.getloadavg()[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

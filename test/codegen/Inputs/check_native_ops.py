@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Checks the native kernels of every op against numpy, with the cases of the
+reference kernels' checks (test/vm/Inputs/check_ops.py: seeded inputs over
+many shapes, rank 0, empty and size-1 broadcast dimensions, negative axes,
+every admitted dtype).
+
+    check_native_ops.py --nimblec P --nimble-run P --tmp DIR --group GROUP [--seed N] [--mcpu CPU]
+
+Each case becomes one function of one .nir module: its inputs as parameters,
+the op, its results returned. Even-numbered cases declare every dimension
+static, odd ones every dimension `?` (symbolic code: run-time dims, residue
+dispatch, speculative no-broadcast versions). The module is compiled once with
+`nimblec -O0 --kernels=native` (one kernel per op), each case run by
+nimble-run, and the outputs compared with numpy's as check_ops.py does (the
+same tolerances). Prints a summary
+with how many kernels were native; exits 1 on any mismatch.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "vm", "Inputs"))
+
+import check_ops  # noqa: E402
+from oplib import attr_text, compare  # noqa: E402
+
+NIR_DTYPE = {"bool": "i1", "int8": "i8", "int32": "i32", "int64": "i64", "float16": "f16",
+             "float32": "f32", "float64": "f64"}
+
+
+def nir_type(a, dt_name, dynamic):
+    dims = ["?" if dynamic else str(d) for d in a.shape]
+    return "tensor<%s>" % "x".join(dims + [dt_name])
+
+
+def usable(case):
+    # Error cases need no native check of their own: native code hands every
+    # error to the reference kernel (the e2e error tests run natively too).
+    return (case.error is None and not case.bf16 and all(not isinstance(x, str) for x in case.inputs)
+            and all(not isinstance(v, np.ndarray) for v in case.attrs.values())
+            and case.attrs.get("dtype") not in ("bf16", "f16")
+            # storage_size in a program is the VM's StorageSize instruction,
+            # not a kernel (and it takes i64 shapes only).
+            and case.op not in ("constant", "device_copy", "storage_size"))
+
+
+# Operands that are shapes: their length fixes the result's rank, so it stays
+# static even in the symbolic cases.
+SHAPE_OPERAND = {"dyn_reshape": 1, "zeros": 0, "full": 0}
+# Ops whose result shape comes from values (or a bound): `?` result dims.
+DATA_DEPENDENT = {"arange", "zeros", "full", "dyn_reshape", "unique", "nonzero"}
+
+
+def function_text(name, case, dynamic):
+    params = []
+    for k, x in enumerate(case.inputs):
+        a = np.asarray(x)
+        dyn = dynamic and SHAPE_OPERAND.get(case.op) != k
+        if case.op == "squeeze" and not case.attrs.get("axes"):
+            dyn = False  # squeeze without axes needs the static shape
+        params.append("%%in%d: %s" % (k, nir_type(a, NIR_DTYPE[a.dtype.name], dyn)))
+    nres = len(case.expected)
+    results = ", ".join("%%r%d" % i for i in range(nres))
+    rtypes = ", ".join(nir_type(np.asarray(e), NIR_DTYPE[np.asarray(e).dtype.name],
+                                dynamic or case.op in DATA_DEPENDENT)
+                       for e in case.expected)
+    operands = ", ".join("%%in%d" % k for k in range(len(case.inputs)))
+    attrs = "".join(", %s=%s" % (k, attr_text(v)) for k, v in case.attrs.items())
+    if attrs and not operands:
+        attrs = attrs[2:]
+    return "func @%s(%s) -> (%s) {\n  %s = %s %s%s\n  ret %s\n}\n" % (
+        name, ", ".join(params), rtypes, results, case.op, operands, attrs, results)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nimblec", required=True)
+    ap.add_argument("--nimble-run", required=True)
+    ap.add_argument("--tmp", required=True)
+    ap.add_argument("--group", required=True, choices=sorted(check_ops.GROUPS))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--mcpu", default="")
+    args = ap.parse_args()
+    os.makedirs(args.tmp, exist_ok=True)
+    cases = [c for c in check_ops.build(args.group, args.seed) if usable(c)]
+    text = []
+    dynamic = [i % 2 == 1 for i in range(len(cases))]
+    for i, c in enumerate(cases):
+        text.append(function_text("c%d" % i, c, dynamic[i]))
+    nir = os.path.join(args.tmp, "cases.nir")
+    with open(nir, "w") as f:
+        f.write("\n".join(text))
+    nbc = os.path.join(args.tmp, "cases.nbc")
+    cmd = [args.nimblec, "-O0", "--kernels=native", "--stats", nir, "-o", nbc]
+    if args.mcpu:
+        cmd.append("--mcpu=" + args.mcpu)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit("error: nimblec failed:\n" + p.stderr[-4000:])
+    m = re.search(r"native kernels: (\d+), reference kernels: (\d+)", p.stderr)
+    failures = 0
+    for i, c in enumerate(cases):
+        prefix = os.path.join(args.tmp, "c%d" % i)
+        run = [args.nimble_run, nbc, "--function=c%d" % i]
+        for k, x in enumerate(c.inputs):
+            path = "%s_in%d.npy" % (prefix, k)
+            np.save(path, np.array(x, order="C"))
+            run.append("--input=@" + path)
+        outs = ["%s_out%d.npy" % (prefix, k) for k in range(len(c.expected or []))]
+        run += ["--output=@" + o for o in outs]
+        r = subprocess.run(run, capture_output=True, text=True)
+        msg = None
+        if r.returncode != 0:
+            msg = "exit %d: %s" % (r.returncode, r.stderr.strip())
+        else:
+            for k, (want, path) in enumerate(zip(c.expected, outs)):
+                msg = compare(np.asarray(want), np.load(path), False)
+                if msg:
+                    msg = "output %d: %s" % (k, msg)
+                    break
+        if msg:
+            failures += 1
+            print("error: c%d %s (%s): %s\n  %s" % (i, c.describe(), "dynamic" if dynamic[i] else "static",
+                                                  msg, " ".join(run)))
+    print("%s: %d cases, %d failed; native kernels %s, reference kernels %s"
+          % (args.group, len(cases), failures, m.group(1) if m else "?", m.group(2) if m else "?"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
