@@ -128,6 +128,7 @@ private:
   // --- stages
   void emitStage(uint32_t v, const std::vector<Value *> &dests);
   void emitRowStage(uint32_t v, Value *dest); // softmax, layer_norm
+  bool emitMatMulStage(uint32_t v, Value *dest); // float matmul tiles
   unsigned stageLanes(uint32_t v);
   bool prefersScalarPoints(uint32_t v);
 
@@ -229,9 +230,11 @@ bool KernelLowering::analyze(std::string &reason) {
     for (const auto &mem : k_.members)
       for (uint32_t o : mem.operands) usedByMember |= o == v;
     if (!usedByMember) continue;
-    // matmul read once by an element-wise epilogue of its own shape stays
-    // inline (the fused bias / activation case); everything else is stored.
-    bool epilogue = (op == OpCode::MatMul || op == OpCode::BatchMatMul) && vi.uses == 1 &&
+    // An integer matmul read once by an element-wise epilogue of its own
+    // shape stays inline; float matmuls are stored by the register-blocked
+    // tile loops (emitMatMulStage) and their epilogue reads them back.
+    bool epilogue = (op == OpCode::MatMul || op == OpCode::BatchMatMul) && !isFloat(vi.dtype) &&
+                    vi.uses == 1 &&
                     vi.singleUser >= 0 &&
                     (opInfo(k_.members[vi.singleUser].op).fusion == FusionPattern::ElemWise ||
                      opInfo(k_.members[vi.singleUser].op).fusion == FusionPattern::Broadcast);
@@ -975,6 +978,164 @@ void KernelLowering::emitRowStage(uint32_t v, Value *dest) {
   rows(0);
 }
 
+// Register-blocked matmul (float): the output is covered by MR x NR tiles
+// whose accumulators live in registers for the whole k loop, so each loaded
+// operand element feeds several FMAs instead of one.
+//  * rhs not transposed (B[k, j] contiguous in j): outer-product tiles of
+//    MR rows x NV vectors of VF columns: per k, MR broadcasts of A, NV vector
+//    loads of B, MR * NV vector FMAs.
+//  * rhs transposed, lhs not (both contiguous in k, the x . W^T of every
+//    model here): dot-product tiles of MR rows x NC columns: per k step of VF,
+//    MR + NC vector loads, MR * NC vector FMAs, then MR * NC horizontal sums.
+// Rows and columns left over at the edges (M % MR, N % NR) and the k tail go
+// through the same loops with smaller tiles or scalar steps. Returns false
+// (the caller then uses the per-point path) for layouts without a tile form.
+bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
+  const auto &m = k_.members[static_cast<size_t>(vals_[v].member)];
+  const DType dt = vals_[v].dtype;
+  if (!isFloat(dt) || vf_ <= 1) return false;
+  uint32_t a = m.operands[0], bb = m.operands[1];
+  const bool ta = m.attrs[0].getBool(), tb = m.attrs[1].getBool();
+  if (tb && ta) return false;
+  const size_t R = vals_[v].dims.size();
+  llvm::Type *et = elementType(ctx_, dt);
+  llvm::Type *vt = withLanes(et, vf_);
+  const unsigned esize = et->getPrimitiveSizeInBits() / 8;
+  llvm::Align align(esize);
+  Value *M = dims_[v][R - 2], *N = dims_[v][R - 1];
+  Value *K = ta ? dims_[a][R - 2] : dims_[a][R - 1];
+  Index batch(R - 2);
+  // Element pointers of A[i, k] / B[k, j] for the current batch index.
+  auto batchOffset = [&](uint32_t o) {
+    Value *off = i64(0);
+    const auto &od = vals_[o].dims;
+    for (size_t d = 0; d + 2 < R; ++d) {
+      Value *bi = batch[d].base;
+      if (od[d] == 1) continue;
+      if (od[d] == kDynamic) bi = b_.CreateSelect(b_.CreateICmpEQ(dims_[o][d], i64(1)), i64(0), bi);
+      off = b_.CreateAdd(off, b_.CreateMul(bi, strides_[o][d]));
+    }
+    return off;
+  };
+  auto ptrAt = [&](Value *base, Value *off) { return b_.CreateInBoundsGEP(et, base, off); };
+  auto fma = [&](Value *x, Value *y, Value *acc) {
+    return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {acc->getType()}, {x, y, acc});
+  };
+  Value *aRow = strides_[a][R - 2], *bRow = strides_[bb][R - 2];
+  // One tile at (i0, j0) of mr x nc, as loops over k; writes C.
+  auto tile = [&](Value *aOff, Value *bOff, Value *cOff, Value *i0, Value *j0, unsigned mr, unsigned nc) {
+    if (!tb) {
+      // nc vectors of VF columns; accumulators [r][c].
+      std::vector<Value *> init(mr * nc, llvm::Constant::getNullValue(vt));
+      std::vector<Value *> acc = forLoopCarried(i64(0), K, i64(1), init, "mmk",
+          [&](Value *k, const std::vector<Value *> &cur) {
+            std::vector<Value *> bv(nc);
+            Value *bk = b_.CreateAdd(bOff, b_.CreateAdd(b_.CreateMul(k, bRow), j0));
+            for (unsigned c = 0; c < nc; ++c)
+              bv[c] = b_.CreateAlignedLoad(vt, ptrAt(data_[bb], b_.CreateAdd(bk, i64(c * vf_))), align);
+            std::vector<Value *> out(cur.size());
+            for (unsigned r = 0; r < mr; ++r) {
+              Value *ai = b_.CreateAdd(i0, i64(r));
+              Value *ao = ta ? b_.CreateAdd(b_.CreateMul(k, aRow), ai) : b_.CreateAdd(b_.CreateMul(ai, aRow), k);
+              Value *as = splat(b_.CreateLoad(et, ptrAt(data_[a], b_.CreateAdd(aOff, ao))), vf_);
+              for (unsigned c = 0; c < nc; ++c) out[r * nc + c] = fma(as, bv[c], cur[r * nc + c]);
+            }
+            return out;
+          });
+      for (unsigned r = 0; r < mr; ++r)
+        for (unsigned c = 0; c < nc; ++c) {
+          Value *co = b_.CreateAdd(cOff, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), N),
+                                                      b_.CreateAdd(j0, i64(c * vf_))));
+          b_.CreateAlignedStore(acc[r * nc + c], ptrAt(dest, co), align);
+        }
+      return;
+    }
+    // Dot-product tile: mr rows of A x nc rows of B (= columns of C).
+    Value *kMain = b_.CreateSub(K, b_.CreateSRem(K, i64(vf_)));
+    std::vector<Value *> init(mr * nc, llvm::Constant::getNullValue(vt));
+    auto rowPtr = [&](uint32_t o, Value *off, Value *row, Value *stride, Value *k) {
+      return ptrAt(data_[o], b_.CreateAdd(off, b_.CreateAdd(b_.CreateMul(row, stride), k)));
+    };
+    std::vector<Value *> vacc = forLoopCarried(i64(0), kMain, i64(vf_), init, "mmdot",
+        [&](Value *k, const std::vector<Value *> &cur) {
+          std::vector<Value *> av(mr), bv(nc), out(cur.size());
+          for (unsigned r = 0; r < mr; ++r)
+            av[r] = b_.CreateAlignedLoad(vt, rowPtr(a, aOff, b_.CreateAdd(i0, i64(r)), aRow, k), align);
+          for (unsigned c = 0; c < nc; ++c)
+            bv[c] = b_.CreateAlignedLoad(vt, rowPtr(bb, bOff, b_.CreateAdd(j0, i64(c)), bRow, k), align);
+          for (unsigned r = 0; r < mr; ++r)
+            for (unsigned c = 0; c < nc; ++c) out[r * nc + c] = fma(av[r], bv[c], cur[r * nc + c]);
+          return out;
+        });
+    llvm::FastMathFlags fmf;
+    fmf.setAllowReassoc();
+    std::vector<Value *> sums(mr * nc);
+    for (unsigned i = 0; i < mr * nc; ++i) {
+      sums[i] = b_.CreateFAddReduce(llvm::ConstantFP::get(et, 0.0), vacc[i]);
+      llvm::cast<llvm::Instruction>(sums[i])->setFastMathFlags(fmf);
+    }
+    sums = forLoopCarried(kMain, K, i64(1), sums, "mmtail", [&](Value *k, const std::vector<Value *> &cur) {
+      std::vector<Value *> out(cur.size());
+      for (unsigned r = 0; r < mr; ++r) {
+        Value *x = b_.CreateLoad(et, rowPtr(a, aOff, b_.CreateAdd(i0, i64(r)), aRow, k));
+        for (unsigned c = 0; c < nc; ++c) {
+          Value *y = b_.CreateLoad(et, rowPtr(bb, bOff, b_.CreateAdd(j0, i64(c)), bRow, k));
+          out[r * nc + c] = fma(x, y, cur[r * nc + c]);
+        }
+      }
+      return out;
+    });
+    for (unsigned r = 0; r < mr; ++r)
+      for (unsigned c = 0; c < nc; ++c) {
+        Value *co = b_.CreateAdd(cOff, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), N),
+                                                    b_.CreateAdd(j0, i64(c))));
+        b_.CreateStore(sums[r * nc + c], ptrAt(dest, co));
+      }
+  };
+  // Tile sizes: 4 rows x 2 vectors (outer product: 8 accumulators + 2 loads
+  // + 1 broadcast of 16 vector registers), 4 x 4 dot products (16
+  // accumulators + 8 loads: fits AVX-512's 32 registers; on AVX2 LLVM spills
+  // a few, still ahead of one dot product at a time).
+  const unsigned MR = 4, NV = 2, NC = tb ? 4 : NV * vf_;
+  const unsigned colStep = tb ? NC : NV * vf_;
+  std::function<void(size_t)> batches = [&](size_t d) {
+    if (d + 2 < R) {
+      forLoop(i64(0), dims_[v][d], i64(1), "mmb", [&](Value *iv) {
+        batch[d] = {iv, i64(0)};
+        batches(d + 1);
+      });
+      return;
+    }
+    Value *aOff = batchOffset(a), *bOff = batchOffset(bb);
+    Value *cOff = i64(0);
+    for (size_t dd = 0; dd + 2 < R; ++dd) cOff = b_.CreateAdd(cOff, b_.CreateMul(batch[dd].base, strides_[v][dd]));
+    Value *mMain = b_.CreateSub(M, b_.CreateSRem(M, i64(MR)));
+    Value *nMain = b_.CreateSub(N, b_.CreateSRem(N, i64(colStep)));
+    // Columns: full tiles, then (outer product) single vectors, then scalars.
+    auto columns = [&](Value *i0, unsigned mr) {
+      forLoop(i64(0), nMain, i64(colStep), "mmj", [&](Value *j0) { tile(aOff, bOff, cOff, i0, j0, mr, tb ? NC : NV); });
+      Value *j = nMain;
+      if (!tb) {
+        Value *vMain = b_.CreateSub(N, b_.CreateSRem(N, i64(vf_)));
+        forLoop(nMain, vMain, i64(vf_), "mmjv", [&](Value *j0) { tile(aOff, bOff, cOff, i0, j0, mr, 1); });
+        j = vMain;
+      }
+      forLoop(j, N, i64(1), "mmjs", [&](Value *j0) {
+        for (unsigned r = 0; r < mr; ++r) {
+          Index idx = batch;
+          idx.push_back({b_.CreateAdd(i0, i64(r)), i64(0)});
+          idx.push_back({j0, i64(0)});
+          store(v, dest, idx, emitMatMul(v, m, idx, 1), 1);
+        }
+      });
+    };
+    forLoop(i64(0), mMain, i64(MR), "mmi", [&](Value *i0) { columns(i0, MR); });
+    forLoop(mMain, M, i64(1), "mmir", [&](Value *i0) { columns(i0, 1); });
+  };
+  batches(0);
+  return true;
+}
+
 llvm::Function *KernelLowering::emit(const std::string &symbol) {
   llvm::Type *ptr = llvm::PointerType::get(ctx_, 0);
   bufTy_ = llvm::StructType::get(ctx_, {ptr, ptr, ptr, b_.getInt32Ty(), b_.getInt32Ty()});
@@ -1024,6 +1185,9 @@ llvm::Function *KernelLowering::emit(const std::string &symbol) {
         data_[v] = dests[0];
         emitStage(v, {dests[i]});
       }
+    } else if ((op == OpCode::MatMul || op == OpCode::BatchMatMul) && emitMatMulStage(v, dests[0])) {
+      data_[v] = dests[0];
+      for (size_t i = 1; i < dests.size(); ++i) emitStage(v, {dests[i]});
     } else {
       emitStage(v, dests);
     }

@@ -6,6 +6,9 @@ every admitted dtype).
 
     check_native_ops.py --nimblec P --nimble-run P --tmp DIR --group GROUP [--seed N] [--mcpu CPU]
 
+Group `tiles` adds matmul / batch_matmul cases at the sizes where the
+generated register-blocked tiles have full, partial and scalar edges.
+
 Each case becomes one function of one .nir module: its inputs as parameters,
 the op, its results returned. Even-numbered cases declare every dimension
 static, odd ones every dimension `?` (symbolic code: run-time dims, residue
@@ -38,6 +41,32 @@ NIR_DTYPE = {"bool": "i1", "int8": "i8", "int32": "i32", "int64": "i64", "float1
 def nir_type(a, dt_name, dynamic):
     dims = ["?" if dynamic else str(d) for d in a.shape]
     return "tensor<%s>" % "x".join(dims + [dt_name])
+
+
+def tile_cases(seed):
+    """matmul / batch_matmul at sizes around the generated kernels' tile
+    edges (4 rows, 4 dot-product columns or 2 vectors of 8 / 16 columns, k in
+    vector steps): full tiles, partial tiles, scalar edges, every transpose."""
+    from oplib import Case
+    rng = np.random.default_rng(seed)
+    cases = []
+    sizes = [(1, 17, 33), (3, 16, 16), (4, 15, 32), (5, 40, 17), (9, 1, 65), (8, 33, 64), (13, 70, 50)]
+    for m, k, n in sizes:
+        for ta, tb in ((False, False), (True, False), (False, True), (True, True)):
+            a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+            b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+            want = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+            sa = np.ascontiguousarray(a.T) if ta else a
+            sb = np.ascontiguousarray(b.T) if tb else b
+            cases.append(Case("matmul", "f32", [sa, sb], [want], attrs={"transpose_a": ta, "transpose_b": tb}))
+    for (sa_, sb_) in (((2, 5, 19), (2, 19, 33)), ((3, 1, 6, 17), (1, 2, 17, 20))):
+        for tb in (False, True):
+            a = rng.uniform(-1, 1, sa_).astype(np.float64)
+            b = rng.uniform(-1, 1, sb_).astype(np.float64)
+            want = np.matmul(a, b)
+            sb2 = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
+            cases.append(Case("batch_matmul", "f64", [a, sb2], [want], attrs={"transpose_b": tb}))
+    return cases
 
 
 def usable(case):
@@ -84,12 +113,13 @@ def main():
     ap.add_argument("--nimblec", required=True)
     ap.add_argument("--nimble-run", required=True)
     ap.add_argument("--tmp", required=True)
-    ap.add_argument("--group", required=True, choices=sorted(check_ops.GROUPS))
+    ap.add_argument("--group", required=True, choices=sorted(check_ops.GROUPS) + ["tiles"])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--mcpu", default="")
     args = ap.parse_args()
     os.makedirs(args.tmp, exist_ok=True)
-    cases = [c for c in check_ops.build(args.group, args.seed) if usable(c)]
+    made = tile_cases(args.seed) if args.group == "tiles" else check_ops.build(args.group, args.seed)
+    cases = [c for c in made if usable(c)]
     text = []
     dynamic = [i % 2 == 1 for i in range(len(cases))]
     for i, c in enumerate(cases):
