@@ -129,6 +129,8 @@ private:
   void emitStage(uint32_t v, const std::vector<Value *> &dests);
   void emitRowStage(uint32_t v, Value *dest); // softmax, layer_norm
   bool emitMatMulStage(uint32_t v, Value *dest); // float matmul tiles
+  void emitVectorRow(const vm::KernelDesc::Member &m, uint32_t x, uint32_t v, Value *dest,
+                     Index idx, int64_t axis);
   unsigned stageLanes(uint32_t v);
   bool prefersScalarPoints(uint32_t v);
 
@@ -908,8 +910,90 @@ void KernelLowering::emitStage(uint32_t v, const std::vector<Value *> &dests) {
   nest(0);
 }
 
+// One f32 row of softmax or layer_norm along the innermost axis, in vector
+// passes (VF lanes, scalar tails) with f32 accumulators and the inline exp:
+//   softmax:    max (ordered compares: NaN ignored as by the reference's
+//               std::max, then propagated by exp), e = exp(x - max) stored and
+//               summed, e / sum;
+//   layer_norm: mean, mean of squared deviations, (x - mean) * rsqrt * g + b.
+void KernelLowering::emitVectorRow(const vm::KernelDesc::Member &m, uint32_t x, uint32_t v,
+                                   Value *dest, Index idx, int64_t axis) {
+  llvm::Type *et = b_.getFloatTy();
+  Value *n = dims_[x][axis];
+  Value *nMain = b_.CreateSub(n, b_.CreateSRem(n, i64(vf_)));
+  auto at = [&](Value *j, unsigned ln) {
+    idx[axis] = {j, i64(ln > 1 ? 1 : 0)};
+    return emitValue(x, idx, ln);
+  };
+  auto put = [&](Value *j, Value *val, unsigned ln) {
+    idx[axis] = {j, i64(ln > 1 ? 1 : 0)};
+    store(v, dest, idx, val, ln);
+  };
+  auto loaded = [&](Value *j, unsigned ln) {
+    idx[axis] = {j, i64(ln > 1 ? 1 : 0)};
+    Value *step;
+    Value *off = offsetOf(v, idx, step);
+    return b_.CreateAlignedLoad(withLanes(et, ln), b_.CreateInBoundsGEP(et, dest, off), llvm::Align(4));
+  };
+  // pass(body(j, lanes, acc) -> acc): vector body, horizontal combine, tail.
+  auto pass = [&](const char *name, Value *init, bool isMax,
+                  const std::function<Value *(Value *, unsigned, Value *)> &body) {
+    std::vector<Value *> vacc = forLoopCarried(i64(0), nMain, i64(vf_), {splat(init, vf_)}, name,
+                                               [&](Value *j, const std::vector<Value *> &c) {
+                                                 return std::vector<Value *>{body(j, vf_, c[0])};
+                                               });
+    Value *h = init;
+    for (unsigned l = 0; l < vf_; ++l) {
+      Value *e = b_.CreateExtractElement(vacc[0], l);
+      h = isMax ? b_.CreateSelect(b_.CreateFCmpOGT(e, h), e, h) : b_.CreateFAdd(h, e);
+    }
+    return forLoopCarried(nMain, n, i64(1), {h}, name, [&](Value *j, const std::vector<Value *> &c) {
+      return std::vector<Value *>{body(j, 1, c[0])};
+    })[0];
+  };
+  auto both = [&](const char *name, const std::function<void(Value *, unsigned)> &body) {
+    forLoop(i64(0), nMain, i64(vf_), name, [&](Value *j) { body(j, vf_); });
+    forLoop(nMain, n, i64(1), name, [&](Value *j) { body(j, 1); });
+  };
+  Value *zero = llvm::ConstantFP::get(et, 0.0);
+  if (m.op == OpCode::Softmax) {
+    Value *mx = pass("vsmax", llvm::ConstantFP::getInfinity(et, true), true, [&](Value *j, unsigned ln, Value *acc) {
+      Value *xv = at(j, ln);
+      return b_.CreateSelect(b_.CreateFCmpOGT(xv, acc), xv, acc);
+    });
+    Value *sum = pass("vssum", zero, false, [&](Value *j, unsigned ln, Value *acc) {
+      Value *e = emitExp(b_, b_.CreateFSub(at(j, ln), splat(mx, ln)));
+      put(j, e, ln);
+      return b_.CreateFAdd(acc, e);
+    });
+    both("vsnorm", [&](Value *j, unsigned ln) { put(j, b_.CreateFDiv(loaded(j, ln), splat(sum, ln)), ln); });
+    return;
+  }
+  Value *fn = b_.CreateSIToFP(n, et);
+  Value *mean = b_.CreateFDiv(pass("vlmean", zero, false, [&](Value *j, unsigned ln, Value *acc) {
+                                return b_.CreateFAdd(acc, at(j, ln));
+                              }),
+                              fn);
+  Value *var = b_.CreateFDiv(pass("vlvar", zero, false, [&](Value *j, unsigned ln, Value *acc) {
+                               Value *d = b_.CreateFSub(at(j, ln), splat(mean, ln));
+                               return b_.CreateFAdd(acc, b_.CreateFMul(d, d));
+                             }),
+                             fn);
+  Value *eps = llvm::ConstantFP::get(et, m.attrs[0].getFloat());
+  Value *inv = b_.CreateFDiv(llvm::ConstantFP::get(et, 1.0),
+                             b_.CreateIntrinsic(llvm::Intrinsic::sqrt, {et}, {b_.CreateFAdd(var, eps)}));
+  both("vlnorm", [&](Value *j, unsigned ln) {
+    Index gi = {Ix{j, i64(ln > 1 ? 1 : 0)}};
+    Value *g = emitValue(m.operands[1], gi, ln);
+    Value *bt = emitValue(m.operands[2], gi, ln);
+    Value *y = b_.CreateFMul(b_.CreateFMul(b_.CreateFSub(at(j, ln), splat(mean, ln)), splat(inv, ln)), g);
+    put(j, b_.CreateFAdd(y, bt), ln);
+  });
+}
+
 // softmax and layer_norm: per row (all axes but one), three passes in
-// double like the reference (vm/kernels/Normalize.cpp).
+// double like the reference (vm/kernels/Normalize.cpp), or in f32 vectors
+// (emitVectorRow) along a contiguous f32 axis.
 void KernelLowering::emitRowStage(uint32_t v, Value *dest) {
   const auto &m = k_.members[static_cast<size_t>(vals_[v].member)];
   uint32_t x = m.operands[0];
@@ -924,6 +1008,8 @@ void KernelLowering::emitRowStage(uint32_t v, Value *dest) {
     return b_.CreateFPExt(emitValue(x, idx, 1), dt);
   };
   Value *n = dims_[x][axis];
+  // f32 rows along the contiguous axis: vectorized passes (emitVectorRow).
+  const bool vectorRows = vals_[v].dtype == DType::F32 && axis == static_cast<int64_t>(R) - 1 && vf_ > 1;
   std::function<void(size_t)> rows = [&](size_t d) {
     if (d < R) {
       if (static_cast<int64_t>(d) == axis) return rows(d + 1);
@@ -931,6 +1017,10 @@ void KernelLowering::emitRowStage(uint32_t v, Value *dest) {
         idx[d] = {iv, i64(0)};
         rows(d + 1);
       });
+      return;
+    }
+    if (vectorRows) {
+      emitVectorRow(m, x, v, dest, idx, axis);
       return;
     }
     if (m.op == OpCode::Softmax) {

@@ -7,7 +7,8 @@ every admitted dtype).
     check_native_ops.py --nimblec P --nimble-run P --tmp DIR --group GROUP [--seed N] [--mcpu CPU]
 
 Group `tiles` adds matmul / batch_matmul cases at the sizes where the
-generated register-blocked tiles have full, partial and scalar edges.
+generated register-blocked tiles have full, partial and scalar edges, and
+softmax / layer_norm rows across the vector width (with -inf and NaN).
 
 Each case becomes one function of one .nir module: its inputs as parameters,
 the op, its results returned. Even-numbered cases declare every dimension
@@ -46,7 +47,8 @@ def nir_type(a, dt_name, dynamic):
 def tile_cases(seed):
     """matmul / batch_matmul at sizes around the generated kernels' tile
     edges (4 rows, 4 dot-product columns or 2 vectors of 8 / 16 columns, k in
-    vector steps): full tiles, partial tiles, scalar edges, every transpose."""
+    vector steps): full tiles, partial tiles, scalar edges, every transpose;
+    softmax and layer_norm rows shorter and longer than a vector."""
     from oplib import Case
     rng = np.random.default_rng(seed)
     cases = []
@@ -66,6 +68,26 @@ def tile_cases(seed):
             want = np.matmul(a, b)
             sb2 = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
             cases.append(Case("batch_matmul", "f64", [a, sb2], [want], attrs={"transpose_b": tb}))
+    # softmax / layer_norm rows across the vector width (8, 16) with tails.
+    for length in (1, 7, 16, 17, 40, 100):
+        x = rng.uniform(-6, 6, (3, length)).astype(np.float32)
+        e = np.exp(x.astype(np.float64) - x.max(axis=-1, keepdims=True))
+        cases.append(Case("softmax", "f32", [x], [(e / e.sum(axis=-1, keepdims=True)).astype(np.float32)]))
+        g = rng.uniform(-1, 1, length).astype(np.float32)
+        bt = rng.uniform(-1, 1, length).astype(np.float32)
+        x64 = x.astype(np.float64)
+        mu = x64.mean(axis=-1, keepdims=True)
+        var = ((x64 - mu) ** 2).mean(axis=-1, keepdims=True)
+        want = ((x64 - mu) / np.sqrt(var + 1e-5) * g + bt).astype(np.float32)
+        cases.append(Case("layer_norm", "f32", [x, g, bt], [want], attrs={"eps": 1e-5}))
+    # Rows with -inf (its exp is 0) and NaN (the row becomes NaN, as numpy).
+    x = rng.uniform(-3, 3, (2, 20)).astype(np.float32)
+    x[0, 3] = -np.inf
+    x[1, 17] = np.nan
+    e = np.exp(x.astype(np.float64) - np.nanmax(x, axis=-1, keepdims=True))
+    with np.errstate(invalid="ignore"):
+        want = (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
+    cases.append(Case("softmax", "f32", [x], [want]))
     return cases
 
 
