@@ -67,11 +67,12 @@ def check_model(v, args, work_dir):
     if not os.path.exists(v.weights):
         raise tools.ToolError("%s missing: run models/make_all.sh" % v.weights)
     nbc = os.path.join(work_dir, v.name + ".nbc")
-    tools.compile_model(args.nimblec, v.nir, nbc, opt=args.opt)
+    extra = ["--kernels=" + args.kernels]
+    tools.compile_model(args.nimblec, v.nir, nbc, opt=args.opt, extra=extra)
     diff_nbc = None
     if args.differential != "none":
         diff_nbc = os.path.join(work_dir, v.name + args.differential + ".nbc")
-        tools.compile_model(args.nimblec, v.nir, diff_nbc, opt=args.differential)
+        tools.compile_model(args.nimblec, v.nir, diff_nbc, opt=args.differential, extra=extra)
     model = v.reference.load(v.name)
     worst = {"rel": 0.0, "abs": 0.0, "where": "-", "same": 0, "outputs": 0}
     problems = []
@@ -115,6 +116,8 @@ def main(argv):
     ap.add_argument("--tolerance", type=float, default=1e-4)
     ap.add_argument("--opt", default="-O2", help="nimblec optimisation level (default %(default)s)")
     ap.add_argument("--threads", type=int, default=1, help="nimble-run --threads")
+    ap.add_argument("--kernels", default="reference", choices=["reference", "native"],
+                    help="nimblec --kernels (default %(default)s)")
     ap.add_argument("--differential", default="-O0",
                     help="also compile at this level and require bit-identical outputs "
                          "(default %(default)s; 'none' to skip)")

@@ -1078,7 +1078,8 @@ void KernelLowering::emitRowStage(uint32_t v, Value *dest) {
 //    model here): dot-product tiles of MR rows x NC columns: per k step of VF,
 //    MR + NC vector loads, MR * NC vector FMAs, then MR * NC horizontal sums.
 // Rows and columns left over at the edges (M % MR, N % NR) and the k tail go
-// through the same loops with smaller tiles or scalar steps. Returns false
+// through the same loops with smaller tiles or scalar steps; full-tile columns
+// are cache-blocked so that each block of B is read from memory once. Returns false
 // (the caller then uses the per-point path) for layouts without a tile form.
 bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
   const auto &m = k_.members[static_cast<size_t>(vals_[v].member)];
@@ -1201,26 +1202,38 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
     for (size_t dd = 0; dd + 2 < R; ++dd) cOff = b_.CreateAdd(cOff, b_.CreateMul(batch[dd].base, strides_[v][dd]));
     Value *mMain = b_.CreateSub(M, b_.CreateSRem(M, i64(MR)));
     Value *nMain = b_.CreateSub(N, b_.CreateSRem(N, i64(colStep)));
-    // Columns: full tiles, then (outer product) single vectors, then scalars.
-    auto columns = [&](Value *i0, unsigned mr) {
-      forLoop(i64(0), nMain, i64(colStep), "mmj", [&](Value *j0) { tile(aOff, bOff, cOff, i0, j0, mr, tb ? NC : NV); });
+    // Cache blocking: the full-tile columns are taken in blocks of JB whose
+    // slice of B (JB x K elements) fits in 256 KiB, the share of L2 every
+    // machine of this kind has; all rows of A pass over one block before
+    // the next, so B streams from memory once instead of once per row tile.
+    Value *jbRaw = b_.CreateSDiv(i64(65536), b_.CreateAdd(K, i64(1)));
+    Value *jb = b_.CreateSub(jbRaw, b_.CreateSRem(jbRaw, i64(colStep)));
+    jb = b_.CreateSelect(b_.CreateICmpSLT(jb, i64(colStep)), i64(colStep), jb);
+    forLoop(i64(0), nMain, jb, "mmjb", [&](Value *j1) {
+      Value *jEnd = b_.CreateAdd(j1, jb);
+      jEnd = b_.CreateSelect(b_.CreateICmpSLT(jEnd, nMain), jEnd, nMain);
+      auto block = [&](Value *i0, unsigned mr) {
+        forLoop(j1, jEnd, i64(colStep), "mmj", [&](Value *j0) { tile(aOff, bOff, cOff, i0, j0, mr, tb ? NC : NV); });
+      };
+      forLoop(i64(0), mMain, i64(MR), "mmi", [&](Value *i0) { block(i0, MR); });
+      forLoop(mMain, M, i64(1), "mmir", [&](Value *i0) { block(i0, 1); });
+    });
+    // The columns after the full tiles: (outer product) single vectors, then
+    // scalar points, for every row.
+    forLoop(i64(0), M, i64(1), "mmedge", [&](Value *i0) {
       Value *j = nMain;
       if (!tb) {
         Value *vMain = b_.CreateSub(N, b_.CreateSRem(N, i64(vf_)));
-        forLoop(nMain, vMain, i64(vf_), "mmjv", [&](Value *j0) { tile(aOff, bOff, cOff, i0, j0, mr, 1); });
+        forLoop(nMain, vMain, i64(vf_), "mmjv", [&](Value *j0) { tile(aOff, bOff, cOff, i0, j0, 1, 1); });
         j = vMain;
       }
       forLoop(j, N, i64(1), "mmjs", [&](Value *j0) {
-        for (unsigned r = 0; r < mr; ++r) {
-          Index idx = batch;
-          idx.push_back({b_.CreateAdd(i0, i64(r)), i64(0)});
-          idx.push_back({j0, i64(0)});
-          store(v, dest, idx, emitMatMul(v, m, idx, 1), 1);
-        }
+        Index idx = batch;
+        idx.push_back({i0, i64(0)});
+        idx.push_back({j0, i64(0)});
+        store(v, dest, idx, emitMatMul(v, m, idx, 1), 1);
       });
-    };
-    forLoop(i64(0), mMain, i64(MR), "mmi", [&](Value *i0) { columns(i0, MR); });
-    forLoop(mMain, M, i64(1), "mmir", [&](Value *i0) { columns(i0, 1); });
+    });
   };
   batches(0);
   return true;
