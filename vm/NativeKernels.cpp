@@ -3,6 +3,7 @@
 #include "vm/NativeKernels.h"
 
 #include "ir/ShapeFns.h"
+#include "vm/ThreadPool.h"
 
 #include <cpuid.h>
 #include <cstring>
@@ -127,6 +128,17 @@ bool NativeKernels::load(const Executable &exe, std::string &reason) {
 
 //===-- Calling ------------------------------------------------------------===//
 
+namespace {
+
+// nimble_kernel_ctx::parallel_for over the VM's pool: the generated code
+// hands over the whole range; the pool cuts it into a few chunks per thread.
+void parallelForTrampoline(void *pool, int64_t n, nimble_parallel_body body, void *closure) {
+  static_cast<ThreadPool *>(pool)->parallelFor(
+      n, 1, [&](int64_t begin, int64_t end) { body(closure, begin, end); });
+}
+
+} // namespace
+
 Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vector<Tensor *> &ins,
                        const std::vector<Tensor *> &outs, KernelContext &ctx,
                        size_t *failedMember, bool *rerun) {
@@ -197,7 +209,10 @@ Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vect
   }
   char msg[256] = {0};
   nimble_kernel_ctx c{nullptr, nullptr, msg, sizeof msg, -1};
-  (void)ctx;
+  if (ctx.pool && ctx.pool->size() > 1) {
+    c.parallel_for = parallelForTrampoline;
+    c.pool = ctx.pool;
+  }
   int32_t rc = fn(bufs.data(), static_cast<int32_t>(nbufs), &c);
   if (rc != 0) {
     *rerun = true;

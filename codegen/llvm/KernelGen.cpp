@@ -100,6 +100,10 @@ private:
   void loadShapes();
   Value *dim(uint32_t v, size_t d) { return dims_[v][d]; }
   Value *numElements(uint32_t v);
+  // --- threads
+  void parallel(const char *name, Value *n, Value *work, std::vector<Value *> &carry,
+                const std::function<void(Value *, Value *)> &body);
+  Value *closureField(llvm::StructType *ty, Value *closure, unsigned field, size_t index);
   // --- loops
   void forLoop(Value *begin, Value *end, Value *step, const char *name,
                const std::function<void(Value *)> &body);
@@ -149,6 +153,7 @@ private:
   std::vector<std::vector<Value *>> dims_, strides_;
   std::vector<Value *> data_; // memory of a stored value, null until computed
   bool speculating_ = false;
+  bool inParallel_ = false; // emitting the body of a parallel() region
   std::vector<std::pair<Value *, Value *>> assumptions_; // dims assumed equal
   std::vector<llvm::AllocaInst *> temps_; // allocas holding malloc'd temporaries
 };
@@ -260,8 +265,8 @@ Value *KernelLowering::bufField(unsigned buf, unsigned field) {
 
 // Descriptors: one per value (KernelDesc numbering), then one per output.
 void KernelLowering::loadShapes() {
-  dims_.resize(vals_.size());
-  strides_.resize(vals_.size());
+  dims_.assign(vals_.size(), {});
+  strides_.assign(vals_.size(), {});
   data_.assign(vals_.size(), nullptr);
   for (uint32_t v = 0; v < vals_.size(); ++v) {
     const auto &d = vals_[v].dims;
@@ -330,6 +335,111 @@ std::vector<Value *> KernelLowering::forLoopCarried(
   for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(next[i], latch);
   b_.SetInsertPoint(exit);
   return carried;
+}
+
+//===-- Threads ------------------------------------------------------------===//
+
+// Runs body(begin, end) over a partition of [0, n) on the VM's thread pool.
+// The body is emitted into its own function, `<kernel>.<name>(closure,
+// begin, end)`, which re-derives what it needs from a closure {bufs, the
+// data pointer of every value stored so far, an error flag, the pointers in
+// `carry` (which the body sees replaced by their reloaded copies)}: shapes and
+// strides are loaded again from the descriptors, so no value of the caller
+// is used across the function boundary. The caller calls
+// ctx->parallel_for(pool, n, body, closure) when the pool exists and `work`
+// (a rough count of inner operations) is at least kParallelWork, and the body
+// directly with [0, n) otherwise; an error in any part sets the flag, which
+// the caller turns into its own error exit.
+// &closure.field[index] of a {ptr, [V x ptr], i32, [C x ptr]} closure.
+Value *KernelLowering::closureField(llvm::StructType *ty, Value *closure, unsigned field, size_t index) {
+  return b_.CreateInBoundsGEP(ty, closure, {b_.getInt32(0), b_.getInt32(field), b_.getInt32(static_cast<uint32_t>(index))});
+}
+
+void KernelLowering::parallel(const char *name, Value *n, Value *work, std::vector<Value *> &carry,
+                              const std::function<void(Value *, Value *)> &body) {
+  constexpr int64_t kParallelWork = 1 << 16;
+  if (inParallel_) { // no nesting: a body runs its inner loops itself
+    body(i64(0), n);
+    return;
+  }
+  llvm::Type *ptr = llvm::PointerType::get(ctx_, 0);
+  const size_t V = vals_.size();
+  const size_t C = carry.size();
+  llvm::StructType *closureTy = llvm::StructType::get(
+      ctx_, {ptr, llvm::ArrayType::get(ptr, V), b_.getInt32Ty(), llvm::ArrayType::get(ptr, C)});
+  // The closure, in the caller.
+  llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+  llvm::AllocaInst *closure = eb.CreateAlloca(closureTy);
+  b_.CreateStore(bufs_, b_.CreateStructGEP(closureTy, closure, 0));
+  for (size_t v = k_.numInputs; v < V; ++v)
+    if (data_[v]) b_.CreateStore(data_[v], closureField(closureTy, closure, 1, v));
+  for (size_t i = 0; i < C; ++i) b_.CreateStore(carry[i], closureField(closureTy, closure, 3, i));
+  Value *errFlag = b_.CreateStructGEP(closureTy, closure, 2);
+  b_.CreateStore(b_.getInt32(0), errFlag);
+
+  // The body function.
+  auto *bodyTy = llvm::FunctionType::get(b_.getVoidTy(), {ptr, b_.getInt64Ty(), b_.getInt64Ty()}, false);
+  llvm::Function *bodyFn = llvm::Function::Create(bodyTy, llvm::GlobalValue::InternalLinkage,
+                                                  fn_->getName() + "." + name, mod_);
+  bodyFn->addFnAttr(llvm::Attribute::NoUnwind);
+  auto savedFn = fn_;
+  auto savedBufs = bufs_;
+  auto savedErr = errBB_;
+  auto savedDims = dims_, savedStrides = strides_;
+  auto savedData = data_;
+  llvm::IRBuilderBase::InsertPoint savedIP = b_.saveIP();
+  fn_ = bodyFn;
+  llvm::BasicBlock *entry = llvm::BasicBlock::Create(ctx_, "entry", bodyFn);
+  llvm::BasicBlock *done = llvm::BasicBlock::Create(ctx_, "done", bodyFn);
+  errBB_ = llvm::BasicBlock::Create(ctx_, "error", bodyFn);
+  b_.SetInsertPoint(entry);
+  Value *cl = bodyFn->getArg(0);
+  bufs_ = b_.CreateLoad(ptr, b_.CreateStructGEP(closureTy, cl, 0), "bufs");
+  loadShapes();
+  for (size_t v = k_.numInputs; v < V; ++v)
+    if (savedData[v]) data_[v] = b_.CreateLoad(ptr, closureField(closureTy, cl, 1, v));
+  inParallel_ = true;
+  std::vector<Value *> savedCarry = carry;
+  for (size_t i = 0; i < C; ++i) carry[i] = b_.CreateLoad(ptr, closureField(closureTy, cl, 3, i));
+  body(bodyFn->getArg(1), bodyFn->getArg(2));
+  carry = std::move(savedCarry);
+  inParallel_ = false;
+  b_.CreateBr(done);
+  b_.SetInsertPoint(errBB_);
+  b_.CreateStore(b_.getInt32(1), b_.CreateStructGEP(closureTy, cl, 2));
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+  b_.CreateRetVoid();
+  fn_ = savedFn;
+  bufs_ = savedBufs;
+  errBB_ = savedErr;
+  dims_ = std::move(savedDims);
+  strides_ = std::move(savedStrides);
+  data_ = std::move(savedData);
+  b_.restoreIP(savedIP);
+
+  // The call: through the pool when it pays, else directly.
+  Value *kctx = fn_->getArg(2);
+  auto *ctxTy = llvm::StructType::get(ctx_, {ptr, ptr, ptr, b_.getInt32Ty(), b_.getInt32Ty()});
+  Value *pf = b_.CreateLoad(ptr, b_.CreateStructGEP(ctxTy, kctx, 0));
+  Value *pool = b_.CreateLoad(ptr, b_.CreateStructGEP(ctxTy, kctx, 1));
+  Value *usePool = b_.CreateAnd(b_.CreateIsNotNull(pf),
+                                b_.CreateAnd(b_.CreateICmpSGE(work, i64(kParallelWork)), b_.CreateICmpSGT(n, i64(1))));
+  llvm::BasicBlock *viaPool = llvm::BasicBlock::Create(ctx_, "par.pool", fn_);
+  llvm::BasicBlock *direct = llvm::BasicBlock::Create(ctx_, "par.direct", fn_);
+  llvm::BasicBlock *after = llvm::BasicBlock::Create(ctx_, "par.after", fn_);
+  b_.CreateCondBr(usePool, viaPool, direct);
+  b_.SetInsertPoint(viaPool);
+  auto *pfTy = llvm::FunctionType::get(b_.getVoidTy(), {ptr, b_.getInt64Ty(), ptr, ptr}, false);
+  b_.CreateCall(pfTy, pf, {pool, n, bodyFn, closure});
+  b_.CreateBr(after);
+  b_.SetInsertPoint(direct);
+  b_.CreateCall(bodyTy, bodyFn, {closure, i64(0), n});
+  b_.CreateBr(after);
+  b_.SetInsertPoint(after);
+  llvm::BasicBlock *ok = llvm::BasicBlock::Create(ctx_, "par.ok", fn_);
+  b_.CreateCondBr(b_.CreateICmpNE(b_.CreateLoad(b_.getInt32Ty(), errFlag), b_.getInt32(0)), errBB_, ok);
+  b_.SetInsertPoint(ok);
 }
 
 //===-- Memory -------------------------------------------------------------===//
@@ -829,8 +939,10 @@ unsigned KernelLowering::stageLanes(uint32_t v) {
   return prefersScalarPoints(v) ? 1 : vf_;
 }
 
-void KernelLowering::emitStage(uint32_t v, const std::vector<Value *> &dests) {
+void KernelLowering::emitStage(uint32_t v, const std::vector<Value *> &destsIn) {
   const size_t R = vals_[v].dims.size();
+  bool parallelized = false;
+  std::vector<Value *> dests = destsIn; // replaced inside a parallel body
   unsigned lanes = stageLanes(v);
   Index idx(R);
   auto point = [&](unsigned ln) {
@@ -838,6 +950,17 @@ void KernelLowering::emitStage(uint32_t v, const std::vector<Value *> &dests) {
     for (Value *d : dests) store(v, d, idx, val, ln);
   };
   std::function<void(size_t)> nest = [&](size_t d) {
+    if (d == 0 && R >= 2 && !parallelized) {
+      // The outermost dimension in parts on the thread pool.
+      parallelized = true;
+      parallel("rows", dims_[v][0], numElements(v), dests, [&](Value *begin, Value *end) {
+        forLoop(begin, end, i64(1), "i", [&](Value *iv) {
+          idx[0] = {iv, i64(0)};
+          nest(1);
+        });
+      });
+      return;
+    }
     if (d + 1 < R) {
       forLoop(i64(0), dims_[v][d], i64(1), "i", [&](Value *iv) {
         idx[d] = {iv, i64(0)};
@@ -1093,8 +1216,19 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
   llvm::Type *vt = withLanes(et, vf_);
   const unsigned esize = et->getPrimitiveSizeInBits() / 8;
   llvm::Align align(esize);
-  Value *M = dims_[v][R - 2], *N = dims_[v][R - 1];
-  Value *K = ta ? dims_[a][R - 2] : dims_[a][R - 1];
+  // Sizes and row strides, (re)derived in whichever function is being
+  // emitted (the kernel or the body of a parallel region); the lambdas below
+  // capture these variables, not their values.
+  std::vector<Value *> carry = {dest};
+  Value *M, *N, *K, *aRow, *bRow;
+  auto derive = [&] {
+    M = dims_[v][R - 2];
+    N = dims_[v][R - 1];
+    K = ta ? dims_[a][R - 2] : dims_[a][R - 1];
+    aRow = strides_[a][R - 2];
+    bRow = strides_[bb][R - 2];
+  };
+  derive();
   Index batch(R - 2);
   // Element pointers of A[i, k] / B[k, j] for the current batch index.
   auto batchOffset = [&](uint32_t o) {
@@ -1112,7 +1246,6 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
   auto fma = [&](Value *x, Value *y, Value *acc) {
     return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {acc->getType()}, {x, y, acc});
   };
-  Value *aRow = strides_[a][R - 2], *bRow = strides_[bb][R - 2];
   // One tile at (i0, j0) of mr x nc, as loops over k; writes C.
   auto tile = [&](Value *aOff, Value *bOff, Value *cOff, Value *i0, Value *j0, unsigned mr, unsigned nc) {
     if (!tb) {
@@ -1137,7 +1270,7 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
         for (unsigned c = 0; c < nc; ++c) {
           Value *co = b_.CreateAdd(cOff, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), N),
                                                       b_.CreateAdd(j0, i64(c * vf_))));
-          b_.CreateAlignedStore(acc[r * nc + c], ptrAt(dest, co), align);
+          b_.CreateAlignedStore(acc[r * nc + c], ptrAt(carry[0], co), align);
         }
       return;
     }
@@ -1180,7 +1313,7 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
       for (unsigned c = 0; c < nc; ++c) {
         Value *co = b_.CreateAdd(cOff, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), N),
                                                     b_.CreateAdd(j0, i64(c))));
-        b_.CreateStore(sums[r * nc + c], ptrAt(dest, co));
+        b_.CreateStore(sums[r * nc + c], ptrAt(carry[0], co));
       }
   };
   // Tile sizes: 4 rows x 2 vectors (outer product: 8 accumulators + 2 loads
@@ -1189,27 +1322,21 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
   // a few, still ahead of one dot product at a time).
   const unsigned MR = 4, NV = 2, NC = tb ? 4 : NV * vf_;
   const unsigned colStep = tb ? NC : NV * vf_;
-  std::function<void(size_t)> batches = [&](size_t d) {
-    if (d + 2 < R) {
-      forLoop(i64(0), dims_[v][d], i64(1), "mmb", [&](Value *iv) {
-        batch[d] = {iv, i64(0)};
-        batches(d + 1);
-      });
-      return;
-    }
-    Value *aOff = batchOffset(a), *bOff = batchOffset(bb);
-    Value *cOff = i64(0);
-    for (size_t dd = 0; dd + 2 < R; ++dd) cOff = b_.CreateAdd(cOff, b_.CreateMul(batch[dd].base, strides_[v][dd]));
-    Value *mMain = b_.CreateSub(M, b_.CreateSRem(M, i64(MR)));
-    Value *nMain = b_.CreateSub(N, b_.CreateSRem(N, i64(colStep)));
-    // Cache blocking: the full-tile columns are taken in blocks of JB whose
-    // slice of B (JB x K elements) fits in 256 KiB, the share of L2 every
-    // machine of this kind has; all rows of A pass over one block before
-    // the next, so B streams from memory once instead of once per row tile.
+  // A column-block size whose slice of B fits in 256 KiB (a multiple of the
+  // tile width), and the full-tile extent of the rows and columns.
+  Value *jb, *mMain, *nMain;
+  auto blocking = [&] {
     Value *jbRaw = b_.CreateSDiv(i64(65536), b_.CreateAdd(K, i64(1)));
-    Value *jb = b_.CreateSub(jbRaw, b_.CreateSRem(jbRaw, i64(colStep)));
+    jb = b_.CreateSub(jbRaw, b_.CreateSRem(jbRaw, i64(colStep)));
     jb = b_.CreateSelect(b_.CreateICmpSLT(jb, i64(colStep)), i64(colStep), jb);
-    forLoop(i64(0), nMain, jb, "mmjb", [&](Value *j1) {
+    mMain = b_.CreateSub(M, b_.CreateSRem(M, i64(MR)));
+    nMain = b_.CreateSub(N, b_.CreateSRem(N, i64(colStep)));
+  };
+  // Column blocks [bBegin, bEnd) of one batch element: every row tile of a
+  // block before the next (cache blocking: B streams from memory once).
+  auto blocks = [&](Value *aOff, Value *bOff, Value *cOff, Value *bBegin, Value *bEnd) {
+    forLoop(bBegin, bEnd, i64(1), "mmjb", [&](Value *blk) {
+      Value *j1 = b_.CreateMul(blk, jb);
       Value *jEnd = b_.CreateAdd(j1, jb);
       jEnd = b_.CreateSelect(b_.CreateICmpSLT(jEnd, nMain), jEnd, nMain);
       auto block = [&](Value *i0, unsigned mr) {
@@ -1218,8 +1345,10 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
       forLoop(i64(0), mMain, i64(MR), "mmi", [&](Value *i0) { block(i0, MR); });
       forLoop(mMain, M, i64(1), "mmir", [&](Value *i0) { block(i0, 1); });
     });
-    // The columns after the full tiles: (outer product) single vectors, then
-    // scalar points, for every row.
+  };
+  // The columns after the full tiles: (outer product) single vectors, then
+  // scalar points, for every row.
+  auto edges = [&](Value *aOff, Value *bOff, Value *cOff) {
     forLoop(i64(0), M, i64(1), "mmedge", [&](Value *i0) {
       Value *j = nMain;
       if (!tb) {
@@ -1231,11 +1360,50 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
         Index idx = batch;
         idx.push_back({i0, i64(0)});
         idx.push_back({j0, i64(0)});
-        store(v, dest, idx, emitMatMul(v, m, idx, 1), 1);
+        store(v, carry[0], idx, emitMatMul(v, m, idx, 1), 1);
       });
     });
   };
-  batches(0);
+  Value *work = b_.CreateMul(numElements(v), K);
+  if (R == 2) {
+    // One matrix: its column blocks in parts on the thread pool, then the
+    // edge columns.
+    blocking();
+    Value *numBlocks = b_.CreateSDiv(b_.CreateAdd(nMain, b_.CreateSub(jb, i64(1))), jb);
+    parallel("cols", numBlocks, work, carry, [&](Value *begin, Value *end) {
+      derive();
+      blocking();
+      blocks(i64(0), i64(0), i64(0), begin, end);
+    });
+    derive();
+    blocking();
+    edges(i64(0), i64(0), i64(0));
+    return true;
+  }
+  // Batches: the outermost batch dimension in parts on the thread pool.
+  std::function<void(size_t)> batches = [&](size_t d) {
+    if (d + 2 < R) {
+      forLoop(i64(0), dims_[v][d], i64(1), "mmb", [&](Value *iv) {
+        batch[d] = {iv, i64(0)};
+        batches(d + 1);
+      });
+      return;
+    }
+    blocking();
+    Value *numBlocks = b_.CreateSDiv(b_.CreateAdd(nMain, b_.CreateSub(jb, i64(1))), jb);
+    Value *aOff = batchOffset(a), *bOff = batchOffset(bb);
+    Value *cOff = i64(0);
+    for (size_t dd = 0; dd + 2 < R; ++dd) cOff = b_.CreateAdd(cOff, b_.CreateMul(batch[dd].base, strides_[v][dd]));
+    blocks(aOff, bOff, cOff, i64(0), numBlocks);
+    edges(aOff, bOff, cOff);
+  };
+  parallel("batch", dims_[v][0], work, carry, [&](Value *begin, Value *end) {
+    derive();
+    forLoop(begin, end, i64(1), "mmb", [&](Value *iv) {
+      batch[0] = {iv, i64(0)};
+      batches(1);
+    });
+  });
   return true;
 }
 
@@ -1322,9 +1490,17 @@ bool lowerKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function 
   llvm::Function *fn = kl.emit(symbol);
   std::string err;
   llvm::raw_string_ostream os(err);
-  if (llvm::verifyFunction(*fn, &os)) {
+  // The kernel and the bodies of its parallel regions (internal functions
+  // named after it) are checked together.
+  bool broken = false;
+  std::vector<llvm::Function *> made;
+  for (llvm::Function &f : mod)
+    if (&f == fn || f.getName().starts_with((symbol + ".").c_str())) made.push_back(&f);
+  for (llvm::Function *f : made) broken |= llvm::verifyFunction(*f, &os);
+  if (broken) {
     reason = "internal error: the generated function is invalid: " + os.str();
-    fn->eraseFromParent();
+    for (llvm::Function *f : made) f->dropAllReferences();
+    for (llvm::Function *f : made) f->eraseFromParent();
     return false;
   }
   return true;

@@ -5,6 +5,7 @@ many shapes, rank 0, empty and size-1 broadcast dimensions, negative axes,
 every admitted dtype).
 
     check_native_ops.py --nimblec P --nimble-run P --tmp DIR --group GROUP [--seed N] [--mcpu CPU]
+                        [--threads N]
 
 Group `tiles` adds matmul / batch_matmul cases at the sizes where the
 generated register-blocked tiles have full, partial and scalar edges, and
@@ -157,6 +158,7 @@ def main():
     ap.add_argument("--group", required=True, choices=sorted(check_ops.GROUPS) + ["tiles"])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--mcpu", default="")
+    ap.add_argument("--threads", type=int, default=1, help="nimble-run --threads")
     args = ap.parse_args()
     os.makedirs(args.tmp, exist_ok=True)
     made = tile_cases(args.seed) if args.group == "tiles" else check_ops.build(args.group, args.seed)
@@ -179,7 +181,7 @@ def main():
     failures = 0
     for i, c in enumerate(cases):
         prefix = os.path.join(args.tmp, "c%d" % i)
-        run = [args.nimble_run, nbc, "--function=c%d" % i]
+        run = [args.nimble_run, nbc, "--function=c%d" % i, "--threads=%d" % args.threads]
         for k, x in enumerate(c.inputs):
             path = "%s_in%d.npy" % (prefix, k)
             np.save(path, np.array(x, order="C"))

@@ -2,7 +2,8 @@
 
 usage: differential.py NIMBLEC NIMBLE_RUN MODELS_DIR WORK_DIR LEVEL LEVEL...
 
-A LEVEL is nimblec flags joined by commas (-O2 or -O2,--kernels=native).
+A LEVEL is nimblec flags joined by commas (-O2 or -O2,--kernels=native); a
+flag written run:FLAG goes to nimble-run instead (run:--threads=2).
 
 Compiles each small model (models/<m>/small/<m>_small.nir) at every LEVEL,
 runs every committed fixture input through each executable, and requires the
@@ -41,12 +42,15 @@ def main():
             sys.exit("error: no fixtures for %s" % model)
         outputs = {}
         for level in levels:
-            nbc = os.path.join(work, "%s%s.nbc" % (model, level.replace(",", "_")))
-            run([nimblec, *level.split(","), nir, "-o", nbc])
+            nbc = os.path.join(work, "%s%s.nbc" % (model, level.replace(",", "_").replace(":", "_")))
+            flags = level.split(",")
+            run([nimblec, *[f for f in flags if not f.startswith("run:")], nir, "-o", nbc])
+            run_flags = [f[4:] for f in flags if f.startswith("run:")]
             for fx in fixtures:
-                outs = [os.path.join(work, "%s%s.%s.%d.npy" % (model, level.replace(",", "_"), os.path.basename(fx), i))
+                outs = [os.path.join(work, "%s%s.%s.%d.npy" % (model, level.replace(",", "_").replace(":", "_"),
+                                                              os.path.basename(fx), i))
                         for i in range(nout)]
-                run([nimble_run, nbc, "--input=@" + fx] + ["--output=@" + o for o in outs])
+                run([nimble_run, nbc, *run_flags, "--input=@" + fx] + ["--output=@" + o for o in outs])
                 outputs.setdefault(level, []).extend(outs)
         base = levels[0]
         same = 0
