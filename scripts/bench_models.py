@@ -145,8 +145,11 @@ def fixed_cases(v, args, work_dir):
             x = rng.normal(0.0, 0.4, size=(n, v._variants.VARIANTS[v.name]["input"])).astype(np.float32)
         else:
             vocab = v._variants.VARIANTS[v.name]["vocab"]
-            x = rng.integers(1000, vocab, size=n).astype(np.int64)
-            x[0], x[-1] = 101, 102  # [CLS] ... [SEP], like models/bert/make_inputs.py
+            if vocab > 2000:  # word pieces between [CLS] and [SEP], like models/bert/make_inputs.py
+                x = rng.integers(1000, vocab, size=n).astype(np.int64)
+                x[0], x[-1] = 101, 102
+            else:  # bert_small
+                x = rng.integers(0, vocab, size=n).astype(np.int64)
         path = os.path.join(work_dir, "%s.fixed_%d.npy" % (v.name, n))
         np.save(path, x)
         out.append(Case("fixed_%d" % n, path, n, "fixed"))
@@ -431,7 +434,7 @@ def report(doc, args, out=sys.stdout):
         print("FAILED: " + f, file=out)
 
 
-def write_markdown(doc, path):
+def write_markdown(doc, path, plots):
     h = doc["header"]
     systems = [s for s in benchlib.SYSTEMS if any(r["system"] == s for r in doc["rows"])]
     lines = ["Measured %s at commit `%s`: `%s`." % (h["date"], h["commit"], h["command"]), "", "```"]
@@ -439,22 +442,32 @@ def write_markdown(doc, path):
     lines += ["1-minute load before each block: " + ", ".join(
         "%s %.2f" % (x["model"], x["load_1min"]) for x in h["loads"])]
     lines += ["%s: missing (%s)" % (benchlib.SYSTEM_LABEL[p], why) for p, why in doc["missing"].items()]
+    lines += ["%s on %s: not run (%s)" % (benchlib.SYSTEM_LABEL[p], m, why)
+              for p, per in doc["notes"].items() for m, why in per.items()]
     lines += ["```", "", "Fixed sizes (figure (cores used)):", ""]
     lines += benchlib.table(doc["rows"], "fixed", systems, doc["splits"], markdown=True)
     if any(r["table"] == "mixed" for r in doc["rows"]):
         lines += ["", "Mixed-length aggregate (the seeded inputs; sum of medians / total tokens):", ""]
         lines += benchlib.table(doc["rows"], "mixed", systems, markdown=True)
+    if plots:
+        lines += [""] + ["![%s](%s)" % (os.path.splitext(os.path.basename(p))[0],
+                                         benchlib.relpath_or(p, os.path.dirname(os.path.abspath(path))))
+                         for p in plots]
     body = "\n".join(lines) + "\n"
-    # A file with the generated-section markers (docs/perf.md) keeps everything outside them.
+    # A file with the generated-section markers (docs/perf.md) keeps everything outside them;
+    # any other existing file is left alone.
     if os.path.exists(path):
         with open(path) as f:
             text = f.read()
-        if benchlib.BEGIN in text:
+        try:
             body = benchlib.replace_section(text, body)
+        except ValueError as e:
+            return "%s exists and has no generated section (%s); not overwritten" % (path, e)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write(body)
     os.replace(tmp, path)
+    return None
 
 
 def main(argv):
@@ -485,16 +498,21 @@ def main(argv):
         if not args.keep:
             shutil.rmtree(work_dir, ignore_errors=True)
     report(doc, args)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
-    if args.markdown:
-        write_markdown(doc, args.markdown)
+    plots = []
     if args.plot:
         import bench_plot
 
-        for path in bench_plot.plot_all(doc, args.plot):
+        plots = bench_plot.plot_all(doc, args.plot)
+        for path in plots:
             progress("wrote " + path)
+    if args.markdown:
+        why = write_markdown(doc, args.markdown, [os.path.abspath(p) for p in plots])
+        if why:
+            print("bench_models: error: " + why, file=sys.stderr)
+            doc["failures"].append(why)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
     return 1 if doc["failures"] else 0
 
 
