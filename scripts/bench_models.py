@@ -270,7 +270,7 @@ def bench_model(v, args, work_dir, doc):
         for system in args.systems:
             if system in PEERS and (not args.peer_python or system in doc["missing"]):
                 continue
-            t0 = time.time()
+            t0, load = time.time(), benchlib.load_avg()
             progress("%s %s, %d thread%s: %d inputs x %d runs" % (
                 v.name, benchlib.SYSTEM_LABEL[system], T, "" if T == 1 else "s", len(cases),
                 pick(args.reps, v.name)))
@@ -299,6 +299,7 @@ def bench_model(v, args, work_dir, doc):
                                       "length": c.length, "threads": T, "median_ms": med, "runs": runs,
                                       "cores_used": round(benchlib.cores_used(cpu, wall), 3)})
             for row in rows_of(system, v, T, timed, cases):
+                row["load_1min"] = load  # when this process started
                 doc["rows"].append(row)
                 bad = benchlib.cores_violation(row)
                 if bad:
@@ -510,9 +511,14 @@ def main(argv):
         if why:
             print("bench_models: error: " + why, file=sys.stderr)
             doc["failures"].append(why)
+    for p in benchlib.validate(doc):  # what --json promises its readers (bench_plot.py, test/scripts)
+        doc["failures"].append("internal: the JSON document breaks its schema: " + p)
+        print("bench_models: error: " + doc["failures"][-1], file=sys.stderr)
     if args.json:
-        with open(args.json, "w") as f:
+        tmp = args.json + ".tmp"
+        with open(tmp, "w") as f:
             json.dump(doc, f, indent=1)
+        os.replace(tmp, args.json)
     return 1 if doc["failures"] else 0
 
 
