@@ -64,6 +64,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
 import benchlib  # noqa: E402
+from bench_worker import rel_err  # noqa: E402
 from models.common import tools  # noqa: E402
 from models.common.registry import FULL, REPO_ROOT, VARIANTS  # noqa: E402
 
@@ -203,8 +204,6 @@ def run_nimble(v, nbc, cases, T, args, work_dir, problems):
                                                                           p.stderr[-3000:]))
         lat = tools.parse_latency(p.stdout)
         for o, ref in zip(outs, c.refs):
-            from bench_worker import rel_err
-
             e = rel_err(np.load(o), np.load(ref))
             if not e <= args.tolerance:
                 problems.append("Nimble %s %s (threads %d): output differs from PyTorch, relative error %.3e"
