@@ -269,6 +269,9 @@ def bench_model(v, args, work_dir, doc):
         for system in args.systems:
             if system in PEERS and (not args.peer_python or system in doc["missing"]):
                 continue
+            if system in PEERS and v.family == "treelstm":
+                doc["notes"].setdefault(system, {})[v.name] = "no ONNX form (recursion over a tree)"
+                continue
             t0, load = time.time(), benchlib.load_avg()
             progress("%s %s, %d thread%s: %d inputs x %d runs" % (
                 v.name, benchlib.SYSTEM_LABEL[system], T, "" if T == 1 else "s", len(cases),
