@@ -22,6 +22,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
@@ -60,6 +61,8 @@ def plot_latency(doc, model, path):
         if len(lengths) <= 6:
             ax.set_xticks(lengths)
             ax.set_xticklabels([str(n) for n in lengths])
+        else:  # plain numbers, not powers of 2
+            ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
     if lo > 0 and hi / lo > 20:
         ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.3)
