@@ -1,45 +1,57 @@
 #!/usr/bin/env python3
-"""Side-by-side latency of Nimble and PyTorch eager on the paper's models.
+"""Side-by-side latency of Nimble, PyTorch eager, ONNX Runtime and IREE on the
+paper's models, with the thread count of every system held and shown.
 
     /usr/bin/python3 scripts/bench_models.py [--models lstm_1l,lstm_2l,treelstm,bert_base]
-        [--threads 1,2] [--reps 20] [--warmup 3] [--count N] [--opt -O2]
-        [--profile-reps 5] [--pytorch-only] [--json FILE]
-        [--nimblec PATH] [--nimble-run PATH]
+        [--threads 1,2] [--lengths 8,32,128] [--bert-lengths 16,64,128] [--count 12]
+        [--reps 10] [--warmup 2] [--profile-reps 2] [--systems nimble,pytorch,onnxruntime,iree]
+        [--json FILE] [--plot DIR] [--markdown FILE] [--peers-venv DIR]
+        [--quiet-load 1.0] [--max-wait 60]
 
-Both systems run the same inputs (models/make_all.sh generates them: 12 per
-model) with the same weights:
+Each system and thread count T runs in its own process, started with
+OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = MKL_NUM_THREADS = T (torch.set_num_threads
+alone does not reach Debian's OpenBLAS: issue 19), and its CPU time is taken
+beside its wall time. Every figure is printed with the cores it used (CPU / wall);
+a system that used more than T + 0.15 cores fails the run (exit 1).
 
   * Nimble: the .nir compiled once by nimblec; per input one
-    `nimble-run --threads=T --benchmark=REPS` (it warms up once, then times
-    REPS runs in-process and prints their median), and one more run with
-    `--profile` for the time split (kernels / shape functions / other VM work,
-    from its `Time split:` line; separate so that profiling does not inflate
-    the latency). Each input's outputs are also checked against the PyTorch
-    reference (relative error <= --tolerance) - timing a wrong answer means
-    nothing.
-  * PyTorch eager (the paper's baseline): models/<m>/reference.py under
-    torch.inference_mode() with torch.set_num_threads(T): LSTM one loop
-    iteration per token (nn.LSTMCell per layer), Tree-LSTM Python recursion,
-    BERT plain modules. WARMUP untimed runs, then REPS timed runs; median.
-  * onnxruntime, when importable: the same weights exported with
-    torch.onnx.export (LSTM as nn.LSTM -> ONNX LSTM, BERT with a dynamic
-    sequence axis; Tree-LSTM has no ONNX form). Otherwise the script says it
-    is absent.
+    `nimble-run --threads=T --benchmark=REPS` (one warm-up, REPS timed runs,
+    their median), its outputs checked against PyTorch; cores used over that
+    whole process (loading included). A separate `--profile` run per
+    fixed-size input gives the time split (kernels / shape functions / other
+    VM work), so that profiling does not inflate the latency.
+  * PyTorch eager (the papers' baseline), ONNX Runtime and IREE: one
+    scripts/bench_worker.py process per system and T (its docstring says how
+    each is set up); cores used over the timed runs. ONNX Runtime and IREE run
+    with the virtualenv of scripts/setup_peers.sh (--peers-venv, default
+    .peers-venv); when absent the benchmark says how to get them and goes on.
+    Every peer is checked against the PyTorch reference (<= --tolerance) before
+    it is timed.
 
-Per model and thread count the table shows time per unit of work: the sum of
-the per-input medians divided by the total tokens (LSTM, BERT) or tree nodes
-(Tree-LSTM: leaves + internal nodes, one cell each); ratio = PyTorch / Nimble
-(> 1: Nimble is faster); and Nimble's split as % of its profiled total.
-Exit status 1 if a tool fails or an output mismatches.
+Two tables. Fixed sizes, as the papers report them: LSTM at T = --lengths
+tokens in us/token, BERT-base at n = --bert-lengths in ms/sequence (seeded
+inputs generated here), Tree-LSTM over the seeded trees of models/make_all.sh
+in us/node (sum of medians / nodes). Then the mixed-length aggregate: the
+first --count seeded inputs of LSTM and BERT (8-128 and 16-128 tokens),
+sum of medians / total tokens. PyTorch/Nimble > 1: Nimble is faster.
+
+Before each model block the 1-minute load is read (the benchmark waits up to
+--max-wait seconds for it to drop to --quiet-load, then runs anyway) and
+printed. Progress lines go to stderr. --json keeps everything (header, one
+row per system / model / length / threads with median, runs, cores used;
+every input's median for the plots; Nimble's split); --plot DIR writes PNGs
+(scripts/bench_plot.py); --markdown FILE the header and tables for
+docs/perf.md. Exit 1 if a tool fails, an output mismatches or a thread count
+was not held.
 """
 
 import argparse
 import importlib.util
 import json
 import os
-import platform
+import resource
 import shutil
-import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,246 +59,469 @@ import time
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
 
+import benchlib  # noqa: E402
+from bench_worker import rel_err  # noqa: E402
 from models.common import tools  # noqa: E402
-from models.common.registry import FULL, VARIANTS  # noqa: E402
+from models.common.registry import FULL, REPO_ROOT, VARIANTS  # noqa: E402
+
+PEERS = ("onnxruntime", "iree")
+PEER_MODULES = {"onnxruntime": "onnxruntime", "iree": "iree.runtime"}
+PEER_DISTS = {"onnxruntime": "onnxruntime", "iree": "iree-base-runtime"}
+FIXED_SEED = 19  # the issue's number: the fixed-size inputs are not the models' seeded set
 
 
-def rel_err(got, want):
-    if got.shape != want.shape or not np.all(np.isfinite(got)):
-        return float("inf")
-    scale = float(np.max(np.abs(want))) if want.size else 0.0
-    diff = float(np.max(np.abs(got.astype(np.float64) - want))) if want.size else 0.0
-    return diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf"))
+def progress(msg):
+    print("[bench %s] %s" % (time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
 
 
-def time_median_ms(fn, warmup, reps):
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(ts)
+# ---- the machine header -----------------------------------------------------------------------
 
 
-# ---- onnxruntime (optional) ------------------------------------------------------------------
+def blas_description():
+    """The BLAS library PyTorch has loaded in this process, with OpenBLAS's own config line."""
+    a = torch.ones(8, 8)
+    a @ a  # noqa: B018  (loads the BLAS)
+    libs = []
+    for line in open("/proc/self/maps"):
+        path = line.split()[-1]
+        base = os.path.basename(path).lower()
+        if path.startswith("/") and ("blas" in base or "mkl" in base) and path not in libs:
+            libs.append(path)
+    import ctypes
+
+    for path in libs:
+        try:
+            f = ctypes.CDLL(path).openblas_get_config
+            f.restype = ctypes.c_char_p
+            return "%s (%s)" % (f().decode(), os.path.realpath(path))
+        except (OSError, AttributeError):
+            continue
+    return ", ".join(os.path.realpath(p) for p in libs) or "none found in the process (reference BLAS?)"
 
 
-def have_onnxruntime():
-    return importlib.util.find_spec("onnxruntime") is not None
+def peer_python(venv):
+    py = os.path.join(venv, "bin", "python")
+    return py if os.path.isfile(py) and os.access(py, os.X_OK) else None
 
 
-class _LSTMForOnnx(torch.nn.Module):
-    """nn.LSTM with the reference's weights: xs [T, I] -> (h, c) of the last layer."""
-
-    def __init__(self, ref):
-        super().__init__()
-        cells = ref.cells
-        self.lstm = torch.nn.LSTM(cells[0].input_size, cells[0].hidden_size, len(cells))
-        with torch.no_grad():
-            for k, cell in enumerate(cells):
-                for p in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-                    getattr(self.lstm, "%s_l%d" % (p, k)).copy_(getattr(cell, p))
-
-    def forward(self, xs):
-        _, (h, c) = self.lstm(xs[:, None, :])
-        return h[-1], c[-1]
-
-
-def onnx_session(v, model, example, threads, work_dir):
-    """An onnxruntime session for the model, or (None, reason)."""
-    import onnxruntime as ort  # noqa: F401  (checked by have_onnxruntime)
-
-    path = os.path.join(work_dir, "%s.onnx" % v.name)
-    if not os.path.exists(path):
-        if v.family == "lstm":
-            module, names, outs = _LSTMForOnnx(model).eval(), ["xs"], ["h", "c"]
-        elif v.family == "bert":
-            module, names, outs = model, ["ids"], ["hidden"]
-        else:
-            return None, "no ONNX form (recursion over a tree)"
-        dyn = {names[0]: {0: "n"}}
-        if v.family == "bert":
-            dyn["hidden"] = {0: "n"}
-        with torch.inference_mode():
-            torch.onnx.export(module, (example,), path, input_names=names, output_names=outs,
-                              dynamic_axes=dyn, opset_version=14)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"]), None
-
-
-# ---- one model -----------------------------------------------------------------------------
-
-
-def bench_model(v, args, work_dir, use_ort):
-    inputs = v.inputs()
-    if args.count:
-        inputs = inputs[: args.count]
-    model = v.reference.load(v.name)
-    xs = [v.reference.read_input(i.path) for i in inputs]
-    refs = [v.reference.run(model, x) for x in xs]
-    total_work = sum(i.work for i in inputs)
-    nbc = None
-    if not args.pytorch_only:
-        nbc = os.path.join(work_dir, v.name + ".nbc")
-        tools.compile_model(args.nimblec, v.nir, nbc, opt=args.opt)
-    rows = []
-    problems = []
-    for T in args.threads:
-        torch.set_num_threads(T)
-        row = {"model": v.name, "threads": T, "unit": v.unit, "inputs": len(inputs), "work": total_work}
-        # PyTorch eager.
-        pt = [time_median_ms(lambda x=x: v.reference.run(model, x), args.warmup, args.reps) for x in xs]
-        row["pytorch_ms"] = pt
-        row["pytorch_us_per_unit"] = sum(pt) * 1e3 / total_work
-        # Nimble.
-        if nbc:
-            med, split = [], {"kernels": 0.0, "shape": 0.0, "other": 0.0, "total": 0.0}
-            for inp, ref in zip(inputs, refs):
-                outs = [os.path.join(work_dir, "%s.%s.%s.npy" % (v.name, inp.name, o))
-                        for o in v.reference.OUTPUTS]
-                nimble_in = v.reference.nimble_inputs(inp.path)
-                p = tools.run_model(args.nimble_run, nbc, nimble_in, outs, threads=T, benchmark=args.reps)
-                med.append(tools.parse_latency(p.stdout)["median"])
-                for name, path, want in zip(v.reference.OUTPUTS, outs, ref):
-                    e = rel_err(np.load(path), want)
-                    if not e <= args.tolerance:
-                        problems.append("%s %s:%s (threads %d): Nimble's output differs from PyTorch, "
-                                        "relative error %.3e" % (v.name, inp.name, name, T, e))
-                if args.profile_reps:
-                    p = tools.run_model(args.nimble_run, nbc, nimble_in, outs, threads=T,
-                                        benchmark=args.profile_reps, profile=True)
-                    for k, val in tools.parse_time_split(p.stderr).items():
-                        split[k] += val
-            row["nimble_ms"] = med
-            row["nimble_us_per_unit"] = sum(med) * 1e3 / total_work
-            row["ratio"] = row["pytorch_us_per_unit"] / row["nimble_us_per_unit"]
-            if args.profile_reps and split["total"] > 0:
-                row["split_pct"] = {k: 100 * split[k] / split["total"] for k in ("kernels", "shape", "other")}
-        # onnxruntime.
-        if use_ort:
-            sess, why = onnx_session(v, model, xs[0], T, work_dir)
-            if sess is None:
-                row["ort_note"] = why
-            else:
-                name = sess.get_inputs()[0].name
-                feeds = [{name: x.numpy()} for x in xs]
-                ort_ms = []
-                for f, ref in zip(feeds, refs):
-                    got = sess.run(None, f)
-                    for g, want in zip(got, ref):
-                        e = rel_err(np.asarray(g).reshape(want.shape), want)
-                        if not e <= args.tolerance:
-                            problems.append("%s (threads %d): onnxruntime differs from PyTorch, "
-                                            "relative error %.3e" % (v.name, T, e))
-                    ort_ms.append(time_median_ms(lambda f=f: sess.run(None, f), args.warmup, args.reps))
-                row["ort_ms"] = ort_ms
-                row["ort_us_per_unit"] = sum(ort_ms) * 1e3 / total_work
-        rows.append(row)
-        print_row(row, use_ort)
-        sys.stdout.flush()
-    return rows, problems
-
-
-# ---- output -------------------------------------------------------------------------------
-
-HEADER = "%-14s %7s %5s %15s %15s %10s  %-24s" % (
-    "model", "threads", "unit", "Nimble us/unit", "PyTorch us/unit", "PT/Nimble", "Nimble kern/shape/other")
-
-
-def print_row(r, use_ort):
-    fmt = lambda x: "%15.2f" % x if x is not None else "%15s" % "-"  # noqa: E731
-    split = r.get("split_pct")
-    split_s = "%5.1f%% /%5.1f%% /%5.1f%%" % (split["kernels"], split["shape"], split["other"]) if split else "-"
-    line = "%-14s %7d %5s %s %s %10s  %-24s" % (
-        r["model"], r["threads"], r["unit"], fmt(r.get("nimble_us_per_unit")), fmt(r["pytorch_us_per_unit"]),
-        "%.2fx" % r["ratio"] if "ratio" in r else "-", split_s)
-    if use_ort:
-        line += " %14s" % ("%.2f" % r["ort_us_per_unit"] if "ort_us_per_unit" in r else r.get("ort_note", "-"))
-    print(line)
-
-
-def cpu_name():
+def peer_versions(python):
+    """{'onnxruntime': version or None, 'iree': ...} as the peers' interpreter sees them."""
+    code = ("import importlib.metadata as m, importlib.util as u, json\n"
+            "def v(mod, dist):\n"
+            "    try:\n"
+            "        return m.version(dist) if u.find_spec(mod.split('.')[0]) else None\n"
+            "    except Exception:\n"
+            "        return None\n"
+            "print(json.dumps({%s}))" % ", ".join("%r: v(%r, %r)" % (p, PEER_MODULES[p], PEER_DISTS[p]) for p in PEERS))
     try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+        p = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+        return json.loads(p.stdout) if p.returncode == 0 else {}
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return {}
+
+
+# ---- inputs -------------------------------------------------------------------------------------
+
+
+class Case:
+    """One input: where it is, its size, the table it belongs to, the reference outputs."""
+
+    def __init__(self, name, path, length, table):
+        self.name, self.path, self.length, self.table = name, path, length, table
+        self.refs = []
+
+
+def fixed_cases(v, args, work_dir):
+    if v.family == "treelstm":
+        return [Case(i.name, i.path, i.work, "fixed") for i in v.inputs()]
+    rng = np.random.default_rng(FIXED_SEED)
+    out = []
+    lengths = args.lengths if v.family == "lstm" else args.bert_lengths
+    for n in lengths:
+        if v.family == "lstm":
+            x = rng.normal(0.0, 0.4, size=(n, v._variants.VARIANTS[v.name]["input"])).astype(np.float32)
+        else:
+            vocab = v._variants.VARIANTS[v.name]["vocab"]
+            if vocab > 2000:  # word pieces between [CLS] and [SEP], like models/bert/make_inputs.py
+                x = rng.integers(1000, vocab, size=n).astype(np.int64)
+                x[0], x[-1] = 101, 102
+            else:  # bert_small
+                x = rng.integers(0, vocab, size=n).astype(np.int64)
+        path = os.path.join(work_dir, "%s.fixed_%d.npy" % (v.name, n))
+        np.save(path, x)
+        out.append(Case("fixed_%d" % n, path, n, "fixed"))
+    return out
+
+
+def mixed_cases(v, args):
+    n = pick(args.count, v.name)
+    if v.family == "treelstm" or n == 0:
+        return []
+    return [Case(i.name, i.path, i.work, "mixed") for i in v.inputs()[:n]]
+
+
+def write_references(v, model, cases, work_dir):
+    for c in cases:
+        outs = v.reference.run(model, v.reference.read_input(c.path))
+        for name, o in zip(v.reference.OUTPUTS, outs):
+            path = os.path.join(work_dir, "%s.%s.ref.%s.npy" % (v.name, c.name, name))
+            np.save(path, o)
+            c.refs.append(path)
+
+
+# ---- running the systems ----------------------------------------------------------------------
+
+
+def thread_env(T):
+    env = dict(os.environ)
+    for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[k] = str(T)
+    env["PYTHONWARNINGS"] = "ignore"
+    return env
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_nimble(v, nbc, cases, T, args, work_dir, problems):
+    """[(case, median_ms, runs, cpu_s, wall_s)] and the summed time split of the fixed inputs."""
+    out, split = [], {"kernels": 0.0, "shape": 0.0, "other": 0.0, "total": 0.0}
+    for c in cases:
+        outs = [os.path.join(work_dir, "%s.%s.nimble.%s.npy" % (v.name, c.name, o)) for o in v.reference.OUTPUTS]
+        cmd = [args.nimble_run, nbc] + ["--input=" + s for s in v.reference.nimble_inputs(c.path)]
+        cmd += ["--output=@" + o for o in outs] + ["--threads=%d" % T, "--benchmark=%d" % pick(args.reps, v.name)]
+        c0, w0 = children_cpu(), time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, text=True, env=thread_env(T))
+        wall, cpu = time.perf_counter() - w0, children_cpu() - c0
+        if p.returncode != 0:
+            raise tools.ToolError("nimble-run failed (exit %d): %s\n%s" % (p.returncode, " ".join(cmd),
+                                                                          p.stderr[-3000:]))
+        lat = tools.parse_latency(p.stdout)
+        for o, ref in zip(outs, c.refs):
+            e = rel_err(np.load(o), np.load(ref))
+            if not e <= args.tolerance:
+                problems.append("Nimble %s %s (threads %d): output differs from PyTorch, relative error %.3e"
+                                % (v.name, c.name, T, e))
+        out.append((c, lat["median"], lat["runs"], cpu, wall))
+        if pick(args.profile_reps, v.name) and c.table == "fixed":
+            p = tools.run_model(args.nimble_run, nbc, v.reference.nimble_inputs(c.path), outs, threads=T,
+                                benchmark=pick(args.profile_reps, v.name), profile=True)
+            for k, val in tools.parse_time_split(p.stderr).items():
+                split[k] += val
+    return out, split
+
+
+def run_worker(system, v, cases, T, args, work_dir):
+    python = "/usr/bin/python3" if system == "pytorch" else args.peer_python
+    spec = {"system": system, "model": v.name, "family": v.family, "threads": T, "reps": pick(args.reps, v.name),
+            "warmup": args.warmup, "tolerance": args.tolerance, "work_dir": work_dir,
+            "inputs": [{"name": c.name, "path": c.path, "refs": c.refs} for c in cases]}
+    spec_path = os.path.join(work_dir, "spec.%s.%s.%d.json" % (system, v.name, T))
+    out_path = spec_path.replace("spec.", "result.")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    p = subprocess.run([python, os.path.join(HERE, "bench_worker.py"), spec_path, out_path],
+                       capture_output=True, text=True, env=thread_env(T))
+    if p.returncode != 0 or not os.path.exists(out_path):
+        return {"error": "bench_worker.py (%s) failed (exit %d): %s" % (system, p.returncode, p.stderr[-3000:]),
+                "inputs": [], "note": None}
+    with open(out_path) as f:
+        return json.load(f)
+
+
+def rows_of(system, v, T, timed, cases):
+    """Table rows from [(case, median_ms, runs, cpu_s, wall_s)]: one fixed row per LSTM/BERT length,
+    one over all trees, one mixed aggregate."""
+    rows = []
+    fixed = [t for t in timed if t[0].table == "fixed"]
+    mixed = [t for t in timed if t[0].table == "mixed"]
+    groups = [[t] for t in fixed] if v.family != "treelstm" else ([fixed] if fixed else [])
+    groups = [("fixed", g) for g in groups] + ([("mixed", mixed)] if mixed else [])
+    for table, g in groups:
+        rows.append(benchlib.make_row(system, v.name, v.family, table, sum(t[0].length for t in g), len(g), T,
+                                      sum(t[1] for t in g), g[0][2], sum(t[3] for t in g), sum(t[4] for t in g)))
+    return rows
+
+
+def bench_model(v, args, work_dir, doc):
+    problems = []
+    load, waited, quiet = benchlib.wait_for_quiet(args.quiet_load, args.max_wait)
+    doc["header"]["loads"].append({"model": v.name, "load_1min": load, "waited_s": round(waited, 1), "quiet": quiet})
+    print("\n== %s: 1-minute load %.2f before the block%s" % (
+        v.name, load, "" if quiet else " (not below %.2f after waiting %.0f s: figures may be noisy)"
+        % (args.quiet_load, waited)), flush=True)
+    cases = fixed_cases(v, args, work_dir) + mixed_cases(v, args)
+    model = v.reference.load(v.name)
+    write_references(v, model, cases, work_dir)
+    del model
+    nbc = None
+    if "nimble" in args.systems:
+        nbc = os.path.join(work_dir, v.name + ".nbc")
+        progress("%s: nimblec %s" % (v.name, args.opt))
+        tools.compile_model(args.nimblec, v.nir, nbc, opt=args.opt)
+    for T in args.threads:
+        for system in args.systems:
+            if system in PEERS and (not args.peer_python or system in doc["missing"]):
+                continue
+            if system in PEERS and v.family == "treelstm":
+                doc["notes"].setdefault(system, {})[v.name] = "no ONNX form (recursion over a tree)"
+                continue
+            t0, load = time.time(), benchlib.load_avg()
+            progress("%s %s, %d thread%s: %d inputs x %d runs" % (
+                v.name, benchlib.SYSTEM_LABEL[system], T, "" if T == 1 else "s", len(cases),
+                pick(args.reps, v.name)))
+            if system == "nimble":
+                timed, split = run_nimble(v, nbc, cases, T, args, work_dir, problems)
+                if split["total"] > 0:
+                    doc["splits"]["%s/%d" % (v.name, T)] = {
+                        k: 100 * split[k] / split["total"] for k in ("kernels", "shape", "other")}
+            else:
+                res = run_worker(system, v, cases, T, args, work_dir)
+                if res.get("note"):
+                    doc["notes"].setdefault(system, {})[v.name] = res["note"]
+                    progress("%s %s: not run: %s" % (v.name, benchlib.SYSTEM_LABEL[system], res["note"]))
+                    continue
+                if res.get("error"):
+                    problems.append(res["error"])
+                    continue
+                if system == "pytorch" and res.get("blas_threads") not in (None, T):
+                    problems.append("PyTorch %s at %d threads: OpenBLAS reports %s threads"
+                                    % (v.name, T, res["blas_threads"]))
+                byname = {c.name: c for c in cases}
+                timed = [(byname[r["name"]], r["median_ms"], r["runs"], r["cpu_s"], r["wall_s"])
+                         for r in res["inputs"]]
+            for c, med, runs, cpu, wall in timed:
+                doc["points"].append({"system": system, "model": v.name, "table": c.table, "input": c.name,
+                                      "length": c.length, "threads": T, "median_ms": med, "runs": runs,
+                                      "cores_used": round(benchlib.cores_used(cpu, wall), 3)})
+            for row in rows_of(system, v, T, timed, cases):
+                row["load_1min"] = load  # when this process started
+                doc["rows"].append(row)
+                bad = benchlib.cores_violation(row)
+                if bad:
+                    problems.append(bad)
+            progress("%s %s, %d thread%s: done in %.0f s" % (
+                v.name, benchlib.SYSTEM_LABEL[system], T, "" if T == 1 else "s", time.time() - t0))
+    return problems
+
+
+# ---- main -----------------------------------------------------------------------------------------
+
+
+def int_list(s):
+    try:
+        out = [int(t) for t in s.split(",") if t]
+    except ValueError:
+        raise argparse.ArgumentTypeError("want comma-separated positive integers, got %r" % s)
+    if not out or any(t <= 0 for t in out):
+        raise argparse.ArgumentTypeError("want comma-separated positive integers, got %r" % s)
+    return out
+
+
+def per_model(minimum):
+    """'N' or 'N,model=M,...': a default and per-model overrides (e.g. --reps 10,bert_base=2)."""
+
+    def parse(s):
+        out = {}
+        for part in s.split(","):
+            key, _, val = part.rpartition("=")
+            try:
+                n = int(val)
+            except ValueError:
+                n = -1
+            if n < minimum or (key and key not in VARIANTS):
+                raise argparse.ArgumentTypeError("want N or N,MODEL=N,... with N >= %d and known models, got %r"
+                                                 % (minimum, s))
+            out[key] = n
+        if "" not in out:
+            raise argparse.ArgumentTypeError("no default in %r (want N or N,MODEL=N,...)" % s)
+        out["text"] = s
+        return out
+
+    return parse
+
+
+def pick(setting, model):
+    return setting.get(model, setting[""])
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default=",".join(FULL), help="comma-separated variants (default: %(default)s)")
+    ap.add_argument("--threads", type=int_list, default=[1, 2], help="thread counts (default: 1,2)")
+    ap.add_argument("--lengths", type=int_list, default=[8, 32, 128], help="LSTM fixed lengths (default 8,32,128)")
+    ap.add_argument("--bert-lengths", type=int_list, default=[16, 64, 128],
+                    help="BERT fixed lengths (default 16,64,128)")
+    ap.add_argument("--count", type=per_model(0), default="12",
+                    help="seeded mixed-length inputs per model (0: no mixed table; N,MODEL=N,... per model)")
+    ap.add_argument("--reps", type=per_model(1), default="10",
+                    help="timed runs per input (default 10; N,MODEL=N,... per model, e.g. 10,bert_base=2)")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed runs first (Python systems; nimble-run: 1)")
+    ap.add_argument("--profile-reps", type=per_model(0), default="2",
+                    help="runs of nimble-run --profile per fixed input (0: no split; N,MODEL=N,... per model)")
+    ap.add_argument("--systems", default="nimble,pytorch,onnxruntime,iree", help="which systems to time")
+    ap.add_argument("--opt", default="-O2", help="nimblec optimisation level (default %(default)s)")
+    ap.add_argument("--tolerance", type=float, default=1e-4, help="every system's check against PyTorch")
+    ap.add_argument("--quiet-load", type=float, default=1.0, help="wait for this 1-minute load before a block")
+    ap.add_argument("--max-wait", type=float, default=60, help="wait at most this many seconds (default 60)")
+    ap.add_argument("--peers-venv", default=os.environ.get("NIMBLE_PEERS_VENV", os.path.join(REPO_ROOT, ".peers-venv")),
+                    help="virtualenv of scripts/setup_peers.sh (default .peers-venv)")
+    ap.add_argument("--json", metavar="FILE", help="write every measurement as JSON")
+    ap.add_argument("--plot", metavar="DIR", help="write PNG plots into DIR")
+    ap.add_argument("--markdown", metavar="FILE",
+                    help="write the header and tables as markdown (into FILE's generated section when it has one)")
+    ap.add_argument("--nimblec", default=tools.default_tool("nimblec"))
+    ap.add_argument("--nimble-run", dest="nimble_run", default=tools.default_tool("nimble-run"))
+    ap.add_argument("--keep", metavar="DIR", help="keep inputs, .nbc, .onnx, .vmfb and outputs in DIR")
+    args = ap.parse_args(argv)
+    args.systems = [s for s in args.systems.split(",") if s]
+    for s in args.systems:
+        if s not in benchlib.SYSTEMS:
+            ap.error("unknown system %r (have %s)" % (s, ", ".join(benchlib.SYSTEMS)))
+    if "pytorch" not in args.systems:
+        args.systems.insert(0, "pytorch")  # the reference every ratio and check is against
+    args.models = [n for n in args.models.split(",") if n]
+    for n in args.models:
+        if n not in VARIANTS:
+            ap.error("unknown model %r (have %s)" % (n, ", ".join(VARIANTS)))
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        ap.error("--plot needs matplotlib (Debian: python3-matplotlib; bash scripts/setup.sh)")
+    return args
+
+
+def make_doc(args):
+    with open("/proc/cpuinfo") as f:
+        cpu = benchlib.cpu_info(f.read())
+    args.peer_python = peer_python(args.peers_venv)
+    versions = {"pytorch": torch.__version__}
+    versions.update(peer_versions(args.peer_python) if args.peer_python else {})
+    missing = {}
+    for p in PEERS:
+        if p not in args.systems:
+            continue
+        if not args.peer_python:
+            missing[p] = "no virtualenv at %s: bash scripts/setup_peers.sh" % args.peers_venv
+        elif not versions.get(p):
+            missing[p] = "%s not in %s: bash scripts/setup_peers.sh" % (PEER_DISTS[p], args.peers_venv)
+    header = {"cpu": cpu, "blas": blas_description(), "versions": versions, "commit": benchlib.git_commit(REPO_ROOT),
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "opt": args.opt, "reps": args.reps["text"],
+              "warmup": args.warmup, "threads": args.threads, "loads": [],
+              "command": "scripts/bench_models.py " + " ".join(sys.argv[1:])}
+    return {"schema": benchlib.SCHEMA_VERSION, "header": header, "rows": [], "points": [], "splits": {},
+            "missing": missing, "notes": {}, "failures": []}
+
+
+def report(doc, args, out=sys.stdout):
+    systems = [s for s in benchlib.SYSTEMS if any(r["system"] == s for r in doc["rows"])]
+    print("\n" + "\n".join(benchlib.header_lines(doc["header"])), file=out)
+    print("1-minute load before each block: %s" % ", ".join(
+        "%s %.2f" % (x["model"], x["load_1min"]) for x in doc["header"]["loads"]), file=out)
+    for p, why in doc["missing"].items():
+        print("%s: missing (%s)" % (benchlib.SYSTEM_LABEL[p], why), file=out)
+    for p, per in doc["notes"].items():
+        for m, why in per.items():
+            print("%s on %s: not run (%s)" % (benchlib.SYSTEM_LABEL[p], m, why), file=out)
+    print("\nFixed sizes: figure (cores used); LSTM us/token, BERT ms/sequence, Tree-LSTM us/node over the seeded "
+          "trees", file=out)
+    print("\n".join(benchlib.table(doc["rows"], "fixed", systems, doc["splits"])), file=out)
+    if any(r["table"] == "mixed" for r in doc["rows"]):
+        print("\nMixed-length aggregate (seeded inputs; sum of medians / total tokens): figure (cores used)", file=out)
+        print("\n".join(benchlib.table(doc["rows"], "mixed", systems)), file=out)
+    for f in doc["failures"]:
+        print("FAILED: " + f, file=out)
+
+
+def write_markdown(doc, path, plots):
+    h = doc["header"]
+    systems = [s for s in benchlib.SYSTEMS if any(r["system"] == s for r in doc["rows"])]
+    lines = ["Measured %s at commit `%s`: `%s`." % (h["date"], h["commit"], h["command"]), "", "```"]
+    lines += benchlib.header_lines(h)
+    lines += ["1-minute load before each block: " + ", ".join(
+        "%s %.2f" % (x["model"], x["load_1min"]) for x in h["loads"])]
+    lines += ["%s: missing (%s)" % (benchlib.SYSTEM_LABEL[p], why) for p, why in doc["missing"].items()]
+    lines += ["%s on %s: not run (%s)" % (benchlib.SYSTEM_LABEL[p], m, why)
+              for p, per in doc["notes"].items() for m, why in per.items()]
+    lines += ["```", "", "Fixed sizes (figure (cores used)):", ""]
+    lines += benchlib.table(doc["rows"], "fixed", systems, doc["splits"], markdown=True)
+    if any(r["table"] == "mixed" for r in doc["rows"]):
+        lines += ["", "Mixed-length aggregate (the seeded inputs; sum of medians / total tokens):", ""]
+        lines += benchlib.table(doc["rows"], "mixed", systems, markdown=True)
+    if plots:
+        lines += [""] + ["![%s](%s)" % (os.path.splitext(os.path.basename(p))[0],
+                                         benchlib.relpath_or(p, os.path.dirname(os.path.abspath(path))))
+                         for p in plots]
+    body = "\n".join(lines) + "\n"
+    # A file with the generated-section markers (docs/perf.md) keeps everything outside them;
+    # any other existing file is left alone.
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+        try:
+            body = benchlib.replace_section(text, body)
+        except ValueError as e:
+            return "%s exists and has no generated section (%s); not overwritten" % (path, e)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(body)
+    os.replace(tmp, path)
+    return None
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default=",".join(FULL), help="comma-separated variants (default: %(default)s)")
-    ap.add_argument("--threads", default="1,2", help="thread counts (default: %(default)s)")
-    ap.add_argument("--reps", type=int, default=20, help="timed runs per input (default: %(default)s)")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed PyTorch/onnxruntime runs first")
-    ap.add_argument("--profile-reps", type=int, default=5,
-                    help="runs of the separate `nimble-run --profile` (0: no split)")
-    ap.add_argument("--count", type=int, default=0, help="use only the first N inputs of each model")
-    ap.add_argument("--opt", default="-O2", help="nimblec optimisation level (default %(default)s)")
-    ap.add_argument("--tolerance", type=float, default=1e-4, help="output check against PyTorch")
-    ap.add_argument("--pytorch-only", action="store_true", help="skip Nimble (no tools needed)")
-    ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime even if importable")
-    ap.add_argument("--json", metavar="FILE", help="also write every measurement as JSON")
-    ap.add_argument("--nimblec", default=tools.default_tool("nimblec"))
-    ap.add_argument("--nimble-run", dest="nimble_run", default=tools.default_tool("nimble-run"))
-    ap.add_argument("--keep", metavar="DIR", help="keep the .nbc, .onnx and outputs in DIR")
-    args = ap.parse_args(argv)
-    args.threads = [int(t) for t in args.threads.split(",") if t]
-    names = [n for n in args.models.split(",") if n]
-    for n in names:
-        if n not in VARIANTS:
-            ap.error("unknown model %r (have %s)" % (n, ", ".join(VARIANTS)))
-    if not args.pytorch_only:
+    args = parse_args(argv)
+    if "nimble" in args.systems:
         try:
             tools.require_tool(args.nimblec)
             tools.require_tool(args.nimble_run)
         except tools.ToolError as e:
-            print("bench_models: error: %s (or use --pytorch-only)" % e, file=sys.stderr)
+            print("bench_models: error: %s (or --systems without nimble)" % e, file=sys.stderr)
             return 1
-    use_ort = not args.no_ort and have_onnxruntime()
-
-    print("CPU: %s; %d logical CPUs; PyTorch %s; %d timed runs per input after warm-up"
-          % (cpu_name(), os.cpu_count() or 0, torch.__version__, args.reps))
-    if not use_ort:
-        print("onnxruntime: %s; no onnxruntime column"
-              % ("skipped (--no-ort)" if args.no_ort else "absent (not importable by %s)" % sys.executable))
-    print("unit: us per token (LSTM, BERT) or per tree node (Tree-LSTM); PT/Nimble > 1: Nimble faster;"
-          " split: % of Nimble's profiled time")
-    print(HEADER + (" %14s" % "ORT us/unit" if use_ort else ""))
-
+    doc = make_doc(args)
+    print("\n".join(benchlib.header_lines(doc["header"])), flush=True)
+    for p, why in doc["missing"].items():
+        print("%s: missing (%s)" % (benchlib.SYSTEM_LABEL[p], why), flush=True)
     work_dir = args.keep or tempfile.mkdtemp(prefix="bench_models.")
     os.makedirs(work_dir, exist_ok=True)
-    all_rows, failed = [], False
     try:
-        for n in names:
+        for n in args.models:
+            before = len(doc["failures"])
             try:
-                rows, problems = bench_model(VARIANTS[n], args, work_dir, use_ort)
+                doc["failures"] += bench_model(VARIANTS[n], args, work_dir, doc)
             except (tools.ToolError, FileNotFoundError) as e:
-                failed = True
-                print("%-14s FAILED" % n)
-                print("  " + str(e).replace("\n", "\n  "), file=sys.stderr)
-                continue
-            all_rows += rows
-            for p in problems:
-                failed = True
-                print("  MISMATCH: " + p, file=sys.stderr)
+                doc["failures"].append("%s: %s" % (n, e))
+            for f in doc["failures"][before:]:
+                print("FAILED: " + f, file=sys.stderr, flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(work_dir, ignore_errors=True)
+    report(doc, args)
+    plots = []
+    if args.plot:
+        import bench_plot
+
+        plots = bench_plot.plot_all(doc, args.plot)
+        for path in plots:
+            progress("wrote " + path)
+    if args.markdown:
+        why = write_markdown(doc, args.markdown, [os.path.abspath(p) for p in plots])
+        if why:
+            print("bench_models: error: " + why, file=sys.stderr)
+            doc["failures"].append(why)
+    for p in benchlib.validate(doc):  # what --json promises its readers (bench_plot.py, test/scripts)
+        doc["failures"].append("internal: the JSON document breaks its schema: " + p)
+        print("bench_models: error: " + doc["failures"][-1], file=sys.stderr)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"cpu": cpu_name(), "torch": torch.__version__, "reps": args.reps,
-                       "rows": all_rows}, f, indent=1)
-    return 1 if failed else 0
+        tmp = args.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(tmp, args.json)
+    return 1 if doc["failures"] else 0
 
 
 if __name__ == "__main__":

@@ -28,6 +28,10 @@ PACKAGES=(
   python3-torch
   libopenblas0-pthread
   hyperfine
+  # scripts/bench_models.py --plot (docs/perf.md's figures).
+  python3-matplotlib
+  # scripts/setup_peers.sh: the virtualenv of the optional peers (ONNX Runtime, IREE).
+  python3-venv
 )
 
 is_installed() {

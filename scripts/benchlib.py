@@ -1,0 +1,277 @@
+"""The pure logic of scripts/bench_models.py: no numpy, no torch, no timing.
+
+Kept apart so that test/scripts/ can check it without PyTorch or a quiet
+machine: what the machine header says (CPU model, ISA features, cores, load),
+the cores-used check (a system given T threads may use at most T + 0.15
+cores), the JSON document's schema, and the text / markdown tables.
+
+Why cores used: OpenBLAS takes its thread count from OPENBLAS_NUM_THREADS /
+OMP_NUM_THREADS when it is loaded; torch.set_num_threads does not reach it
+(issue 19: a "1-thread" PyTorch run used 1.98 CPU-seconds per wall-second).
+Each system and thread count therefore runs in its own process started with
+those variables set, and CPU time / wall time is printed beside every figure
+so that a reader can see the thread count was really held.
+"""
+
+import os
+import re
+import statistics
+import subprocess
+import time
+
+CORES_SLACK = 0.15  # interpreter, timer and loader threads: noise, not a second core
+SCHEMA_VERSION = 1
+
+# Per row of the JSON document: what the issue asks to keep, and the rest the tables need.
+ROW_FIELDS = {
+    "system": str,  # nimble, pytorch, onnxruntime, iree
+    "model": str,
+    "table": str,  # "fixed" (one input of a fixed size) or "mixed" (the seeded mixed lengths)
+    "length": int,  # tokens (LSTM, BERT) or tree nodes; for "mixed": total over the inputs
+    "inputs": int,  # inputs behind the row (1 for a fixed LSTM/BERT row)
+    "threads": int,
+    "median_ms": float,  # fixed: median of the runs; mixed: sum of the per-input medians
+    "runs": int,  # timed runs per input
+    "cores_used": float,  # CPU time / wall time over the timed runs
+    "per_unit": float,  # median_ms in the row's unit (see UNITS)
+    "unit": str,
+}
+SYSTEMS = ("nimble", "pytorch", "onnxruntime", "iree")
+SYSTEM_LABEL = {"nimble": "Nimble", "pytorch": "PyTorch", "onnxruntime": "ONNX Runtime", "iree": "IREE"}
+
+# The unit of each model's rows, as the papers report them: (label, ms -> unit factor, per what).
+UNITS = {
+    "lstm": ("us/token", 1e3, "token"),
+    "bert": ("ms/seq", 1.0, "sequence"),
+    "treelstm": ("us/node", 1e3, "node"),
+}
+MIXED_UNITS = {"lstm": ("us/token", 1e3), "bert": ("us/token", 1e3), "treelstm": ("us/node", 1e3)}
+
+
+# ---- the machine ---------------------------------------------------------------------------
+
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
+             "amx_int8")
+
+
+def cpu_info(text):
+    """{'model', 'logical', 'cores', 'isa': [flags present among ISA_FLAGS]} from /proc/cpuinfo text."""
+    model, flags, logical, cores, phys = "unknown CPU", set(), 0, 0, set()
+    for line in text.splitlines():
+        key, _, val = line.partition(":")
+        key, val = key.strip(), val.strip()
+        if key == "processor":
+            logical += 1
+        elif key == "model name" and model == "unknown CPU":
+            model = val
+        elif key == "flags" and not flags:
+            flags = set(val.split())
+        elif key == "cpu cores":
+            cores = int(val) if val.isdigit() else cores
+        elif key == "physical id":
+            phys.add(val)
+    cores = cores * max(1, len(phys)) if cores else logical
+    return {"model": model, "logical": logical, "cores": cores, "isa": [f for f in ISA_FLAGS if f in flags]}
+
+
+def isa_summary(isa):
+    """'AVX2 FMA AVX-512 (VNNI, BF16, FP16) AMX (BF16, INT8)' / 'no AVX-512' ..."""
+    out = [n for f, n in (("avx2", "AVX2"), ("fma", "FMA")) if f in isa]
+    if "avx512f" in isa:
+        sub = [n for f, n in (("avx512_vnni", "VNNI"), ("avx512_bf16", "BF16"), ("avx512_fp16", "FP16")) if f in isa]
+        out.append("AVX-512" + (" (%s)" % ", ".join(sub) if sub else ""))
+    else:
+        out.append("no AVX-512")
+    if "amx_tile" in isa:
+        sub = [n for f, n in (("amx_bf16", "BF16"), ("amx_int8", "INT8")) if f in isa]
+        out.append("AMX" + (" (%s)" % ", ".join(sub) if sub else ""))
+    else:
+        out.append("no AMX")
+    return " ".join(out)
+
+
+def load_avg(text=None):
+    """The 1-minute load average (/proc/loadavg)."""
+    if text is None:
+        with open("/proc/loadavg") as f:
+            text = f.read()
+    return float(text.split()[0])
+
+
+def wait_for_quiet(threshold, max_wait, poll=5.0, read=load_avg, sleep=time.sleep, clock=time.monotonic):
+    """Waits until the 1-minute load is <= threshold, at most max_wait seconds.
+
+    Returns (load, seconds waited, quiet?). The load is what the header prints:
+    on a shared machine the benchmark runs anyway after max_wait, and says so.
+    """
+    start = clock()
+    load = read()
+    while load > threshold and clock() - start < max_wait:
+        sleep(min(poll, max(0.0, max_wait - (clock() - start))))
+        load = read()
+    return load, clock() - start, load <= threshold
+
+
+def git_commit(repo):
+    try:
+        rev = subprocess.run(["git", "-C", repo, "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return rev + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+
+
+def header_lines(h):
+    """The header a reader compares with, from the header dict of the JSON document."""
+    cpu = h["cpu"]
+    lines = [
+        "CPU: %s; %d cores, %d logical CPUs; %s" % (cpu["model"], cpu["cores"], cpu["logical"], isa_summary(cpu["isa"])),
+        "BLAS (as PyTorch loads it): %s" % h["blas"],
+        "versions: PyTorch %s; ONNX Runtime %s; IREE %s" % (
+            h["versions"].get("pytorch") or "-", h["versions"].get("onnxruntime") or "not installed",
+            h["versions"].get("iree") or "not installed"),
+        "commit: %s; nimblec %s; timed runs per input (--reps): %s, after %d warm-up (nimble-run: 1)" % (
+            h["commit"], h["opt"], h["reps"], h["warmup"]),
+        "threads: each system and thread count T in its own process, OPENBLAS_NUM_THREADS = OMP_NUM_THREADS"
+        " = MKL_NUM_THREADS = T (nimble-run --threads=T); fails above T + %.2f cores used" % CORES_SLACK,
+    ]
+    return lines
+
+
+# ---- the cores-used check -------------------------------------------------------------------
+
+
+def cores_used(cpu_s, wall_s):
+    return cpu_s / wall_s if wall_s > 0 else 0.0
+
+
+def cores_violation(row):
+    """A message when the row used more than threads + CORES_SLACK cores, else None."""
+    limit = row["threads"] + CORES_SLACK
+    if row["cores_used"] > limit:
+        return ("%s %s %s (length %d) at %d thread%s used %.2f cores (limit %.2f): the thread count was not "
+                "held" % (SYSTEM_LABEL.get(row["system"], row["system"]), row["model"], row["table"], row["length"],
+                          row["threads"], "" if row["threads"] == 1 else "s", row["cores_used"], limit))
+    return None
+
+
+# ---- the JSON document ----------------------------------------------------------------------
+
+
+def validate(doc):
+    """[problems] of a bench_models.py --json document (empty: valid)."""
+    problems = []
+    if not isinstance(doc, dict):
+        return ["document is not an object"]
+    if doc.get("schema") != SCHEMA_VERSION:
+        problems.append("schema: want %d, got %r" % (SCHEMA_VERSION, doc.get("schema")))
+    for key in ("header", "rows", "missing", "splits", "failures"):
+        if key not in doc:
+            problems.append("missing key %r" % key)
+    for k in ("cpu", "blas", "versions", "commit", "reps", "loads"):
+        if k not in doc.get("header", {}):
+            problems.append("header: missing %r" % k)
+    for i, row in enumerate(doc.get("rows", [])):
+        for field, typ in ROW_FIELDS.items():
+            if field not in row:
+                problems.append("rows[%d]: missing %r" % (i, field))
+            elif not isinstance(row[field], typ) or (typ is int and isinstance(row[field], bool)):
+                if not (typ is float and isinstance(row[field], int)):
+                    problems.append("rows[%d].%s: want %s, got %r" % (i, field, typ.__name__, row[field]))
+        if row.get("system") not in SYSTEMS:
+            problems.append("rows[%d].system: unknown %r" % (i, row.get("system")))
+        if row.get("table") not in ("fixed", "mixed"):
+            problems.append("rows[%d].table: want fixed or mixed, got %r" % (i, row.get("table")))
+    return problems
+
+
+def make_row(system, model, family, table, length, inputs, threads, median_ms, runs, cpu_s, wall_s):
+    unit, factor = (UNITS[family][:2] if table == "fixed" else MIXED_UNITS[family])
+    if table == "fixed" and family != "bert" or table == "mixed":
+        per_unit = median_ms * factor / length  # per token / per node
+    else:
+        per_unit = median_ms * factor / inputs  # BERT fixed rows: per sequence
+    return {"system": system, "model": model, "family": family, "table": table, "length": int(length),
+            "inputs": int(inputs), "threads": int(threads), "median_ms": float(median_ms), "runs": int(runs),
+            "cores_used": round(cores_used(cpu_s, wall_s), 3), "per_unit": float(per_unit), "unit": unit}
+
+
+# ---- tables ---------------------------------------------------------------------------------
+
+
+def _cell(row, digits):
+    if row is None:
+        return "-"
+    return "%.*f (%.2f)" % (digits, row["per_unit"], row["cores_used"])
+
+
+def _digits(unit):
+    return 2 if unit.startswith("ms") else 1
+
+
+def table(rows, which, systems, splits=None, markdown=False):
+    """Rows of one table ("fixed" / "mixed") pivoted: one line per (model, length, threads),
+    one column per system with 'figure (cores used)', then PyTorch / Nimble."""
+    sel = [r for r in rows if r["table"] == which]
+    keys = []
+    for r in sel:
+        k = (r["model"], r["length"], r["threads"])
+        if k not in keys:
+            keys.append(k)
+    by = {(r["model"], r["length"], r["threads"], r["system"]): r for r in sel}
+    cols = ["model", "length" if which == "fixed" else "tokens/nodes", "threads", "unit"]
+    cols += ["%s (cores)" % SYSTEM_LABEL[s] for s in systems] + ["PyTorch/Nimble"]
+    if splits is not None:
+        cols.append("Nimble kernels/shape/other")
+    out = []
+    for model, length, threads in keys:
+        some = next(by[(model, length, threads, s)] for s in SYSTEMS if (model, length, threads, s) in by)
+        cells = [model, str(length), str(threads), some["unit"]]
+        cells += [_cell(by.get((model, length, threads, s)), _digits(some["unit"])) for s in systems]
+        nim, pt = by.get((model, length, threads, "nimble")), by.get((model, length, threads, "pytorch"))
+        cells.append("%.2fx" % (pt["median_ms"] / nim["median_ms"]) if nim and pt and nim["median_ms"] > 0 else "-")
+        if splits is not None:
+            sp = splits.get("%s/%d" % (model, threads))
+            cells.append("%.1f%% / %.1f%% / %.1f%%" % (sp["kernels"], sp["shape"], sp["other"]) if sp else "-")
+        out.append(cells)
+    if markdown:
+        lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        lines += ["| " + " | ".join(c) + " |" for c in out]
+        return lines
+    widths = [max(len(c), *(len(r[i]) for r in out)) if out else len(c) for i, c in enumerate(cols)]
+    fmt = lambda cells: "  ".join(c.rjust(w) if i >= 2 else c.ljust(w)  # noqa: E731
+                                  for i, (c, w) in enumerate(zip(cells, widths)))
+    return [fmt(cols)] + [fmt(c) for c in out]
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+# ---- docs/perf.md ---------------------------------------------------------------------------
+
+BEGIN, END = "<!-- bench_models: begin (generated by scripts/bench.sh) -->", "<!-- bench_models: end -->"
+
+
+def replace_section(text, body):
+    """text with everything between BEGIN and END replaced by body; ValueError if the markers are absent."""
+    i, j = text.find(BEGIN), text.find(END)
+    if i < 0 or j < i:
+        raise ValueError("markers %r ... %r not found" % (BEGIN, END))
+    return text[: i + len(BEGIN)] + "\n" + body.rstrip("\n") + "\n" + text[j:]
+
+
+def relpath_or(path, base):
+    try:
+        return os.path.relpath(path, base)
+    except ValueError:
+        return path
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def safe_name(s):
+    return _SAFE.sub("_", s)

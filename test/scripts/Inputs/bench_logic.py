@@ -1,0 +1,97 @@
+"""Drives scripts/benchlib.py on made-up inputs and prints what it decides;
+test/scripts/bench-logic.test pins the output. Argument: the scripts/ dir."""
+
+import json
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[1])
+import benchlib  # noqa: E402
+
+SPR = """processor\t: 0
+model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
+physical id\t: 0
+cpu cores\t: 2
+flags\t\t: fpu sse2 avx avx2 fma avx512f avx512_vnni avx512_bf16 avx512_fp16 amx_tile amx_bf16 amx_int8
+
+processor\t: 1
+model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
+physical id\t: 0
+cpu cores\t: 2
+flags\t\t: fpu sse2 avx avx2 fma avx512f avx512_vnni avx512_bf16 avx512_fp16 amx_tile amx_bf16 amx_int8
+"""
+ZEN3 = """processor\t: 0
+model name\t: AMD EPYC 7B13
+flags\t\t: fpu sse2 avx avx2 fma
+processor\t: 1
+model name\t: AMD EPYC 7B13
+flags\t\t: fpu sse2 avx avx2 fma
+processor\t: 2
+flags\t\t: fpu
+"""
+
+print("== cpuinfo")
+for text in (SPR, ZEN3):
+    c = benchlib.cpu_info(text)
+    print("%s | cores %d | logical %d | %s" % (c["model"], c["cores"], c["logical"], benchlib.isa_summary(c["isa"])))
+
+print("== cores used")
+print("cores_used %.3f" % benchlib.cores_used(2.5, 2.0))
+print("cores_used of no wall %.3f" % benchlib.cores_used(1.0, 0.0))
+for system, threads, cores in (("pytorch", 1, 1.15), ("pytorch", 1, 1.16), ("nimble", 2, 2.15), ("onnxruntime", 2, 1.98),
+                               ("iree", 4, 4.3)):
+    row = benchlib.make_row(system, "lstm_1l", "lstm", "fixed", 32, 1, threads, 10.0, 3, cores, 1.0)
+    print("%s T=%d cores %.2f: %s" % (system, threads, cores, benchlib.cores_violation(row) or "ok"))
+
+print("== rows")
+for args in (("lstm", "fixed", 8, 1, 16.0), ("bert", "fixed", 64, 1, 1500.0), ("treelstm", "fixed", 400, 12, 20.0),
+             ("bert", "mixed", 1000, 12, 50000.0)):
+    family, table, length, inputs, ms = args
+    r = benchlib.make_row("nimble", family + "_x", family, table, length, inputs, 1, ms, 3, 1.0, 1.0)
+    print("%s %s length %d: %.1f %s" % (family, table, length, r["per_unit"], r["unit"]))
+
+print("== schema")
+good = {"schema": benchlib.SCHEMA_VERSION, "rows": [r], "missing": {}, "splits": {}, "failures": [],
+        "header": {"cpu": {}, "blas": "", "versions": {}, "commit": "", "reps": 3, "loads": []}}
+good = json.loads(json.dumps(good))  # what a reader of the file gets back
+print("good: %s" % (benchlib.validate(good) or "valid"))
+bad = json.loads(json.dumps(good))
+bad["rows"][0]["threads"] = "1"
+bad["rows"][0]["system"] = "tensorflow"
+del bad["rows"][0]["cores_used"]
+del bad["header"]["loads"]
+bad["schema"] = 0
+for p in benchlib.validate(bad):
+    print("bad: " + p)
+print("not an object: %s" % benchlib.validate([]))
+
+print("== wait for a quiet machine")
+for loads, max_wait in (([3.0, 2.0, 0.5, 0.1], 100), ([3.0] * 100, 12)):
+    now = [0.0]
+    seq = iter(loads)
+    load, waited, quiet = benchlib.wait_for_quiet(1.0, max_wait, poll=5, read=lambda: next(seq),
+                                                  sleep=lambda s: now.__setitem__(0, now[0] + s),
+                                                  clock=lambda: now[0])
+    print("load %.2f after %.0f s, quiet %s" % (load, waited, quiet))
+print("loadavg %.2f" % benchlib.load_avg("2.47 1.10 0.50 3/200 1234\n"))
+
+print("== tables")
+rows = [benchlib.make_row(s, "lstm_1l", "lstm", "fixed", 8, 1, 1, ms, 3, c, 1.0)
+        for s, ms, c in (("nimble", 16.0, 0.99), ("pytorch", 4.0, 1.02))]
+for line in benchlib.table(rows, "fixed", ["nimble", "pytorch"], {"lstm_1l/1": {"kernels": 98.0, "shape": 0.5,
+                                                                               "other": 1.5}}, markdown=True):
+    print(line)
+
+print("== doc section")
+text = "intro\n%s\nold table\n%s\nrest\n" % (benchlib.BEGIN, benchlib.END)
+print(benchlib.replace_section(text, "new table\n").replace(benchlib.BEGIN, "BEGIN").replace(benchlib.END, "END"))
+try:
+    benchlib.replace_section("no markers", "x")
+except ValueError as e:
+    print("error: %s" % str(e)[:25])
+
+print("== header")
+h = {"cpu": benchlib.cpu_info(SPR), "blas": "OpenBLAS 0.3.21 SkylakeX", "commit": "abc123", "opt": "-O2",
+     "versions": {"pytorch": "1.13.0", "onnxruntime": "1.32.0"}, "reps": "10,bert_base=2", "warmup": 2}
+for line in benchlib.header_lines(h):
+    print(line)
