@@ -52,6 +52,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Analysis.h"
 #include "passes/ConstantFold.h"
 #include "passes/Pass.h"
 #include "passes/PatternUtils.h"
@@ -123,6 +124,7 @@ private:
   bool simplifyCast(Operation *op);
   bool simplifySelect(Operation *op);
   bool simplifyBranch(Operation *op);
+  bool simplifyPrimitiveCall(Operation *op);
   /// Replaces `op` by `x` if x's type fits where op's result is used.
   bool forwardIfSubtype(Operation *op, Value *x);
   /// A splat constant of `op`'s result type, when all operand types and the
@@ -312,8 +314,48 @@ bool Canonicalizer::simplify(Operation *op) {
     return false;
   case OpCode::CondBr:
   case OpCode::Match: return simplifyBranch(op);
+  case OpCode::Call: return simplifyPrimitiveCall(op);
   default: return false;
   }
+}
+
+bool Canonicalizer::simplifyPrimitiveCall(Operation *op) {
+  // A call of a primitive function (a fused group) whose body returns one of
+  // its arguments as result i: result i is that call operand. When every
+  // result is forwarded the call goes (primitives have no side effects).
+  // MLIR's linalg canonicalizer erases identity generic ops the same way;
+  // this is what `fuse` followed by canonicalize leaves of
+  // softmax(neg(neg x)): a group whose body became `ret %in0`. The runtime
+  // also runs such a kernel (a copy), for pipelines that empty a body after
+  // manifest-memory has turned the call into invoke_mut.
+  const Function *callee = m_.lookupFunction(op->strAttr("callee"));
+  if (!callee || !isPrimitive(*callee) || callee->blocks().size() != 1) return false;
+  const Block *body = callee->entry();
+  const Operation *ret = body->terminator();
+  if (!ret || !ret->is(OpCode::Ret) || ret->numOperands() != op->numResults() ||
+      body->numArguments() != op->numOperands())
+    return false;
+  bool changed = false, allForwarded = true;
+  for (unsigned i = 0; i < op->numResults(); ++i) {
+    Value *r = op->result(i);
+    Value *in = nullptr;
+    for (unsigned j = 0; j < body->numArguments(); ++j)
+      if (ret->operand(i) == body->argument(j)) in = op->operand(j);
+    if (!in || !in->type().isSubtypeOf(r->type())) {
+      allForwarded = false;
+      continue;
+    }
+    if (r->hasUses()) {
+      pushUsers(r);
+      r->replaceAllUsesWith(in);
+      changed = true;
+    }
+  }
+  if (allForwarded) {
+    erase(op);
+    return true;
+  }
+  return changed;
 }
 
 bool Canonicalizer::simplifyArith(Operation *op) {
@@ -597,7 +639,11 @@ public:
   }
   LogicalResult run(Module &m, DiagnosticEngine &, bool &changed) override {
     Canonicalizer c(m, foldLimit_);
-    for (auto &f : m.functions()) changed |= c.run(*f);
+    // Primitive functions first: a call is simplified by what its callee's
+    // body has become (simplifyPrimitiveCall).
+    for (bool primitives : {true, false})
+      for (auto &f : m.functions())
+        if (isPrimitive(*f) == primitives) changed |= c.run(*f);
     return success();
   }
 
