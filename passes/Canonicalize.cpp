@@ -57,6 +57,7 @@
 #include "passes/Pass.h"
 #include "passes/PatternUtils.h"
 
+#include <algorithm>
 #include <limits>
 #include <unordered_map>
 #include <unordered_set>
@@ -588,6 +589,15 @@ bool Canonicalizer::eraseUnreachableBlocks(Function &f) {
   return true;
 }
 
+/// True when `b` holds a `kill` of one of `args`.
+static bool killsBranchOperand(Block &b, const std::vector<Value *> &args) {
+  for (Operation &op : b)
+    if (op.is(OpCode::Kill))
+      for (Value *v : op.operands())
+        if (std::find(args.begin(), args.end(), v) != args.end()) return true;
+  return false;
+}
+
 bool Canonicalizer::mergeBlocks(Function &f) {
   // Incoming edges per block, one entry per edge (a cond_br with both
   // successors to one block counts twice).
@@ -607,6 +617,10 @@ bool Canonicalizer::mergeBlocks(Function &f) {
     if (!br || !br->is(OpCode::Br) || br->successors()[0].block != b) continue;
     std::vector<Value *> args = br->operands();
     if (args.size() != b->numArguments()) continue;
+    // A `kill` of a branch operand in b (memory planning ends the incoming
+    // value's life there once it is copied into b's argument) would come
+    // before the uses that merging moves from the argument to the operand.
+    if (killsBranchOperand(*b, args)) continue;
     for (unsigned i = 0; i < args.size(); ++i)
       if (b->argument(i) != args[i]) b->argument(i)->replaceAllUsesWith(args[i]);
     for (Operation *op : b->opsSnapshot()) op->moveBefore(br);
