@@ -39,8 +39,25 @@ NP = {"f16": np.float16, "f32": np.float32, "f64": np.float64,
 UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
+# bf16 has no numpy type: its values are held as the f32 values they widen
+# to (exactly), its inputs are passed as f32 and cast in the program, and its
+# results are cast back to f32 (exact) before they leave the function.
+BF16_BITS = [0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0x0001, 0x8001, 0x007F, 0x0080, 0x8080,
+             0x7F7F, 0xFF7F, 0x3F80, 0xBF80, 0x3F00, 0x4000, 0xC020, 0x4040, 0x3A83, 0xC0E0]
+
+
+def bf16_bits(v):
+    """The bf16 bits of `v` rounded to nearest even (through f32)."""
+    u = int(np.array(v, dtype=np.float32).view(np.uint32))
+    if np.isnan(np.float32(v)):
+        return (u >> 16) | 0x40
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
 def special_values(dt):
     """The values every rule is checked on, for element type `dt`."""
+    if dt == "bf16":
+        return (np.array(BF16_BITS, dtype=np.uint32) << 16).view(np.float32)
     t = NP[dt]
     if dt == "i1":
         return np.array([False, True], dtype=t)
@@ -59,6 +76,8 @@ def special_values(dt):
 
 def literal(dt, v):
     """A .nir literal with exactly the bits of `v` (hex for floats)."""
+    if dt == "bf16":
+        return "0x%X" % bf16_bits(v)
     t = NP[dt]
     a = np.array(v, dtype=t)
     if dt == "i1":
@@ -130,7 +149,16 @@ def instantiate(e, dt):
     result = re.sub(r"\{([^}]+)\}", rep, e["result"])
     takes_x = re.search(r"%x\b", body) is not None
     params = "%x: " + re.sub(r"\{([^}]+)\}", rep, e["param"]) if takes_x else ""
-    return name, takes_x, "func @%s(%s) -> %s {\n%s\n  ret %%y\n}\n" % (name, params, result, body)
+    ret = "%y"
+    # bf16 in and out as f32 (see BF16_BITS).
+    if dt == "bf16" and takes_x:
+        params = params.replace("bf16", "f32").replace("%x:", "%x_f32:")
+        body = "  %x = cast %x_f32, dtype=bf16\n" + body
+    if "bf16" in result:
+        result = result.replace("bf16", "f32")
+        body += "\n  %y_f32 = cast %y, dtype=f32"
+        ret = "%y_f32"
+    return name, takes_x, "func @%s(%s) -> %s {\n%s\n  ret %s\n}\n" % (name, params, result, body, ret)
 
 
 def function_ops(text, name):
