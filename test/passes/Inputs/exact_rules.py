@@ -21,7 +21,9 @@ small function, instantiated for each element type it lists. For every
      and largest subnormals, the smallest normal, the largest finite values,
      and ordinary numbers; for integers the minimum and maximum and their
      neighbours), written as .npy files so every bit is exact;
-  4. compares the two results bit for bit, a NaN equal to any NaN.
+  4. compares the two results bit for bit, a NaN equal to any NaN; and the
+     original compiled at -O2 (the whole pipeline: inline, fuse, memory
+     planning, ...) against -O0 the same way.
 
 `--run-arg` is passed to every nimble-run (e.g. `--run-arg=--kernels=native`
 once the native kernels exist: the same table then checks them). Prints one
@@ -229,11 +231,11 @@ def main():
     with open(canon) as f:
         canon_text = f.read()
     exes = {}
-    for tag, src in (("orig", orig), ("canon", canon)):
+    for tag, src, level in (("orig", orig, "-O0"), ("canon", canon, "-O0"), ("O2", orig, "-O2")):
         exes[tag] = os.path.join(work, "rules.%s.nbc" % tag)
-        p = run([tool("nimblec"), "-O0", src, "-o", exes[tag]])
+        p = run([tool("nimblec"), level, src, "-o", exes[tag]])
         if p.returncode:
-            print("error: nimblec -O0 %s failed:\n%s" % (src, p.stderr[:3000]))
+            print("error: nimblec %s %s failed:\n%s" % (level, src, p.stderr[:3000]))
             return 1
     inputs = {}
     failed = 0
@@ -262,8 +264,10 @@ def main():
                 problems.append("nimble-run (%s) failed: %s" % (tag, p.stderr.strip()))
             else:
                 results[tag] = np.load(out)
-        if len(results) == 2 and not same_bits(results["orig"], results["canon"]):
+        if len(results) == 3 and not same_bits(results["orig"], results["canon"]):
             problems.append("results differ: " + describe(results["orig"], results["canon"], e, dt))
+        if len(results) == 3 and not same_bits(results["orig"], results["O2"]):
+            problems.append("-O2 differs from -O0: " + describe(results["orig"], results["O2"], e, dt))
         if problems:
             failed += 1
             print("error: %s: %s" % (fname, "; ".join(problems)))
