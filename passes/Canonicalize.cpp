@@ -57,7 +57,6 @@
 #include "passes/Pass.h"
 #include "passes/PatternUtils.h"
 
-#include <algorithm>
 #include <limits>
 #include <unordered_map>
 #include <unordered_set>
@@ -189,7 +188,10 @@ bool Canonicalizer::process(Operation *op) {
     erase(op);
     return true;
   }
-  return fold(op) || swapCommutative(op) || simplify(op);
+  // An op whose result is killed (explicit memory) is folded (its kill then
+  // ends the new constant's life) but never replaced by an existing value,
+  // which would inherit the kill before its own later uses.
+  return fold(op) || swapCommutative(op) || (!hasKilledResult(*op) && simplify(op));
 }
 
 Operation *Canonicalizer::insert(Operation *before, std::unique_ptr<Operation> op,
@@ -589,12 +591,10 @@ bool Canonicalizer::eraseUnreachableBlocks(Function &f) {
   return true;
 }
 
-/// True when `b` holds a `kill` of one of `args`.
-static bool killsBranchOperand(Block &b, const std::vector<Value *> &args) {
+/// True when `b` holds a `kill`.
+static bool hasKills(Block &b) {
   for (Operation &op : b)
-    if (op.is(OpCode::Kill))
-      for (Value *v : op.operands())
-        if (std::find(args.begin(), args.end(), v) != args.end()) return true;
+    if (op.is(OpCode::Kill)) return true;
   return false;
 }
 
@@ -617,10 +617,10 @@ bool Canonicalizer::mergeBlocks(Function &f) {
     if (!br || !br->is(OpCode::Br) || br->successors()[0].block != b) continue;
     std::vector<Value *> args = br->operands();
     if (args.size() != b->numArguments()) continue;
-    // A `kill` of a branch operand in b (memory planning ends the incoming
-    // value's life there once it is copied into b's argument) would come
-    // before the uses that merging moves from the argument to the operand.
-    if (killsBranchOperand(*b, args)) continue;
+    // With explicit kills (memory planning ended lives in b), merging
+    // would make a branch operand and b's argument one value, so a kill of
+    // either would come before the uses of the other.
+    if (hasKills(*b)) continue;
     for (unsigned i = 0; i < args.size(); ++i)
       if (b->argument(i) != args[i]) b->argument(i)->replaceAllUsesWith(args[i]);
     for (Operation *op : b->opsSnapshot()) op->moveBefore(br);

@@ -209,21 +209,21 @@ int64_t maxOf(DType t) {
   }
 }
 
-/// Integer arithmetic on values of `t` (held in int64); the caller truncates
-/// the result to `t`'s width, which makes add/sub/mul wrap like numpy.
-std::optional<int64_t> binaryInt(OpCode c, DType t, int64_t a, int64_t b) {
+/// Integer arithmetic on values held in int64; the caller truncates the
+/// result to the element type's width, which makes add/sub/mul and MIN / -1
+/// wrap like the kernels.
+std::optional<int64_t> binaryInt(OpCode c, int64_t a, int64_t b) {
   uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
   switch (c) {
   case OpCode::Add: return static_cast<int64_t>(ua + ub);
   case OpCode::Sub: return static_cast<int64_t>(ua - ub);
   case OpCode::Mul: return static_cast<int64_t>(ua * ub);
   case OpCode::Div:
-    // Left to the runtime: division by zero (reported there), MIN / -1
-    // (traps), and inexact quotients of mixed sign (truncating and flooring
-    // division disagree; see the header).
+    // The kernel's division (docs/LangRef.md, div): truncation toward zero,
+    // MIN / -1 wraps to MIN (the caller truncates -MIN to the type's width).
+    // Division by zero is left to the runtime, which reports it at the op.
     if (b == 0) return std::nullopt;
-    if (b == -1) return a == minOf(t) ? std::nullopt : std::optional<int64_t>(-a);
-    if (a % b != 0 && ((a < 0) != (b < 0))) return std::nullopt;
+    if (b == -1) return static_cast<int64_t>(0 - ua);
     return a / b;
   case OpCode::Maximum: return maximum(a, b);
   case OpCode::Minimum: return minimum(a, b);
@@ -329,7 +329,7 @@ Result foldBinaryAs(OpCode c, const DenseValue &a, const DenseValue &b, const Te
       if (r) o.appendDouble(static_cast<double>(*r));
       return r.has_value();
     } else {
-      auto r = binaryInt(c, a.dtype, x, y);
+      auto r = binaryInt(c, x, y);
       if (r) o.appendInt(*r);
       return r.has_value();
     }

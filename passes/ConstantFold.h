@@ -25,12 +25,10 @@
 //     and bf16 in float and rounded to the narrow type when stored (the
 //     OpTable.h conversions, round to nearest even).
 //   - Integers wrap on overflow (two's complement, like numpy).
-//   - Integer division by zero is NOT folded: the runtime reports it with the
-//     op's source location, and a compile-time fold would hide that error.
-//     Neither is INT_MIN / -1 (it traps on x86), nor a division whose operands
-//     have different signs and a non-zero remainder: truncating (C++) and
-//     flooring (numpy's //) disagree there, and what is in doubt stays for the
-//     runtime to decide.
+//   - Integer division truncates toward zero and MIN / -1 wraps to MIN, as in
+//     the kernel (docs/LangRef.md, div; numpy's // floors instead). Division
+//     by zero is NOT folded: the runtime reports it with the op's source
+//     location, and a compile-time fold would hide that error.
 //   - cast is the kernel's: float to integer truncates toward zero and
 //     saturates (NaN -> 0, +-inf and out-of-range values -> the type's max or
 //     min: docs/LangRef.md); conversions to f16/bf16 round through f32, as the

@@ -135,6 +135,7 @@ def instantiate(e, dt):
         "X": list_literal(dt, xs),
         "A": list_literal(dt, a),
         "B": list_literal(dt, b),
+        "Bnz": list_literal(dt, np.where(b == 0, np.ones_like(b), b)),
         "P": "[" + ", ".join(list_literal(dt, pair) for pair in zip(a, b)) + "]",
     }
 
