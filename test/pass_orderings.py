@@ -94,7 +94,7 @@ def main():
         for rel, path, runs in candidates:
             d = os.path.dirname(rel)
             if runs or d not in seen:
-                sample.append((rel, path, runs[:4]))
+                sample.append((rel, path, runs[:3]))
                 seen.add(d)
         candidates = sample
     pipelines = [[a, b] for a in passes for b in passes]
