@@ -10,4 +10,5 @@ abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
 opt="$(abs "$1")" nimblec="$(abs "$2")" run="$(abs "$3")"
 anchor="$(readlink -f "$4")"            # test/pass_orderings.py in the source tree
 root="$(cd "$(dirname "$anchor")/.." && pwd)"
-exec /usr/bin/python3 "$anchor" "$opt" "$nimblec" "$run" "$root"
+shift 4
+exec /usr/bin/python3 "$anchor" "$opt" "$nimblec" "$run" "$root" "$@"
