@@ -205,4 +205,11 @@ bool isKernelOp(const ir::Operation &op) {
   return op.info().relation != Relation::Structural && !isVMNative(op.code());
 }
 
+bool hasKilledResult(const Operation &op) {
+  for (Value *r : op.results())
+    for (Operation *u : r->users())
+      if (u->is(OpCode::Kill)) return true;
+  return false;
+}
+
 } // namespace nimble::passes

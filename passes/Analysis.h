@@ -152,6 +152,12 @@ bool isVMNative(OpCode c);
 /// An op that becomes a kernel call: not structural and not VM-native.
 bool isKernelOp(const ir::Operation &op);
 
+/// True when a result of `op` is the operand of a `kill` (manifest-memory or
+/// plan-memory ended its life there). Rewrites that replace one value by
+/// another (CSE, canonicalize) leave such ops alone: the kill would move to
+/// the other value and end its life before its later uses.
+bool hasKilledResult(const ir::Operation &op);
+
 } // namespace nimble::passes
 
 #endif // NIMBLE_PASSES_ANALYSIS_H

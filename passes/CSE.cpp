@@ -23,7 +23,9 @@
 // that allocate, and Effect ops (invoke_mut, invoke_shape_func, kill, calls
 // with effects) are never merged.
 //
-// Unreachable blocks are not in the dominator tree and are left alone.
+// Unreachable blocks are not in the dominator tree and are left alone, and so
+// are ops whose results are killed (explicit memory: after manifest-memory or
+// plan-memory): merging would move a kill onto the surviving value.
 //
 //===----------------------------------------------------------------------===//
 
@@ -117,7 +119,9 @@ private:
   unsigned visit(Frame &fr) {
     unsigned erased = 0;
     for (Operation *op : fr.block->opsSnapshot()) {
-      if (op->numResults() == 0 || op->isTerminator() || !effects_.isPure(*op)) continue;
+      if (op->numResults() == 0 || op->isTerminator() || !effects_.isPure(*op) ||
+          hasKilledResult(*op))
+        continue;
       auto it = table_.find(op);
       if (it == table_.end()) {
         table_.insert(op);

@@ -141,8 +141,15 @@ template <class T> std::optional<T> unaryFloat(OpCode c, T x) {
   case OpCode::Sqrt: return std::sqrt(x);
   case OpCode::Rsqrt: return T(1) / std::sqrt(x);
   case OpCode::Tanh: return std::tanh(x);
-  case OpCode::Sigmoid: return T(1) / (T(1) + std::exp(-x));
-  case OpCode::Relu: return std::isnan(x) || x > T(0) ? x : T(0);
+  case OpCode::Sigmoid: {
+    // The kernel's two branches (neither overflows); one formula for all x
+    // differs from them in the last bit for x < 0.
+    if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+    T e = std::exp(x);
+    return e / (T(1) + e);
+  }
+  case OpCode::Relu: return x < T(0) ? T(0) : x; // -0.0 and NaN stay
+
   case OpCode::Erf: return std::erf(x);
   default: return std::nullopt; // gelu: see the header
   }
@@ -159,17 +166,19 @@ std::optional<int64_t> unaryInt(OpCode c, int64_t x) {
   }
 }
 
-/// numpy.maximum / numpy.minimum: NaN wins; between equal values (0.0 and
-/// -0.0) the second operand is returned.
+/// The reference kernels' maximum / minimum (vm/kernels/Binary.cpp): a NaN
+/// operand wins (the first if both are), and between equal values (0.0 and
+/// -0.0) the FIRST operand is returned. Reductions fold with these too, which
+/// keeps the first of equal elements and the first NaN, as the kernels do.
 template <class T> T maximum(T a, T b) {
   if constexpr (std::is_floating_point_v<T>)
-    if (std::isnan(a)) return a;
-  return a > b ? a : b;
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) ? a : b;
+  return a < b ? b : a;
 }
 template <class T> T minimum(T a, T b) {
   if constexpr (std::is_floating_point_v<T>)
-    if (std::isnan(a)) return a;
-  return a < b ? a : b;
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) ? a : b;
+  return b < a ? b : a;
 }
 
 template <class T> std::optional<T> binaryFloat(OpCode c, T a, T b) {
@@ -192,22 +201,29 @@ int64_t minOf(DType t) {
   default: return std::numeric_limits<int64_t>::min();
   }
 }
+int64_t maxOf(DType t) {
+  switch (t) {
+  case DType::I8: return std::numeric_limits<int8_t>::max();
+  case DType::I32: return std::numeric_limits<int32_t>::max();
+  default: return std::numeric_limits<int64_t>::max();
+  }
+}
 
-/// Integer arithmetic on values of `t` (held in int64); the caller truncates
-/// the result to `t`'s width, which makes add/sub/mul wrap like numpy.
-std::optional<int64_t> binaryInt(OpCode c, DType t, int64_t a, int64_t b) {
+/// Integer arithmetic on values held in int64; the caller truncates the
+/// result to the element type's width, which makes add/sub/mul and MIN / -1
+/// wrap like the kernels.
+std::optional<int64_t> binaryInt(OpCode c, int64_t a, int64_t b) {
   uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
   switch (c) {
   case OpCode::Add: return static_cast<int64_t>(ua + ub);
   case OpCode::Sub: return static_cast<int64_t>(ua - ub);
   case OpCode::Mul: return static_cast<int64_t>(ua * ub);
   case OpCode::Div:
-    // Left to the runtime: division by zero (reported there), MIN / -1
-    // (traps), and inexact quotients of mixed sign (truncating and flooring
-    // division disagree; see the header).
+    // The kernel's division (docs/LangRef.md, div): truncation toward zero,
+    // MIN / -1 wraps to MIN (the caller truncates -MIN to the type's width).
+    // Division by zero is left to the runtime, which reports it at the op.
     if (b == 0) return std::nullopt;
-    if (b == -1) return a == minOf(t) ? std::nullopt : std::optional<int64_t>(-a);
-    if (a % b != 0 && ((a < 0) != (b < 0))) return std::nullopt;
+    if (b == -1) return static_cast<int64_t>(0 - ua);
     return a / b;
   case OpCode::Maximum: return maximum(a, b);
   case OpCode::Minimum: return minimum(a, b);
@@ -228,23 +244,13 @@ template <class T> bool compare(OpCode c, T a, T b) {
   }
 }
 
-/// Rounds `d` to float with round-to-odd (truncate, then set the last bit if
-/// inexact). Rounding that float to f16 or bf16 (nearest even) then gives the
-/// correctly rounded narrow value: float has more than 2 bits beyond either
-/// narrow type's precision, so the odd bit only breaks ties the way the exact
-/// value would. Plain double -> float -> f16 could round twice wrongly.
-float roundToOddFloat(double d) {
-  float f = static_cast<float>(d);
-  if (std::isnan(d) || static_cast<double>(f) == d) return f;
-  if (std::isinf(f)) f = std::copysign(std::numeric_limits<float>::max(), f);
-  if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
-}
-
-/// Appends the exact real `d` converted to float type `t` with one rounding.
+/// Appends `d` converted to float type `t` as the cast kernel converts it
+/// (vm/kernels/Elementwise.cpp): f16 and bf16 through f32, i.e. rounded to
+/// f32 first and then to the narrow type (two roundings, like the kernel; a
+/// single correct rounding would differ from it in rare ties).
 void appendRounded(DenseValue &out, double d) {
   if (out.dtype == DType::F16 || out.dtype == DType::BF16)
-    out.appendDouble(static_cast<double>(roundToOddFloat(d)));
+    out.appendDouble(static_cast<double>(static_cast<float>(d)));
   else
     out.appendDouble(d);
 }
@@ -257,8 +263,7 @@ bool castElement(DenseValue &out, const DenseValue &in, int64_t i) {
     if (!isFloat(to)) out.appendInt(v);
     else if (to == DType::F32) out.appendDouble(static_cast<double>(static_cast<float>(v)));
     else if (to == DType::F64) out.appendDouble(static_cast<double>(v));
-    else if (v > -(int64_t(1) << 53) && v < (int64_t(1) << 53)) appendRounded(out, static_cast<double>(v));
-    else return false;
+    else out.appendDouble(static_cast<double>(static_cast<float>(v))); // f16/bf16: as the kernel
     return true;
   }
   double d = in.getDouble(i);
@@ -270,12 +275,18 @@ bool castElement(DenseValue &out, const DenseValue &in, int64_t i) {
     out.appendInt(d != 0); // NaN is true, as in numpy
     return true;
   }
-  // Truncation toward zero must land in range; NaN compares false.
-  double lo = to == DType::I8 ? -129.0 : to == DType::I32 ? -2147483649.0 : -9223372036854775808.0;
-  double hi = to == DType::I8 ? 128.0 : to == DType::I32 ? 2147483648.0 : 9223372036854775808.0;
-  bool inRange = to == DType::I64 ? (d >= lo && d < hi) : (d > lo && d < hi);
-  if (!inRange) return false;
-  out.appendInt(static_cast<int64_t>(d));
+  // The kernel's saturating conversion (docs/LangRef.md, `cast`): NaN is 0,
+  // values at or beyond the bounds (compared in the source precision: f32's
+  // nearest to INT_MAX is 2^31) saturate, the rest truncate toward zero.
+  double lo = static_cast<double>(minOf(to)), hi = static_cast<double>(maxOf(to));
+  if (in.dtype != DType::F64) {
+    lo = static_cast<double>(static_cast<float>(lo));
+    hi = static_cast<double>(static_cast<float>(hi));
+  }
+  if (std::isnan(d)) out.appendInt(0);
+  else if (d <= lo) out.appendInt(minOf(to));
+  else if (d >= hi) out.appendInt(maxOf(to));
+  else out.appendInt(static_cast<int64_t>(d));
   return true;
 }
 
@@ -318,7 +329,7 @@ Result foldBinaryAs(OpCode c, const DenseValue &a, const DenseValue &b, const Te
       if (r) o.appendDouble(static_cast<double>(*r));
       return r.has_value();
     } else {
-      auto r = binaryInt(c, a.dtype, x, y);
+      auto r = binaryInt(c, x, y);
       if (r) o.appendInt(*r);
       return r.has_value();
     }
@@ -454,17 +465,20 @@ Result reduceAs(OpCode c, const Operation &op, const DenseValue &in, const Tenso
   // max/min of nothing is an error in numpy, mean of nothing NaN: leave both.
   if (reducedCount == 0 && c != OpCode::Sum) return std::nullopt;
   int64_t nOut = elementCount(res.dims);
-  std::vector<T> acc(static_cast<size_t>(nOut), T(0));
+  // Sums accumulate floats in double and round once at the end, as the
+  // kernel does (vm/kernels/Reduce.cpp); max/min hold T values exactly.
+  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+  std::vector<Acc> acc(static_cast<size_t>(nOut), Acc(0));
   std::vector<bool> seen(static_cast<size_t>(nOut), false);
   Shape idx;
   for (int64_t i = 0, n = count(in); i < n; ++i) {
     unflatten(i, in.shape, idx);
     int64_t o = 0;
     for (size_t k = 0; k < r; ++k) o += idx[k] * outStride[k];
-    T x = readAs<T>(in, i);
-    T &a = acc[static_cast<size_t>(o)];
+    Acc x = static_cast<Acc>(readAs<T>(in, i));
+    Acc &a = acc[static_cast<size_t>(o)];
     if (c == OpCode::Sum || c == OpCode::Mean) {
-      if constexpr (std::is_floating_point_v<T>) a = a + x; // rounded to T each step
+      if constexpr (std::is_floating_point_v<T>) a = a + x;
       else a = static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(x));
     } else if (!seen[static_cast<size_t>(o)]) {
       a = x;
@@ -474,10 +488,10 @@ Result reduceAs(OpCode c, const Operation &op, const DenseValue &in, const Tenso
     seen[static_cast<size_t>(o)] = true;
   }
   DenseValue out = newValue(res.dtype, res.dims, false);
-  for (T a : acc) {
+  for (Acc a : acc) {
     if constexpr (std::is_floating_point_v<T>) {
-      if (c == OpCode::Mean) a = a / static_cast<T>(reducedCount);
-      out.appendDouble(static_cast<double>(a));
+      if (c == OpCode::Mean) a = a / static_cast<double>(reducedCount);
+      out.appendDouble(static_cast<double>(static_cast<T>(a)));
     } else {
       out.appendInt(a);
     }
@@ -499,9 +513,10 @@ Result foldArange(const Values &v, const TensorSig &res) {
   for (int64_t i = 0; i < n; ++i) {
     if (res.dtype == DType::F64) {
       out.appendDouble(v[0]->getDouble(0) + static_cast<double>(i) * v[2]->getDouble(0));
-    } else if (isFloat(res.dtype)) {
-      float x = readAs<float>(*v[0], 0) + static_cast<float>(i) * readAs<float>(*v[2], 0);
-      out.appendDouble(static_cast<double>(x));
+    } else if (isFloat(res.dtype)) { // in double, rounded once to f32 (the kernel's)
+      double x = static_cast<double>(readAs<float>(*v[0], 0)) +
+                 static_cast<double>(i) * static_cast<double>(readAs<float>(*v[2], 0));
+      out.appendDouble(static_cast<double>(static_cast<float>(x)));
     } else {
       uint64_t x = static_cast<uint64_t>(v[0]->getInt(0)) +
                    static_cast<uint64_t>(i) * static_cast<uint64_t>(v[2]->getInt(0));

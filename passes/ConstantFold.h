@@ -17,22 +17,25 @@
 //   - shape_of and dim of any tensor whose type fixes the answer, even when
 //     the operand itself is not a constant (only its type is read).
 //
-// Semantics are those of the runtime's reference kernels, which follow numpy:
+// Semantics are those of the runtime's reference kernels (vm/kernels/), bit
+// for bit, so that -O0 and -O2 agree on every value, IEEE special values
+// included (test/passes/canonicalize-exact.test checks it):
 //   - Floats are computed in the op's own precision: f64 in double, f32 in
 //     float (rounded after every arithmetic step, as a float kernel does), f16
 //     and bf16 in float and rounded to the narrow type when stored (the
 //     OpTable.h conversions, round to nearest even).
 //   - Integers wrap on overflow (two's complement, like numpy).
-//   - Integer division by zero is NOT folded: the runtime reports it with the
-//     op's source location, and a compile-time fold would hide that error.
-//     Neither is INT_MIN / -1 (it traps on x86), nor a division whose operands
-//     have different signs and a non-zero remainder: truncating (C++) and
-//     flooring (numpy's //) disagree there, and what is in doubt stays for the
-//     runtime to decide.
-//   - cast follows C++ conversions, which match numpy's astype for finite
-//     values in range; a float-to-integer cast of NaN, inf or an out-of-range
-//     value is undefined in C++ and platform-dependent in numpy, so it does not
-//     fold. Conversions to f16/bf16 round once (see roundToNarrow in the .cpp).
+//   - Integer division truncates toward zero and MIN / -1 wraps to MIN, as in
+//     the kernel (docs/LangRef.md, div; numpy's // floors instead). Division
+//     by zero is NOT folded: the runtime reports it with the op's source
+//     location, and a compile-time fold would hide that error.
+//   - cast is the kernel's: float to integer truncates toward zero and
+//     saturates (NaN -> 0, +-inf and out-of-range values -> the type's max or
+//     min: docs/LangRef.md); conversions to f16/bf16 round through f32, as the
+//     kernel does (two roundings).
+//   - Floats that the kernels compute through a wider type are folded the
+//     same way: sum and mean accumulate in double and round once, arange
+//     computes start + i * step in double, f16/bf16 go through f32.
 //   - gelu does not fold: whether the runtime uses the erf or the tanh form is
 //     the kernel's choice, and the two differ in the low bits.
 //

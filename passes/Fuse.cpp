@@ -169,7 +169,7 @@ public:
   LogicalResult run(Module &m, DiagnosticEngine &, bool &changed) override {
     std::vector<Function *> funcs;
     for (auto &f : m.functions())
-      if (!isPrimitive(*f)) funcs.push_back(f.get());
+      if (!isPrimitive(*f) && !hasKills(*f)) funcs.push_back(f.get());
     for (Function *f : funcs)
       for (auto &b : f->blocks())
         for (Group &g : formGroups(*b))
@@ -181,6 +181,15 @@ public:
   }
 
 private:
+  /// A function with explicit `kill`s (memory planning ran) is left alone:
+  /// outlining moves uses past the kills of their values, and grouping
+  /// kernels after their memory was planned would undo the plan.
+  static bool hasKills(const Function &f) {
+    for (auto &b : f.blocks())
+      for (const Operation &op : *b)
+        if (op.is(OpCode::Kill)) return true;
+    return false;
+  }
   std::vector<Group> formGroups(Block &b) const;
   void outline(Module &m, Group &g);
 

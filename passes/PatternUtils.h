@@ -14,6 +14,8 @@
 #include "ir/Inference.h"
 #include "passes/ConstantFold.h"
 
+#include <cmath>
+
 namespace nimble::passes {
 
 /// The op that defines `v` when it is an `code` op, else null.
@@ -26,6 +28,20 @@ inline ir::Operation *definedBy(ir::Value *v, OpCode code) {
 inline bool isConstantSplat(const ir::Value *v, double x) {
   const DenseValue *d = ir::constantValue(v);
   return d && allElementsEqual(*d, x);
+}
+
+/// True when `v` is a constant whose every element is a zero that leaves
+/// x unchanged under `op` for every x, -0.0 included: for floats x + (-0.0)
+/// and x - (+0.0) are x (IEEE 754: -0 + -0 = -0), but x + (+0.0) and
+/// x - (-0.0) are +0.0 at x = -0.0. For integers any zero.
+inline bool isNeutralZero(const ir::Value *v, bool negative) {
+  const DenseValue *d = ir::constantValue(v);
+  if (!d || !allElementsEqual(*d, 0.0)) return false;
+  if (!isFloat(d->dtype)) return true;
+  int64_t n = d->splat ? 1 : d->numElements();
+  for (int64_t i = 0; i < n; ++i)
+    if (std::signbit(d->getDouble(i)) != negative) return false;
+  return true;
 }
 
 /// True when a value of type `o` broadcast against one of type `x` (numpy

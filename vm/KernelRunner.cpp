@@ -8,6 +8,8 @@
 // gradual typing), and where an output buffer of the wrong shape is caught.
 // The shape function of a kernel is the composition of its members' (paper
 // §3.2), evaluated on shapes alone except for data-dependent members.
+// A kernel may have no members at all: its outputs are then copies of its
+// inputs (see the end of runKernel).
 //
 //===----------------------------------------------------------------------===//
 
@@ -126,6 +128,22 @@ Status runKernel(const KernelDesc &k, const std::vector<Tensor *> &ins,
     if (!fn) return memberError(opName(m.op) + " has no kernel");
     Status st = fn(ka);
     if (!st.ok()) return memberError(opName(m.op) + ": " + st.message);
+  }
+  // An output that no member wrote into its buffer is a copy: a kernel input
+  // (a primitive whose body returns an argument, `ret %in0`, as canonicalize
+  // may leave a fused group), or a value already returned as an earlier
+  // output (`ret %a, %a`).
+  for (size_t o = 0; o < k.outputs.size(); ++o) {
+    const Tensor *src = values[k.outputs[o]];
+    Tensor *dst = outs[o];
+    if (src == dst) continue;
+    if (src->dtype() != dst->dtype() || src->shape() != dst->shape())
+      return Status::error("kernel '" + k.name + "' output " + std::to_string(o) + " is " +
+                           src->typeString() + " but its output buffer is " + dst->typeString());
+    if (dst->storage()->readOnly())
+      return Status::error("kernel '" + k.name + "' output " + std::to_string(o) +
+                           " is a read-only constant");
+    if (src->numBytes()) std::memcpy(dst->rawData(), src->rawData(), src->numBytes());
   }
   return Status::success();
 }

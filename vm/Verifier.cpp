@@ -12,7 +12,7 @@
 //              a type that is *only* recursion is not.
 //   Constants  dtype valid; concrete dims; size == numel * dtypeSize with no
 //              overflow; data present when size > 0.
-//   Kernels    1..4096 members, numInputs + results <= 65536; each member's
+//   Kernels    0..4096 members (none: every output copies an input), numInputs + results <= 65536; each member's
 //              op valid and not structural, operand count within the op's
 //              arity, attributes matching the op's schema in count and kind
 //              (dense payloads consistent), result count the op's (split: its
@@ -197,7 +197,6 @@ bool checkAttr(const Attr &a, const AttrSpec &spec, std::string &error) {
 }
 
 bool checkKernel(const KernelDesc &k, std::string &error) {
-  if (k.members.empty()) return fail(error, "no members");
   if (k.members.size() > nbc::kMaxKernelMembers) return fail(error, "too many members");
   uint64_t values = k.numInputs;
   if (values > nbc::kMaxKernelValues)

@@ -12,6 +12,9 @@ the fenced code blocks whose info string starts with `nir` and checks each one:
     --split-input-file` accepts it, and printing is a fixed point (the printed
     text parses and prints back to itself, the round trip every .nir lit test
     gets);
+  * with --nimblec, a plain block must also compile: `nimblec -O0` and `-O2`
+    accept each of its `// -----` pieces (unless it is marked `{.nocompile}`,
+    for examples that name weights the docs do not ship);
   * a block marked `{.invalid}` (or `{.verify}`), or whose first line is a
     `// expected-...` comment, must contain its expected diagnostics:
     `nimble-opt --verify-diagnostics --split-input-file` must succeed on it.
@@ -108,8 +111,9 @@ def extract(path):
 
 
 class Checker:
-    def __init__(self, nimble_opt, tmp):
+    def __init__(self, nimble_opt, tmp, nimblec=None):
         self.nimble_opt = nimble_opt
+        self.nimblec = nimblec
         self.tmp = tmp
         self.failures = 0
         self.checked = 0
@@ -158,6 +162,29 @@ class Checker:
         if again and (again.returncode != 0 or again.stdout != proc.stdout):
             self.fail(block, "the printed form of this example does not print back "
                       "to itself", again.stderr + diff(proc.stdout, again.stdout))
+        if self.nimblec and "nocompile" not in block.classes:
+            self.check_compiles(block)
+
+    def check_compiles(self, block):
+        """A valid example must compile too, not only parse: nimblec -O0 and
+        -O2 on each of its `// -----` pieces. A block that cannot compile
+        for a stated reason (weights that are not in the docs) is marked
+        {.nocompile}."""
+        for k, piece in enumerate(re.split(r"(?m)^// -----\s*$", block.text)):
+            if not piece.strip():
+                continue
+            name = "%s_%d.nir" % (block.id or "example", k)
+            with open(os.path.join(self.tmp, name), "w", encoding="utf-8") as f:
+                f.write(piece)
+            write_weights(piece, self.tmp)
+            for level in ("-O0", "-O2"):
+                proc = subprocess.run([self.nimblec, level, name, "-o", "example.nbc"],
+                                      cwd=self.tmp, capture_output=True, text=True)
+                if proc.returncode != 0:
+                    self.fail(block, "nimblec %s rejects this example (piece %d); "
+                              "mark it {.nocompile} only if it cannot compile by design"
+                              % (level, k), proc.stderr)
+                    return
 
     def check_output(self, block, named):
         source = named.get(block.kv.get("from"))
@@ -200,6 +227,35 @@ class Checker:
                 self.check_nir(b)
 
 
+EXTERNAL = re.compile(r'const\s+@[\w.]+\s*:\s*tensor<([^>]*)>\s*=\s*external\(\s*"([^"]+)"\s*,\s*"([^"]+)"')
+ST_DTYPE = {"f32": ("F32", 4), "f64": ("F64", 8), "f16": ("F16", 2), "bf16": ("BF16", 2),
+            "i8": ("I8", 1), "i32": ("I32", 4), "i64": ("I64", 8), "i1": ("BOOL", 1)}
+
+
+def write_weights(text, tmp):
+    """Zero-filled safetensors files for the example's external constants, so
+    an example that names model weights compiles like any other."""
+    import json
+    import struct
+    files = {}
+    for m in EXTERNAL.finditer(text):
+        parts = m.group(1).split("x")
+        dims, dt = [int(d) for d in parts[:-1]], parts[-1]
+        files.setdefault(m.group(2), []).append((m.group(3), dims, dt))
+    for fname, tensors in files.items():
+        header, offset = {}, 0
+        for key, dims, dt in tensors:
+            name, size = ST_DTYPE[dt]
+            n = size
+            for d in dims:
+                n *= d
+            header[key] = {"dtype": name, "shape": dims, "data_offsets": [offset, offset + n]}
+            offset += n
+        h = json.dumps(header).encode()
+        with open(os.path.join(tmp, fname), "wb") as f:
+            f.write(struct.pack("<Q", len(h)) + h + bytes(offset))
+
+
 def diff(expected, got):
     return "".join(difflib.unified_diff(
         expected.splitlines(True), got.splitlines(True), "documented", "actual"))
@@ -208,6 +264,7 @@ def diff(expected, got):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nimble-opt", required=True)
+    ap.add_argument("--nimblec", help="also compile every valid example at -O0 and -O2")
     ap.add_argument("docs", nargs="+")
     a = ap.parse_args()
     paths = []
@@ -225,8 +282,9 @@ def main():
             sys.stdout.write("error: %s\n" % e)
             return 1
     with tempfile.TemporaryDirectory() as tmp:
-        c = Checker(os.path.abspath(a.nimble_opt) if os.sep in a.nimble_opt
-                    else a.nimble_opt, tmp)
+        def tool(p):
+            return os.path.abspath(p) if p and os.sep in p else p
+        c = Checker(tool(a.nimble_opt), tmp, tool(a.nimblec))
         try:
             c.check(blocks)
         except ValueError as e:

@@ -379,7 +379,10 @@ TEST(Crafted, Kernels) {
                 "'add' with 2 results, expected 1");
   expectRefused([](Executable &e) { e.kernels[0].outputs = {3}; }, "output %3 out of range");
   expectRefused([](Executable &e) { e.kernels[0].outputs = {}; }, "kernel 0 'add': no outputs");
-  expectRefused([](Executable &e) { e.kernels[0].members.clear(); }, "no members");
+  // A kernel without members is valid (its outputs copy inputs), but not one
+  // whose output names a member result that is gone.
+  expectRefused([](Executable &e) { e.kernels[0].members.clear(); },
+                "kernel 0 'add': output %2 out of range (2 values)");
   expectRefused([](Executable &e) { e.kernels[0].upperBound = true; },
                 "marked upper-bound but is not a lone unique / nonzero");
   expectRefused([](Executable &e) { e.kernels[0].numInputs = 0xffffffffu; },

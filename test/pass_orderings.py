@@ -1,0 +1,160 @@
+"""Every pipeline nimble-opt accepts produces IR that nimblec accepts (issue 20).
+
+usage: pass_orderings.py NIMBLE_OPT NIMBLEC NIMBLE_RUN REPO_ROOT [--full] [--seed=N]
+                         [--max-files=N]
+
+Over every .nir file tracked in the repository that nimblec compiles as it is
+(files invalid on purpose, split files and models whose weights are not
+generated are skipped), run pipelines of the registered passes
+(`nimble-opt --list-passes`): every ordered pair, and seeded random orders of
+up to six passes. Each result must be accepted by `nimblec -O0` and `-O2`,
+and where the file's RUN lines give `nimble-run %t.nbc` inputs, each run of
+the result must print what the original program prints at -O0 (same exit
+status, same text: values print with full precision).
+
+Default (CI): all pairs and 4 random orders over a fixed sample of files
+(every e2e program with inputs, the first of each other directory), a few
+minutes on two cores. `--full`: every file, all pairs, 30 random orders.
+`--max-files=N` keeps the first N files of the sample (the ASan build, whose
+tools run about four times slower, checks 6).
+Exits 1 on any failure, printing the file, the pipeline and the error.
+"""
+import os
+import random
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+RUN = re.compile(r"^//\s*RUN:\s*(.*)$")
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, **kw)
+
+
+def nimble_run_args(path):
+    """The nimble-run argument lists of the file's RUN lines (literal inputs only)."""
+    out = []
+    d = os.path.dirname(path)
+    with open(path) as f:
+        for line in f:
+            m = RUN.match(line.strip())
+            if not m:
+                continue
+            cmd = re.sub(r"\s2>&1.*$", "", m.group(1).split("|")[0])
+            try:
+                words = shlex.split(cmd)
+            except ValueError:
+                continue
+            while words and (words[0] in ("not", "%expect-exit") or words[0].isdigit()):
+                words = words[1:]
+            if len(words) < 2 or words[0] != "nimble-run" or words[1] != "%t.nbc":
+                continue
+            args = []
+            for w in words[2:]:
+                if w.startswith(("--expected-output", "--tolerance", "--output", "--benchmark",
+                                 "--profile", "--trace")):
+                    continue
+                if "%t" in w:
+                    args = None
+                    break
+                args.append(w.replace("%S", d))
+            if args is not None:
+                out.append(args)
+    return out
+
+
+def main():
+    opt, nimblec, nimble_run, root = sys.argv[1:5]
+    full = "--full" in sys.argv
+    seed = next((int(a.split("=")[1]) for a in sys.argv if a.startswith("--seed=")), 20)
+    max_files = next((int(a.split("=")[1]) for a in sys.argv if a.startswith("--max-files=")),
+                     None)
+    rng = random.Random(seed)
+    passes = [l.split()[0] for l in run([opt, "--list-passes"]).stdout.splitlines()
+              if l.startswith("  ")]
+    if len(passes) < 2:
+        print("error: nimble-opt --list-passes listed %r" % passes)
+        return 1
+    files = run(["git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard",
+                 "--", "*.nir"]).stdout.split()
+    tmp = tempfile.mkdtemp()
+    candidates = []
+    for rel in sorted(files):
+        path = os.path.join(root, rel)
+        if not os.path.isfile(path):
+            continue
+        text = open(path).read()
+        if "--verify-diagnostics" in text or "// -----" in text or "NO-ROUNDTRIP" in text:
+            continue
+        if run([nimblec, "-O0", path, "-o", os.path.join(tmp, "probe.nbc")]).returncode:
+            continue  # invalid on purpose, or needs generated weights
+        candidates.append((rel, path, nimble_run_args(path)))
+    if not full:
+        # The sample: programs with inputs (they are run), and one file per
+        # other directory.
+        seen, sample = set(), []
+        for rel, path, runs in candidates:
+            d = os.path.dirname(rel)
+            if runs or d not in seen:
+                sample.append((rel, path, runs[:3]))
+                seen.add(d)
+        candidates = sample
+    if max_files is not None:
+        candidates = candidates[:max_files]
+    pipelines = [[a, b] for a in passes for b in passes]
+    nrandom = 30 if full else 4
+    failures = total = 0
+    for n, (rel, path, runs) in enumerate(candidates):
+        # Optimized IR lands in a directory of its own beside links to the
+        # original's neighbours, where its external weights resolve.
+        work = os.path.join(tmp, str(n))
+        os.makedirs(work)
+        src_dir = os.path.dirname(os.path.abspath(path))
+        for name in os.listdir(src_dir):
+            if not name.endswith(".nir"):
+                os.symlink(os.path.join(src_dir, name), os.path.join(work, name))
+        mine = list(pipelines)
+        for _ in range(nrandom):
+            mine.append([rng.choice(passes) for _ in range(rng.randint(3, 6))])
+        ref = {}
+        orig = os.path.join(tmp, "orig.nbc")
+        run([nimblec, "-O0", path, "-o", orig])
+        for args in runs:
+            p = run([nimble_run, orig] + args)
+            ref[tuple(args)] = (p.returncode, p.stdout)
+        for pl in mine:
+            total += 1
+            pipe = ",".join(pl)
+            out = os.path.join(work, "out.nir")
+            p = run([opt, path, "--passes=" + pipe, "-o", out])
+            if p.returncode:
+                continue  # nimble-opt refused the pipeline with an error: allowed
+            problem = None
+            for level in ("-O0", "-O2"):
+                exe = os.path.join(work, "out%s.nbc" % level)
+                q = run([nimblec, level, out, "-o", exe])
+                if q.returncode:
+                    problem = "nimblec %s failed: %s" % (level, q.stderr.strip()[:400])
+                    break
+                for args in runs:
+                    r = run([nimble_run, exe] + args)
+                    if (r.returncode, r.stdout) != ref[tuple(args)]:
+                        problem = "nimblec %s: nimble-run %s differs: %r vs original %r" % (
+                            level, " ".join(args), (r.returncode, r.stdout[:200]),
+                            (ref[tuple(args)][0], ref[tuple(args)][1][:200]))
+                        break
+                if problem:
+                    break
+            if problem:
+                failures += 1
+                print("error: %s: --passes=%s: %s" % (rel, pipe, problem))
+        print("%s: %d pipelines" % (rel, len(mine)))
+    print("pass orderings: %d files, %d pipelines, %d failed" % (len(candidates), total, failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
