@@ -16,6 +16,9 @@ PACKAGES=(
   g++
   # Libraries: LLVM 19 (CPU and NVPTX codegen), oneDNN, a JSON reader.
   llvm-19-dev
+  # lld as a library: nimblec links kernel objects into a shared object in
+  # process (codegen/llvm/NativeCodegen.cpp), without a linker on PATH.
+  liblld-19-dev
   libdnnl-dev
   nlohmann-json3-dev
   # Tests: FileCheck, not, count, split-file, lit; GoogleTest.

@@ -84,15 +84,16 @@ Value *intrinsic(llvm::IRBuilder<> &b, llvm::Intrinsic::ID id, llvm::ArrayRef<Va
   return b.CreateIntrinsic(id, {args[0]->getType()}, args);
 }
 
-// numpy.maximum / minimum: NaN if either is NaN, else the larger / smaller
-// (the reference's `a > b ? a : b` after its NaN test, so -0/+0 ties give b).
+// numpy.maximum / minimum with the reference's exact choices: a NaN operand
+// is returned itself (the first one if both are), otherwise `a < b ? b : a`
+// for maximum and `b < a ? b : a` for minimum, so a tie (-0 and +0) keeps a.
 Value *maxMin(llvm::IRBuilder<> &b, bool isMax, Value *x, Value *y, bool isFloat) {
-  if (!isFloat) return isMax ? b.CreateSelect(b.CreateICmpSGT(x, y), x, y)
-                             : b.CreateSelect(b.CreateICmpSLT(x, y), x, y);
-  Value *pick = isMax ? b.CreateSelect(b.CreateFCmpOGT(x, y), x, y)
-                      : b.CreateSelect(b.CreateFCmpOLT(x, y), x, y);
-  Value *nan = llvm::ConstantFP::getNaN(x->getType());
-  return b.CreateSelect(b.CreateOr(isNaN(b, x), isNaN(b, y)), nan, pick);
+  if (!isFloat) return isMax ? b.CreateSelect(b.CreateICmpSLT(x, y), y, x)
+                             : b.CreateSelect(b.CreateICmpSLT(y, x), y, x);
+  Value *pick = isMax ? b.CreateSelect(b.CreateFCmpOLT(x, y), y, x)
+                      : b.CreateSelect(b.CreateFCmpOLT(y, x), y, x);
+  Value *nanPick = b.CreateSelect(isNaN(b, x), x, y);
+  return b.CreateSelect(b.CreateOr(isNaN(b, x), isNaN(b, y)), nanPick, pick);
 }
 
 } // namespace

@@ -771,6 +771,10 @@ Value *KernelLowering::emitReduce(uint32_t v, const vm::KernelDesc::Member &m, c
     b_.SetInsertPoint(ok);
   }
   llvm::Type *et = elementType(ctx_, dt);
+  // Sums and means of f32 accumulate in double, like the reference (no
+  // overflow of intermediate sums; one rounding at the end).
+  const bool wideSum = dt == DType::F32 && (m.op == OpCode::Sum || m.op == OpCode::Mean);
+  llvm::Type *accTy = wideSum ? b_.getDoubleTy() : et;
   // Combine (acc, x) -> acc with the reference's rules.
   auto better = [&](Value *xv, Value *acc) -> Value * {
     bool mx = m.op != OpCode::Min;
@@ -780,7 +784,7 @@ Value *KernelLowering::emitReduce(uint32_t v, const vm::KernelDesc::Member &m, c
     return b_.CreateAnd(b_.CreateNot(b_.CreateFCmpUNO(acc, acc)), b_.CreateOr(c, b_.CreateFCmpUNO(xv, xv)));
   };
   auto initFor = [&](unsigned ln) -> Value * {
-    if (m.op == OpCode::Sum || m.op == OpCode::Mean) return llvm::Constant::getNullValue(withLanes(et, ln));
+    if (m.op == OpCode::Sum || m.op == OpCode::Mean) return llvm::Constant::getNullValue(withLanes(accTy, ln));
     bool mx = m.op != OpCode::Min;
     Value *s = fl ? static_cast<Value *>(llvm::ConstantFP::getInfinity(et, mx))
                   : static_cast<Value *>(mx ? llvm::ConstantInt::get(et, llvm::APInt::getSignedMinValue(et->getIntegerBitWidth()))
@@ -801,6 +805,7 @@ Value *KernelLowering::emitReduce(uint32_t v, const vm::KernelDesc::Member &m, c
       xi[a] = {iv, i64(ln > 1 ? 1 : 0)};
       if (!last) return nest(level + 1, cur);
       Value *xv = emitValue(x, xi, ln);
+      if (wideSum) xv = b_.CreateFPExt(xv, withLanes(accTy, ln));
       if (m.op == OpCode::Sum || m.op == OpCode::Mean)
         return {fl ? b_.CreateFAdd(cur[0], xv) : b_.CreateAdd(cur[0], xv)};
       Value *bt = better(xv, cur[0]);
@@ -821,7 +826,7 @@ Value *KernelLowering::emitReduce(uint32_t v, const vm::KernelDesc::Member &m, c
       if (fl) {
         llvm::FastMathFlags fmf;
         fmf.setAllowReassoc();
-        h = b_.CreateFAddReduce(llvm::ConstantFP::get(et, 0.0), vacc[0]);
+        h = b_.CreateFAddReduce(llvm::ConstantFP::get(accTy, 0.0), vacc[0]);
         llvm::cast<llvm::Instruction>(h)->setFastMathFlags(fmf);
         h = b_.CreateFAdd(in[0], h);
       } else {
@@ -841,11 +846,9 @@ Value *KernelLowering::emitReduce(uint32_t v, const vm::KernelDesc::Member &m, c
   if (axes.empty()) return emitCast(b_, emitValue(x, xi, lanes), dt, vi.dtype);
   std::vector<Value *> r = nest(0, acc);
   if (isArg) return r[1];
-  if (m.op == OpCode::Mean) {
-    Value *c = b_.CreateSIToFP(count, et);
-    return b_.CreateFDiv(r[0], splat(c, lanes));
-  }
-  return r[0];
+  Value *res = r[0];
+  if (m.op == OpCode::Mean) res = b_.CreateFDiv(res, splat(b_.CreateSIToFP(count, accTy), lanes));
+  return wideSum ? b_.CreateFPTrunc(res, withLanes(et, lanes)) : res;
 }
 
 Value *KernelLowering::emitMatMul(uint32_t v, const vm::KernelDesc::Member &m, const Index &idx,

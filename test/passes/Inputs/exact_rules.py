@@ -1,6 +1,6 @@
 """Exactness of canonicalize's rules on IEEE special values (issue 20).
 
-usage: exact_rules.py TABLE WORK_DIR [--tools=DIR] [--run-arg=ARG]... [--only=RULE]
+usage: exact_rules.py TABLE WORK_DIR [--tools=DIR] [--compile-arg=ARG]... [--run-arg=ARG]... [--only=RULE]
 
 Each entry of TABLE (exact-rules.txt beside this script; its header says the
 format) is one rewrite rule of `canonicalize` (passes/Canonicalize.cpp) or
@@ -25,8 +25,8 @@ small function, instantiated for each element type it lists. For every
      original compiled at -O2 (the whole pipeline: inline, fuse, memory
      planning, ...) against -O0 the same way.
 
-`--run-arg` is passed to every nimble-run (e.g. `--run-arg=--kernels=native`
-once the native kernels exist: the same table then checks them). Prints one
+`--compile-arg` is passed to every nimblec (`--compile-arg=--kernels=native`
+checks the same table on the native kernels), `--run-arg` to every nimble-run. Prints one
 line per (rule, dtype) and a total; exits 1 on any difference or failure.
 """
 import os
@@ -207,6 +207,7 @@ def main():
     table, work = args[0], args[1]
     tools = next((o.split("=", 1)[1] for o in opts if o.startswith("--tools=")), None)
     run_args = [o.split("=", 1)[1] for o in opts if o.startswith("--run-arg=")]
+    compile_args = [o.split("=", 1)[1] for o in opts if o.startswith("--compile-arg=")]
     only = next((o.split("=", 1)[1] for o in opts if o.startswith("--only=")), None)
 
     def tool(n):
@@ -234,7 +235,7 @@ def main():
     exes = {}
     for tag, src, level in (("orig", orig, "-O0"), ("canon", canon, "-O0"), ("O2", orig, "-O2")):
         exes[tag] = os.path.join(work, "rules.%s.nbc" % tag)
-        p = run([tool("nimblec"), level, src, "-o", exes[tag]])
+        p = run([tool("nimblec"), level, *compile_args, src, "-o", exes[tag]])
         if p.returncode:
             print("error: nimblec %s %s failed:\n%s" % (level, src, p.stderr[:3000]))
             return 1
