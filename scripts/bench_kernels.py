@@ -15,12 +15,17 @@ Prints, on this machine (CPU model and features in the header):
    large ones (bytes read and written / time) against the measured bandwidth.
 4. The GEMV of the LSTM (1x512 . 512x2048, a 4 MiB f32 weight): native vs
    reference, GB/s of the weight stream.
+5. The GEMMs of BERT-base at sequence 128 (M = 128; 768x768, 768x3072,
+   3072x768, bias added in the same kernel) and the GEMV, on the generated
+   kernel (--kernels=native) and on oneDNN (--kernels=library), at 1 and 2
+   threads: GFLOP/s of the kernel time. Then the cost of a oneDNN primitive
+   cache miss: the first call's kernel time minus a later call's.
 
 Kernel times come from nimble-run --profile over --benchmark runs (total
 kernel time / runs; 1 microsecond resolution over all runs); the whole call's
 median, which adds the VM's work around the kernel, is shown beside it.
-Threads: nimble-run uses one (its default); numpy's elementwise loops are
-single-threaded (OPENBLAS_NUM_THREADS etc. are set to 1 anyway).
+Threads: one (--threads=1) except where a section says; numpy's elementwise
+loops are single-threaded (OPENBLAS_NUM_THREADS etc. are set to 1 anyway).
 """
 
 import argparse
@@ -45,6 +50,13 @@ GATE = """func @main(%x: tensor<{n}xf32>, %h: tensor<{n}xf32>) -> tensor<{n}xf32
   %t = tanh %h
   %c = mul %i, %t
   ret %c
+}}
+"""
+
+GEMM = """func @main(%x: tensor<?x{k}xf32>, %w: tensor<{n}x{k}xf32>, %b: tensor<{n}xf32>) -> tensor<?x{n}xf32> {{
+  %m = matmul %x, %w, transpose_b=true
+  %y = add %m, %b
+  ret %y
 }}
 """
 
@@ -98,11 +110,11 @@ def compile_nir(nimblec, text, path, kernels, mcpu):
     return path
 
 
-def timings(nimble_run, nbc, inputs, reps):
+def timings(nimble_run, nbc, inputs, reps, extra=("--threads=1", "--kernels=native")):
     """(median ms per call, kernel ms per call) from --benchmark and --profile:
     the first includes the VM's work around the kernels (allocation, shape
     functions, dispatch), the second is the kernels' time alone."""
-    cmd = [nimble_run, nbc, "--benchmark=%d" % reps, "--profile"] + ["--input=@" + i for i in inputs]
+    cmd = [nimble_run, nbc, "--benchmark=%d" % reps, "--profile", *extra] + ["--input=@" + i for i in inputs]
     p = subprocess.run(cmd, capture_output=True, text=True, check=True)
     median = float(re.search(r"median ([0-9.]+) ms", p.stdout).group(1))
     runs = int(re.search(r"Kernel profile \((\d+) runs?\)", p.stderr).group(1))
@@ -154,10 +166,46 @@ def main():
     nat = compile_nir(args.nimblec, GEMV, os.path.join(work, "gemv_nat.nbc"), "native", args.mcpu)
     ref = compile_nir(args.nimblec, GEMV, os.path.join(work, "gemv_ref.nbc"), "reference", "")
     _, t_nat = timings(args.nimble_run, nat, [x, w], args.reps)
-    _, t_ref = timings(args.nimble_run, ref, [x, w], max(3, args.reps // 4))
+    _, t_ref = timings(args.nimble_run, ref, [x, w], max(3, args.reps // 4), ("--threads=1", "--kernels=reference"))
     print("native %.4f ms (%.1f GB/s of weight, %.0f%% of numpy copy bandwidth), reference %.4f ms, "
           "native speedup %.1fx" % (t_nat, 4 * 2048 * 512 / (t_nat * 1e-3) / 1e9,
                                     100 * (4 * 2048 * 512 / (t_nat * 1e-3) / 1e9) / copy, t_ref, t_ref / t_nat))
+    _, t_lib = timings(args.nimble_run, nat, [x, w], args.reps, ("--threads=1", "--kernels=library"))
+    print("library (oneDNN) %.4f ms (%.1f GB/s of weight)" % (t_lib, 4 * 2048 * 512 / (t_lib * 1e-3) / 1e9))
+
+    print("\nGEMM + bias, M = 128 (BERT-base at sequence 128), GFLOP/s of the kernel time:")
+    print("%16s %12s %12s %12s %12s %10s" % ("K x N", "native 1t", "oneDNN 1t", "native 2t", "oneDNN 2t",
+                                              "lib/nat 1t"))
+    for k, n in ((768, 768), (768, 3072), (3072, 768)):
+        nbc = compile_nir(args.nimblec, GEMM.format(k=k, n=n), os.path.join(work, "gemm%dx%d.nbc" % (k, n)),
+                          "native", args.mcpu)
+        xs = os.path.join(work, "gemm_x%d.npy" % k)
+        ws = os.path.join(work, "gemm_w%dx%d.npy" % (n, k))
+        bs = os.path.join(work, "gemm_b%d.npy" % n)
+        np.save(xs, rng.standard_normal((128, k)).astype(np.float32))
+        np.save(ws, rng.standard_normal((n, k)).astype(np.float32))
+        np.save(bs, rng.standard_normal(n).astype(np.float32))
+        flop = 2.0 * 128 * k * n
+        rates = {}
+        for threads in (1, 2):
+            for impl in ("native", "library"):
+                _, t = timings(args.nimble_run, nbc, [xs, ws, bs], max(5, args.reps // 2),
+                               ("--threads=%d" % threads, "--kernels=" + impl))
+                rates[impl, threads] = flop / (t * 1e-3) / 1e9
+        print("%16s %12.1f %12.1f %12.1f %12.1f %10.2f" % (
+            "%dx%d" % (k, n), rates["native", 1], rates["library", 1], rates["native", 2],
+            rates["library", 2], rates["library", 1] / rates["native", 1]))
+        if (k, n) == (768, 768):
+            # A cache miss: the first call (primitive created) against later ones.
+            cmd = [args.nimble_run, nbc, "--profile", "--threads=1", "--kernels=library",
+                   "--input=@" + xs, "--input=@" + ws, "--input=@" + bs]
+            firsts = []
+            for _ in range(5):
+                p = subprocess.run(cmd, capture_output=True, text=True, check=True)
+                firsts.append(float(re.search(r"Time split: kernels ([0-9.]+) ms", p.stderr).group(1)))
+            _, steady = timings(args.nimble_run, nbc, [xs, ws, bs], args.reps, ("--threads=1", "--kernels=library"))
+            miss = sorted(firsts)[len(firsts) // 2] - steady
+    print("oneDNN primitive cache miss (768x768, median of 5 first calls minus a cached call): %.3f ms" % miss)
     print("load average after: %.2f" % os.getloadavg()[0])
     return 0
 

@@ -32,8 +32,8 @@ run() { # title, nbc, nimble-run args...
   "$bin/nimble-run" "$nbc" "$@" --benchmark=20 | sed 's/^/    /'
 }
 
-echo "==> nimblec models/lstm/small/lstm_small.nir (a loop over a sequence of ? tokens)"
-"$bin/nimblec" models/lstm/small/lstm_small.nir -o "$out/lstm.nbc"
+echo "==> nimblec --kernels=native models/lstm/small/lstm_small.nir (a loop over a sequence of ? tokens)"
+"$bin/nimblec" --kernels=native models/lstm/small/lstm_small.nir -o "$out/lstm.nbc"
 f=models/lstm/small/fixtures
 for s in seq_01 seq_03; do
   n=$(/usr/bin/python3 -c "import numpy; print(numpy.load('$f/$s.npy').shape[0])")
@@ -42,15 +42,15 @@ for s in seq_01 seq_03; do
 done
 
 echo
-echo "==> nimblec models/treelstm/small/treelstm_small.nir (recursion over a binary-tree ADT)"
-"$bin/nimblec" models/treelstm/small/treelstm_small.nir -o "$out/treelstm.nbc"
+echo "==> nimblec --kernels=native models/treelstm/small/treelstm_small.nir (recursion over a binary-tree ADT)"
+"$bin/nimblec" --kernels=native models/treelstm/small/treelstm_small.nir -o "$out/treelstm.nbc"
 f=models/treelstm/small/fixtures
 run "Tree-LSTM on $(grep -o Leaf "$f/tree_03.txt" | wc -l) leaves: root (h, c), checked against PyTorch" "$out/treelstm.nbc" \
   "--input=@$f/tree_03.txt" "--expected-output=@$f/tree_03.h.npy" "--expected-output=@$f/tree_03.c.npy" --tolerance=1e-4
 
 echo
-echo "==> nimblec models/bert/small/bert_small.nir (sequence length ?)"
-"$bin/nimblec" models/bert/small/bert_small.nir -o "$out/bert.nbc"
+echo "==> nimblec --kernels=native models/bert/small/bert_small.nir (sequence length ?)"
+"$bin/nimblec" --kernels=native models/bert/small/bert_small.nir -o "$out/bert.nbc"
 f=models/bert/small/fixtures
 n=$(/usr/bin/python3 -c "import numpy; print(numpy.load('$f/ids_01.npy').shape[0])")
 run "BERT (2 layers, hidden 32) on $n tokens: hidden states, checked against PyTorch" "$out/bert.nbc" \

@@ -113,6 +113,13 @@ if lit_config.params.get("nimblec_flags"):
     _pattern, _path = config.substitutions[-2]
     config.substitutions[-2] = (_pattern, _path + " " + lit_config.params["nimblec_flags"])
     config.available_features.add("nimblec-flags")
+# `--param nimble_run_flags=--kernels=library` likewise for every nimble-run
+# call (a RUN line that passes the tool to a script as an argument cannot take
+# flags: such tests say `UNSUPPORTED: nimble-run-flags`).
+if lit_config.params.get("nimble_run_flags"):
+    _pattern, _path = config.substitutions[-1]
+    config.substitutions[-1] = (_pattern, _path + " " + lit_config.params["nimble_run_flags"])
+    config.available_features.add("nimble-run-flags")
 # Test-only drivers live beside their suites (test/vm/kernel-runner): under
 # Bazel they arrive through the suite's `tools`, i.e. in tools_dir.
 _add_tool(

@@ -123,7 +123,7 @@ def main():
         orig = os.path.join(tmp, "orig.nbc")
         run([nimblec, "-O0", path, "-o", orig])
         for args in runs:
-            p = run([nimble_run, orig] + args)
+            p = run([nimble_run, orig, "--kernels=reference"] + args)
             ref[tuple(args)] = (p.returncode, p.stdout)
         for pl in mine:
             total += 1
@@ -140,7 +140,7 @@ def main():
                     problem = "nimblec %s failed: %s" % (level, q.stderr.strip()[:400])
                     break
                 for args in runs:
-                    r = run([nimble_run, exe] + args)
+                    r = run([nimble_run, exe, "--kernels=reference"] + args)
                     if (r.returncode, r.stdout) != ref[tuple(args)]:
                         problem = "nimblec %s: nimble-run %s differs: %r vs original %r" % (
                             level, " ".join(args), (r.returncode, r.stdout[:200]),

@@ -12,7 +12,9 @@
 #include "vm/Allocator.h"
 #include "vm/Disassembler.h"
 #include "vm/Format.h"
+#include "vm/Dispatch.h"
 #include "vm/Interpreter.h"
+#include "vm/LibraryKernels.h"
 #include "vm/NativeKernels.h"
 #include "vm/Npy.h"
 #include "vm/TensorText.h"
@@ -24,6 +26,9 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <sched.h>
+#include <thread>
+#include <unistd.h>
 
 using namespace nimble;
 using namespace nimble::tools;
@@ -54,15 +59,25 @@ OPTIONS:
   --profile                  Print per-kernel time, calls and argument shapes, the
                              kernel / shape function / other split, and allocation stats
   --trace                    Print each instruction as it executes (to stderr)
-  --kernels=<native|reference>
-                             native (default): run the .nbc's native kernels where it
-                             has them (nimblec --kernels=native), reference kernels
-                             elsewhere; reference: never map native code (the mode for
-                             .nbc files you do not trust; docs/VM.md)
+  --kernels=<auto|native|library|reference>
+                             Which implementation runs each kernel (docs/VM.md):
+                             auto (default): oneDNN or the .nbc's native code,
+                               whichever measures faster per kernel and shape
+                               bucket; elsewhere native where present, else reference
+                             native: the .nbc's native kernels (nimblec
+                               --kernels=native) where present, else reference
+                             library: oneDNN for the dense kernels it can run, native
+                               elsewhere where present, else reference
+                             reference: reference kernels only; never maps native code
+                               (the mode for .nbc files you do not trust)
+  --tuning=<file>            Decisions of --kernels=auto: read from <file> when it
+                             exists (used as is, so dispatch is deterministic), and
+                             written back with any new ones after the run
   --allocator=<pool|system>  Memory for storages: size-class pool that recycles freed
                              blocks (default), or one malloc per allocation
   --device=<cpu|cuda>        Device to run on (default cpu)
-  --threads=<n>              Threads for kernels (default 1)
+  --threads=<n>              Threads for kernels, generated and oneDNN alike (default:
+                             the cores this process may run on)
   --max-call-depth=<n>       Limit on nested calls before an error (default 10000)
   --max-instructions=<n>     Stop with an error after n instructions (default: no limit)
   --help                     Show this help and exit
@@ -77,13 +92,24 @@ struct Options {
   std::vector<std::string> inputs, outputs, expected;
   double tolerance = 1e-5;
   int benchmark = 0;
-  unsigned threads = 1;
+  unsigned threads = 0; // 0: the cores this process may run on
   uint32_t maxDepth = 10000;
   uint64_t maxInstructions = 0;
   bool profile = false, trace = false;
-  bool nativeKernels = true;
+  KernelMode kernels = KernelMode::Auto;
+  std::string tuning;
   AllocatorKind allocator = AllocatorKind::Pool;
 };
+
+/// The cores this process may run on (its affinity mask, so `taskset -c 0`
+/// means one thread), at least 1 and at most 256.
+unsigned availableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+  return static_cast<unsigned>(std::clamp(n, 1, 256));
+}
 
 int usageError(const std::string &msg) { return tools::usageError("nimble-run", msg); }
 
@@ -146,9 +172,11 @@ int parseArgs(int argc, char **argv, Options &o) {
       if (*v != "cpu" && *v != "cuda") return usageError("--device takes cpu or cuda");
       o.device = *v;
     } else if ((v = flagValue(a, "--kernels"))) {
-      if (*v != "native" && *v != "reference")
-        return usageError("--kernels takes native or reference, got '" + *v + "'");
-      o.nativeKernels = *v == "native";
+      if (!parseKernelMode(*v, o.kernels))
+        return usageError("--kernels takes auto, native, library or reference, got '" + *v + "'");
+    } else if ((v = flagValue(a, "--tuning"))) {
+      if (v->empty()) return usageError("--tuning takes a file name");
+      o.tuning = *v;
     } else if ((v = flagValue(a, "--allocator"))) {
       if (*v != "pool" && *v != "system") return usageError("--allocator takes pool or system, got '" + *v + "'");
       o.allocator = *v == "pool" ? AllocatorKind::Pool : AllocatorKind::System;
@@ -251,17 +279,28 @@ void printProfile(const VirtualMachine &vm, int runs) {
   std::fprintf(stderr, "  %-28s %-9s %8s %12s %7s  %s\n", "kernel", "impl", "calls", "total ms", "%", "argument shapes (calls)");
   for (size_t i : order) {
     const KernelProfile &k = p.kernels[i];
+    // The implementation that ran, or "mixed" (then each shape says which).
+    auto implOf = [](const uint64_t (&calls)[kNumKernelImpls], uint64_t total) -> std::string {
+      for (unsigned i = 0; i < kNumKernelImpls; ++i)
+        if (calls[i] == total) return kernelImplName(static_cast<KernelImpl>(i));
+      std::string m;
+      for (unsigned i = 0; i < kNumKernelImpls; ++i)
+        if (calls[i]) m += (m.empty() ? "" : "+") + std::string(kernelImplName(static_cast<KernelImpl>(i)));
+      return m;
+    };
+    std::string impl = implOf(k.implCalls, k.calls);
+    bool mixed = impl.find('+') != std::string::npos;
     std::string shapes;
     size_t shown = 0;
-    for (auto &[s, c] : k.shapes) {
+    for (auto &[s, ss] : k.shapes) {
       if (shown++ == 3) {
         shapes += " ...";
         break;
       }
-      shapes += (shapes.empty() ? "" : " ") + s + " (" + std::to_string(c) + ")";
+      shapes += (shapes.empty() ? "" : " ") + s + " (" + std::to_string(ss.calls) +
+                (mixed ? " " + implOf(ss.implCalls, ss.calls) : "") + ")";
     }
-    const char *impl = k.nativeCalls == k.calls ? "native" : k.nativeCalls == 0 ? "reference" : "mixed";
-    std::fprintf(stderr, "  %-28s %-9s %8llu %12.3f %6.1f%%  %s\n", exe.kernels[i].name.c_str(), impl,
+    std::fprintf(stderr, "  %-28s %-9s %8llu %12.3f %6.1f%%  %s\n", exe.kernels[i].name.c_str(), impl.c_str(),
                  static_cast<unsigned long long>(k.calls), k.seconds * 1e3,
                  p.totalSeconds > 0 ? 100 * k.seconds / p.totalSeconds : 0.0, shapes.c_str());
   }
@@ -348,17 +387,39 @@ int main(int argc, char **argv) {
   }
 
   NativeKernels native;
-  if (o.nativeKernels && !exe->native.empty()) {
+  if (o.kernels != KernelMode::Reference && !exe->native.empty()) {
     std::string why;
     if (native.load(*exe, why)) {
       vo_native = &native;
     } else {
-      std::cerr << "nimble-run: warning: running reference kernels: " << why << "\n";
+      std::cerr << "nimble-run: warning: running reference kernels instead of native code: " << why << "\n";
     }
+  }
+  unsigned threads = o.threads ? o.threads : availableCores();
+  LibraryKernels library(*exe);
+  LibraryKernels *vo_library = nullptr;
+  if ((o.kernels == KernelMode::Library || o.kernels == KernelMode::Auto) && library.count() == 0) {
+    // Nothing for oneDNN in this executable: do not even start it.
+  } else if (o.kernels == KernelMode::Library || o.kernels == KernelMode::Auto) {
+    std::string why;
+    if (library.init(why)) {
+      LibraryKernels::setThreads(threads);
+      vo_library = &library;
+    } else {
+      std::cerr << "nimble-run: warning: running the other kernels instead of oneDNN: " << why << "\n";
+    }
+  }
+  TuningTable tuning;
+  if (!o.tuning.empty() && access(o.tuning.c_str(), F_OK) == 0 && !tuning.load(o.tuning, error)) {
+    std::cerr << "nimble-run: error: " << error << "\n";
+    return kExitError;
   }
   VMOptions vo;
   vo.native = vo_native;
-  vo.threads = o.threads;
+  vo.library = vo_library;
+  vo.kernels = o.kernels;
+  vo.tuning = &tuning;
+  vo.threads = threads;
   vo.maxCallDepth = o.maxDepth;
   vo.maxInstructions = o.maxInstructions;
   vo.profile = o.profile;
@@ -422,5 +483,9 @@ int main(int argc, char **argv) {
     }
   }
   if (o.profile) printProfile(vm, runs);
+  if (!o.tuning.empty() && tuning.measured() > 0 && !tuning.save(o.tuning, error)) {
+    std::cerr << "nimble-run: error: " << error << "\n";
+    return kExitError;
+  }
   return ok ? kExitOk : kExitError;
 }

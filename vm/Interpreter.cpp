@@ -33,7 +33,8 @@ namespace nimble::vm {
 using Clock = std::chrono::steady_clock;
 
 VirtualMachine::VirtualMachine(std::shared_ptr<const Executable> exe, VMOptions opts)
-    : exe_(std::move(exe)), opts_(opts) {
+    : exe_(std::move(exe)), opts_(opts),
+      dispatch_(*exe_, opts_.kernels, opts_.native, opts_.library, opts_.tuning ? opts_.tuning : &ownTuning_) {
   if (opts_.threads > 1) pool_ = std::make_unique<ThreadPool>(opts_.threads);
   kctx_.pool = pool_.get();
   constants_.resize(exe_->constants.size());
@@ -291,18 +292,9 @@ dispatch:
       auto t0 = opts_.profile ? Clock::now() : Clock::time_point();
       size_t failed = SIZE_MAX;
       Status st;
-      bool ranNative = false;
-      if (shapeFunc) {
-        st = runShapeFunc(k, ti, to, &failed);
-      } else {
-        nimble_kernel_fn nfn = opts_.native ? opts_.native->get(code[pc + 1]) : nullptr;
-        bool rerun = true;
-        if (nfn) st = runNativeKernel(k, nfn, ti, to, kctx_, &failed, &rerun);
-        ranNative = !rerun;
-        // No native code, or it declined / reported an error: the reference
-        // kernel runs (and words any error exactly).
-        if (rerun) st = runKernel(k, ti, to, kctx_, &failed);
-      }
+      KernelImpl ran = KernelImpl::Reference;
+      if (shapeFunc) st = runShapeFunc(k, ti, to, &failed);
+      else st = dispatch_.run(code[pc + 1], ti, to, kctx_, &failed, &ran);
       if (opts_.profile) {
         double s = std::chrono::duration<double>(Clock::now() - t0).count();
         if (shapeFunc) {
@@ -311,9 +303,14 @@ dispatch:
         } else {
           KernelProfile &kp = profile_.kernels[code[pc + 1]];
           ++kp.calls;
-          kp.nativeCalls += ranNative;
+          ++kp.implCalls[static_cast<unsigned>(ran)];
           kp.seconds += s;
-          if (kp.shapes.size() < 16 || kp.shapes.count(shapesKey(ti))) ++kp.shapes[shapesKey(ti)];
+          std::string key = shapesKey(ti);
+          if (kp.shapes.size() < 16 || kp.shapes.count(key)) {
+            KernelProfile::ShapeStats &ss = kp.shapes[key];
+            ++ss.calls;
+            ++ss.implCalls[static_cast<unsigned>(ran)];
+          }
         }
       }
       // In a kernel of several members (a fused group), the failing member's

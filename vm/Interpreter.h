@@ -19,6 +19,7 @@
 #define NIMBLE_VM_INTERPRETER_H
 
 #include "vm/Allocator.h"
+#include "vm/Dispatch.h"
 #include "vm/Executable.h"
 #include "vm/Kernel.h"
 #include "vm/Object.h"
@@ -33,11 +34,18 @@ namespace nimble::vm {
 
 class ThreadPool;
 class NativeKernels;
+class LibraryKernels;
 
 struct VMOptions {
   /// Native kernels mapped from the executable (vm/NativeKernels.h), or null:
   /// every kernel runs its reference implementation (--kernels=reference).
   const NativeKernels *native = nullptr;
+  /// oneDNN's dense kernels (vm/LibraryKernels.h), or null.
+  LibraryKernels *library = nullptr;
+  /// Which implementation runs each kernel (vm/Dispatch.h).
+  KernelMode kernels = KernelMode::Auto;
+  /// Decisions of KernelMode::Auto, read and extended (null: kept per VM).
+  TuningTable *tuning = nullptr;
   uint32_t maxCallDepth = 10000;
   /// Stop a run with an error after this many instructions (0: no limit): a
   /// guard against a program that never ends.
@@ -53,9 +61,13 @@ struct VMOptions {
 /// rest of the VM's time).
 struct KernelProfile {
   uint64_t calls = 0;
-  uint64_t nativeCalls = 0; // of `calls`, how many ran native code
+  uint64_t implCalls[kNumKernelImpls] = {}; // of `calls`, by KernelImpl
   double seconds = 0;
-  std::map<std::string, uint64_t> shapes; // "(1x300xf32, 300x2048xf32)" -> calls
+  struct ShapeStats {
+    uint64_t calls = 0;
+    uint64_t implCalls[kNumKernelImpls] = {};
+  };
+  std::map<std::string, ShapeStats> shapes; // "(1x300xf32, 300x2048xf32)" -> calls
 };
 struct Profile {
   std::vector<KernelProfile> kernels; // by kernel index
@@ -95,6 +107,8 @@ private:
   VMOptions opts_;
   std::unique_ptr<ThreadPool> pool_;
   KernelContext kctx_;
+  TuningTable ownTuning_; // when opts_.tuning is null
+  KernelDispatcher dispatch_;
   std::vector<ObjectRef> regs_;
   std::vector<Frame> frames_;
   std::vector<TensorRef> constants_;

@@ -139,16 +139,10 @@ void parallelForTrampoline(void *pool, int64_t n, nimble_parallel_body body, voi
 
 } // namespace
 
-Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vector<Tensor *> &ins,
-                       const std::vector<Tensor *> &outs, KernelContext &ctx,
-                       size_t *failedMember, bool *rerun) {
-  *rerun = false;
-  if (ins.size() != k.numInputs || outs.size() != k.outputs.size()) {
-    *rerun = true; // the reference path words this error
-    return Status::success();
-  }
-  // Shapes of every value, by the members' shape functions.
-  std::vector<TensorSig> sigs;
+bool kernelValueSigs(const KernelDesc &k, const std::vector<Tensor *> &ins,
+                     const std::vector<Tensor *> &outs, std::vector<TensorSig> &sigs) {
+  sigs.clear();
+  if (ins.size() != k.numInputs || outs.size() != k.outputs.size()) return false;
   sigs.reserve(k.numInputs + k.members.size() + 1);
   for (const Tensor *t : ins) sigs.push_back({t->dtype(), t->shape()});
   for (size_t mi = 0; mi < k.members.size(); ++mi) {
@@ -161,10 +155,7 @@ Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vect
     for (uint32_t v : m.operands) {
       msigs.push_back(sigs[v]);
       if (dataDep) {
-        if (v >= k.numInputs) {
-          *rerun = true; // a value computed inside the kernel sizes it
-          return Status::success();
-        }
+        if (v >= k.numInputs) return false; // a value computed inside the kernel sizes it
         DenseValue d;
         d.dtype = ins[v]->dtype();
         d.shape = ins[v]->shape();
@@ -174,19 +165,28 @@ Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vect
       }
     }
     ShapeFnResult sr = inferShapes(m.op, msigs, m.attrs, vals);
-    if (!sr.ok() || sr.results.size() != m.numResults || sr.upperBound) {
-      *rerun = true;
-      return Status::success();
-    }
+    if (!sr.ok() || sr.results.size() != m.numResults || sr.upperBound) return false;
     for (TensorSig &s : sr.results) sigs.push_back(std::move(s));
   }
   for (size_t o = 0; o < k.outputs.size(); ++o) {
     const TensorSig &want = sigs[k.outputs[o]];
     if (outs[o]->dtype() != want.dtype || outs[o]->shape() != want.dims ||
-        outs[o]->storage()->readOnly()) {
-      *rerun = true;
-      return Status::success();
-    }
+        outs[o]->storage()->readOnly())
+      return false;
+  }
+  return true;
+}
+
+Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vector<Tensor *> &ins,
+                       const std::vector<Tensor *> &outs, KernelContext &ctx,
+                       size_t *failedMember, bool *rerun) {
+  *rerun = false;
+  // Shapes of every value, by the members' shape functions; anything they
+  // reject, the reference path words exactly.
+  std::vector<TensorSig> sigs;
+  if (!kernelValueSigs(k, ins, outs, sigs)) {
+    *rerun = true;
+    return Status::success();
   }
   // Descriptors: one per value, then one per output (row-major strides).
   size_t nbufs = sigs.size() + outs.size();

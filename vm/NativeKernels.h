@@ -15,6 +15,7 @@
 #ifndef NIMBLE_VM_NATIVEKERNELS_H
 #define NIMBLE_VM_NATIVEKERNELS_H
 
+#include "ir/ShapeFns.h"
 #include "vm/Executable.h"
 #include "vm/Kernel.h"
 #include "vm/KernelABI.h"
@@ -47,6 +48,14 @@ private:
 /// Whether this CPU (and OS) supports feature `name` as LLVM spells it
 /// ("avx2", "avx512f", ...); false for names it does not know.
 bool cpuHasFeature(const std::string &name);
+
+/// The type of every value of kernel `k` (inputs, then each member's
+/// results, in KernelDesc numbering) on the actual inputs, by the members'
+/// shape functions. False when a check fails, a member's shape depends on a
+/// value computed inside the kernel, or an output tensor does not have the
+/// computed type (or is read-only): the reference path then words the error.
+bool kernelValueSigs(const KernelDesc &k, const std::vector<Tensor *> &ins,
+                     const std::vector<Tensor *> &outs, std::vector<TensorSig> &sigs);
 
 /// Runs kernel `k` through its native entry `fn`: first the members' shape
 /// functions on the actual shapes (the checks the compiler deferred, as the

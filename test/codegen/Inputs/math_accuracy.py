@@ -58,7 +58,7 @@ def main():
         out = {}
         for kind, exe in exes.items():
             path = os.path.join(work, "%s.%s.npy" % (fn, kind))
-            subprocess.run([nimble_run, exe, "--function=" + fn, "--input=@" + xin, "--output=@" + path],
+            subprocess.run([nimble_run, exe, "--kernels=" + kind, "--function=" + fn, "--input=@" + xin, "--output=@" + path],
                            check=True, stdout=subprocess.DEVNULL)
             out[kind] = np.load(path)
         got, want = out["native"], out["reference"]

@@ -104,7 +104,10 @@ def main():
         for args in runs:
             out = {}
             for level, exe in exes.items():
-                p = subprocess.run([nimble_run, exe] + args, capture_output=True, text=True, timeout=300)
+                # Pinned paths: the reference kernels, or native code (never
+                # the measured dispatch, whose choice may differ per run).
+                kernels = "--kernels=native" if "--kernels=native" in variants[level] else "--kernels=reference"
+                p = subprocess.run([nimble_run, exe, kernels] + args, capture_output=True, text=True, timeout=300)
                 out[level] = (p.returncode, p.stdout)
             total += 1
             if native:

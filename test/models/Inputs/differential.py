@@ -46,6 +46,11 @@ def main():
             flags = level.split(",")
             run([nimblec, *[f for f in flags if not f.startswith("run:")], nir, "-o", nbc])
             run_flags = [f[4:] for f in flags if f.startswith("run:")]
+            # Pinned paths (never the measured dispatch, whose choice may
+            # differ between runs): native code when compiled in, else the
+            # reference kernels; a level may name its own (run:--kernels=...).
+            if not any(f.startswith("--kernels=") for f in run_flags):
+                run_flags.insert(0, "--kernels=native" if "--kernels=native" in flags else "--kernels=reference")
             for fx in fixtures:
                 outs = [os.path.join(work, "%s%s.%s.%d.npy" % (model, level.replace(",", "_").replace(":", "_"),
                                                               os.path.basename(fx), i))

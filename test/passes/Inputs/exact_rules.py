@@ -208,6 +208,10 @@ def main():
     tools = next((o.split("=", 1)[1] for o in opts if o.startswith("--tools=")), None)
     run_args = [o.split("=", 1)[1] for o in opts if o.startswith("--run-arg=")]
     compile_args = [o.split("=", 1)[1] for o in opts if o.startswith("--compile-arg=")]
+    # Bit-for-bit comparisons need one pinned kernel path, not the measured
+    # dispatch: native code when compiled in, else the reference kernels.
+    if not any(a.startswith("--kernels=") for a in run_args):
+        run_args.insert(0, "--kernels=native" if "--kernels=native" in compile_args else "--kernels=reference")
     only = next((o.split("=", 1)[1] for o in opts if o.startswith("--only=")), None)
 
     def tool(n):

@@ -1,0 +1,241 @@
+//===- Dispatch.cpp - Choosing a kernel's implementation per shape ------===//
+//
+// See Dispatch.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "vm/Dispatch.h"
+
+#include "vm/Interpreter.h"
+#include "vm/LibraryKernels.h"
+#include "vm/NativeKernels.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace nimble::vm {
+
+const char *kernelImplName(KernelImpl i) {
+  switch (i) {
+  case KernelImpl::Reference: return "reference";
+  case KernelImpl::Native: return "native";
+  case KernelImpl::Library: return "library";
+  }
+  return "?";
+}
+
+bool parseKernelMode(const std::string &s, KernelMode &m) {
+  if (s == "reference") m = KernelMode::Reference;
+  else if (s == "native") m = KernelMode::Native;
+  else if (s == "library") m = KernelMode::Library;
+  else if (s == "auto") m = KernelMode::Auto;
+  else return false;
+  return true;
+}
+
+// ---- TuningTable ----------------------------------------------------------
+
+namespace {
+constexpr const char *kTuningHeader = "# nimble-run tuning v1: <kernel> <shape bucket> <reference|native|library>";
+
+bool parseImpl(const std::string &s, KernelImpl &i) {
+  if (s == "reference") i = KernelImpl::Reference;
+  else if (s == "native") i = KernelImpl::Native;
+  else if (s == "library") i = KernelImpl::Library;
+  else return false;
+  return true;
+}
+} // namespace
+
+bool TuningTable::load(const std::string &path, std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = path + ": cannot open the tuning file";
+    return false;
+  }
+  std::string line;
+  size_t lineNo = 0;
+  while (std::getline(in, line)) {
+    ++lineNo;
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ls(line);
+    std::string kernel, bucket, impl, extra;
+    if (!(ls >> kernel >> bucket >> impl) || (ls >> extra)) {
+      error = path + ":" + std::to_string(lineNo) + ": expected '<kernel> <shape bucket> <implementation>'";
+      return false;
+    }
+    KernelImpl i;
+    if (!parseImpl(impl, i)) {
+      error = path + ":" + std::to_string(lineNo) + ": unknown implementation '" + impl +
+              "' (expected reference, native or library)";
+      return false;
+    }
+    decisions_[{kernel, bucket}] = i;
+  }
+  if (in.bad()) {
+    error = path + ": read error";
+    return false;
+  }
+  return true;
+}
+
+bool TuningTable::save(const std::string &path, std::string &error) const {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) {
+      error = path + ": cannot write the tuning file";
+      return false;
+    }
+    out << kTuningHeader << "\n";
+    for (const auto &[key, impl] : decisions_)
+      out << key.first << " " << key.second << " " << kernelImplName(impl) << "\n";
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      error = path + ": cannot write the tuning file";
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    error = path + ": cannot write the tuning file";
+    return false;
+  }
+  return true;
+}
+
+bool TuningTable::lookup(const std::string &kernel, const std::string &bucket, KernelImpl &impl) const {
+  auto it = decisions_.find({kernel, bucket});
+  if (it == decisions_.end()) return false;
+  impl = it->second;
+  return true;
+}
+
+void TuningTable::set(const std::string &kernel, const std::string &bucket, KernelImpl impl) {
+  decisions_[{kernel, bucket}] = impl;
+}
+
+std::string shapeBucket(const std::vector<Tensor *> &ins) {
+  std::string b;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (i) b += ',';
+    const std::vector<int64_t> &s = ins[i]->shape();
+    if (s.empty()) b += "s"; // a scalar
+    for (size_t d = 0; d < s.size(); ++d) {
+      uint64_t v = s[d] <= 0 ? 0 : 1;
+      while (v && v < static_cast<uint64_t>(s[d])) v <<= 1;
+      if (d) b += 'x';
+      b += std::to_string(v);
+    }
+  }
+  return b;
+}
+
+// ---- KernelDispatcher -------------------------------------------------------
+
+KernelDispatcher::KernelDispatcher(const Executable &exe, KernelMode mode, const NativeKernels *native,
+                                   LibraryKernels *library, TuningTable *tuning)
+    : exe_(exe), mode_(mode), native_(mode == KernelMode::Reference ? nullptr : native),
+      library_(mode == KernelMode::Reference || mode == KernelMode::Native ? nullptr : library),
+      tuning_(tuning) {}
+
+bool KernelDispatcher::runImpl(KernelImpl impl, uint32_t k, const std::vector<Tensor *> &ins,
+                               const std::vector<Tensor *> &outs, KernelContext &ctx,
+                               size_t *failedMember, Status &st) {
+  switch (impl) {
+  case KernelImpl::Reference:
+    st = runKernel(exe_.kernels[k], ins, outs, ctx, failedMember);
+    return true;
+  case KernelImpl::Native: {
+    nimble_kernel_fn fn = native_ ? native_->get(k) : nullptr;
+    if (!fn) return false;
+    bool rerun = true;
+    st = runNativeKernel(exe_.kernels[k], fn, ins, outs, ctx, failedMember, &rerun);
+    return !rerun;
+  }
+  case KernelImpl::Library: {
+    if (!library_ || !library_->supports(k)) return false;
+    bool declined = true;
+    st = library_->run(k, ins, outs, failedMember, &declined);
+    return !declined;
+  }
+  }
+  return false;
+}
+
+KernelImpl KernelDispatcher::tune(uint32_t k, const std::vector<Tensor *> &ins,
+                                  const std::vector<Tensor *> &outs, KernelContext &ctx,
+                                  bool *outputsWritten) {
+  using Clock = std::chrono::steady_clock;
+  *outputsWritten = false;
+  // Outputs that overlap an input would make a second run read its own
+  // results: keep the rule's order then, unmeasured.
+  for (const Tensor *o : outs)
+    for (const Tensor *i : ins)
+      if (o->storage().get() == i->storage().get() && o->rawData() < i->rawData() + i->numBytes() &&
+          i->rawData() < o->rawData() + o->numBytes())
+        return KernelImpl::Library;
+  KernelImpl best = KernelImpl::Reference, last = KernelImpl::Reference;
+  double bestTime = 0;
+  for (KernelImpl c : {KernelImpl::Native, KernelImpl::Library}) {
+    double t = 0;
+    bool ok = true;
+    for (int rep = 0; rep < 2 && ok; ++rep) {
+      Status st;
+      size_t failed = SIZE_MAX;
+      auto t0 = Clock::now();
+      ok = runImpl(c, k, ins, outs, ctx, &failed, st) && st.ok();
+      t = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    if (!ok) continue;
+    last = c;
+    if (best == KernelImpl::Reference || t < bestTime) {
+      best = c;
+      bestTime = t;
+    }
+  }
+  *outputsWritten = best != KernelImpl::Reference && best == last;
+  return best;
+}
+
+Status KernelDispatcher::run(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
+                             KernelContext &ctx, size_t *failedMember, KernelImpl *ran) {
+  const bool hasNative = native_ && native_->get(k);
+  const bool hasLibrary = library_ && library_->supports(k);
+  KernelImpl choice = hasLibrary ? KernelImpl::Library : hasNative ? KernelImpl::Native : KernelImpl::Reference;
+  if (mode_ == KernelMode::Native && !hasNative) choice = KernelImpl::Reference;
+  if (mode_ == KernelMode::Auto && hasNative && hasLibrary) {
+    const std::string &name = exe_.kernels[k].name;
+    std::string bucket = shapeBucket(ins);
+    if (!tuning_ || !tuning_->lookup(name, bucket, choice)) {
+      bool written = false;
+      choice = tune(k, ins, outs, ctx, &written);
+      if (tuning_ && choice != KernelImpl::Reference) {
+        tuning_->set(name, bucket, choice);
+        tuning_->noteMeasured();
+      }
+      if (written) {
+        *ran = choice;
+        return Status::success();
+      }
+    }
+  }
+  // The choice, then the fallbacks: library -> native -> reference.
+  Status st;
+  if (choice == KernelImpl::Library && runImpl(KernelImpl::Library, k, ins, outs, ctx, failedMember, st)) {
+    *ran = KernelImpl::Library;
+    return st;
+  }
+  if ((choice == KernelImpl::Library || choice == KernelImpl::Native) &&
+      runImpl(KernelImpl::Native, k, ins, outs, ctx, failedMember, st)) {
+    *ran = KernelImpl::Native;
+    return st;
+  }
+  *ran = KernelImpl::Reference;
+  return runKernel(exe_.kernels[k], ins, outs, ctx, failedMember);
+}
+
+} // namespace nimble::vm

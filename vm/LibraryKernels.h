@@ -1,0 +1,90 @@
+//===- LibraryKernels.h - Dense kernels through oneDNN -------------*- C++ -*-===//
+//
+// The library implementation of dense kernels (Nimble paper §3.4 and §5:
+// each dense op dispatches to whichever of its generated kernels and a vendor
+// library is fastest). A kernel qualifies when it is a `matmul` or
+// `batch_matmul` of f32 tensors that reads two kernel inputs, followed by a
+// chain of members that oneDNN's post-ops express:
+//
+//   add / mul with a kernel input (either side), sub / div with the chain on
+//   the left                       -> binary post-op (src1 broadcast as numpy)
+//   relu, gelu (erf form), tanh, sigmoid, exp
+//                                  -> eltwise post-op
+//
+// each member consuming the previous one's result, the last one the kernel's
+// only output: exactly the groups the fusion pass forms around a matmul in
+// BERT (bias add, gelu, residual add, attention scale). Anything else (other
+// dtypes, other members, empty dimensions) stays with the generated or the
+// reference kernel.
+//
+// Shapes: one primitive per distinct set of input shapes, created at its
+// first call and kept in a cache of bounded size (least recently used out).
+// A primitive with run-time dimensions (DNNL_RUNTIME_DIM_VAL) would be
+// created once, but then oneDNN cannot choose its blocking and kernel for the
+// shape it runs; shapes repeat (BERT has a handful per sequence length), so a
+// cache keyed by shape pays one creation per shape. docs/perf.md ("Library
+// kernels") measures a miss.
+//
+// Threads: oneDNN here is built with OpenMP; `setThreads(n)` sets its team
+// to the VM's --threads, so the VM's pool (idle while a library kernel runs)
+// and oneDNN never have more than n threads running between them.
+//
+// Errors: a primitive oneDNN cannot create for a shape (unsupported
+// broadcast, out of memory) is remembered and the caller falls back; a
+// failed execution is reported as a run-time error of the kernel's matmul.
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_VM_LIBRARYKERNELS_H
+#define NIMBLE_VM_LIBRARYKERNELS_H
+
+#include "vm/Executable.h"
+#include "vm/Kernel.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace nimble::vm {
+
+class LibraryKernels {
+public:
+  /// Analyzes every kernel of `exe` (which kernels oneDNN can run). Creates
+  /// no primitive yet.
+  explicit LibraryKernels(const Executable &exe);
+  ~LibraryKernels();
+  LibraryKernels(const LibraryKernels &) = delete;
+  LibraryKernels &operator=(const LibraryKernels &) = delete;
+
+  /// Whether oneDNN works here: a CPU engine and a stream can be created.
+  /// False with a one-line reason otherwise; nothing else may be called then.
+  bool init(std::string &reason);
+  /// Whether kernel `k` has a library implementation (for some shapes).
+  bool supports(uint32_t k) const;
+  /// Kernels with a library implementation (whether or not init() succeeded).
+  size_t count() const;
+  /// oneDNN's thread count (its OpenMP team); the VM's --threads.
+  static void setThreads(unsigned n);
+
+  /// Runs kernel `k` on `ins`, writing `outs`. `*declined` is set (and
+  /// nothing written) when this call cannot be done here: shape checks that
+  /// fail (the reference path words them), dimensions of zero, a primitive
+  /// oneDNN does not create for these shapes.
+  Status run(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
+             size_t *failedMember, bool *declined);
+
+  /// Primitives created so far (cache misses) and cached now.
+  uint64_t primitivesCreated() const;
+  size_t primitivesCached() const;
+
+  /// Bound of the primitive cache.
+  static constexpr size_t kCacheCapacity = 256;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace nimble::vm
+
+#endif // NIMBLE_VM_LIBRARYKERNELS_H
