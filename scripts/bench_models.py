@@ -195,7 +195,8 @@ def run_nimble(v, nbc, cases, T, args, work_dir, problems):
     for c in cases:
         outs = [os.path.join(work_dir, "%s.%s.nimble.%s.npy" % (v.name, c.name, o)) for o in v.reference.OUTPUTS]
         cmd = [args.nimble_run, nbc] + ["--input=" + s for s in v.reference.nimble_inputs(c.path)]
-        cmd += ["--output=@" + o for o in outs] + ["--threads=%d" % T, "--benchmark=%d" % pick(args.reps, v.name)]
+        cmd += ["--output=@" + o for o in outs] + ["--threads=%d" % T, "--benchmark=%d" % pick(args.reps, v.name),
+                                                   "--kernels=" + args.kernels]
         c0, w0 = children_cpu(), time.perf_counter()
         p = subprocess.run(cmd, capture_output=True, text=True, env=thread_env(T))
         wall, cpu = time.perf_counter() - w0, children_cpu() - c0
@@ -211,7 +212,8 @@ def run_nimble(v, nbc, cases, T, args, work_dir, problems):
         out.append((c, lat["median"], lat["runs"], cpu, wall))
         if pick(args.profile_reps, v.name) and c.table == "fixed":
             p = tools.run_model(args.nimble_run, nbc, v.reference.nimble_inputs(c.path), outs, threads=T,
-                                benchmark=pick(args.profile_reps, v.name), profile=True)
+                                benchmark=pick(args.profile_reps, v.name), profile=True,
+                                extra=["--kernels=" + args.kernels])
             for k, val in tools.parse_time_split(p.stderr).items():
                 split[k] += val
     return out, split
@@ -263,8 +265,9 @@ def bench_model(v, args, work_dir, doc):
     nbc = None
     if "nimble" in args.systems:
         nbc = os.path.join(work_dir, v.name + ".nbc")
-        progress("%s: nimblec %s" % (v.name, args.opt))
-        tools.compile_model(args.nimblec, v.nir, nbc, opt=args.opt)
+        compile_kernels = "reference" if args.kernels == "reference" else "native"
+        progress("%s: nimblec %s --kernels=%s" % (v.name, args.opt, compile_kernels))
+        tools.compile_model(args.nimblec, v.nir, nbc, opt=args.opt, extra=["--kernels=" + compile_kernels])
     for T in args.threads:
         for system in args.systems:
             if system in PEERS and (not args.peer_python or system in doc["missing"]):
@@ -367,6 +370,9 @@ def parse_args(argv):
                     help="runs of nimble-run --profile per fixed input (0: no split; N,MODEL=N,... per model)")
     ap.add_argument("--systems", default="nimble,pytorch,onnxruntime,iree", help="which systems to time")
     ap.add_argument("--opt", default="-O2", help="nimblec optimisation level (default %(default)s)")
+    ap.add_argument("--kernels", default="auto", choices=["auto", "native", "library", "reference"],
+                    help="nimble-run --kernels (default %(default)s); the .nbc has native kernels"
+                         " (nimblec --kernels=native) unless this is `reference`")
     ap.add_argument("--tolerance", type=float, default=1e-4, help="every system's check against PyTorch")
     ap.add_argument("--quiet-load", type=float, default=1.0, help="wait for this 1-minute load before a block")
     ap.add_argument("--max-wait", type=float, default=60, help="wait at most this many seconds (default 60)")
@@ -410,7 +416,9 @@ def make_doc(args):
         elif not versions.get(p):
             missing[p] = "%s not in %s: bash scripts/setup_peers.sh" % (PEER_DISTS[p], args.peers_venv)
     header = {"cpu": cpu, "blas": blas_description(), "versions": versions, "commit": benchlib.git_commit(REPO_ROOT),
-              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "opt": args.opt, "reps": args.reps["text"],
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "opt": "%s --kernels=%s; nimble-run --kernels=%s" % (
+                  args.opt, "reference" if args.kernels == "reference" else "native", args.kernels),
+              "reps": args.reps["text"],
               "warmup": args.warmup, "threads": args.threads, "loads": [],
               "command": "scripts/bench_models.py " + " ".join(sys.argv[1:])}
     return {"schema": benchlib.SCHEMA_VERSION, "header": header, "rows": [], "points": [], "splits": {},

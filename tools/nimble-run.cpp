@@ -265,7 +265,7 @@ bool compare(const Object &got, const Object &want, double tol, const std::strin
 }
 
 
-void printProfile(const VirtualMachine &vm, int runs) {
+void printProfile(const VirtualMachine &vm, int runs, const LibraryKernels *library) {
   const Executable &exe = vm.executable();
   const Profile &p = vm.profile();
   double kernelTotal = 0;
@@ -312,6 +312,11 @@ void printProfile(const VirtualMachine &vm, int runs) {
                static_cast<unsigned long long>(p.shapeFuncCalls), other * 1e3,
                p.totalSeconds > 0 ? 100 * other / p.totalSeconds : 0.0, p.totalSeconds * 1e3,
                static_cast<unsigned long long>(p.instructions));
+  if (library && library->primitivesCreated())
+    std::fprintf(stderr, "Library kernels (oneDNN): %llu primitives created (cache misses, all runs) in %.3f ms, "
+                         "%zu cached\n",
+                 static_cast<unsigned long long>(library->primitivesCreated()), library->creationSeconds() * 1e3,
+                 library->primitivesCached());
   // Counts per run; peaks over all runs.
   const Allocator &a = defaultAllocator(Device::CPU);
   AllocStats s = a.stats();
@@ -482,7 +487,7 @@ int main(int argc, char **argv) {
       }
     }
   }
-  if (o.profile) printProfile(vm, runs);
+  if (o.profile) printProfile(vm, runs, vo_library);
   if (!o.tuning.empty() && tuning.measured() > 0 && !tuning.save(o.tuning, error)) {
     std::cerr << "nimble-run: error: " << error << "\n";
     return kExitError;

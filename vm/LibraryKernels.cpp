@@ -12,6 +12,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <chrono>
 #include <list>
 #include <unordered_map>
 
@@ -141,6 +142,7 @@ struct LibraryKernels::Impl {
   std::unordered_map<std::string, Entry> cache;
   std::list<std::string> lru; // most recently used first
   uint64_t created = 0;
+  double creationSeconds = 0;
 };
 
 LibraryKernels::LibraryKernels(const Executable &exe) : impl_(new Impl) {
@@ -176,6 +178,7 @@ size_t LibraryKernels::count() const {
 void LibraryKernels::setThreads(unsigned n) { omp_set_num_threads(static_cast<int>(n)); }
 
 uint64_t LibraryKernels::primitivesCreated() const { return impl_->created; }
+double LibraryKernels::creationSeconds() const { return impl_->creationSeconds; }
 size_t LibraryKernels::primitivesCached() const { return impl_->cache.size(); }
 
 Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
@@ -208,6 +211,7 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
     std::vector<TensorSig> sigs;
     if (!kernelValueSigs(impl_->exe->kernels[k], ins, outs, sigs)) return Status::success();
     Entry e;
+    auto t0 = std::chrono::steady_clock::now();
     try {
       const size_t rank = out->shape().size();
       const std::vector<int64_t> &ls = ins[p.lhs]->shape(), &rs = ins[p.rhs]->shape();
@@ -240,6 +244,7 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
       e.usable = false; // remembered: these shapes stay on the other paths
     }
     ++impl_->created;
+    impl_->creationSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (impl_->cache.size() >= kCacheCapacity) {
       impl_->cache.erase(impl_->lru.back());
       impl_->lru.pop_back();

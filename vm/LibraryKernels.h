@@ -73,8 +73,10 @@ public:
   Status run(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
              size_t *failedMember, bool *declined);
 
-  /// Primitives created so far (cache misses) and cached now.
+  /// Primitives created so far (cache misses), the time spent creating them
+  /// (the cost of the misses), and how many are cached now.
   uint64_t primitivesCreated() const;
+  double creationSeconds() const;
   size_t primitivesCached() const;
 
   /// Bound of the primitive cache.
