@@ -166,7 +166,9 @@ std::string pipelineFor(int level, const std::string &target) {
   switch (level) {
   case 0: return "type-infer,manifest-memory" + place;
   case 1: return "type-infer,canonicalize,cse,dce,manifest-memory" + place;
-  default: return "inline,type-infer,canonicalize,cse,dce,type-infer,fuse,manifest-memory" + place + ",plan-memory";
+  default:
+    return "inline,type-infer,canonicalize,cse,dce,licm,batch-input-projection,cse,dce,type-infer,fuse,manifest-memory" +
+           place + ",plan-memory";
   }
 }
 

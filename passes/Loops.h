@@ -1,0 +1,46 @@
+//===- Loops.h - Natural loops of a function's CFG -----------------*- C++ -*-===//
+//
+// Loops in Nimble IR are block-argument loops: a header block whose arguments
+// carry the loop state, entered from a preheader and re-entered by back
+// edges (`br ^header(...)` from a latch). A back edge is an edge B -> H where
+// H dominates B; the natural loop of H is H plus every block that reaches a
+// latch without passing through H (the textbook construction, as LLVM's
+// LoopInfo). Loops sharing a header are one loop.
+//
+// `preheader` is set when the header has exactly one predecessor outside the
+// loop and that predecessor ends in an unconditional `br` to the header: code
+// hoisted out of the loop goes before that `br`, where it runs exactly once
+// each time the loop is entered.
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_PASSES_LOOPS_H
+#define NIMBLE_PASSES_LOOPS_H
+
+#include "ir/IR.h"
+#include "ir/Verifier.h"
+
+#include <unordered_set>
+#include <vector>
+
+namespace nimble::passes {
+
+struct Loop {
+  ir::Block *header = nullptr;
+  ir::Block *preheader = nullptr;        // null when there is none (see above)
+  std::vector<ir::Block *> blocks;       // the header first, then in reverse post-order
+  std::vector<ir::Block *> latches;      // blocks with an edge back to the header
+  std::unordered_set<const ir::Block *> members;
+
+  bool contains(const ir::Block *b) const { return members.count(b) != 0; }
+  /// Defined outside the loop: a global, an argument of a block outside it,
+  /// or a result of an op outside it.
+  bool isInvariant(const ir::Value *v) const;
+};
+
+/// The loops of `f`, innermost first (fewer blocks first). Unreachable blocks
+/// belong to no loop.
+std::vector<Loop> findLoops(ir::Function &f, const ir::DominanceInfo &dom);
+
+} // namespace nimble::passes
+
+#endif // NIMBLE_PASSES_LOOPS_H
