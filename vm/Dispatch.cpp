@@ -140,7 +140,7 @@ KernelDispatcher::KernelDispatcher(const Executable &exe, KernelMode mode, const
                                    LibraryKernels *library, TuningTable *tuning)
     : exe_(exe), mode_(mode), native_(mode == KernelMode::Reference ? nullptr : native),
       library_(mode == KernelMode::Reference || mode == KernelMode::Native ? nullptr : library),
-      tuning_(tuning) {}
+      tuning_(tuning), memos_(exe.kernels.size()) {}
 
 bool KernelDispatcher::runImpl(KernelImpl impl, uint32_t k, const std::vector<Tensor *> &ins,
                                const std::vector<Tensor *> &outs, KernelContext &ctx,
@@ -153,7 +153,7 @@ bool KernelDispatcher::runImpl(KernelImpl impl, uint32_t k, const std::vector<Te
     nimble_kernel_fn fn = native_ ? native_->get(k) : nullptr;
     if (!fn) return false;
     bool rerun = true;
-    st = runNativeKernel(exe_.kernels[k], fn, ins, outs, ctx, failedMember, &rerun);
+    st = runNativeKernel(exe_.kernels[k], fn, ins, outs, ctx, failedMember, &rerun, &memos_[k]);
     return !rerun;
   }
   case KernelImpl::Library: {

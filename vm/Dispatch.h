@@ -30,6 +30,7 @@
 
 #include "vm/Executable.h"
 #include "vm/Kernel.h"
+#include "vm/NativeKernels.h"
 
 #include <map>
 #include <string>
@@ -95,6 +96,7 @@ private:
   const NativeKernels *native_;
   LibraryKernels *library_;
   TuningTable *tuning_;
+  std::vector<NativeCallMemo> memos_; // per kernel (vm/NativeKernels.h)
 };
 
 } // namespace nimble::vm

@@ -280,7 +280,11 @@ dispatch:
       const uint32_t *ins = code + pc + 3;
       uint32_t nout = code[pc + 3 + nin];
       const uint32_t *outs = code + pc + 4 + nin;
-      std::vector<Tensor *> ti, to;
+      // Scratch vectors kept by the VM: no allocation per kernel call (a
+      // kernel never re-enters the interpreter).
+      std::vector<Tensor *> &ti = scratchIn_, &to = scratchOut_;
+      ti.clear();
+      to.clear();
       for (uint32_t i = 0; i < nin; ++i) {
         TENSOR_OR_FAIL(t, ins[i]);
         ti.push_back(t);

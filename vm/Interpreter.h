@@ -108,6 +108,7 @@ private:
   std::unique_ptr<ThreadPool> pool_;
   KernelContext kctx_;
   TuningTable ownTuning_; // when opts_.tuning is null
+  std::vector<Tensor *> scratchIn_, scratchOut_; // InvokePacked's operands
   KernelDispatcher dispatch_;
   std::vector<ObjectRef> regs_;
   std::vector<Frame> frames_;

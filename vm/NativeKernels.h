@@ -57,15 +57,33 @@ bool cpuHasFeature(const std::string &name);
 bool kernelValueSigs(const KernelDesc &k, const std::vector<Tensor *> &ins,
                      const std::vector<Tensor *> &outs, std::vector<TensorSig> &sigs);
 
+/// What runNativeKernel derived from the last input shapes of one kernel: the
+/// type of every value and the descriptors' shapes and strides. While the
+/// shapes repeat (every iteration of a loop, every node of a tree) the
+/// members' shape functions need not run again: they are pure functions of
+/// the input shapes, except for data-dependent members, whose kernels are
+/// never memoized. The outputs are still checked on every call.
+struct NativeCallMemo {
+  enum State : uint8_t { Unknown, Cacheable, NotCacheable };
+  State state = Unknown;
+  bool valid = false;
+  std::vector<int64_t> key, scratch; // dtype, rank and dims of every input
+  std::vector<TensorSig> sigs;       // every value of the kernel, then every output
+  std::vector<std::vector<int64_t>> strides;
+  std::vector<nimble_buffer> bufs;
+};
+
 /// Runs kernel `k` through its native entry `fn`: first the members' shape
 /// functions on the actual shapes (the checks the compiler deferred, as the
 /// reference path does), then one call with a descriptor per value and per
 /// output (vm/KernelABI.h). `*rerun` is set when the native code reported an
 /// error or could not take the call: the caller then runs the reference
 /// kernel, which reports the exact message.
+/// With `memo` (one per kernel, kept by the caller) the shapes and
+/// descriptors of the last call are reused when the input shapes repeat.
 Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vector<Tensor *> &ins,
                        const std::vector<Tensor *> &outs, KernelContext &ctx,
-                       size_t *failedMember, bool *rerun);
+                       size_t *failedMember, bool *rerun, NativeCallMemo *memo = nullptr);
 
 } // namespace nimble::vm
 
