@@ -10,7 +10,8 @@
 // A `?` operand dimension that meets a result dimension other than 1 might
 // have been 1 at run time; the rule then assumes it was not and ends in
 // `dyn_reshape` to the operand's run-time shape, so a broadcast the rule did
-// not see fails at run time (element count) instead of giving a wrong shape.
+// not see fails at run time (element count) instead of giving a wrong shape
+// (when the operand has at most one `?`; see unbroadcast).
 //
 //===----------------------------------------------------------------------===//
 
@@ -101,6 +102,7 @@ Value *AdjointEmitter::coerce(Value *v, Type t) {
 }
 
 Value *AdjointEmitter::unbroadcast(Value *g, Value *x) {
+  if (!g) return nullptr;
   Type xt = x->type();
   int64_t r = xt.rank(), R = g->type().rank();
   if (R > r) {
@@ -118,7 +120,12 @@ Value *AdjointEmitter::unbroadcast(Value *g, Value *x) {
   }
   if (!axes.empty())
     g = op(OpCode::Sum, {g}, {{"axes", Attr::getInts(axes)}, {"keepdims", Attr::getBool(true)}});
-  if (unsure) g = op(OpCode::DynReshape, {g, op(OpCode::ShapeOf, {fwd(x)})});
+  // A `?` dimension of x that met a result dimension other than 1 is taken
+  // as not broadcast. When x has at most one `?`, a reshape to x's run-time
+  // shape checks that at run time and keeps x's static sizes; with more, the
+  // reshape would lose them and the assumption stays unchecked.
+  if (unsure && std::count(xt.dims().begin(), xt.dims().end(), kDynamic) <= 1)
+    g = coerce(op(OpCode::DynReshape, {g, op(OpCode::ShapeOf, {fwd(x)})}), xt);
   return g;
 }
 
