@@ -3,6 +3,7 @@
 
     /usr/bin/python3 scripts/check_grads.py [--models lstm_small,treelstm_small,bert_small]
         [--count N] [--tolerance 1e-4] [--opt -O2] [--checkpoint store|recompute]
+        [--kernels reference|native]
         [--nimble-opt PATH] [--nimblec PATH] [--nimble-run PATH] [--keep DIR] [-v]
 
 For each model: `nimble-opt --passes=grad{func=main,wrt=...,consts=@every,const}`
@@ -140,7 +141,7 @@ def check_model(v, args, work_dir):
     if p.returncode != 0:
         raise tools.ToolError("nimble-opt failed: %s" % p.stderr[-4000:])
     nbc = os.path.join(model_dir, v.name + ".grad.nbc")
-    tools.compile_model(args.nimblec, grad_nir, nbc, opt=args.opt)
+    tools.compile_model(args.nimblec, grad_nir, nbc, opt=args.opt, extra=["--kernels=" + args.kernels])
     model = v.reference.load(v.name)
     names_out = list(v.reference.OUTPUTS)
     names_grad = ["d.input%d" % i for i in wrt] + ["d." + n for n, _ in consts]
@@ -196,6 +197,8 @@ def main(argv):
     ap.add_argument("--tolerance", type=float, default=1e-4)
     ap.add_argument("--opt", default="-O2", help="nimblec optimisation level (default %(default)s)")
     ap.add_argument("--checkpoint", default="store", choices=["store", "recompute"])
+    ap.add_argument("--kernels", default="reference", choices=["reference", "native"],
+                    help="nimblec --kernels (default %(default)s)")
     ap.add_argument("--nimble-opt", dest="nimble_opt",
                     default=os.environ.get("NIMBLE_OPT") or
                     os.path.join(os.path.dirname(tools.default_tool("nimblec")), "nimble-opt"))
