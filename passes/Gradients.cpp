@@ -7,11 +7,9 @@
 // (scripts/check_grads.py).
 //
 // Shapes: adjoints of broadcasting operands are summed back (`unbroadcast`).
-// A `?` operand dimension that meets a result dimension other than 1 might
-// have been 1 at run time; the rule then assumes it was not and ends in
-// `dyn_reshape` to the operand's run-time shape, so a broadcast the rule did
-// not see fails at run time (element count) instead of giving a wrong shape
-// (when the operand has at most one `?`; see unbroadcast).
+// A `?` operand dimension that meets a result dimension other than 1 may or
+// may not have been broadcast (1 at run time or not): unbroadcast decides at
+// run time, so the rules are exact for every shape the kernels accept.
 //
 //===----------------------------------------------------------------------===//
 
@@ -111,21 +109,25 @@ Value *AdjointEmitter::unbroadcast(Value *g, Value *x) {
     g = op(OpCode::Sum, {g}, {{"axes", Attr::getInts(lead)}});
     if (!g) return nullptr;
   }
-  std::vector<int64_t> axes;
-  bool unsure = false;
+  std::vector<int64_t> axes, unsure;
   for (int64_t i = 0; i < r; ++i) {
     int64_t xd = xt.dims()[static_cast<size_t>(i)], gd = g->type().dims()[static_cast<size_t>(i)];
     if (xd == 1 && gd != 1) axes.push_back(i);
-    else if (xd == kDynamic && gd != 1) unsure = true;
+    else if (xd == kDynamic && gd != 1) unsure.push_back(i);
   }
   if (!axes.empty())
     g = op(OpCode::Sum, {g}, {{"axes", Attr::getInts(axes)}, {"keepdims", Attr::getBool(true)}});
-  // A `?` dimension of x that met a result dimension other than 1 is taken
-  // as not broadcast. When x has at most one `?`, a reshape to x's run-time
-  // shape checks that at run time and keeps x's static sizes; with more, the
-  // reshape would lose them and the assumption stays unchecked.
-  if (unsure && std::count(xt.dims().begin(), xt.dims().end(), kDynamic) <= 1)
-    g = coerce(op(OpCode::DynReshape, {g, op(OpCode::ShapeOf, {fwd(x)})}), xt);
+  // A `?` dimension of x that meets a result dimension other than 1 was
+  // broadcast exactly when it is 1 at run time (paper §3.1: what the types
+  // cannot decide is decided at run time). Sum along it, pick the sum or g by
+  // that test, and keep the first dim(x) entries: all of g, or the sum.
+  for (int64_t i : unsure) {
+    Value *d = op(OpCode::Dim, {fwd(x)}, {{"axis", Attr::getInt(i)}});
+    Value *s = op(OpCode::Sum, {g}, {{"axes", Attr::getInts({i})}, {"keepdims", Attr::getBool(true)}});
+    Value *h = op(OpCode::Select, {op(OpCode::Equal, {d, b_.constantI64(1)}), s, g});
+    g = op(OpCode::Take, {h, op(OpCode::Arange, {b_.constantI64(0), d, b_.constantI64(1)})},
+           {{"axis", Attr::getInt(i)}});
+  }
   return g;
 }
 
