@@ -153,7 +153,7 @@ LogicalResult FunctionGrad::cloneAndRewriteCalls() {
       Function *callee = m_.lookupFunction(op->strAttr("callee"));
       if (!callee || callee->blocks().empty() || isPrimitive(*callee)) {
         diag_.error(op->loc(), "grad: cannot differentiate the call to @" + op->strAttr("callee") +
-                                   ": it has no body to differentiate");
+                                   ": it is a kernel (primitive) function, not a differentiable body");
         return failure();
       }
       FuncGrad *h = declareCallee_(callee);
