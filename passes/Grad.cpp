@@ -143,10 +143,10 @@ public:
 
     // The consts: named ones must be floating-point tensor globals; `all`
     // takes those the function can reach through calls.
+    CallGraph cg(m);
     std::vector<Global *> consts;
     if (allConsts_) {
       std::set<const Global *> used;
-      CallGraph cg(m);
       std::vector<const Function *> work = {f};
       std::set<const Function *> seen = {f};
       while (!work.empty()) {
@@ -182,7 +182,6 @@ public:
     // Names: the wrapper, and fwd/bwd/tape of every function f can reach.
     {
       std::vector<std::string> names = {gname};
-      CallGraph cg(m);
       std::vector<Function *> work = {f};
       std::set<const Function *> seen = {f};
       while (!work.empty()) {
@@ -203,7 +202,6 @@ public:
 
     // f is differentiated with respect to wrt only, unless it calls itself:
     // then its calls need every parameter's adjoint.
-    CallGraph cg(m);
     std::vector<unsigned> adjParams = wrt;
     if (cg.isRecursive(f)) {
       adjParams.clear();

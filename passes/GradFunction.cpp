@@ -47,6 +47,7 @@
 #include "passes/Liveness.h"
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <unordered_map>
 #include <unordered_set>
@@ -89,10 +90,9 @@ struct BlockGrad {
 
 class FunctionGrad {
 public:
-  FunctionGrad(GradBuilder &gb, Module &m, DiagnosticEngine &diag, FuncGrad &fg,
-               const std::vector<Global *> &consts, Checkpoint mode,
-               std::function<FuncGrad *(Function *)> declareCallee)
-      : gb_(gb), m_(m), ctx_(m.context()), diag_(diag), fg_(fg), consts_(consts), mode_(mode),
+  FunctionGrad(Module &m, DiagnosticEngine &diag, FuncGrad &fg, const std::vector<Global *> &consts,
+               Checkpoint mode, std::function<FuncGrad *(Function *)> declareCallee)
+      : m_(m), ctx_(m.context()), diag_(diag), fg_(fg), consts_(consts), mode_(mode),
         declareCallee_(std::move(declareCallee)) {}
 
   LogicalResult run();
@@ -112,7 +112,6 @@ private:
   BlockGrad &info(const Block *b) { return blocks_[index_.at(b)]; }
   Block *unreachableBlock();
 
-  GradBuilder &gb_;
   Module &m_;
   Context &ctx_;
   DiagnosticEngine &diag_;
@@ -381,7 +380,7 @@ Value *FunctionGrad::zerosFor(Builder &b, Value *v, Value *shapeField) {
 Block *FunctionGrad::unreachableBlock() {
   // Never taken: the tape below a record is always a record of a predecessor
   // (the forward function built it). A match must still cover every
-  // constructor; this default returns empty tensors.
+  // constructor; this default returns zeros (empty where a dim is `?`).
   if (unreachable_) return unreachable_;
   unreachable_ = fg_.bwd->addBlock(std::make_unique<Block>("rev.unreachable"));
   Builder b(m_, fg_.src->loc());
@@ -714,7 +713,7 @@ LogicalResult GradBuilder::buildAll() {
     FuncGrad &fg = *order_[i];
     if (fg.built) continue;
     fg.built = true;
-    FunctionGrad fgr(*this, m_, diag_, fg, consts_, mode_, declareCallee);
+    FunctionGrad fgr(m_, diag_, fg, consts_, mode_, declareCallee);
     if (failed(fgr.run())) return failure();
   }
   return success();
