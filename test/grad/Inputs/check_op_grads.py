@@ -36,7 +36,7 @@ TOL = 1e-6
 
 # Ops with a Rule row that this check does not cover, and why.
 EXEMPT = {
-    "device_copy": "needs a device pair; the rule is the identity (checked by the e2e suite's cpu-only build)",
+    "device_copy": "needs a second device (no GPU here); its rule is a device_copy back to the source",
 }
 
 
