@@ -41,7 +41,8 @@ PassManager::PassManager(DiagnosticEngine &diag, std::ostream &dumpStream,
 PassManager::~PassManager() = default;
 
 // pipeline ::= pass (`,` pass)*
-// pass     ::= name (`{` key `=` value (`,` key `=` value)* `}`)?
+// pass     ::= name (`{` option (`,` option)* `}`)?
+// option   ::= key `=` value (`,` value)*     (a list value: wrt=0,1)
 bool PassManager::parsePipeline(std::string_view text, std::string &error) {
   size_t pos = 0;
   auto trim = [](std::string_view s) {
@@ -70,17 +71,27 @@ bool PassManager::parsePipeline(std::string_view text, std::string &error) {
         return false;
       }
       std::string_view opts = text.substr(pos + 1, close - pos - 1);
+      // A piece without `=` continues the previous option's value, so list
+      // options read naturally: grad{func=f,wrt=0,1} sets wrt to "0,1".
+      std::vector<std::pair<std::string, std::string>> kvs;
       while (!opts.empty()) {
         size_t comma = opts.find(',');
         std::string_view kv = opts.substr(0, comma);
         opts = comma == std::string_view::npos ? "" : opts.substr(comma + 1);
         size_t eq = kv.find('=');
         if (eq == std::string_view::npos) {
-          error = "pass option '" + std::string(trim(kv)) + "' of '" + std::string(name) +
-                  "' needs a value (key=value)";
-          return false;
+          if (kvs.empty()) {
+            error = "pass option '" + std::string(trim(kv)) + "' of '" + std::string(name) +
+                    "' needs a value (key=value)";
+            return false;
+          }
+          kvs.back().second += "," + std::string(trim(kv));
+          continue;
         }
-        std::string err = p->setOption(trim(kv.substr(0, eq)), trim(kv.substr(eq + 1)));
+        kvs.emplace_back(std::string(trim(kv.substr(0, eq))), std::string(trim(kv.substr(eq + 1))));
+      }
+      for (auto &[key, value] : kvs) {
+        std::string err = p->setOption(key, value);
         if (!err.empty()) {
           error = err;
           return false;

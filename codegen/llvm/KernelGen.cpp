@@ -802,7 +802,10 @@ Value *KernelLowering::emitReduce(uint32_t v, const vm::KernelDesc::Member &m, c
     size_t a = axes[level];
     bool last = level + 1 == axes.size();
     auto step = [&](Value *iv, const std::vector<Value *> &cur, unsigned ln) -> std::vector<Value *> {
-      xi[a] = {iv, i64(ln > 1 ? 1 : 0)};
+      // Lanes run along the reduced axis only in the vectorized inner
+      // reduction; otherwise they run along the output's innermost axis and
+      // every lane reads the same reduced index.
+      xi[a] = {iv, i64(vecInner && ln > 1 ? 1 : 0)};
       if (!last) return nest(level + 1, cur);
       Value *xv = emitValue(x, xi, ln);
       if (wideSum) xv = b_.CreateFPExt(xv, withLanes(accTy, ln));
