@@ -128,6 +128,14 @@ config.substitutions.append(
     ("%expect-exit", _PYTHON + " " + os.path.join(config.test_source_root, "expect_exit.py"))
 )
 
+# `%run-limited --as-kb N [--cpu S] [--exit N] cmd args...`: cmd under
+# `ulimit -v N` and a CPU-time limit (run_limited.py). ASan cannot run under an
+# address-space limit: there only the limit on memory is dropped.
+config.substitutions.append(
+    ("%run-limited", _PYTHON + " " + os.path.join(config.test_source_root, "run_limited.py")
+     + (" --no-as" if "asan" in config.available_features else ""))
+)
+
 
 # The format (NimbleShTest: lit's ShTest plus the automatic .nir round trip)
 # is in nimble_lit_format.py beside this file; see there why.
