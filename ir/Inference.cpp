@@ -78,6 +78,18 @@ InferredTypes inferStructural(const Operation &op, const Module &m) {
     if (op.intAttr("alignment") <= 0 || (op.intAttr("alignment") & (op.intAttr("alignment") - 1)))
       return failAttr(op, "alignment", "alignment must be a positive power of two, got " +
                   std::to_string(op.intAttr("alignment")));
+    // A constant size is checked here (a run-time one by the VM): it must be
+    // a size some tensor could have, and room for the 64-byte rounding of
+    // memory planning is left.
+    if (const DenseValue *v = constantValue(op.operand(0)); v && v->numElements() == 1) {
+      int64_t size = v->getInt(0);
+      if (size < 0 || size > limits::kMaxTensorBytes)
+        return fail("size " + std::to_string(size) + " is " +
+                        (size < 0 ? std::string("negative")
+                                  : "more than " + std::to_string(limits::kMaxTensorBytes) +
+                                        " bytes (2^48, the limit)"),
+                    0);
+    }
     r.types = {ctx.storage()};
     return r;
   }

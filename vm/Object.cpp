@@ -10,6 +10,7 @@
 
 #include "vm/Object.h"
 
+#include "ir/Limits.h"
 #include "ir/ShapeFns.h"
 #include "vm/Allocator.h"
 
@@ -58,8 +59,12 @@ void Storage::free() {
 }
 
 int64_t Tensor::numElements() const {
-  int64_t n = 1;
-  for (int64_t d : shape_) n *= d;
+  // Every tensor is made within the limits (makeTensor, AllocTensor, the
+  // readers), so the product fits; checked all the same.
+  int64_t n = 0;
+  bool ok = limits::checkedNumElements(shape_, n);
+  assert(ok && "a tensor past the element limit");
+  (void)ok;
   return n;
 }
 
@@ -88,12 +93,13 @@ int64_t Tensor::scalarInt() const {
 std::string Tensor::typeString() const { return formatSig({dtype_, shape_}); }
 
 TensorRef makeTensor(DType dtype, std::vector<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    assert(d >= 0 && "makeTensor with a negative dimension");
-    n *= d;
-  }
-  size_t bytes = static_cast<size_t>(n) * dtypeSize(dtype);
+  for (int64_t d : shape) assert(d >= 0 && "makeTensor with a negative dimension");
+  // Past the size limit (ir/Limits.h) no allocator could serve the request:
+  // the same answer as out of memory, without a wrapped size.
+  int64_t checkedBytes = 0;
+  if (!limits::checkedByteSize(shape, static_cast<int64_t>(dtypeSize(dtype)), checkedBytes))
+    return TensorRef();
+  size_t bytes = static_cast<size_t>(checkedBytes);
   Allocator &alloc = defaultAllocator(Device::CPU);
   // 64 bytes: a cache line and the widest vector register (AVX-512), the same
   // alignment the executable gives its constants.
