@@ -406,8 +406,17 @@ int main(int argc, char **argv) {
         std::cerr << "nimble-run: error: " << what << " is not a tensor; it cannot be written as .npy\n";
         return kExitError;
       }
-      if (Status ws = writeNpy(o.outputs[i].substr(1), *x); !ws.ok()) {
-        std::cerr << "nimble-run: error: " << ws.message << "\n";
+      // The header, then the tensor's bytes in place, into a temporary
+      // renamed at the end: no copy of a big output, and no partial file
+      // when writing fails.
+      std::string path = o.outputs[i].substr(1), header;
+      if (Status hs = npyHeader(*x, header); !hs.ok()) {
+        std::cerr << "nimble-run: error: " << path << ": " << hs.message << "\n";
+        return kExitError;
+      }
+      std::string_view data(reinterpret_cast<const char *>(x->rawData()), x->numBytes());
+      if (!writeOutputAtomically(path, {header, data}, error)) {
+        std::cerr << "nimble-run: error: " << error << "\n";
         return kExitError;
       }
     } else {
