@@ -136,6 +136,12 @@ config.substitutions.append(
      + (" --no-as" if "asan" in config.available_features else ""))
 )
 
+# `%fail-alloc [options] -- nimble-run-args...`: every allocation of a
+# nimble-run call failed in turn (fail_alloc.py, vm/FailAlloc.h).
+config.substitutions.append(
+    ("%fail-alloc", _PYTHON + " " + os.path.join(config.test_source_root, "fail_alloc.py"))
+)
+
 
 # The format (NimbleShTest: lit's ShTest plus the automatic .nir round trip)
 # is in nimble_lit_format.py beside this file; see there why.

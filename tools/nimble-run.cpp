@@ -11,6 +11,7 @@
 #include "tools/ToolSupport.h"
 #include "vm/Allocator.h"
 #include "vm/Disassembler.h"
+#include "vm/FailAlloc.h"
 #include "vm/Format.h"
 #include "vm/Interpreter.h"
 #include "vm/NativeKernels.h"
@@ -22,8 +23,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <new>
 
 using namespace nimble;
 using namespace nimble::tools;
@@ -287,7 +290,34 @@ void printProfile(const VirtualMachine &vm, int runs) {
 
 } // namespace
 
-int main(int argc, char **argv) {
+// Every `new` of nimble-run counts for NIMBLE_FAIL_ALLOC (vm/FailAlloc.h), so
+// the out-of-memory test reaches every allocation of the tool and the VM.
+// All the unaligned forms are replaced together, over malloc and free: a
+// sanitizer runtime that keeps its own for the others would see malloc'd
+// memory freed by its operator delete (an alloc-dealloc mismatch).
+void *operator new(std::size_t size) {
+  if (injectAllocationFailure()) throw std::bad_alloc();
+  if (void *p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void *operator new[](std::size_t size) { return operator new(size); }
+void *operator new(std::size_t size, const std::nothrow_t &) noexcept {
+  if (injectAllocationFailure()) return nullptr;
+  return std::malloc(size ? size : 1);
+}
+void *operator new[](std::size_t size, const std::nothrow_t &t) noexcept {
+  return operator new(size, t);
+}
+void operator delete(void *p) noexcept { std::free(p); }
+void operator delete[](void *p) noexcept { std::free(p); }
+void operator delete(void *p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void *p, std::size_t) noexcept { std::free(p); }
+void operator delete(void *p, const std::nothrow_t &) noexcept { std::free(p); }
+void operator delete[](void *p, const std::nothrow_t &) noexcept { std::free(p); }
+
+namespace {
+
+int runTool(int argc, char **argv) {
   Options o;
   int early = parseArgs(argc, argv, o);
   if (early >= 0) return early;
@@ -432,4 +462,18 @@ int main(int argc, char **argv) {
   }
   if (o.profile) printProfile(vm, runs);
   return ok ? kExitOk : kExitError;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // What the run itself cannot place (reading the executable, the inputs,
+  // printing the outputs) ends here: one line, exit 1, never an abort. The
+  // VM reports its own with the .nir location (VirtualMachine::run).
+  try {
+    return runTool(argc, argv);
+  } catch (const std::bad_alloc &) {
+    std::fputs("nimble-run: error: out of memory\n", stderr);
+    return kExitError;
+  }
 }

@@ -28,12 +28,15 @@
 
 #include "vm/Allocator.h"
 
+#include "vm/FailAlloc.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 #include <vector>
 
@@ -156,6 +159,7 @@ public:
 
   void *allocate(size_t size, size_t align) override {
     assert(align != 0 && (align & (align - 1)) == 0 && "alignment must be a power of two");
+    if (injectAllocationFailure()) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
     Timer t(timing_, stats_.nanoseconds);
     return allocateFromSystem(size, align);
@@ -176,6 +180,7 @@ public:
 
   void *allocate(size_t size, size_t align) override {
     assert(align != 0 && (align & (align - 1)) == 0 && "alignment must be a power of two");
+    if (injectAllocationFailure()) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
     Timer t(timing_, stats_.nanoseconds);
     if (align > kPoolAlign || size > kMaxPooled) return allocateFromSystem(size, align);
@@ -215,8 +220,17 @@ public:
       noteRelease(cls);
       return;
     }
+    // Caching needs a free-list slot, which may itself fail to allocate:
+    // then the block goes back to the system (deallocate runs in
+    // destructors, where an exception would end the process).
+    try {
+      free_[cls].push_back(p);
+    } catch (const std::bad_alloc &) {
+      std::free(p);
+      noteRelease(cls);
+      return;
+    }
     POISON(p, cls);
-    free_[cls].push_back(p);
     cached_ += cls;
   }
 

@@ -15,6 +15,7 @@
 #include "vm/Allocator.h"
 
 #include <cstring>
+#include <new>
 
 namespace nimble::vm {
 
@@ -27,22 +28,31 @@ void Object::destroy() {
   // ADT values nest as deep as the data (a list of a million elements):
   // recursion through ~Adt would overflow the C++ stack. A worklist takes
   // over each field whose last reference this is, and deletes it in turn.
-  std::vector<Object *> work{this};
-  while (!work.empty()) {
-    Object *o = work.back();
-    work.pop_back();
+  // This runs in destructors, where an exception ends the process: if the
+  // worklist cannot grow (out of memory), that one field is destroyed
+  // recursively instead (its own worklist, usually small; deep recursion only
+  // when memory has run out on a deep value).
+  std::vector<Object *> work;
+  for (Object *o = this;;) {
     if (o->kind_ != Kind::Adt) {
       o->destroy();
-      continue;
+    } else {
+      auto *a = static_cast<Adt *>(o);
+      for (Ref<Object> &f : a->fields_)
+        if (f && f->refs_ == 1) {
+          Object *p = f.detach();
+          p->refs_ = 0;
+          try {
+            work.push_back(p);
+          } catch (const std::bad_alloc &) {
+            p->destroy();
+          }
+        }
+      delete a; // the remaining fields are shared: releasing them frees nothing
     }
-    auto *a = static_cast<Adt *>(o);
-    for (Ref<Object> &f : a->fields_)
-      if (f && f->refs_ == 1) {
-        Object *p = f.detach();
-        p->refs_ = 0;
-        work.push_back(p);
-      }
-    delete a; // the remaining fields are shared: releasing them frees nothing
+    if (work.empty()) break;
+    o = work.back();
+    work.pop_back();
   }
 }
 
