@@ -71,8 +71,11 @@ OPTIONS:
   --help                     Show this help and exit
   --version                  Show the version and exit
 
+Environment: NIMBLE_FAIL_ALLOC=<k> makes the k-th allocation fail (tests of the
+out-of-memory paths; 0 prints the count of allocations at exit).
+
 Exit status: 0 on success, 1 on an invalid executable or input, a run-time error
-or a failed expectation, 2 on a usage error.
+(out of memory included) or a failed expectation, 2 on a usage error.
 )";
 
 struct Options {
