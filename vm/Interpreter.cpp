@@ -379,12 +379,14 @@ dispatch:
     DType dt = static_cast<DType>(code[pc + 3]);
     uint64_t align = code[pc + 4];
     if (sh->rank() != 1 || sh->dtype() != DType::I64) FAIL("storage_size needs a 1-D i64 shape, got " + sh->typeString());
-    std::vector<int64_t> dims(sh->data<int64_t>(), sh->data<int64_t>() + sh->dim(0));
-    for (int64_t d : dims)
-      if (d < 0) FAIL("negative dimension " + std::to_string(d) + " in shape");
     int64_t bytes = 0;
-    if (!limits::checkedByteSize(dims, static_cast<int64_t>(dtypeSize(dt)), bytes))
-      FAIL(tooLarge(dims, dt));
+    { // locals die here: computed goto would skip their destructors
+      std::vector<int64_t> dims(sh->data<int64_t>(), sh->data<int64_t>() + sh->dim(0));
+      for (int64_t d : dims)
+        if (d < 0) FAIL("negative dimension " + std::to_string(d) + " in shape");
+      if (!limits::checkedByteSize(dims, static_cast<int64_t>(dtypeSize(dt)), bytes))
+        FAIL(tooLarge(dims, dt));
+    }
     uint64_t b = static_cast<uint64_t>(bytes);
     if (align > 1) b = (b + align - 1) / align * align;
     SCALAR_TO(code[pc + 1], static_cast<int64_t>(b));
