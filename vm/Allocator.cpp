@@ -64,9 +64,17 @@ constexpr size_t kPoolAlign = 64;
 constexpr size_t kMaxPooled = size_t(1) << 30;
 constexpr size_t kDefaultCacheLimit = size_t(1) << 30;
 
-/// posix_memalign with the size rounded up to the alignment; null on failure
-/// or overflow.
+/// One request above this is out of memory without asking the system: no
+/// machine this runs on has 1 TiB to give, and larger requests (a corrupt or
+/// hostile size below the tensor limit of 2^48 bytes) would make a sanitizer's
+/// allocator print a warning, or an overcommitting kernel hand out memory
+/// that faults later.
+constexpr size_t kMaxSystemRequest = size_t(1) << 40;
+
+/// posix_memalign with the size rounded up to the alignment; null on failure,
+/// overflow, or past kMaxSystemRequest.
 void *systemAllocate(size_t size, size_t align, size_t &rounded) {
+  if (size > kMaxSystemRequest) return nullptr;
   align = std::max(align, sizeof(void *));
   // size 0 still gets a unique, freeable block.
   rounded = size == 0 ? align : (size + align - 1) & ~(align - 1);
