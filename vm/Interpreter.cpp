@@ -116,7 +116,12 @@ Status VirtualMachine::run(const std::string &name, std::vector<ObjectRef> args,
   try {
     st = execute(static_cast<uint32_t>(f), results, func, pc);
   } catch (const std::bad_alloc &) {
+    // Memory is short: give back what the run holds (its registers, hence
+    // its tensors) before the message is built, or building it fails too.
+    // The frames stay: they locate the error and name the calls.
     results.clear();
+    regs_.clear();
+    regs_.shrink_to_fit();
     st = errorAt(func, pc, "out of memory");
   }
   profile_.totalSeconds += std::chrono::duration<double>(Clock::now() - t0).count();
