@@ -2,6 +2,8 @@
 
 #include "codegen/BytecodeEmitter.h"
 
+#include "ir/Limits.h"
+
 #include <cstring>
 #include <unordered_map>
 
@@ -323,6 +325,15 @@ LogicalResult FunctionEmitter::run() {
     out_.code[fx.word] = static_cast<uint32_t>(static_cast<int32_t>(target) - static_cast<int32_t>(fx.instr));
   }
   out_.numRegisters = std::max<uint32_t>(next_, static_cast<uint32_t>(entry->numArguments()));
+  // The format's limit (ir/Limits.h): a located error, not an executable the
+  // loader would refuse.
+  if (out_.numRegisters > limits::kMaxRegisters) {
+    me_.diag().error(f_.loc(), "@" + f_.name() + " needs " + std::to_string(out_.numRegisters) +
+                               " registers, more than the limit of " +
+                               std::to_string(limits::kMaxRegisters) +
+                               " (split it into functions)");
+    return failure();
+  }
   return success();
 }
 

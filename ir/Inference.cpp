@@ -2,6 +2,8 @@
 
 #include "ir/Inference.h"
 
+#include "ir/Limits.h"
+
 namespace nimble::ir {
 
 const DenseValue *constantValue(const Value *v) {
@@ -48,7 +50,15 @@ InferredTypes inferStructural(const Operation &op, const Module &m) {
   }
   case OpCode::Tuple: {
     std::vector<Type> elems;
-    for (Value *v : op.operands()) elems.push_back(v->type());
+    for (Value *v : op.operands()) {
+      // Checked before the type is made: a chain of tuples must not build
+      // types of any depth (every walk over a type recurses on its nesting).
+      if (v->type().depth() >= limits::kMaxTypeDepth)
+        return fail("the tuple would be nested more than " +
+                        std::to_string(limits::kMaxTypeDepth) + " levels deep (the limit)",
+                    static_cast<int>(elems.size()));
+      elems.push_back(v->type());
+    }
     r.types = {ctx.tuple(elems)};
     return r;
   }
@@ -68,6 +78,18 @@ InferredTypes inferStructural(const Operation &op, const Module &m) {
     if (op.intAttr("alignment") <= 0 || (op.intAttr("alignment") & (op.intAttr("alignment") - 1)))
       return failAttr(op, "alignment", "alignment must be a positive power of two, got " +
                   std::to_string(op.intAttr("alignment")));
+    // A constant size is checked here (a run-time one by the VM): it must be
+    // a size some tensor could have, and room for the 64-byte rounding of
+    // memory planning is left.
+    if (const DenseValue *v = constantValue(op.operand(0)); v && v->numElements() == 1) {
+      int64_t size = v->getInt(0);
+      if (size < 0 || size > limits::kMaxTensorBytes)
+        return fail("size " + std::to_string(size) + " is " +
+                        (size < 0 ? std::string("negative")
+                                  : "more than " + std::to_string(limits::kMaxTensorBytes) +
+                                        " bytes (2^48, the limit)"),
+                    0);
+    }
     r.types = {ctx.storage()};
     return r;
   }
@@ -103,9 +125,24 @@ InferredTypes inferStructural(const Operation &op, const Module &m) {
   }
 }
 
+InferredTypes inferUnchecked(const Operation &op, const Module &m);
+
 } // namespace
 
 InferredTypes inferResultTypes(const Operation &op, const Module &m) {
+  InferredTypes r = inferUnchecked(op, m);
+  if (!r.ok()) return r;
+  // The limits of ir/Limits.h hold for every type a relation makes (the
+  // tensor relations check rank and size themselves; this catches the
+  // structural ops, e.g. alloc_tensor's shape attribute).
+  for (Type t : r.types)
+    if (std::string why = checkTypeLimits(t); !why.empty()) return fail("result " + why);
+  return r;
+}
+
+namespace {
+
+InferredTypes inferUnchecked(const Operation &op, const Module &m) {
   const OpInfo &info = op.info();
   if (info.relation == Relation::Structural) return inferStructural(op, m);
 
@@ -139,6 +176,8 @@ InferredTypes inferResultTypes(const Operation &op, const Module &m) {
   r.deferred = std::move(sr.deferred);
   return r;
 }
+
+} // namespace
 
 Diagnostic relationError(const Operation &op, const InferredTypes &inf) {
   Diagnostic d{Severity::Error, op.loc(), "'" + std::string(op.name()) + "' op " + inf.error, {}};

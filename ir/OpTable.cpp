@@ -2,6 +2,10 @@
 
 #include "ir/OpTable.h"
 
+#include "ir/Limits.h"
+
+#include <cassert>
+
 #include <array>
 #include <bit>
 #include <cassert>
@@ -86,8 +90,11 @@ float bf16ToFloat(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t
 //===-- DenseValue ---------------------------------------------------------===//
 
 int64_t DenseValue::numElements() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  // Literals have types within the limits (ir/Limits.h), so this fits.
+  int64_t n = 0;
+  bool ok = limits::checkedNumElements(shape, n);
+  assert(ok && "a dense value past the element limit");
+  (void)ok;
   return n;
 }
 

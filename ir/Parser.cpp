@@ -18,6 +18,7 @@
 
 #include "ir/Inference.h"
 #include "ir/Lexer.h"
+#include "ir/Limits.h"
 #include "ir/ParserImpl.h"
 #include "ir/Verifier.h"
 
@@ -293,13 +294,18 @@ bool Parser::parseFnAttrs(Function &f) {
 //        | `(` (type (`,` type)*)? `)` `->` result-types
 bool Parser::parseType(Type &t) {
   if (tok_.isKeyword("tensor")) return parseTensorType(t);
-  if (tok_.isKeyword("tuple")) {
-    consume();
-    if (!expect(Tok::Less, "after 'tuple'")) return false;
-    std::vector<Type> elems;
-    if (!parseTypeList(elems, Tok::Greater)) return false;
-    t = ctx_.tuple(elems);
-    return true;
+  if (tok_.isKeyword("tuple") || tok_.is(Tok::LParen)) {
+    // Counted before recursing: the error comes at the first level past the
+    // limit, whatever the depth of the text.
+    std::string tooDeep = "type is nested more than " +
+                          std::to_string(limits::kMaxTypeDepth) + " levels deep (the limit)";
+    if (typeDepth_ >= limits::kMaxTypeDepth) return error(tooDeep);
+    Location start = tok_.loc;
+    ++typeDepth_;
+    bool ok = parseCompoundType(t);
+    --typeDepth_;
+    if (ok && t.depth() > limits::kMaxTypeDepth) return error(start, tooDeep);
+    return ok;
   }
   if (tok_.isKeyword("storage")) {
     consume();
@@ -313,20 +319,31 @@ bool Parser::parseType(Type &t) {
     consume();
     return true;
   }
-  if (tok_.is(Tok::LParen)) {
-    consume();
-    std::vector<Type> ins, outs;
-    if (!parseTypeList(ins, Tok::RParen)) return false;
-    if (!expect(Tok::Arrow, "in function type")) return false;
-    if (!parseResultTypes(outs)) return false;
-    t = ctx_.func(ins, outs);
-    return true;
-  }
   if (tok_.is(Tok::Error)) return lexError();
   if (tok_.is(Tok::BareId) && parseDType(tok_.text))
     return errorExpected("expected a type, found element type '" + std::string(tok_.text) +
                  "'; scalars are written 'tensor<" + std::string(tok_.text) + ">'");
   return errorExpected("expected a type, found " + describe(tok_));
+}
+
+// The tuple and function-type alternatives of `type` (see parseType), which
+// nest.
+bool Parser::parseCompoundType(Type &t) {
+  if (tok_.isKeyword("tuple")) {
+    consume();
+    if (!expect(Tok::Less, "after 'tuple'")) return false;
+    std::vector<Type> elems;
+    if (!parseTypeList(elems, Tok::Greater)) return false;
+    t = ctx_.tuple(elems);
+    return true;
+  }
+  consume(); // `(`
+  std::vector<Type> ins, outs;
+  if (!parseTypeList(ins, Tok::RParen)) return false;
+  if (!expect(Tok::Arrow, "in function type")) return false;
+  if (!parseResultTypes(outs)) return false;
+  t = ctx_.func(ins, outs);
+  return true;
 }
 
 // tensor-type ::= `tensor` `<` (dim `x`)* dtype `>`      dim ::= integer | `?`
@@ -378,9 +395,13 @@ bool Parser::parseTensorType(Type &t) {
                                   "'; expected one of f32 f16 bf16 f64 i1 i8 i32 i64");
       }
       t = ctx_.tensor(*dt, dims);
+      if (std::string why = checkTypeLimits(t); !why.empty()) return error(tok_.loc, why);
       consume();
       return true;
     }
+    if (dims.size() == limits::kMaxRank)
+      return error(partLoc, "tensor type has more than " + std::to_string(limits::kMaxRank) +
+                                " dimensions (the limit)");
     if (part == "?") {
       dims.push_back(kDynamic);
     } else {

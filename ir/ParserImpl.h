@@ -126,6 +126,7 @@ private:
 
   //===-- Types --------------------------------------------------------------===//
   bool parseType(Type &t);
+  bool parseCompoundType(Type &t);
   bool parseTensorType(Type &t);
   bool parseTypeList(std::vector<Type> &ts, Tok close);
   bool parseResultTypes(std::vector<Type> &ts);
@@ -166,6 +167,10 @@ private:
   DiagnosticEngine &diag_;
   std::unique_ptr<Module> m_;
   bool failed_ = false;
+  // Nesting of the type being parsed (parseType recurses through tuple and
+  // function types): bounded by limits::kMaxTypeDepth, so no input can
+  // overflow the stack.
+  int typeDepth_ = 0;
 
   // Function scope.
   std::unordered_map<std::string, Value *> values_;

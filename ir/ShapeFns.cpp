@@ -11,6 +11,8 @@
 
 #include "ir/ShapeFns.h"
 
+#include "ir/Limits.h"
+
 #include <cassert>
 #include <cmath>
 #include <sstream>
@@ -51,9 +53,9 @@ bool mulOverflows(int64_t &acc, int64_t d) { return __builtin_mul_overflow(acc, 
 bool addOverflows(int64_t &acc, int64_t d) { return __builtin_add_overflow(acc, d, &acc); }
 
 /// Ranks a run-time shape operand may give (the rank of a result is its
-/// length): bounds what a single `tensor<100000000xi64>` constant can make
-/// the compiler allocate.
-constexpr int64_t kMaxShapeLength = 1 << 16;
+/// length): the rank limit, which also bounds what a single
+/// `tensor<100000000xi64>` constant can make the compiler allocate.
+constexpr int64_t kMaxShapeLength = limits::kMaxRank;
 
 /// Builds one relation's answer. Relations return early on the first error.
 class Ctx {
@@ -373,7 +375,7 @@ bool shapeOperand(Ctx &c, size_t i, std::vector<int64_t> &out) {
   if (s.dims[0] > kMaxShapeLength)
     return c.fail("shape (operand " + std::to_string(i) + ") has " + std::to_string(s.dims[0]) +
                       " entries; at most " + std::to_string(kMaxShapeLength) +
-                      " (the rank of the result) are supported",
+                      " (the rank limit) are supported",
                   static_cast<int>(i));
   if (c.shapeValue(i, out)) {
     for (int64_t d : out)
@@ -468,6 +470,10 @@ bool relSplit(Ctx &c) {
   if (!c.axis(c.intAttr("axis"), c.rank(0), ax, "axis")) return false;
   int64_t n = c.intAttr("sections");
   if (n <= 0) return c.failAttr("sections", "sections must be positive, got " + std::to_string(n));
+  // Each section is a result: refuse before making a billion of them.
+  if (n > int64_t(limits::kMaxResults))
+    return c.failAttr("sections", std::to_string(n) + " sections are more than the limit of " +
+                                      std::to_string(limits::kMaxResults) + " results");
   std::vector<int64_t> part = c.ops[0].dims;
   int64_t d = part[static_cast<size_t>(ax)];
   if (d != kDynamic) {
@@ -749,7 +755,28 @@ ShapeFnResult inferShapes(OpCode code, const std::vector<TensorSig> &operands,
                           const std::vector<Attr> &attrs,
                           const std::vector<const DenseValue *> &values) {
   Ctx c(code, operands, attrs, values);
-  if (!apply(c)) c.r.results.clear();
+  if (!apply(c)) {
+    c.r.results.clear();
+    return std::move(c.r);
+  }
+  // Whatever the relation, a result past the rank or size limits is refused
+  // here, once, at compile time and at run time alike (ir/Limits.h).
+  for (const TensorSig &res : c.r.results) {
+    if (res.dims.size() > limits::kMaxRank) {
+      c.fail("result has rank " + std::to_string(res.dims.size()) + ", more than the limit of " +
+             std::to_string(limits::kMaxRank));
+      break;
+    }
+    int64_t n = 0, bytes = 0;
+    if (!limits::checkedStaticElements(res.dims, n) ||
+        !limits::checkedMul(n, static_cast<int64_t>(dtypeSize(res.dtype)), bytes) ||
+        bytes > limits::kMaxTensorBytes) {
+      c.fail("result " + formatSig(res) + " holds more than " +
+             std::to_string(limits::kMaxTensorBytes) + " bytes (2^48, the limit)");
+      break;
+    }
+  }
+  if (!c.r.error.empty()) c.r.results.clear();
   return std::move(c.r);
 }
 

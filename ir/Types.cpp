@@ -2,6 +2,10 @@
 
 #include "ir/Types.h"
 
+#include "ir/Limits.h"
+
+#include <algorithm>
+
 namespace nimble::ir {
 
 namespace {
@@ -94,6 +98,36 @@ bool Type::isCompatibleWith(Type o) const {
 
 std::string Type::str() const { return s_ ? typeStr(s_) : "<<null type>>"; }
 
+std::string checkTypeLimits(Type t) {
+  if (!t) return {};
+  if (t.depth() > limits::kMaxTypeDepth)
+    return "type is nested more than " + std::to_string(limits::kMaxTypeDepth) +
+           " levels deep (the limit)";
+  switch (t.kind()) {
+  case TypeKind::Tensor: {
+    if (t.rank() > static_cast<int64_t>(limits::kMaxRank))
+      return "tensor type has rank " + std::to_string(t.rank()) + ", more than the limit of " +
+             std::to_string(limits::kMaxRank);
+    int64_t n = 0, bytes = 0;
+    if (!limits::checkedStaticElements(t.dims(), n) ||
+        !limits::checkedMul(n, static_cast<int64_t>(dtypeSize(t.dtype())), bytes) ||
+        bytes > limits::kMaxTensorBytes)
+      return "tensor type " + t.str() + " holds more than " +
+             std::to_string(limits::kMaxTensorBytes) + " bytes (2^48, the limit)";
+    return {};
+  }
+  case TypeKind::Tuple:
+  case TypeKind::Func:
+    // Recursion bounded by the depth checked above.
+    for (const auto *e : t.impl()->elems)
+      if (std::string why = checkTypeLimits(Type(e)); !why.empty()) return why;
+    for (const auto *e : t.impl()->results)
+      if (std::string why = checkTypeLimits(Type(e)); !why.empty()) return why;
+    return {};
+  default: return {};
+  }
+}
+
 Context::Context() = default;
 Context::~Context() = default;
 
@@ -118,7 +152,10 @@ Type Context::tensor(DType dtype, std::vector<int64_t> dims) {
 Type Context::tuple(const std::vector<Type> &elems) {
   detail::TypeStorage s;
   s.kind = TypeKind::Tuple;
-  for (Type t : elems) s.elems.push_back(t.impl());
+  for (Type t : elems) {
+    s.elems.push_back(t.impl());
+    s.depth = std::max(s.depth, t.depth() + 1);
+  }
   return unique(std::move(s));
 }
 
@@ -132,8 +169,14 @@ Type Context::adt(const std::string &name) {
 Type Context::func(const std::vector<Type> &inputs, const std::vector<Type> &results) {
   detail::TypeStorage s;
   s.kind = TypeKind::Func;
-  for (Type t : inputs) s.elems.push_back(t.impl());
-  for (Type t : results) s.results.push_back(t.impl());
+  for (Type t : inputs) {
+    s.elems.push_back(t.impl());
+    s.depth = std::max(s.depth, t.depth() + 1);
+  }
+  for (Type t : results) {
+    s.results.push_back(t.impl());
+    s.depth = std::max(s.depth, t.depth() + 1);
+  }
   return unique(std::move(s));
 }
 

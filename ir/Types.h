@@ -39,6 +39,10 @@ struct TypeStorage {
   std::string name;                // Adt (without `@`)
   std::vector<const TypeStorage *> elems;   // Tuple elements, Func inputs
   std::vector<const TypeStorage *> results; // Func results
+  /// Nesting depth: 1 for tensor, ADT and storage types, 1 + the deepest
+  /// element for tuples and function types (cached so that limits are
+  /// checked in O(1), before any recursion).
+  int depth = 1;
 };
 } // namespace detail
 
@@ -81,10 +85,19 @@ public:
 
   std::string str() const;
   const detail::TypeStorage *impl() const { return s_; }
+  /// Nesting depth (see TypeStorage::depth).
+  int depth() const { return s_->depth; }
 
 private:
   const detail::TypeStorage *s_ = nullptr;
 };
+
+/// Checks `t` against the limits of ir/Limits.h (nesting depth, rank, bytes
+/// of a static shape, also inside tuples and function types): empty when it
+/// is within them, else why not, as "tensor<...> has rank 65, more than the
+/// limit of 64". The parser, type inference and the verifier call it, so
+/// that no type past a limit reaches a pass or the bytecode emitter.
+std::string checkTypeLimits(Type t);
 
 /// Owns uniqued types and interned strings (file names in locations).
 class Context {

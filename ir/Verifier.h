@@ -28,6 +28,11 @@
 //      take exactly the constructor's fields, and a `_` case exists unless
 //      every constructor is covered;
 //   T5 every named type (@Adt) used anywhere is declared; callees exist.
+//  Limits (verifyModule):
+//   L1 every type of a value, a signature or an ADT field is within the
+//      limits of ir/Limits.h: nesting depth, rank, bytes of a static shape
+//      (docs/LangRef.md, "Limits"); op result counts are bounded by the
+//      relations (split sections).
 //
 //===----------------------------------------------------------------------===//
 #ifndef NIMBLE_IR_VERIFIER_H

@@ -46,6 +46,7 @@
 #include "passes/Statistic.h"
 
 #include "ir/Builder.h"
+#include "ir/Limits.h"
 #include "ir/Printer.h"
 
 #include <map>
@@ -234,8 +235,15 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
     Value *size;
     bool staticOut = t.hasStaticShape() && !upperBound;
     if (staticOut) {
-      int64_t bytes = static_cast<int64_t>(dtypeSize(t.dtype()));
-      for (int64_t d : t.dims()) bytes *= d;
+      // The verifier keeps static types within limits::kMaxTensorBytes, so
+      // this cannot fail on verified IR; checked all the same (no wrapping).
+      int64_t bytes = 0;
+      if (!limits::checkedByteSize(t.dims(), static_cast<int64_t>(dtypeSize(t.dtype())), bytes)) {
+        diag.error(op.loc(), "result " + std::to_string(i) + " of type " + t.str() +
+                                 " holds more than " + std::to_string(limits::kMaxTensorBytes) +
+                                 " bytes (2^48, the limit)");
+        return failure();
+      }
       size = b.constantI64((bytes + 63) / 64 * 64);
     } else {
       size = b.create(OpCode::StorageSize, {outShapes[i]}, {{"dtype", Attr::getDType(t.dtype())}})

@@ -135,6 +135,20 @@ config.substitutions.append(
     ("%expect-exit", _PYTHON + " " + os.path.join(config.test_source_root, "expect_exit.py"))
 )
 
+# `%run-limited --as-kb N [--cpu S] [--exit N] cmd args...`: cmd under
+# `ulimit -v N` and a CPU-time limit (run_limited.py). ASan cannot run under an
+# address-space limit: there only the limit on memory is dropped.
+config.substitutions.append(
+    ("%run-limited", _PYTHON + " " + os.path.join(config.test_source_root, "run_limited.py")
+     + (" --no-as" if "asan" in config.available_features else ""))
+)
+
+# `%fail-alloc [options] -- nimble-run-args...`: every allocation of a
+# nimble-run call failed in turn (fail_alloc.py, vm/FailAlloc.h).
+config.substitutions.append(
+    ("%fail-alloc", _PYTHON + " " + os.path.join(config.test_source_root, "fail_alloc.py"))
+)
+
 
 # The format (NimbleShTest: lit's ShTest plus the automatic .nir round trip)
 # is in nimble_lit_format.py beside this file; see there why.

@@ -62,11 +62,22 @@ bool writeAll(int fd, std::string_view data) {
   }
   return true;
 }
+
+bool writeAll(int fd, const std::vector<std::string_view> &pieces) {
+  for (std::string_view p : pieces)
+    if (!writeAll(fd, p)) return false;
+  return true;
+}
 } // namespace
 
 bool writeOutputAtomically(const std::string &path, std::string_view data, std::string &error) {
+  return writeOutputAtomically(path, std::vector<std::string_view>{data}, error);
+}
+
+bool writeOutputAtomically(const std::string &path, const std::vector<std::string_view> &data,
+                           std::string &error) {
   if (path == "-") {
-    std::cout.write(data.data(), static_cast<std::streamsize>(data.size()));
+    for (std::string_view p : data) std::cout.write(p.data(), static_cast<std::streamsize>(p.size()));
     std::cout.flush();
     if (!std::cout) {
       error = "cannot write to standard output";

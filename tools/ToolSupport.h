@@ -25,6 +25,10 @@ bool readInput(const std::string &path, std::string &out, std::string &error);
 
 /// Writes `data` to `path` (`-`: stdout) through a temporary file and rename.
 bool writeOutputAtomically(const std::string &path, std::string_view data, std::string &error);
+/// The same with the output in pieces (a header, then a tensor's bytes in
+/// place: no second copy of a big output). A failed write leaves no file.
+bool writeOutputAtomically(const std::string &path, const std::vector<std::string_view> &data,
+                           std::string &error);
 
 /// The display name of an input path in diagnostics (`<stdin>` for `-`).
 std::string displayName(const std::string &path);

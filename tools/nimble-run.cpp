@@ -11,6 +11,7 @@
 #include "tools/ToolSupport.h"
 #include "vm/Allocator.h"
 #include "vm/Disassembler.h"
+#include "vm/FailAlloc.h"
 #include "vm/Format.h"
 #include "vm/Dispatch.h"
 #include "vm/Interpreter.h"
@@ -24,8 +25,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <new>
 #include <sched.h>
 #include <thread>
 #include <unistd.h>
@@ -83,8 +86,11 @@ OPTIONS:
   --help                     Show this help and exit
   --version                  Show the version and exit
 
+Environment: NIMBLE_FAIL_ALLOC=<k> makes the k-th allocation fail (tests of the
+out-of-memory paths; 0 prints the count of allocations at exit).
+
 Exit status: 0 on success, 1 on an invalid executable or input, a run-time error
-or a failed expectation, 2 on a usage error.
+(out of memory included) or a failed expectation, 2 on a usage error.
 )";
 
 struct Options {
@@ -331,7 +337,34 @@ void printProfile(const VirtualMachine &vm, int runs, const LibraryKernels *libr
 
 } // namespace
 
-int main(int argc, char **argv) {
+// Every `new` of nimble-run counts for NIMBLE_FAIL_ALLOC (vm/FailAlloc.h), so
+// the out-of-memory test reaches every allocation of the tool and the VM.
+// All the unaligned forms are replaced together, over malloc and free: a
+// sanitizer runtime that keeps its own for the others would see malloc'd
+// memory freed by its operator delete (an alloc-dealloc mismatch).
+void *operator new(std::size_t size) {
+  if (injectAllocationFailure()) throw std::bad_alloc();
+  if (void *p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void *operator new[](std::size_t size) { return operator new(size); }
+void *operator new(std::size_t size, const std::nothrow_t &) noexcept {
+  if (injectAllocationFailure()) return nullptr;
+  return std::malloc(size ? size : 1);
+}
+void *operator new[](std::size_t size, const std::nothrow_t &t) noexcept {
+  return operator new(size, t);
+}
+void operator delete(void *p) noexcept { std::free(p); }
+void operator delete[](void *p) noexcept { std::free(p); }
+void operator delete(void *p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void *p, std::size_t) noexcept { std::free(p); }
+void operator delete(void *p, const std::nothrow_t &) noexcept { std::free(p); }
+void operator delete[](void *p, const std::nothrow_t &) noexcept { std::free(p); }
+
+namespace {
+
+int runTool(int argc, char **argv) {
   Options o;
   int early = parseArgs(argc, argv, o);
   if (early >= 0) return early;
@@ -472,8 +505,17 @@ int main(int argc, char **argv) {
         std::cerr << "nimble-run: error: " << what << " is not a tensor; it cannot be written as .npy\n";
         return kExitError;
       }
-      if (Status ws = writeNpy(o.outputs[i].substr(1), *x); !ws.ok()) {
-        std::cerr << "nimble-run: error: " << ws.message << "\n";
+      // The header, then the tensor's bytes in place, into a temporary
+      // renamed at the end: no copy of a big output, and no partial file
+      // when writing fails.
+      std::string path = o.outputs[i].substr(1), header;
+      if (Status hs = npyHeader(*x, header); !hs.ok()) {
+        std::cerr << "nimble-run: error: " << path << ": " << hs.message << "\n";
+        return kExitError;
+      }
+      std::string_view data(reinterpret_cast<const char *>(x->rawData()), x->numBytes());
+      if (!writeOutputAtomically(path, {header, data}, error)) {
+        std::cerr << "nimble-run: error: " << error << "\n";
         return kExitError;
       }
     } else {
@@ -493,4 +535,18 @@ int main(int argc, char **argv) {
     return kExitError;
   }
   return ok ? kExitOk : kExitError;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // What the run itself cannot place (reading the executable, the inputs,
+  // printing the outputs) ends here: one line, exit 1, never an abort. The
+  // VM reports its own with the .nir location (VirtualMachine::run).
+  try {
+    return runTool(argc, argv);
+  } catch (const std::bad_alloc &) {
+    std::fputs("nimble-run: error: out of memory\n", stderr);
+    return kExitError;
+  }
 }

@@ -28,12 +28,15 @@
 
 #include "vm/Allocator.h"
 
+#include "vm/FailAlloc.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 #include <vector>
 
@@ -61,9 +64,17 @@ constexpr size_t kPoolAlign = 64;
 constexpr size_t kMaxPooled = size_t(1) << 30;
 constexpr size_t kDefaultCacheLimit = size_t(1) << 30;
 
-/// posix_memalign with the size rounded up to the alignment; null on failure
-/// or overflow.
+/// One request above this is out of memory without asking the system: no
+/// machine this runs on has 1 TiB to give, and larger requests (a corrupt or
+/// hostile size below the tensor limit of 2^48 bytes) would make a sanitizer's
+/// allocator print a warning, or an overcommitting kernel hand out memory
+/// that faults later.
+constexpr size_t kMaxSystemRequest = size_t(1) << 40;
+
+/// posix_memalign with the size rounded up to the alignment; null on failure,
+/// overflow, or past kMaxSystemRequest.
 void *systemAllocate(size_t size, size_t align, size_t &rounded) {
+  if (size > kMaxSystemRequest) return nullptr;
   align = std::max(align, sizeof(void *));
   // size 0 still gets a unique, freeable block.
   rounded = size == 0 ? align : (size + align - 1) & ~(align - 1);
@@ -156,6 +167,7 @@ public:
 
   void *allocate(size_t size, size_t align) override {
     assert(align != 0 && (align & (align - 1)) == 0 && "alignment must be a power of two");
+    if (injectAllocationFailure()) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
     Timer t(timing_, stats_.nanoseconds);
     return allocateFromSystem(size, align);
@@ -176,6 +188,7 @@ public:
 
   void *allocate(size_t size, size_t align) override {
     assert(align != 0 && (align & (align - 1)) == 0 && "alignment must be a power of two");
+    if (injectAllocationFailure()) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
     Timer t(timing_, stats_.nanoseconds);
     if (align > kPoolAlign || size > kMaxPooled) return allocateFromSystem(size, align);
@@ -215,8 +228,17 @@ public:
       noteRelease(cls);
       return;
     }
+    // Caching needs a free-list slot, which may itself fail to allocate:
+    // then the block goes back to the system (deallocate runs in
+    // destructors, where an exception would end the process).
+    try {
+      free_[cls].push_back(p);
+    } catch (const std::bad_alloc &) {
+      std::free(p);
+      noteRelease(cls);
+      return;
+    }
     POISON(p, cls);
-    free_[cls].push_back(p);
     cached_ += cls;
   }
 

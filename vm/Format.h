@@ -30,6 +30,7 @@
 #ifndef NIMBLE_VM_FORMAT_H
 #define NIMBLE_VM_FORMAT_H
 
+#include "ir/Limits.h"
 #include "vm/Bytecode.h"
 #include "vm/Executable.h"
 
@@ -76,14 +77,16 @@ inline constexpr uint8_t kTypeTensor = 0, kTypeTuple = 1, kTypeAdt = 2, kTypeSto
 inline constexpr uint8_t kAttrNull = 0xff; // a null Attr: written, always rejected
 
 //===-- Limits: what the reader refuses however many bytes back it ----------===//
+// Those the IR shares come from ir/Limits.h, so that the verifier of the IR
+// refuses a program the format could not hold (docs/LangRef.md, "Limits").
 inline constexpr uint32_t kMaxSections = 64;
-inline constexpr int kMaxTypeDepth = 32;
-inline constexpr uint32_t kMaxRank = 64;
+inline constexpr int kMaxTypeDepth = limits::kMaxTypeDepth;
+inline constexpr uint32_t kMaxRank = limits::kMaxRank;
 /// Symbol names and CPU feature strings of the native-code section.
 inline constexpr uint32_t kMaxSymbolLength = 256;
-inline constexpr uint32_t kMaxRegisters = 1u << 20;
-inline constexpr uint32_t kMaxKernelMembers = 4096;
-inline constexpr uint32_t kMaxKernelValues = 1u << 16;
+inline constexpr uint32_t kMaxRegisters = limits::kMaxRegisters;
+inline constexpr uint32_t kMaxKernelMembers = limits::kMaxKernelMembers;
+inline constexpr uint32_t kMaxKernelValues = limits::kMaxKernelValues;
 
 } // namespace nbc
 

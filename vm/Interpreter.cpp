@@ -12,6 +12,7 @@
 
 #include "vm/NativeKernels.h"
 
+#include "ir/Limits.h"
 #include "ir/ShapeFns.h"
 #include "vm/Bytecode.h"
 #include "vm/Disassembler.h"
@@ -22,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <ostream>
 
 #if !defined(NIMBLE_VM_SWITCH_DISPATCH) && (defined(__GNUC__) || defined(__clang__))
@@ -104,7 +106,25 @@ Status VirtualMachine::run(const std::string &name, std::vector<ObjectRef> args,
   frames_.assign(1, Frame{static_cast<uint32_t>(f), 0, 0});
   instructionLimit_ = opts_.maxInstructions ? profile_.instructions + opts_.maxInstructions : UINT64_MAX;
   auto t0 = Clock::now();
-  Status st = execute(static_cast<uint32_t>(f), results);
+  // A failed allocation of the VM itself (a frame, the register file, an
+  // object, a shape vector) throws std::bad_alloc from `new`: it ends the
+  // run with one error at the instruction that was executing. Tensor and
+  // storage memory comes from the allocators, which return null instead,
+  // and the instructions report that themselves ("out of memory allocating
+  // N bytes").
+  uint32_t func = static_cast<uint32_t>(f), pc = 0;
+  Status st;
+  try {
+    st = execute(static_cast<uint32_t>(f), results, func, pc);
+  } catch (const std::bad_alloc &) {
+    // Memory is short: give back what the run holds (its registers, hence
+    // its tensors) before the message is built, or building it fails too.
+    // The frames stay: they locate the error and name the calls.
+    results.clear();
+    regs_.clear();
+    regs_.shrink_to_fit();
+    st = errorAt(func, pc, "out of memory");
+  }
   profile_.totalSeconds += std::chrono::duration<double>(Clock::now() - t0).count();
   // What leaves the VM has the function's declared result types (the
   // compiler's promise; a hostile executable may break it).
@@ -124,6 +144,13 @@ Status VirtualMachine::run(const std::string &name, std::vector<ObjectRef> args,
 }
 
 namespace {
+
+/// The error for a run-time shape past the size limit (ir/Limits.h).
+std::string tooLarge(const std::vector<int64_t> &dims, DType dt) {
+  return "tensor of shape " + formatDims(dims) + "x" + std::string(dtypeName(dt)) +
+         " holds more than " + std::to_string(limits::kMaxTensorBytes) +
+         " bytes (2^48, the limit)";
+}
 /// The value of a scalar integer tensor (one element: a scalar or a 1-element
 /// tensor) for the instructions that take one as an operand (sizes, offsets,
 /// conditions); false with a message for anything else.
@@ -145,18 +172,26 @@ std::string shapesKey(const std::vector<Tensor *> &ts) {
 }
 } // namespace
 
-Status VirtualMachine::execute(uint32_t entry, std::vector<ObjectRef> &results) {
-  uint32_t func = entry;
+Status VirtualMachine::execute(uint32_t entry, std::vector<ObjectRef> &results, uint32_t &func,
+                               uint32_t &pc) {
+  func = entry;
   const VMFunction *fn = &exe_->functions[func];
   const uint32_t *code = fn->code.data();
   size_t base = 0;
-  uint32_t pc = 0;
+  pc = 0;
 
 #define R(i) regs_[base + (i)]
 #define FAIL(msg) return errorAt(func, pc, (msg))
 #define SCALAR_OR_FAIL(var, tensor, what)                                                           \
   int64_t var;                                                                                     \
   if (std::string serr; !scalarIntOf(*(tensor), what, var, serr)) FAIL(serr);
+// A scalar i64 result into register `reg` (out of memory ends the run).
+#define SCALAR_TO(reg, value)                                                                      \
+  do {                                                                                             \
+    TensorRef scalar_ = makeScalarI64(value);                                                      \
+    if (!scalar_) FAIL("out of memory");                                                           \
+    R(reg) = ObjectRef(scalar_.get());                                                             \
+  } while (0)
 #define TENSOR_OR_FAIL(var, reg)                                                                   \
   Tensor *var = asTensor(R(reg).get());                                                            \
   if (!var) FAIL("register r" + std::to_string(reg) + (R(reg) ? " does not hold a tensor" : " holds no value"));
@@ -333,10 +368,11 @@ dispatch:
     uint32_t align = code[pc + 3];
     Device dev = static_cast<Device>(code[pc + 4]);
     if (size < 0) FAIL("storage size " + std::to_string(size) + " is negative");
-    // A sanity bound (1 TiB) far above any model, so a corrupt size is an
+    // The tensor size limit (ir/Limits.h, 2^48 bytes): a corrupt size is an
     // error rather than a request the allocator (or a sanitizer) aborts on.
-    if (size > (int64_t(1) << 40))
-      FAIL("storage size " + std::to_string(size) + " bytes exceeds the runtime's limit of 1 TiB");
+    if (size > limits::kMaxTensorBytes)
+      FAIL("storage size " + std::to_string(size) + " bytes is more than the limit of " +
+           std::to_string(limits::kMaxTensorBytes) + " (2^48)");
     if (dev != Device::CPU) FAIL(std::string("device ") + deviceName(dev) + " is not available in this runtime");
     Allocator &a = defaultAllocator(dev);
     void *p = a.allocate(static_cast<size_t>(size), align);
@@ -349,16 +385,17 @@ dispatch:
     DType dt = static_cast<DType>(code[pc + 3]);
     uint64_t align = code[pc + 4];
     if (sh->rank() != 1 || sh->dtype() != DType::I64) FAIL("storage_size needs a 1-D i64 shape, got " + sh->typeString());
-    unsigned __int128 bytes = dtypeSize(dt);
-    for (int64_t i = 0; i < sh->dim(0); ++i) {
-      int64_t d = sh->data<int64_t>()[i];
-      if (d < 0) FAIL("negative dimension " + std::to_string(d) + " in shape");
-      bytes *= static_cast<uint64_t>(d);
-      if (bytes > (unsigned __int128)(1) << 48) FAIL("tensor of shape " + formatDims({sh->data<int64_t>(), sh->data<int64_t>() + sh->dim(0)}) + " is too large");
+    int64_t bytes = 0;
+    { // locals die here: computed goto would skip their destructors
+      std::vector<int64_t> dims(sh->data<int64_t>(), sh->data<int64_t>() + sh->dim(0));
+      for (int64_t d : dims)
+        if (d < 0) FAIL("negative dimension " + std::to_string(d) + " in shape");
+      if (!limits::checkedByteSize(dims, static_cast<int64_t>(dtypeSize(dt)), bytes))
+        FAIL(tooLarge(dims, dt));
     }
     uint64_t b = static_cast<uint64_t>(bytes);
     if (align > 1) b = (b + align - 1) / align * align;
-    R(code[pc + 1]) = ObjectRef(makeScalarI64(static_cast<int64_t>(b)).get());
+    SCALAR_TO(code[pc + 1], static_cast<int64_t>(b));
     NEXT(5);
   }
   CASE(AllocTensor)
@@ -375,6 +412,9 @@ dispatch:
       if (fromReg) {
         TENSOR_OR_FAIL(sh, code[pc + 5]);
         if (sh->rank() != 1 || sh->dtype() != DType::I64) FAIL("alloc_tensor needs a 1-D i64 shape, got " + sh->typeString());
+        if (sh->dim(0) > int64_t(limits::kMaxRank))
+          FAIL("alloc_tensor shape of rank " + std::to_string(sh->dim(0)) + " is more than the limit of " +
+               std::to_string(limits::kMaxRank));
         shape.assign(sh->data<int64_t>(), sh->data<int64_t>() + sh->dim(0));
         size = 6;
       } else {
@@ -383,14 +423,13 @@ dispatch:
           shape.push_back(static_cast<int64_t>(uint64_t(code[pc + 6 + 2 * i]) | (uint64_t(code[pc + 7 + 2 * i]) << 32)));
         size = 6 + 2 * rank;
       }
-      unsigned __int128 bytes = dtypeSize(dt);
-      for (int64_t d : shape) {
+      for (int64_t d : shape)
         if (d < 0) FAIL("negative dimension in alloc_tensor shape " + formatDims(shape));
-        bytes *= static_cast<uint64_t>(d);
-        if (bytes > (unsigned __int128)(1) << 48) FAIL("tensor of shape " + formatDims(shape) + " is too large");
-      }
+      int64_t bytes = 0, end = 0;
+      if (!limits::checkedByteSize(shape, static_cast<int64_t>(dtypeSize(dt)), bytes))
+        FAIL(tooLarge(shape, dt));
       SCALAR_OR_FAIL(offset, off, "tensor offset");
-      if (offset < 0 || static_cast<unsigned __int128>(offset) + bytes > st->size())
+      if (offset < 0 || !limits::checkedAdd(offset, bytes, end) || static_cast<uint64_t>(end) > st->size())
         FAIL("tensor of shape " + formatDims(shape) + "x" + std::string(dtypeName(dt)) + " at offset " +
              std::to_string(offset) + " does not fit its storage of " + std::to_string(st->size()) + " bytes");
       // Storages are at least 8-byte aligned (the allocators' minimum), so an
@@ -432,7 +471,7 @@ dispatch:
   CASE(GetTag) {
     Adt *a = asAdt(R(code[pc + 2]).get());
     if (!a) FAIL("register r" + std::to_string(code[pc + 2]) + " does not hold a constructor value");
-    R(code[pc + 1]) = ObjectRef(makeScalarI64(a->tag()).get());
+    SCALAR_TO(code[pc + 1], a->tag());
     NEXT(3);
   }
   CASE(If) {
@@ -455,7 +494,7 @@ dispatch:
   }
   CASE(LoadConsti) {
     int64_t v = static_cast<int64_t>(uint64_t(code[pc + 2]) | (uint64_t(code[pc + 3]) << 32));
-    R(code[pc + 1]) = ObjectRef(makeScalarI64(v).get());
+    SCALAR_TO(code[pc + 1], v);
     NEXT(4);
   }
   CASE(ShapeOf) {
@@ -463,6 +502,7 @@ dispatch:
     { // locals die here: computed goto would skip their destructors
       TENSOR_OR_FAIL(t, code[pc + 2]);
       TensorRef s = makeTensor(DType::I64, {t->rank()});
+      if (!s) FAIL("out of memory");
       if (t->rank()) std::memcpy(s->rawData(), t->shape().data(), t->shape().size() * sizeof(int64_t));
       R(code[pc + 1]) = ObjectRef(s.get());
       step = 3;
@@ -475,6 +515,9 @@ dispatch:
       TENSOR_OR_FAIL(t, code[pc + 2]);
       TENSOR_OR_FAIL(sh, code[pc + 3]);
       if (sh->rank() != 1 || !isInteger(sh->dtype())) FAIL("reshape needs a 1-D integer shape, got " + sh->typeString());
+      if (sh->dim(0) > int64_t(limits::kMaxRank))
+        FAIL("reshape target of rank " + std::to_string(sh->dim(0)) + " is more than the limit of " +
+             std::to_string(limits::kMaxRank));
       std::vector<int64_t> shape;
       int infer = -1;
       int64_t known = 1;
@@ -482,7 +525,7 @@ dispatch:
         int64_t d = sh->dtype() == DType::I64 ? sh->data<int64_t>()[i] : sh->dtype() == DType::I32 ? sh->data<int32_t>()[i] : sh->data<int8_t>()[i];
         if (d == -1 && infer < 0) infer = static_cast<int>(i);
         else if (d < 0) FAIL("invalid reshape target dimension " + std::to_string(d));
-        else if (__builtin_mul_overflow(known, d, &known)) FAIL("reshape target shape is too large");
+        else if (!limits::checkedMul(known, d, known)) FAIL("reshape target shape is too large");
         shape.push_back(d);
       }
       int64_t n = t->numElements();
@@ -505,6 +548,7 @@ dispatch:
       if (from != Device::CPU || to != Device::CPU)
         FAIL(std::string("device_copy from ") + deviceName(from) + " to " + deviceName(to) + ": only the CPU is available in this runtime");
       TensorRef c = makeTensor(t->dtype(), t->shape());
+      if (!c) FAIL("out of memory allocating " + std::to_string(t->numBytes()) + " bytes");
       if (t->numBytes()) std::memcpy(c->rawData(), t->rawData(), t->numBytes());
       R(code[pc + 1]) = ObjectRef(c.get());
       step = 5;
@@ -525,6 +569,7 @@ dispatch:
 #undef R
 #undef FAIL
 #undef TENSOR_OR_FAIL
+#undef SCALAR_TO
 #undef SCALAR_OR_FAIL
 #undef CASE
 #undef DISPATCH

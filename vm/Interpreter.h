@@ -96,7 +96,9 @@ private:
     size_t base;     // first register in regs_
     uint32_t callPc; // pc of the caller's Invoke (unused for frame 0)
   };
-  Status execute(uint32_t entry, std::vector<ObjectRef> &results);
+  /// Runs from function `entry`; `func` and `pc` follow the instruction
+  /// being executed (for the error of a failed allocation, see run()).
+  Status execute(uint32_t entry, std::vector<ObjectRef> &results, uint32_t &func, uint32_t &pc);
   /// `at`, when given, replaces the instruction's own location (the member
   /// of a fused kernel that failed).
   Status errorAt(uint32_t func, uint32_t pc, const std::string &msg,

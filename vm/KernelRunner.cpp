@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/Limits.h"
 #include "vm/Interpreter.h"
 
 #include "ir/ShapeFns.h"
@@ -106,6 +107,12 @@ Status runKernel(const KernelDesc &k, const std::vector<Tensor *> &ins,
       } else {
         temps.push_back(makeTensor(want.dtype, want.dims));
         out = temps.back().get();
+        if (!out) {
+          int64_t bytes = 0;
+          (void)limits::checkedByteSize(want.dims, static_cast<int64_t>(dtypeSize(want.dtype)), bytes);
+          return memberError("out of memory allocating " + std::to_string(bytes) + " bytes for " +
+                             formatSig(want));
+        }
       }
       if (out->storage()->readOnly())
         return memberError(opName(m.op) + " output is a read-only constant");

@@ -16,8 +16,13 @@
 
 #include "vm/Npy.h"
 
+#include "ir/Limits.h"
+
 #include "ir/ShapeFns.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -204,8 +209,21 @@ std::optional<DType> dtypeFromNpyDescr(std::string_view descr) {
   return std::nullopt;
 }
 
-Status parseNpy(const uint8_t *data, size_t size, TensorRef &out) {
-  if (size < kMagicLen + 2 || std::memcmp(data, kMagic, kMagicLen) != 0)
+namespace {
+
+/// What the header of a .npy file says: the tensor and where its bytes are.
+struct NpyLayout {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  size_t dataOffset = 0, dataBytes = 0;
+};
+
+/// Parses and checks the header of a .npy file of `size` bytes of which the
+/// first `avail` are at `data` (at least the whole header, or all of a
+/// shorter file).
+Status parseNpyHeader(const uint8_t *data, size_t avail, size_t size, NpyLayout &layout) {
+  if (avail < std::min(size, kMagicLen + 2) || size < kMagicLen + 2 ||
+      std::memcmp(data, kMagic, kMagicLen) != 0)
     return Status::error("not a .npy file (missing the \\x93NUMPY magic)");
   unsigned major = data[6], minor = data[7];
   if (major < 1 || major > 3 || minor != 0)
@@ -221,6 +239,9 @@ Status parseNpy(const uint8_t *data, size_t size, TensorRef &out) {
     return Status::error("truncated .npy file: the header declares " +
                          std::to_string(headerLen) + " bytes but only " +
                          std::to_string(size - start) + " follow");
+  if (avail < start + headerLen)
+    return Status::error("malformed .npy header: " + std::to_string(headerLen) +
+                         " bytes long (at most " + std::to_string(avail - start) + ")");
   std::string_view text(reinterpret_cast<const char *>(data + start), headerLen);
   for (char c : text)
     if (static_cast<unsigned char>(c) >= 0x80 || (c < 0x20 && c != '\n' && c != '\t' && c != '\r'))
@@ -268,31 +289,80 @@ Status parseNpy(const uint8_t *data, size_t size, TensorRef &out) {
     return Status::error(".npy data size mismatch: shape " + shapeTuple(h.shape) + " of '" +
                          h.descr + "' needs " + std::to_string(count * es) + " bytes, found " +
                          std::to_string(dataBytes));
+  if (h.shape.size() > limits::kMaxRank)
+    return Status::error(".npy shape " + shapeTuple(h.shape) + " has more than " +
+                         std::to_string(limits::kMaxRank) + " dimensions (the rank limit)");
+  layout.dtype = *dtype;
+  layout.shape = std::move(h.shape);
+  layout.dataOffset = start + headerLen;
+  layout.dataBytes = dataBytes;
+  return Status::success();
+}
 
-  TensorRef t = makeTensor(*dtype, h.shape);
-  if (!t) return Status::error("out of memory reading a .npy file of " +
-                               std::to_string(dataBytes) + " bytes");
-  if (dataBytes) std::memcpy(t->rawData(), data + start + headerLen, dataBytes);
-  if (*dtype == DType::I1)
-    for (size_t i = 0; i < dataBytes; ++i) t->rawData()[i] = t->rawData()[i] != 0;
+/// A fresh tensor for `layout`, or the out-of-memory error.
+Status allocateNpy(const NpyLayout &layout, TensorRef &t) {
+  t = makeTensor(layout.dtype, layout.shape);
+  if (!t)
+    return Status::error("out of memory allocating " + std::to_string(layout.dataBytes) +
+                         " bytes for a .npy array");
+  return Status::success();
+}
+
+void normalizeBools(const NpyLayout &layout, Tensor &t) {
+  if (layout.dtype == DType::I1)
+    for (size_t i = 0; i < layout.dataBytes; ++i) t.rawData()[i] = t.rawData()[i] != 0;
+}
+
+} // namespace
+
+Status parseNpy(const uint8_t *data, size_t size, TensorRef &out) {
+  NpyLayout layout;
+  TensorRef t;
+  if (Status s = parseNpyHeader(data, size, size, layout); !s.ok()) return s;
+  if (Status s = allocateNpy(layout, t); !s.ok()) return s;
+  if (layout.dataBytes) std::memcpy(t->rawData(), data + layout.dataOffset, layout.dataBytes);
+  normalizeBools(layout, *t);
   out = std::move(t);
   return Status::success();
 }
 
 Status readNpy(const std::string &path, TensorRef &out) {
+  // The header first, then the data straight into the tensor: a big input
+  // is held once, not once as file bytes and again as a tensor.
   std::unique_ptr<FILE, int (*)(FILE *)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) return Status::error(path + ": cannot open: " + std::strerror(errno));
-  std::vector<uint8_t> bytes;
-  uint8_t buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) bytes.insert(bytes.end(), buf, buf + n);
-  if (std::ferror(f.get())) return Status::error(path + ": read error");
-  Status s = parseNpy(bytes.data(), bytes.size(), out);
-  if (!s.ok()) return Status::error(path + ": " + s.message);
-  return s;
+  struct stat st;
+  if (::fstat(::fileno(f.get()), &st) != 0 || !S_ISREG(st.st_mode)) {
+    // Not a regular file (a pipe): read it whole, as before.
+    std::vector<uint8_t> bytes;
+    uint8_t buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) bytes.insert(bytes.end(), buf, buf + n);
+    if (std::ferror(f.get())) return Status::error(path + ": read error");
+    Status s = parseNpy(bytes.data(), bytes.size(), out);
+    if (!s.ok()) return Status::error(path + ": " + s.message);
+    return s;
+  }
+  size_t size = static_cast<size_t>(st.st_size);
+  // Headers are short (numpy pads them to 64 bytes, and shapes are at most
+  // 64 dims): 64 KiB holds any valid one.
+  std::vector<uint8_t> head(std::min<size_t>(size, 1 << 16));
+  if (std::fread(head.data(), 1, head.size(), f.get()) != head.size())
+    return Status::error(path + ": read error");
+  NpyLayout layout;
+  TensorRef t;
+  if (Status s = parseNpyHeader(head.data(), head.size(), size, layout); !s.ok())
+    return Status::error(path + ": " + s.message);
+  if (Status s = allocateNpy(layout, t); !s.ok()) return Status::error(path + ": " + s.message);
+  if (std::fseek(f.get(), static_cast<long>(layout.dataOffset), SEEK_SET) != 0 ||
+      std::fread(t->rawData(), 1, layout.dataBytes, f.get()) != layout.dataBytes)
+    return Status::error(path + ": read error");
+  normalizeBools(layout, *t);
+  out = std::move(t);
+  return Status::success();
 }
 
-Status serializeNpy(const Tensor &t, std::vector<uint8_t> &out) {
+Status npyHeader(const Tensor &t, std::string &out) {
   std::optional<std::string_view> descr = npyDescr(t.dtype());
   if (!descr)
     return Status::error("cannot write " + t.typeString() +
@@ -315,15 +385,19 @@ Status serializeNpy(const Tensor &t, std::vector<uint8_t> &out) {
   dict += '\n';
   size_t lenBytes = major == 1 ? 2 : 4;
   size_t len = dict.size();
-  out.assign(kMagicLen + 2 + lenBytes + len + t.numBytes(), 0);
-  uint8_t *p = out.data();
-  std::memcpy(p, kMagic, kMagicLen);
-  p[kMagicLen] = static_cast<uint8_t>(major);
-  p[kMagicLen + 1] = 0;
-  p += kMagicLen + 2;
-  for (size_t i = 0; i < lenBytes; ++i) *p++ = static_cast<uint8_t>(len >> (8 * i));
-  std::memcpy(p, dict.data(), len);
-  if (t.numBytes()) std::memcpy(p + len, t.rawData(), t.numBytes());
+  out.assign(kMagic, kMagicLen);
+  out += static_cast<char>(major);
+  out += '\0';
+  for (size_t i = 0; i < lenBytes; ++i) out += static_cast<char>(len >> (8 * i));
+  out += dict;
+  return Status::success();
+}
+
+Status serializeNpy(const Tensor &t, std::vector<uint8_t> &out) {
+  std::string header;
+  if (Status s = npyHeader(t, header); !s.ok()) return s;
+  out.assign(header.begin(), header.end());
+  if (t.numBytes()) out.insert(out.end(), t.rawData(), t.rawData() + t.numBytes());
   return Status::success();
 }
 

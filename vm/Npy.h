@@ -46,6 +46,9 @@ Status parseNpy(const uint8_t *data, size_t size, TensorRef &out);
 /// Reads a .npy file; messages start with the path.
 Status readNpy(const std::string &path, TensorRef &out);
 
+/// The .npy header (magic, version, dict, padding) of `t`: its bytes follow
+/// it in the file. For writers that stream the data without a copy.
+Status npyHeader(const Tensor &t, std::string &out);
 /// Serialises `t` (which must be CPU, not bf16) into .npy bytes.
 Status serializeNpy(const Tensor &t, std::vector<uint8_t> &out);
 Status writeNpy(const std::string &path, const Tensor &t);

@@ -10,10 +10,12 @@
 
 #include "vm/Object.h"
 
+#include "ir/Limits.h"
 #include "ir/ShapeFns.h"
 #include "vm/Allocator.h"
 
 #include <cstring>
+#include <new>
 
 namespace nimble::vm {
 
@@ -26,22 +28,31 @@ void Object::destroy() {
   // ADT values nest as deep as the data (a list of a million elements):
   // recursion through ~Adt would overflow the C++ stack. A worklist takes
   // over each field whose last reference this is, and deletes it in turn.
-  std::vector<Object *> work{this};
-  while (!work.empty()) {
-    Object *o = work.back();
-    work.pop_back();
+  // This runs in destructors, where an exception ends the process: if the
+  // worklist cannot grow (out of memory), that one field is destroyed
+  // recursively instead (its own worklist, usually small; deep recursion only
+  // when memory has run out on a deep value).
+  std::vector<Object *> work;
+  for (Object *o = this;;) {
     if (o->kind_ != Kind::Adt) {
       o->destroy();
-      continue;
+    } else {
+      auto *a = static_cast<Adt *>(o);
+      for (Ref<Object> &f : a->fields_)
+        if (f && f->refs_ == 1) {
+          Object *p = f.detach();
+          p->refs_ = 0;
+          try {
+            work.push_back(p);
+          } catch (const std::bad_alloc &) {
+            p->destroy();
+          }
+        }
+      delete a; // the remaining fields are shared: releasing them frees nothing
     }
-    auto *a = static_cast<Adt *>(o);
-    for (Ref<Object> &f : a->fields_)
-      if (f && f->refs_ == 1) {
-        Object *p = f.detach();
-        p->refs_ = 0;
-        work.push_back(p);
-      }
-    delete a; // the remaining fields are shared: releasing them frees nothing
+    if (work.empty()) break;
+    o = work.back();
+    work.pop_back();
   }
 }
 
@@ -58,8 +69,12 @@ void Storage::free() {
 }
 
 int64_t Tensor::numElements() const {
-  int64_t n = 1;
-  for (int64_t d : shape_) n *= d;
+  // Every tensor is made within the limits (makeTensor, AllocTensor, the
+  // readers), so the product fits; checked all the same.
+  int64_t n = 0;
+  bool ok = limits::checkedNumElements(shape_, n);
+  assert(ok && "a tensor past the element limit");
+  (void)ok;
   return n;
 }
 
@@ -88,12 +103,13 @@ int64_t Tensor::scalarInt() const {
 std::string Tensor::typeString() const { return formatSig({dtype_, shape_}); }
 
 TensorRef makeTensor(DType dtype, std::vector<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    assert(d >= 0 && "makeTensor with a negative dimension");
-    n *= d;
-  }
-  size_t bytes = static_cast<size_t>(n) * dtypeSize(dtype);
+  for (int64_t d : shape) assert(d >= 0 && "makeTensor with a negative dimension");
+  // Past the size limit (ir/Limits.h) no allocator could serve the request:
+  // the same answer as out of memory, without a wrapped size.
+  int64_t checkedBytes = 0;
+  if (!limits::checkedByteSize(shape, static_cast<int64_t>(dtypeSize(dtype)), checkedBytes))
+    return TensorRef();
+  size_t bytes = static_cast<size_t>(checkedBytes);
   Allocator &alloc = defaultAllocator(Device::CPU);
   // 64 bytes: a cache line and the widest vector register (AVX-512), the same
   // alignment the executable gives its constants.

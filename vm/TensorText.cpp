@@ -2,6 +2,8 @@
 
 #include "vm/TensorText.h"
 
+#include "ir/Limits.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
@@ -143,8 +145,12 @@ std::string shortestFloat(DType t, double v, int maxDigits) {
 } // namespace
 
 Status parseTensorLiteral(std::string_view text, TensorRef &out) {
+  // The literal is quoted in the message, cut short: an input may be
+  // gigabytes long.
   auto fail = [&](const std::string &msg) {
-    return Status::error("invalid tensor literal '" + std::string(text) + "': " + msg);
+    std::string shown = text.size() <= 80 ? std::string(text)
+                                          : std::string(text.substr(0, 60)) + "...";
+    return Status::error("invalid tensor literal '" + shown + "': " + msg);
   };
   size_t eq = text.find('=');
   if (eq == std::string_view::npos)
@@ -170,40 +176,55 @@ Status parseTensorLiteral(std::string_view text, TensorRef &out) {
       int64_t v;
       if (d.empty() || d[0] == '-' || d[0] == '+' || !parseInt(d, v))
         return fail("bad dimension '" + std::string(d) + "' (dimensions are sizes >= 0)");
-      if (v != 0 && count != 0 && v > (int64_t(1) << 40) / count)
-        return fail("the shape is too large");
+      if (shape.size() == limits::kMaxRank)
+        return fail("more than " + std::to_string(limits::kMaxRank) +
+                    " dimensions (the rank limit)");
       shape.push_back(v);
-      count *= v;
       if (x == std::string_view::npos) break;
       pos = x + 1;
     }
   }
+  // Checked before anything is allocated (ir/Limits.h).
+  int64_t bytes = 0;
+  if (!limits::checkedNumElements(shape, count) ||
+      !limits::checkedByteSize(shape, static_cast<int64_t>(dtypeSize(*dtype)), bytes))
+    return fail("the shape holds more than " + std::to_string(limits::kMaxTensorBytes) +
+                " bytes (2^48, the limit)");
 
   // One pair of surrounding quotes is allowed.
   if (values.size() >= 2 && (values.front() == '"' || values.front() == '\'') &&
       values.back() == values.front())
     values = values.substr(1, values.size() - 2);
-  std::vector<std::string_view> toks;
-  for (size_t i = 0; i < values.size();) {
-    while (i < values.size() && isSeparator(values[i])) ++i;
-    size_t j = i;
-    while (j < values.size() && !isSeparator(values[j])) ++j;
-    if (j > i) toks.push_back(values.substr(i, j - i));
-    i = j;
-  }
-  bool splat = toks.size() == 1;
-  if (!splat && static_cast<int64_t>(toks.size()) != count)
+  // Two passes over the tokens (count, then store) rather than a list of
+  // them: a list would be a second copy of a big input, larger than the
+  // tensor itself.
+  auto forEachToken = [&](auto &&fn) {
+    for (size_t i = 0; i < values.size();) {
+      while (i < values.size() && isSeparator(values[i])) ++i;
+      size_t j = i;
+      while (j < values.size() && !isSeparator(values[j])) ++j;
+      if (j > i && !fn(values.substr(i, j - i))) return;
+      i = j;
+    }
+  };
+  int64_t numToks = 0;
+  forEachToken([&](std::string_view) { return ++numToks, true; });
+  bool splat = numToks == 1;
+  if (!splat && numToks != count)
     return fail("expected " + std::to_string(count) + " values for " + std::string(type) +
-                " (or one value to fill it), got " + std::to_string(toks.size()));
+                " (or one value to fill it), got " + std::to_string(numToks));
 
   size_t es = dtypeSize(*dtype);
   uint8_t elem[8];
   TensorRef t = makeTensor(*dtype, shape);
-  if (!t) return fail("out of memory");
-  for (size_t i = 0; i < toks.size(); ++i) {
-    std::string err = storeElement(*dtype, toks[i], splat ? elem : t->rawData() + i * es);
-    if (!err.empty()) return fail(err);
-  }
+  if (!t) return Status::error("out of memory allocating " + std::to_string(bytes) + " bytes");
+  std::string err;
+  size_t i = 0;
+  forEachToken([&](std::string_view tok) {
+    err = storeElement(*dtype, tok, splat ? elem : t->rawData() + i++ * es);
+    return err.empty();
+  });
+  if (!err.empty()) return fail(err);
   if (splat)
     for (int64_t i = 0; i < count; ++i)
       std::memcpy(t->rawData() + static_cast<size_t>(i) * es, elem, es);

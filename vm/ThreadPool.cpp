@@ -16,6 +16,11 @@
 // caller) starts from a clean state. `generation_` counts jobs; it makes the
 // pool's state easy to inspect in a debugger and catches overlapping calls.
 //
+// A chunk that throws std::bad_alloc (a kernel's scratch vector when memory
+// runs out) is caught where it runs, and parallelFor rethrows it on the
+// caller's thread once the job is over: an exception escaping a worker would
+// end the process.
+//
 // parallelFor is not reentrant: fn must not call parallelFor on the same pool,
 // and at most one thread may call it at a time (the interpreter thread).
 //
@@ -25,6 +30,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <new>
+#include <utility>
 
 namespace nimble::vm {
 
@@ -71,12 +78,27 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain,
     int64_t begin = next_, end = std::min(n_, begin + chunk_);
     next_ = end;
     lock.unlock();
-    fn(begin, end);
+    bool failed = !runChunk(fn, begin, end);
     lock.lock();
+    allocFailed_ |= failed;
     --pending_;
   }
   done_.wait(lock, [this] { return pending_ == 0; });
   job_ = nullptr;
+  // A chunk that ran out of memory (on any thread) fails the whole call, on
+  // the caller's thread, once every chunk is done: the interpreter turns it
+  // into its located out-of-memory error.
+  if (std::exchange(allocFailed_, false)) throw std::bad_alloc();
+}
+
+bool ThreadPool::runChunk(const std::function<void(int64_t, int64_t)> &fn, int64_t begin,
+                          int64_t end) {
+  try {
+    fn(begin, end);
+    return true;
+  } catch (const std::bad_alloc &) {
+    return false;
+  }
 }
 
 void ThreadPool::workerLoop() {
@@ -88,8 +110,9 @@ void ThreadPool::workerLoop() {
     int64_t begin = next_, end = std::min(n_, begin + chunk_);
     next_ = end;
     lock.unlock();
-    (*fn)(begin, end);
+    bool failed = !runChunk(*fn, begin, end);
     lock.lock();
+    allocFailed_ |= failed;
     if (--pending_ == 0) done_.notify_one();
   }
 }

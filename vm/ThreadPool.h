@@ -28,12 +28,16 @@ public:
 
 private:
   void workerLoop();
+  /// Runs one chunk; false if it threw std::bad_alloc.
+  static bool runChunk(const std::function<void(int64_t, int64_t)> &fn, int64_t begin,
+                       int64_t end);
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_, done_;
   const std::function<void(int64_t, int64_t)> *job_ = nullptr;
   int64_t n_ = 0, chunk_ = 0, next_ = 0, pending_ = 0;
   uint64_t generation_ = 0;
+  bool allocFailed_ = false; // a chunk of the current job ran out of memory
   bool stop_ = false;
 };
 

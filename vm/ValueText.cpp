@@ -2,6 +2,8 @@
 
 #include "vm/ValueText.h"
 
+#include "ir/Limits.h"
+
 #include "ir/ShapeFns.h"
 #include "vm/Disassembler.h"
 #include "vm/Format.h"
@@ -17,7 +19,7 @@ namespace nimble::vm {
 
 namespace {
 
-constexpr int kMaxDepth = 10000;
+constexpr int kMaxDepth = limits::kMaxValueDepth; // ir/Limits.h
 constexpr int kMaxPrintDepth = 1000;
 
 class ValueParser {

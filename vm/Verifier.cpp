@@ -55,12 +55,10 @@ std::string named(const char *what, size_t i, const std::string &name) {
 
 bool validDType(DType t) { return static_cast<unsigned>(t) < static_cast<unsigned>(kNumDTypes); }
 
-/// Elements of a concrete shape, or false on a negative dim or overflow.
+/// Elements of a concrete shape, or false on a negative dim, on overflow or
+/// past the element limit (ir/Limits.h).
 bool numElements(const std::vector<int64_t> &dims, int64_t &n) {
-  n = 1;
-  for (int64_t d : dims)
-    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return false;
-  return true;
+  return limits::checkedNumElements(dims, n);
 }
 
 bool checkType(const Executable &e, const TypeDesc &t, int depth, std::string &error) {

@@ -11,6 +11,8 @@
 
 #include "ir/Types.h"
 
+#include "ir/Limits.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -315,4 +317,57 @@ TEST(SubtypingProperties, PartialOrder) {
 }
 
 } // namespace
+//===-- Limits (ir/Limits.h) -------------------------------------------------===//
+
+TEST(Limits, CheckedArithmeticReportsOverflow) {
+  int64_t r = 0;
+  EXPECT_TRUE(limits::checkedMul(int64_t(1) << 31, int64_t(1) << 31, r));
+  EXPECT_EQ(r, int64_t(1) << 62);
+  EXPECT_FALSE(limits::checkedMul(int64_t(1) << 32, int64_t(1) << 31, r));
+  EXPECT_FALSE(limits::checkedAdd(INT64_MAX, int64_t(1), r));
+  EXPECT_TRUE(limits::checkedAdd(INT64_MAX - 1, int64_t(1), r));
+}
+
+TEST(Limits, ElementCountsAreOrderIndependentAndBounded) {
+  int64_t n = -1;
+  EXPECT_TRUE(limits::checkedNumElements(std::vector<int64_t>{}, n));
+  EXPECT_EQ(n, 1);
+  // 2^32 * 2^32 wraps to 0 in int64: refused, not taken for an empty tensor.
+  EXPECT_FALSE(limits::checkedNumElements({int64_t(1) << 32, int64_t(1) << 32}, n));
+  // An empty tensor has 0 elements whatever its other dims, in any order.
+  EXPECT_TRUE(limits::checkedNumElements({int64_t(1) << 40, int64_t(1) << 40, 0}, n));
+  EXPECT_EQ(n, 0);
+  EXPECT_TRUE(limits::checkedNumElements({0, int64_t(1) << 40, int64_t(1) << 40}, n));
+  EXPECT_EQ(n, 0);
+  EXPECT_FALSE(limits::checkedNumElements({2, -1}, n));
+  EXPECT_TRUE(limits::checkedNumElements({limits::kMaxTensorElements}, n));
+  EXPECT_FALSE(limits::checkedNumElements({limits::kMaxTensorElements + 1}, n));
+  int64_t bytes = 0;
+  EXPECT_TRUE(limits::checkedByteSize({int64_t(1) << 46}, 4, bytes));
+  EXPECT_EQ(bytes, limits::kMaxTensorBytes);
+  EXPECT_FALSE(limits::checkedByteSize({(int64_t(1) << 46) + 1}, 4, bytes));
+  // `?` counts as 1 in the static bound.
+  EXPECT_TRUE(limits::checkedStaticElements({Q, 3, Q}, n));
+  EXPECT_EQ(n, 3);
+}
+
+TEST(Limits, TypesWithinAndPastEachLimit) {
+  Context ctx;
+  Type t = ctx.tensor(DType::F32, {});
+  for (int d = 1; d < limits::kMaxTypeDepth; ++d) t = ctx.tuple({t});
+  EXPECT_EQ(t.depth(), limits::kMaxTypeDepth);
+  EXPECT_EQ(checkTypeLimits(t), "");
+  Type deeper = ctx.tuple({t});
+  EXPECT_EQ(checkTypeLimits(deeper), "type is nested more than 32 levels deep (the limit)");
+  EXPECT_EQ(ctx.func({t}, {}).depth(), limits::kMaxTypeDepth + 1);
+
+  EXPECT_EQ(checkTypeLimits(ctx.tensor(DType::F32, std::vector<int64_t>(64, 1))), "");
+  EXPECT_EQ(checkTypeLimits(ctx.tensor(DType::F32, std::vector<int64_t>(65, 1))),
+            "tensor type has rank 65, more than the limit of 64");
+  EXPECT_EQ(checkTypeLimits(ctx.tensor(DType::I8, {limits::kMaxTensorBytes})), "");
+  EXPECT_NE(checkTypeLimits(ctx.tensor(DType::F16, {limits::kMaxTensorBytes})), "");
+  // Inside a tuple too.
+  EXPECT_NE(checkTypeLimits(ctx.tuple({ctx.tensor(DType::F32, {int64_t(1) << 47, Q})})), "");
+}
+
 } // namespace nimble::ir

@@ -61,6 +61,8 @@ TEST(TensorText, SingleValueIsASplat) {
 }
 
 TEST(TensorText, Errors) {
+  std::string rank65; // "1x1x...1x": one dimension past the rank limit
+  for (int i = 0; i < 65; ++i) rank65 += "1x";
   struct Case {
     std::string text, want;
   } cases[] = {
@@ -81,7 +83,10 @@ TEST(TensorText, Errors) {
       {"i64=9223372036854775808", "'9223372036854775808' is not an integer"},
       {"2xi1=true maybe", "'maybe' is not a boolean (true, false, 1, 0)"},
       {"2xi1=true 2", "'2' is not a boolean"},
-      {"1099511627776x1099511627776xf32=0", "the shape is too large"},
+      {"1099511627776x1099511627776xf32=0",
+       "the shape holds more than 281474976710656 bytes (2^48, the limit)"},
+      {"70368744177665xf32=0", "the shape holds more than 281474976710656 bytes (2^48, the limit)"},
+      {rank65 + "f32=1", "more than 64 dimensions (the rank limit)"},
   };
   for (const Case &c : cases) {
     std::string got = parseError(c.text);

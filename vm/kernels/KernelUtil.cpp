@@ -2,6 +2,7 @@
 
 #include "vm/kernels/KernelUtil.h"
 
+#include "ir/Limits.h"
 #include "ir/ShapeFns.h"
 
 #include <cassert>
@@ -28,8 +29,15 @@ std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &in,
 }
 
 int64_t product(const std::vector<int64_t> &dims, size_t begin, size_t end) {
+  // A sub-product of a tensor's shape: within the element limit (ir/Limits.h)
+  // whenever the tensor exists. Checked, never wrapped.
   int64_t p = 1;
-  for (size_t i = begin; i < std::min(end, dims.size()); ++i) p *= dims[i];
+  end = std::min(end, dims.size());
+  if (begin < end) {
+    bool ok = limits::checkedNumElements(dims.data() + begin, end - begin, p);
+    assert(ok && "kernel shape past the element limit");
+    (void)ok;
+  }
   return p;
 }
 

@@ -28,6 +28,11 @@ namespace {
 struct ReducePlan {
   std::vector<int64_t> base;    // per output element: offset of its first input
   std::vector<int64_t> offsets; // per reduced element: offset from base
+  // The reduced axes are the trailing ones (e.g. sum of everything): output
+  // element o folds the contiguous run [o * count, (o + 1) * count), and the
+  // two lists stay empty. They would be as large as the input (8 bytes per
+  // element): a second copy of a big tensor (issue 23).
+  bool suffix = false;
 };
 
 std::vector<int64_t> enumerateOffsets(const std::vector<int64_t> &dims,
@@ -42,6 +47,15 @@ std::vector<int64_t> enumerateOffsets(const std::vector<int64_t> &dims,
 }
 
 ReducePlan makePlan(const std::vector<int64_t> &shape, const std::vector<bool> &reduced) {
+  size_t firstReduced = shape.size();
+  while (firstReduced > 0 && reduced[firstReduced - 1]) --firstReduced;
+  bool suffix = true;
+  for (size_t d = 0; d < firstReduced; ++d) suffix &= !reduced[d];
+  if (suffix) {
+    ReducePlan p;
+    p.suffix = true;
+    return p;
+  }
   std::vector<int64_t> strides = contiguousStrides(shape);
   std::vector<int64_t> keptDims, keptStrides, redDims, redStrides;
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -71,9 +85,14 @@ std::string emptyReductionError(OpCode op, const Tensor &x) {
 template <OpCode Op> Status reduceImpl(const KernelArgs &args) {
   const Tensor &x = *args.inputs[0];
   Tensor &y = *args.outputs[0];
-  ReducePlan p = makePlan(x.shape(), reducedAxes(args, Op, x.rank()));
+  std::vector<bool> reduced = reducedAxes(args, Op, x.rank());
+  ReducePlan p = makePlan(x.shape(), reduced);
   int64_t outs = static_cast<int64_t>(p.base.size());
   int64_t count = static_cast<int64_t>(p.offsets.size());
+  if (p.suffix) {
+    outs = count = 1;
+    for (size_t d = 0; d < reduced.size(); ++d) (reduced[d] ? count : outs) *= x.dim(d);
+  }
   constexpr bool kNoIdentity = Op == OpCode::Max || Op == OpCode::Min || Op == OpCode::ArgMax;
   if (kNoIdentity && count == 0 && outs > 0)
     return Status::error(emptyReductionError(Op, x));
@@ -85,49 +104,56 @@ template <OpCode Op> Status reduceImpl(const KernelArgs &args) {
     } else {
       const T *in = x.data<T>();
       const int64_t *offs = p.offsets.data();
-      parallelRange(args, outs, count, [&](int64_t b, int64_t e) {
-        for (int64_t o = b; o < e; ++o) {
-          const T *row = in + p.base[static_cast<size_t>(o)];
-          if constexpr (Op == OpCode::Sum || Op == OpCode::Mean) {
-            using Acc = std::conditional_t<kIsFloat<T>, double, uint64_t>;
-            Acc acc = 0;
-            for (int64_t j = 0; j < count; ++j) acc += static_cast<Acc>(row[offs[j]]);
-            if constexpr (Op == OpCode::Mean)
-              y.data<T>()[o] = static_cast<T>(acc / static_cast<double>(count));
-            else
-              y.data<T>()[o] = static_cast<T>(acc);
-          } else if constexpr (Op == OpCode::ArgMax) {
-            int64_t best = 0;
-            T bv = row[offs[0]];
-            for (int64_t j = 1; j < count; ++j) {
-              T v = row[offs[j]];
-              if constexpr (kIsFloat<T>)
-                if (std::isnan(bv)) break;
-              bool better = v > bv;
-              if constexpr (kIsFloat<T>) better |= std::isnan(v);
-              if (better) {
-                bv = v;
-                best = j;
-              }
-            }
-            y.data<int64_t>()[o] = best;
-          } else {
-            T bv = row[offs[0]];
-            for (int64_t j = 1; j < count; ++j) {
-              T v = row[offs[j]];
-              if constexpr (kIsFloat<T>) {
-                if (std::isnan(bv)) break;
-                if (std::isnan(v)) {
+      auto fold = [&](auto offAt, auto baseAt) {
+        parallelRange(args, outs, count, [&](int64_t b, int64_t e) {
+          for (int64_t o = b; o < e; ++o) {
+            const T *row = in + baseAt(o);
+            if constexpr (Op == OpCode::Sum || Op == OpCode::Mean) {
+              using Acc = std::conditional_t<kIsFloat<T>, double, uint64_t>;
+              Acc acc = 0;
+              for (int64_t j = 0; j < count; ++j) acc += static_cast<Acc>(row[offAt(j)]);
+              if constexpr (Op == OpCode::Mean)
+                y.data<T>()[o] = static_cast<T>(acc / static_cast<double>(count));
+              else
+                y.data<T>()[o] = static_cast<T>(acc);
+            } else if constexpr (Op == OpCode::ArgMax) {
+              int64_t best = 0;
+              T bv = row[offAt(0)];
+              for (int64_t j = 1; j < count; ++j) {
+                T v = row[offAt(j)];
+                if constexpr (kIsFloat<T>)
+                  if (std::isnan(bv)) break;
+                bool better = v > bv;
+                if constexpr (kIsFloat<T>) better |= std::isnan(v);
+                if (better) {
                   bv = v;
-                  break;
+                  best = j;
                 }
               }
-              if (Op == OpCode::Max ? v > bv : v < bv) bv = v;
+              y.data<int64_t>()[o] = best;
+            } else {
+              T bv = row[offAt(0)];
+              for (int64_t j = 1; j < count; ++j) {
+                T v = row[offAt(j)];
+                if constexpr (kIsFloat<T>) {
+                  if (std::isnan(bv)) break;
+                  if (std::isnan(v)) {
+                    bv = v;
+                    break;
+                  }
+                }
+                if (Op == OpCode::Max ? v > bv : v < bv) bv = v;
+              }
+              y.data<T>()[o] = bv;
             }
-            y.data<T>()[o] = bv;
           }
-        }
-      });
+        });
+      };
+      if (p.suffix)
+        fold([](int64_t j) { return j; }, [count](int64_t o) { return o * count; });
+      else
+        fold([offs](int64_t j) { return offs[j]; },
+             [&](int64_t o) { return p.base[static_cast<size_t>(o)]; });
       return Status::success();
     }
   });

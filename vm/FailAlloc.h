@@ -1,0 +1,37 @@
+//===- FailAlloc.h - Injected allocation failures for tests -------*- C++ -*-===//
+//
+// The out-of-memory paths of the runtime are tested the way SQLite tests its
+// own: run a program once to count its allocations, then once per k with the
+// k-th allocation failing, and require every run to end either with the
+// right answer or with one located `error: out of memory ...` and exit 1
+// (test/tools/fail-alloc.test, test/fail_alloc.py; docs/nimble-run.md).
+//
+// Off unless the environment variable NIMBLE_FAIL_ALLOC is set (read once, at
+// the first allocation):
+//
+//   NIMBLE_FAIL_ALLOC=k   (k >= 1) the k-th allocation fails, once; the
+//                         ones after it succeed
+//   NIMBLE_FAIL_ALLOC=0   nothing fails; at exit the count of allocations
+//                         is printed to stderr as
+//                         "NIMBLE_FAIL_ALLOC: N allocations"
+//
+// What counts as an allocation: every C++ `new` of a tool that installs the
+// counting operator new (nimble-run does, tools/nimble-run.cpp) and every
+// request to the tensor allocators (vm/Allocator.cpp). A failed `new` throws
+// std::bad_alloc, a failed allocator request returns null, as for real.
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_VM_FAILALLOC_H
+#define NIMBLE_VM_FAILALLOC_H
+
+#include <cstdint>
+
+namespace nimble::vm {
+
+/// Counts one allocation; true when it is the one that must fail. Cheap (one
+/// load) when NIMBLE_FAIL_ALLOC is not set. Thread-safe.
+bool injectAllocationFailure();
+
+} // namespace nimble::vm
+
+#endif // NIMBLE_VM_FAILALLOC_H
