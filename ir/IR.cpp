@@ -200,10 +200,9 @@ void Operation::moveBefore(Operation *other) {
 }
 
 bool Operation::isBeforeInBlock(const Operation *other) const {
-  assert(block_ == other->block_);
-  for (const Operation *o = next_; o; o = o->next_)
-    if (o == other) return true;
-  return false;
+  assert(block_ && block_ == other->block_);
+  if (!block_->orderValid_) block_->renumber();
+  return order_ < other->order_;
 }
 
 //===-- Block --------------------------------------------------------------===//
@@ -255,9 +254,20 @@ std::vector<Operation *> Block::opsSnapshot() const {
   return r;
 }
 
+void Block::renumber() const {
+  uint64_t n = 0;
+  for (Operation *op = first_; op; op = op->next_) op->order_ = n += kOrderStride;
+  orderValid_ = true;
+}
+
 Operation *Block::push_back(std::unique_ptr<Operation> op) {
   Operation *o = op.release();
   o->block_ = this;
+  if (orderValid_) {
+    uint64_t last = last_ ? last_->order_ : 0;
+    if (last <= UINT64_MAX - kOrderStride) o->order_ = last + kOrderStride;
+    else orderValid_ = false;
+  }
   o->prev_ = last_;
   o->next_ = nullptr;
   if (last_) last_->next_ = o;
@@ -271,6 +281,12 @@ Operation *Block::insertBefore(Operation *before, std::unique_ptr<Operation> op)
   assert(before->block_ == this);
   Operation *o = op.release();
   o->block_ = this;
+  if (orderValid_) {
+    // Halve the gap before `before`; renumber lazily when there is none.
+    uint64_t lo = before->prev_ ? before->prev_->order_ : 0;
+    if (before->order_ - lo > 1) o->order_ = lo + (before->order_ - lo) / 2;
+    else orderValid_ = false;
+  }
   o->next_ = before;
   o->prev_ = before->prev_;
   if (before->prev_) before->prev_->next_ = o;
@@ -311,6 +327,12 @@ const Attr *Function::fnAttr(std::string_view name) const {
   for (auto &[n, a] : fnAttrs_)
     if (n == name) return &a;
   return nullptr;
+}
+
+void Function::setName(std::string n) {
+  std::string old = std::move(name_);
+  name_ = std::move(n);
+  if (module_) module_->renameFunction(this, old);
 }
 
 Block *Function::addBlock(std::unique_ptr<Block> b) {
@@ -364,9 +386,18 @@ std::vector<Block *> Function::reversePostOrder() const {
 //===-- Module -------------------------------------------------------------===//
 
 int AdtDecl::ctorIndex(std::string_view n) const {
-  for (size_t i = 0; i < ctors.size(); ++i)
-    if (ctors[i].name == n) return static_cast<int>(i);
-  return -1;
+  if (ctors.size() <= 8) {
+    for (size_t i = 0; i < ctors.size(); ++i)
+      if (ctors[i].name == n) return static_cast<int>(i);
+    return -1;
+  }
+  if (ctorIndexCacheSize != ctors.size()) {
+    ctorIndexCache.clear();
+    for (size_t i = ctors.size(); i-- > 0;) ctorIndexCache[ctors[i].name] = static_cast<int>(i);
+    ctorIndexCacheSize = ctors.size();
+  }
+  auto it = ctorIndexCache.find(std::string(n));
+  return it == ctorIndexCache.end() ? -1 : it->second;
 }
 
 Module::~Module() {
@@ -374,27 +405,64 @@ Module::~Module() {
   funcs_.clear();
 }
 
+// The symbol tables map a name to the first symbol added under it; erasing
+// or renaming that symbol looks for another of the same name (only invalid
+// IR has two, so the scan is rare).
+
 AdtDecl *Module::addAdt(std::unique_ptr<AdtDecl> a) {
   adts_.push_back(std::move(a));
+  adtIndex_.emplace(adts_.back()->name, adts_.back().get());
   return adts_.back().get();
 }
 
 Global *Module::addGlobal(std::unique_ptr<Global> g) {
   globals_.push_back(std::move(g));
+  globalIndex_.emplace(globals_.back()->name(), globals_.back().get());
   return globals_.back().get();
 }
 
 Function *Module::addFunction(std::unique_ptr<Function> f) {
   f->module_ = this;
   funcs_.push_back(std::move(f));
+  funcIndex_.emplace(funcs_.back()->name(), funcs_.back().get());
   return funcs_.back().get();
+}
+
+void Module::renameFunction(Function *f, const std::string &oldName) {
+  auto it = funcIndex_.find(oldName);
+  if (it != funcIndex_.end() && it->second == f) {
+    funcIndex_.erase(it);
+    for (auto &g : funcs_)
+      if (g.get() != f && g->name() == oldName) {
+        funcIndex_.emplace(oldName, g.get());
+        break;
+      }
+  }
+  // `f` is found under its new name unless an earlier function has it.
+  auto [at, inserted] = funcIndex_.emplace(f->name(), f);
+  if (!inserted)
+    for (auto &g : funcs_) {
+      if (g->name() != f->name()) continue;
+      at->second = g.get();
+      break;
+    }
 }
 
 void Module::eraseFunction(Function *f) {
   auto it = std::find_if(funcs_.begin(), funcs_.end(),
                          [f](const std::unique_ptr<Function> &p) { return p.get() == f; });
   assert(it != funcs_.end());
+  std::string name = f->name();
   funcs_.erase(it);
+  auto at = funcIndex_.find(name);
+  if (at != funcIndex_.end() && at->second == f) {
+    funcIndex_.erase(at);
+    for (auto &g : funcs_)
+      if (g->name() == name) {
+        funcIndex_.emplace(name, g.get());
+        break;
+      }
+  }
 }
 
 void Module::eraseGlobal(Global *g) {
@@ -402,25 +470,40 @@ void Module::eraseGlobal(Global *g) {
   auto it = std::find_if(globals_.begin(), globals_.end(),
                          [g](const std::unique_ptr<Global> &p) { return p.get() == g; });
   assert(it != globals_.end());
+  std::string name = g->name();
   globals_.erase(it);
+  auto at = globalIndex_.find(name);
+  if (at != globalIndex_.end() && at->second == g) {
+    globalIndex_.erase(at);
+    for (auto &o : globals_)
+      if (o->name() == name) {
+        globalIndex_.emplace(name, o.get());
+        break;
+      }
+  }
 }
 
 AdtDecl *Module::lookupAdt(std::string_view n) const {
-  for (auto &a : adts_)
-    if (a->name == n) return a.get();
-  return nullptr;
+  auto it = adtIndex_.find(std::string(n));
+  return it == adtIndex_.end() ? nullptr : it->second;
 }
 
 Global *Module::lookupGlobal(std::string_view n) const {
-  for (auto &g : globals_)
-    if (g->name() == n) return g.get();
-  return nullptr;
+  auto it = globalIndex_.find(std::string(n));
+  return it == globalIndex_.end() ? nullptr : it->second;
 }
 
 Function *Module::lookupFunction(std::string_view n) const {
-  for (auto &f : funcs_)
-    if (f->name() == n) return f.get();
-  return nullptr;
+  auto it = funcIndex_.find(std::string(n));
+  return it == funcIndex_.end() ? nullptr : it->second;
+}
+
+std::string Module::freshFunctionName(const std::string &base) {
+  unsigned &n = freshCounters_[base];
+  for (;; ++n) {
+    std::string name = base + "_" + std::to_string(n);
+    if (!lookupFunction(name)) return name;
+  }
 }
 
 } // namespace nimble::ir
