@@ -370,9 +370,9 @@ std::vector<Block *> Function::reversePostOrder() const {
   seen.insert(entry());
   while (!stack.empty()) {
     auto &[b, i] = stack.back();
-    std::vector<Block *> succs = b->successors();
-    if (i < succs.size()) {
-      Block *s = succs[i++];
+    Operation *t = b->terminator();
+    if (t && i < t->successors().size()) {
+      Block *s = t->successors()[i++].block;
       if (s && seen.insert(s).second) stack.push_back({s, 0});
     } else {
       post.push_back(b);
