@@ -383,6 +383,7 @@ private:
   void unlink(Operation *op);
   /// Numbers the ops kOrderStride apart (isBeforeInBlock).
   void renumber() const;
+  void relabelAround(Operation *o, uint64_t x);
   static constexpr uint64_t kOrderStride = uint64_t(1) << 32;
   mutable bool orderValid_ = true;
   std::string label_;
