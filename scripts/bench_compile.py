@@ -256,7 +256,10 @@ def run_once(nimblec, src, level, timeout):
         stderr = proc.stderr.read().decode(errors="replace")
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
-            raise RuntimeError(f"nimblec -O{level} {src} failed ({proc.returncode}):\n{stderr[-2000:]}")
+            # A limit of the format (e.g. registers per function) is a result
+            # worth recording, not a reason to stop the whole table.
+            last = [l for l in stderr.splitlines() if l.strip()][-1:] or ["(no message)"]
+            return ("error", last[0])
         passes = {}
         for line in stderr.splitlines():
             m = TIMING_ROW.match(line)
@@ -275,6 +278,8 @@ def measure(nimblec, shape, size, level, reps, timeout, workdir):
         r = run_once(nimblec, src, level, timeout)
         if r is None:
             return {"shape": shape, "size": size, "ops": ops, "level": level, "timeout": timeout}
+        if r[0] == "error":
+            return {"shape": shape, "size": size, "ops": ops, "level": level, "error": r[1]}
         if best is None or r[0] < best[0]:
             best = (r[0], max(r[1], best[1]) if best else r[1], r[2])
         else:
@@ -297,6 +302,8 @@ def exponent(rows):
 
 
 def fmt_row(r, with_passes):
+    if "error" in r:
+        return f"{r['shape']:16} {r['ops']:>9} -O{r['level']}  failed: {r['error']}"
     if "seconds" not in r:
         return f"{r['shape']:16} {r['ops']:>9} -O{r['level']}  > {r['timeout']:.0f} s (stopped)"
     s = (f"{r['shape']:16} {r['ops']:>9} -O{r['level']}  {r['seconds']:8.3f} s  "
@@ -316,6 +323,10 @@ def check_ratio(args, nimblec, workdir):
         for level in args.levels:
             a = measure(nimblec, shape, n1, level, args.reps, args.timeout, workdir)
             b = measure(nimblec, shape, n2, level, args.reps, args.timeout, workdir)
+            if "error" in a or "error" in b:
+                print(f"{shape:16} -O{level}  failed: {a.get('error') or b.get('error')}")
+                bad.append(f"{shape} -O{level}")
+                continue
             if "seconds" not in a or "seconds" not in b:
                 ratio = float("inf")
             else:
@@ -397,6 +408,8 @@ def main():
                     def cell(r, key):
                         if r is None:
                             return "-"
+                        if "error" in r:
+                            return "fails (see below)" if key == "s" else "-"
                         if "seconds" not in r:
                             return f"> {r['timeout']:.0f}" if key == "s" else "-"
                         if key == "s":
