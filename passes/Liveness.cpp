@@ -71,14 +71,20 @@ bool Liveness::isLiveOut(const Block *b, int id) const {
   return std::binary_search(s.begin(), s.end(), id);
 }
 
-void Liveness::lastUses(const Block *b, std::unordered_map<int, size_t> &lastUse) const {
-  lastUse.clear();
-  size_t k = 0;
+const std::vector<int32_t> &Liveness::lastUses(const Block *b) const {
+  if (lastUse_.size() != values_.size()) lastUse_.assign(values_.size(), -1);
+  for (int v : touched_) lastUse_[v] = -1;
+  touched_.clear();
+  int32_t k = 0;
   for (Operation &op : *b) {
     for (unsigned i = 0; i < op.numOperands(); ++i)
-      if (int v = id(op.operand(i)); v >= 0) lastUse[v] = k;
+      if (int v = id(op.operand(i)); v >= 0) {
+        if (lastUse_[v] < 0) touched_.push_back(v);
+        lastUse_[v] = k;
+      }
     ++k;
   }
+  return lastUse_;
 }
 
 } // namespace nimble::passes

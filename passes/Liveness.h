@@ -43,10 +43,11 @@ public:
   bool isLiveIn(const ir::Block *b, int id) const;
   bool isLiveOut(const ir::Block *b, int id) const;
 
-  /// For each op of `b` (block order), the position of the last op of `b`
-  /// that uses each value: `lastUse[v] > k` or liveOut means v is live after
-  /// op k. Filled for the values used in `b` (the map is cleared first).
-  void lastUses(const ir::Block *b, std::unordered_map<int, size_t> &lastUse) const;
+  /// The position (in block order) of the last op of `b` using each value,
+  /// indexed by value number, -1 for values `b` does not use: value v is
+  /// live after op k when lastUses(b)[v] > k or v is live out of `b`. Valid
+  /// until the next call (one scratch array, reset per call in O(uses)).
+  const std::vector<int32_t> &lastUses(const ir::Block *b) const;
 
 private:
   size_t blockIndex(const ir::Block *b) const { return blockIndex_.at(b); }
@@ -54,6 +55,8 @@ private:
   std::unordered_map<const ir::Value *, int> ids_;
   std::unordered_map<const ir::Block *, size_t> blockIndex_;
   std::vector<std::vector<int>> in_, out_;
+  mutable std::vector<int32_t> lastUse_;
+  mutable std::vector<int> touched_;
 };
 
 } // namespace nimble::passes

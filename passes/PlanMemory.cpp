@@ -502,14 +502,13 @@ AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, con
   std::vector<const std::set<int> *> byId(lv.numValues(), nullptr);
   for (auto &[v, s] : ai.aliases)
     if (int i = lv.id(v); i >= 0 && !s.empty()) byId[i] = &s;
-  std::unordered_map<int, size_t> lastUse;
   std::unordered_map<int, int64_t> defPos;
   int64_t pos = 0;
   for (auto &bp : f.blocks()) {
     Block *b = bp.get();
     const int64_t start = pos++;
     const int64_t first = pos;
-    lv.lastUses(b, lastUse);
+    const std::vector<int32_t> &lastUse = lv.lastUses(b);
     defPos.clear();
     int64_t end = first;
     for (Operation &op : *b) {
@@ -522,7 +521,7 @@ AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, con
     auto add = [&](int i, int64_t from) {
       int64_t to;
       if (lv.isLiveOut(b, i)) to = end;
-      else if (auto it = lastUse.find(i); it != lastUse.end()) to = first + static_cast<int64_t>(it->second);
+      else if (lastUse[i] >= 0) to = first + lastUse[i];
       else to = from;
       for (int s : *byId[i]) ai.segments[s].push_back({from, std::max(from, to)});
     };
@@ -997,14 +996,12 @@ void PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
   }
 
   // Kills inside blocks, after the last use.
-  std::unordered_map<int, size_t> lastUse;
   for (Block *b : blocks) {
     std::vector<Operation *> ops = b->opsSnapshot();
-    lv.lastUses(b, lastUse);
+    const std::vector<int32_t> &lastUse = lv.lastUses(b);
     // Live after op k: live out of the block, or used by a later op.
     auto liveAfter = [&](int i, size_t k) {
-      auto it = lastUse.find(i);
-      return (it != lastUse.end() && it->second > k) || lv.isLiveOut(b, i);
+      return lastUse[i] > static_cast<int64_t>(k) || lv.isLiveOut(b, i);
     };
     for (size_t k = 0; k < ops.size(); ++k) {
       Operation *op = ops[k];
