@@ -582,21 +582,29 @@ void PlanMemoryPass::coalesceStatic(Module &m, Function &f, bool &changed) {
     bool lifted;
   };
   std::vector<Region> regions;
-  std::function<void(const std::string &, std::vector<int>)> split = [&](const std::string &device,
-                                                                         std::vector<int> members) {
+  // A window (a part of a region over kMaxRegionMembers) is not lifted out
+  // of cycles: its arena is allocated on each iteration, where its members
+  // are. Lifted, the arenas of all the windows of a long loop would be live
+  // through the whole loop (quadratic liveness, and every window's bytes
+  // held at once).
+  std::function<void(const std::string &, std::vector<int>, bool)> split = [&](const std::string &device,
+                                                                               std::vector<int> members,
+                                                                               bool window) {
     if (members.size() < 2) return;
     if (members.size() > kMaxRegionMembers) {
       for (size_t k = 0; k < members.size(); k += kMaxRegionMembers)
-        split(device, std::vector<int>(members.begin() + static_cast<std::ptrdiff_t>(k),
-                                       members.begin() + static_cast<std::ptrdiff_t>(
-                                           std::min(members.size(), k + kMaxRegionMembers))));
+        split(device,
+              std::vector<int>(members.begin() + static_cast<std::ptrdiff_t>(k),
+                               members.begin() + static_cast<std::ptrdiff_t>(
+                                                     std::min(members.size(), k + kMaxRegionMembers))),
+              /*window=*/true);
       return;
     }
     std::vector<const Block *> blocks;
     for (int i : members) blocks.push_back(st[i].alloc->block());
     Block *d = dom.common(blocks);
     bool lifted = false;
-    while (d && dom.inCycle(d)) {
+    while (d && !window && dom.inCycle(d)) {
       d = dom.idom(d);
       lifted = true;
     }
@@ -612,9 +620,9 @@ void PlanMemoryPass::coalesceStatic(Module &m, Function &f, bool &changed) {
       Block *c = dom.childToward(d, st[i].alloc->block());
       byChild[dom.index(c)].push_back(i);
     }
-    for (auto &[child, group] : byChild) split(device, group);
+    for (auto &[child, group] : byChild) split(device, group, window);
   };
-  for (auto &[device, members] : byDevice) split(device, members);
+  for (auto &[device, members] : byDevice) split(device, members, /*window=*/false);
 
   for (Region &r : regions) {
     const std::string &device = r.device;
