@@ -441,8 +441,9 @@ def main():
             for shape in args.shapes:
                 e0 = exponent([r for r in rows if r["shape"] == shape and r["level"] == 0])
                 e2 = exponent([r for r in rows if r["shape"] == shape and r["level"] == 2])
-                print(f"| {shape} | {e0:.2f} | {e2:.2f} |" if e0 is not None and e2 is not None
-                      else f"| {shape} | {e0} | {e2} |")
+                f0 = f"{e0:.2f}" if e0 is not None else "-"
+                f2 = f"{e2:.2f}" if e2 is not None else "-"
+                print(f"| {shape} | {f0} | {f2} |")
     return 0
 
 
