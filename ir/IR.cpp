@@ -379,13 +379,49 @@ Block *Function::addBlock(std::unique_ptr<Block> b) {
 
 Block *Function::insertBlockAfter(Block *after, std::unique_ptr<Block> b) {
   b->func_ = this;
+  if (deferInsertions_) {
+    Block *raw = b.get();
+    insertedAfter_[after].push_back(raw);
+    blocks_.push_back(std::move(b));
+    return raw;
+  }
   auto it = std::find_if(blocks_.begin(), blocks_.end(),
                          [after](const std::unique_ptr<Block> &p) { return p.get() == after; });
   assert(it != blocks_.end());
   return blocks_.insert(it + 1, std::move(b))->get();
 }
 
+void Function::endBlockInsertions() {
+  deferInsertions_ = false;
+  if (insertedAfter_.empty()) return;
+  // Each block is followed by the blocks inserted after it, the latest
+  // first, each followed in turn by its own (a pre-order walk).
+  std::unordered_map<const Block *, std::unique_ptr<Block>> owned;
+  std::vector<Block *> roots;
+  std::unordered_set<const Block *> inserted;
+  for (auto &[after, list] : insertedAfter_) inserted.insert(list.begin(), list.end());
+  for (auto &b : blocks_) {
+    if (!inserted.count(b.get())) roots.push_back(b.get());
+    owned[b.get()] = std::move(b);
+  }
+  blocks_.clear();
+  std::vector<Block *> stack;
+  for (Block *r : roots) {
+    stack.push_back(r);
+    while (!stack.empty()) {
+      Block *b = stack.back();
+      stack.pop_back();
+      blocks_.push_back(std::move(owned[b]));
+      auto it = insertedAfter_.find(b);
+      if (it != insertedAfter_.end())
+        for (Block *c : it->second) stack.push_back(c); // latest on top
+    }
+  }
+  insertedAfter_.clear();
+}
+
 void Function::eraseBlock(Block *b) {
+  assert(!deferInsertions_ && "erasing a block while insertions are deferred");
   for (Operation &op : *b) op.dropAllReferences();
   for (auto &other : blocks_)
     if (Operation *t = other->terminator())

@@ -419,7 +419,15 @@ public:
   const std::vector<std::unique_ptr<Block>> &blocks() const { return blocks_; }
   Block *entry() const { return blocks_.empty() ? nullptr : blocks_.front().get(); }
   Block *addBlock(std::unique_ptr<Block> b);
+  /// O(blocks), or O(1) between begin/endBlockInsertions.
   Block *insertBlockAfter(Block *after, std::unique_ptr<Block> b);
+  /// Batches insertBlockAfter (inlining thousands of calls into one
+  /// function): in between, inserted blocks are appended and their places
+  /// recorded, so blocks() is out of order until endBlockInsertions puts
+  /// every block where insertBlockAfter would have, in one pass. No block
+  /// may be erased in between.
+  void beginBlockInsertions() { deferInsertions_ = true; }
+  void endBlockInsertions();
   /// Erases a block whose values are unused and that no terminator targets
   /// (its own ops' operand references are dropped first).
   void eraseBlock(Block *b);
@@ -434,6 +442,9 @@ private:
   Module *module_ = nullptr;
   std::vector<std::pair<std::string, Attr>> fnAttrs_;
   std::vector<std::unique_ptr<Block>> blocks_;
+  bool deferInsertions_ = false;
+  /// Blocks inserted after each block while deferred, in insertion order.
+  std::unordered_map<const Block *, std::vector<Block *>> insertedAfter_;
 };
 
 /// `type @Tree = Leaf(tensor<4xf32>) | Node(@Tree, @Tree)`

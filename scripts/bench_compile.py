@@ -17,7 +17,9 @@ count is exact and reported: every op line, terminators included):
                    (the example of issue 23): every op its own kernel
   wide-dag         one function, N/2 independent ops off the parameter, summed
                    by a balanced tree of adds: N/2 values live at once
-  many-functions   N/8 functions of 8 ops each, all called from @main in turn
+  many-functions   N/9 functions of 8 ops each (never inlined), all called
+                   from @main in turn
+  inlined-calls    the same, inlinable: -O2 inlines every call into @main
   deep-calls       N/8 functions of 8 ops each, each calling the next
   loop-blocks      one loop whose body is a sequence of N/7 diamonds
                    (cond_br on a reduction, two arms, a join): many blocks
@@ -122,6 +124,11 @@ def _small_body(lines, x, tag):
     return f"%{tag}_6"
 
 
+def gen_inlined_calls(n):
+    text, ops = gen_many_functions(n)
+    return text.replace(' attributes {inline = "never"}', "").replace("@many_functions", "@inlined_calls"), ops
+
+
 def gen_many_functions(n):
     f = max(1, (n - 1) // 9)
     lines = ["module @many_functions", ""]
@@ -219,6 +226,7 @@ SHAPES = {
     "chain-unfusable": gen_chain_unfusable,
     "wide-dag": gen_wide_dag,
     "many-functions": gen_many_functions,
+    "inlined-calls": gen_inlined_calls,
     "deep-calls": gen_deep_calls,
     "loop-blocks": gen_loop_blocks,
     "big-adt": gen_big_adt,

@@ -320,6 +320,29 @@ TEST_F(IRTest, IsBeforeInBlockFollowsEveryInsertion) {
     if (o != r) o->erase();
 }
 
+// Batched insertBlockAfter (begin/endBlockInsertions) ends in the order the
+// same insertions give one by one.
+TEST_F(IRTest, BatchedBlockInsertionsKeepTheOrder) {
+  auto build = [&](const std::string &name, bool batch) {
+    Function *f = makeFunction(name);
+    Block *b1 = addBlock(f, "b1");
+    addBlock(f, "b2");
+    if (batch) f->beginBlockInsertions();
+    Block *x = f->insertBlockAfter(f->entry(), std::make_unique<Block>("x"));
+    f->insertBlockAfter(f->entry(), std::make_unique<Block>("y"));
+    f->insertBlockAfter(x, std::make_unique<Block>("z"));
+    f->insertBlockAfter(b1, std::make_unique<Block>("w"));
+    f->insertBlockAfter(x, std::make_unique<Block>("v"));
+    if (batch) f->endBlockInsertions();
+    std::string order;
+    for (auto &b : f->blocks()) order += (b->label().empty() ? "entry" : b->label()) + " ";
+    return order;
+  };
+  std::string direct = build("direct", false);
+  EXPECT_EQ(direct, "entry y x v z b1 w b2 ");
+  EXPECT_EQ(build("batched", true), direct);
+}
+
 // Symbol tables follow additions, renames and erasures.
 TEST_F(IRTest, SymbolTablesFollowRenames) {
   Function *f = makeFunction("a");
