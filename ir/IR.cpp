@@ -433,6 +433,24 @@ void Function::eraseBlock(Block *b) {
   blocks_.erase(it);
 }
 
+void Function::eraseBlocks(const std::vector<Block *> &bs) {
+  assert(!deferInsertions_ && "erasing blocks while insertions are deferred");
+  std::unordered_set<const Block *> gone(bs.begin(), bs.end());
+  for (Block *b : bs)
+    for (Operation &op : *b) op.dropAllReferences();
+  for ([[maybe_unused]] auto &other : blocks_) {
+#ifndef NDEBUG
+    if (gone.count(other.get())) continue;
+    if (Operation *t = other->terminator())
+      for (const Successor &s : t->successors())
+        assert(!gone.count(s.block) && "erasing a block that is still a target");
+#endif
+  }
+  blocks_.erase(std::remove_if(blocks_.begin(), blocks_.end(),
+                               [&](const std::unique_ptr<Block> &p) { return gone.count(p.get()) != 0; }),
+                blocks_.end());
+}
+
 std::vector<Block *> Function::reversePostOrder() const {
   std::vector<Block *> post;
   if (!entry()) return post;

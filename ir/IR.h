@@ -431,6 +431,9 @@ public:
   /// Erases a block whose values are unused and that no terminator targets
   /// (its own ops' operand references are dropped first).
   void eraseBlock(Block *b);
+  /// Erases several such blocks in one pass over the block list (erasing
+  /// them one by one is O(blocks) each).
+  void eraseBlocks(const std::vector<Block *> &bs);
   /// Blocks in reverse post-order from the entry (unreachable ones omitted).
   std::vector<Block *> reversePostOrder() const;
 

@@ -1036,7 +1036,9 @@ void PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
     for (Value *v : start) kill(v, first, nullptr, first ? first->loc() : b->loc());
   }
 
-  // Remaining edge kills: split the edge.
+  // Remaining edge kills: split the edge (the new blocks are placed after
+  // their predecessors in one pass at the end).
+  f.beginBlockInsertions();
   unsigned counter = 0;
   std::set<std::string> labels;
   for (Block *b : blocks) labels.insert(b->label());
@@ -1060,6 +1062,7 @@ void PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
     ++NumEdgesSplit;
     changed = true;
   }
+  f.endBlockInsertions();
 }
 
 /// Kills directly before a `ret` (only kills in between) are dropped: leaving
