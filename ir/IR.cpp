@@ -200,10 +200,9 @@ void Operation::moveBefore(Operation *other) {
 }
 
 bool Operation::isBeforeInBlock(const Operation *other) const {
-  assert(block_ == other->block_);
-  for (const Operation *o = next_; o; o = o->next_)
-    if (o == other) return true;
-  return false;
+  assert(block_ && block_ == other->block_);
+  if (!block_->orderValid_) block_->renumber();
+  return order_ < other->order_;
 }
 
 //===-- Block --------------------------------------------------------------===//
@@ -255,9 +254,20 @@ std::vector<Operation *> Block::opsSnapshot() const {
   return r;
 }
 
+void Block::renumber() const {
+  uint64_t n = 0;
+  for (Operation *op = first_; op; op = op->next_) op->order_ = n += kOrderStride;
+  orderValid_ = true;
+}
+
 Operation *Block::push_back(std::unique_ptr<Operation> op) {
   Operation *o = op.release();
   o->block_ = this;
+  if (orderValid_) {
+    uint64_t last = last_ ? last_->order_ : 0;
+    if (last <= UINT64_MAX - kOrderStride) o->order_ = last + kOrderStride;
+    else orderValid_ = false;
+  }
   o->prev_ = last_;
   o->next_ = nullptr;
   if (last_) last_->next_ = o;
@@ -276,7 +286,49 @@ Operation *Block::insertBefore(Operation *before, std::unique_ptr<Operation> op)
   if (before->prev_) before->prev_->next_ = o;
   else first_ = o;
   before->prev_ = o;
+  if (orderValid_) {
+    // Halve the gap before `before`; when there is none, relabel a range.
+    uint64_t lo = o->prev_ ? o->prev_->order_ : 0;
+    if (before->order_ - lo > 1) o->order_ = lo + (before->order_ - lo) / 2;
+    else relabelAround(o, lo);
+  }
   return o;
+}
+
+// Order maintenance (Bender, Cole, Demaine, Farach-Colton, Zito: "Two
+// simplified algorithms for maintaining order in a list", 2002): find the
+// smallest aligned range of 2^i labels around the insertion point whose ops
+// (with `o`) have density below T^-i (T = 1.5), and spread them evenly over
+// it. Amortized O(log^2 n) per insertion, so that inserting repeatedly at
+// one point (kills after one op, constants before the first) stays cheap,
+// where renumbering the whole block would make it quadratic.
+void Block::relabelAround(Operation *o, uint64_t x) {
+  double capacity = 1.0; // 2^i / T^i
+  for (unsigned i = 1; i < 64; ++i) {
+    capacity *= 2.0 / 1.5;
+    uint64_t size = uint64_t(1) << i;
+    uint64_t base = x & ~(size - 1);
+    Operation *first = o, *last = o;
+    size_t count = 1;
+    while (first->prev_ && first->prev_->order_ >= base) {
+      first = first->prev_;
+      ++count;
+    }
+    while (last->next_ && last->next_->order_ - base < size) {
+      last = last->next_;
+      ++count;
+    }
+    if (static_cast<double>(count) >= capacity) continue;
+    uint64_t step = size / (count + 1);
+    if (step == 0) continue;
+    uint64_t label = base;
+    for (Operation *op = first;; op = op->next_) {
+      op->order_ = label += step;
+      if (op == last) break;
+    }
+    return;
+  }
+  orderValid_ = false; // no room anywhere: renumber at the next query
 }
 
 void Block::unlink(Operation *op) {
@@ -313,6 +365,12 @@ const Attr *Function::fnAttr(std::string_view name) const {
   return nullptr;
 }
 
+void Function::setName(std::string n) {
+  std::string old = std::move(name_);
+  name_ = std::move(n);
+  if (module_) module_->renameFunction(this, old);
+}
+
 Block *Function::addBlock(std::unique_ptr<Block> b) {
   b->func_ = this;
   blocks_.push_back(std::move(b));
@@ -321,13 +379,49 @@ Block *Function::addBlock(std::unique_ptr<Block> b) {
 
 Block *Function::insertBlockAfter(Block *after, std::unique_ptr<Block> b) {
   b->func_ = this;
+  if (deferInsertions_) {
+    Block *raw = b.get();
+    insertedAfter_[after].push_back(raw);
+    blocks_.push_back(std::move(b));
+    return raw;
+  }
   auto it = std::find_if(blocks_.begin(), blocks_.end(),
                          [after](const std::unique_ptr<Block> &p) { return p.get() == after; });
   assert(it != blocks_.end());
   return blocks_.insert(it + 1, std::move(b))->get();
 }
 
+void Function::endBlockInsertions() {
+  deferInsertions_ = false;
+  if (insertedAfter_.empty()) return;
+  // Each block is followed by the blocks inserted after it, the latest
+  // first, each followed in turn by its own (a pre-order walk).
+  std::unordered_map<const Block *, std::unique_ptr<Block>> owned;
+  std::vector<Block *> roots;
+  std::unordered_set<const Block *> inserted;
+  for (auto &[after, list] : insertedAfter_) inserted.insert(list.begin(), list.end());
+  for (auto &b : blocks_) {
+    if (!inserted.count(b.get())) roots.push_back(b.get());
+    owned[b.get()] = std::move(b);
+  }
+  blocks_.clear();
+  std::vector<Block *> stack;
+  for (Block *r : roots) {
+    stack.push_back(r);
+    while (!stack.empty()) {
+      Block *b = stack.back();
+      stack.pop_back();
+      blocks_.push_back(std::move(owned[b]));
+      auto it = insertedAfter_.find(b);
+      if (it != insertedAfter_.end())
+        for (Block *c : it->second) stack.push_back(c); // latest on top
+    }
+  }
+  insertedAfter_.clear();
+}
+
 void Function::eraseBlock(Block *b) {
+  assert(!deferInsertions_ && "erasing a block while insertions are deferred");
   for (Operation &op : *b) op.dropAllReferences();
   for (auto &other : blocks_)
     if (Operation *t = other->terminator())
@@ -339,6 +433,24 @@ void Function::eraseBlock(Block *b) {
   blocks_.erase(it);
 }
 
+void Function::eraseBlocks(const std::vector<Block *> &bs) {
+  assert(!deferInsertions_ && "erasing blocks while insertions are deferred");
+  std::unordered_set<const Block *> gone(bs.begin(), bs.end());
+  for (Block *b : bs)
+    for (Operation &op : *b) op.dropAllReferences();
+  for ([[maybe_unused]] auto &other : blocks_) {
+#ifndef NDEBUG
+    if (gone.count(other.get())) continue;
+    if (Operation *t = other->terminator())
+      for (const Successor &s : t->successors())
+        assert(!gone.count(s.block) && "erasing a block that is still a target");
+#endif
+  }
+  blocks_.erase(std::remove_if(blocks_.begin(), blocks_.end(),
+                               [&](const std::unique_ptr<Block> &p) { return gone.count(p.get()) != 0; }),
+                blocks_.end());
+}
+
 std::vector<Block *> Function::reversePostOrder() const {
   std::vector<Block *> post;
   if (!entry()) return post;
@@ -348,9 +460,9 @@ std::vector<Block *> Function::reversePostOrder() const {
   seen.insert(entry());
   while (!stack.empty()) {
     auto &[b, i] = stack.back();
-    std::vector<Block *> succs = b->successors();
-    if (i < succs.size()) {
-      Block *s = succs[i++];
+    Operation *t = b->terminator();
+    if (t && i < t->successors().size()) {
+      Block *s = t->successors()[i++].block;
       if (s && seen.insert(s).second) stack.push_back({s, 0});
     } else {
       post.push_back(b);
@@ -364,9 +476,18 @@ std::vector<Block *> Function::reversePostOrder() const {
 //===-- Module -------------------------------------------------------------===//
 
 int AdtDecl::ctorIndex(std::string_view n) const {
-  for (size_t i = 0; i < ctors.size(); ++i)
-    if (ctors[i].name == n) return static_cast<int>(i);
-  return -1;
+  if (ctors.size() <= 8) {
+    for (size_t i = 0; i < ctors.size(); ++i)
+      if (ctors[i].name == n) return static_cast<int>(i);
+    return -1;
+  }
+  if (ctorIndexCacheSize != ctors.size()) {
+    ctorIndexCache.clear();
+    for (size_t i = ctors.size(); i-- > 0;) ctorIndexCache[ctors[i].name] = static_cast<int>(i);
+    ctorIndexCacheSize = ctors.size();
+  }
+  auto it = ctorIndexCache.find(std::string(n));
+  return it == ctorIndexCache.end() ? -1 : it->second;
 }
 
 Module::~Module() {
@@ -374,27 +495,64 @@ Module::~Module() {
   funcs_.clear();
 }
 
+// The symbol tables map a name to the first symbol added under it; erasing
+// or renaming that symbol looks for another of the same name (only invalid
+// IR has two, so the scan is rare).
+
 AdtDecl *Module::addAdt(std::unique_ptr<AdtDecl> a) {
   adts_.push_back(std::move(a));
+  adtIndex_.emplace(adts_.back()->name, adts_.back().get());
   return adts_.back().get();
 }
 
 Global *Module::addGlobal(std::unique_ptr<Global> g) {
   globals_.push_back(std::move(g));
+  globalIndex_.emplace(globals_.back()->name(), globals_.back().get());
   return globals_.back().get();
 }
 
 Function *Module::addFunction(std::unique_ptr<Function> f) {
   f->module_ = this;
   funcs_.push_back(std::move(f));
+  funcIndex_.emplace(funcs_.back()->name(), funcs_.back().get());
   return funcs_.back().get();
+}
+
+void Module::renameFunction(Function *f, const std::string &oldName) {
+  auto it = funcIndex_.find(oldName);
+  if (it != funcIndex_.end() && it->second == f) {
+    funcIndex_.erase(it);
+    for (auto &g : funcs_)
+      if (g.get() != f && g->name() == oldName) {
+        funcIndex_.emplace(oldName, g.get());
+        break;
+      }
+  }
+  // `f` is found under its new name unless an earlier function has it.
+  auto [at, inserted] = funcIndex_.emplace(f->name(), f);
+  if (!inserted)
+    for (auto &g : funcs_) {
+      if (g->name() != f->name()) continue;
+      at->second = g.get();
+      break;
+    }
 }
 
 void Module::eraseFunction(Function *f) {
   auto it = std::find_if(funcs_.begin(), funcs_.end(),
                          [f](const std::unique_ptr<Function> &p) { return p.get() == f; });
   assert(it != funcs_.end());
+  std::string name = f->name();
   funcs_.erase(it);
+  auto at = funcIndex_.find(name);
+  if (at != funcIndex_.end() && at->second == f) {
+    funcIndex_.erase(at);
+    for (auto &g : funcs_)
+      if (g->name() == name) {
+        funcIndex_.emplace(name, g.get());
+        break;
+      }
+  }
 }
 
 void Module::eraseGlobal(Global *g) {
@@ -402,25 +560,40 @@ void Module::eraseGlobal(Global *g) {
   auto it = std::find_if(globals_.begin(), globals_.end(),
                          [g](const std::unique_ptr<Global> &p) { return p.get() == g; });
   assert(it != globals_.end());
+  std::string name = g->name();
   globals_.erase(it);
+  auto at = globalIndex_.find(name);
+  if (at != globalIndex_.end() && at->second == g) {
+    globalIndex_.erase(at);
+    for (auto &o : globals_)
+      if (o->name() == name) {
+        globalIndex_.emplace(name, o.get());
+        break;
+      }
+  }
 }
 
 AdtDecl *Module::lookupAdt(std::string_view n) const {
-  for (auto &a : adts_)
-    if (a->name == n) return a.get();
-  return nullptr;
+  auto it = adtIndex_.find(std::string(n));
+  return it == adtIndex_.end() ? nullptr : it->second;
 }
 
 Global *Module::lookupGlobal(std::string_view n) const {
-  for (auto &g : globals_)
-    if (g->name() == n) return g.get();
-  return nullptr;
+  auto it = globalIndex_.find(std::string(n));
+  return it == globalIndex_.end() ? nullptr : it->second;
 }
 
 Function *Module::lookupFunction(std::string_view n) const {
-  for (auto &f : funcs_)
-    if (f->name() == n) return f.get();
-  return nullptr;
+  auto it = funcIndex_.find(std::string(n));
+  return it == funcIndex_.end() ? nullptr : it->second;
+}
+
+std::string Module::freshFunctionName(const std::string &base) {
+  unsigned &n = freshCounters_[base];
+  for (;; ++n) {
+    std::string name = base + "_" + std::to_string(n);
+    if (!lookupFunction(name)) return name;
+  }
 }
 
 } // namespace nimble::ir

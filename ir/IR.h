@@ -26,6 +26,8 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace nimble::ir {
@@ -289,7 +291,9 @@ public:
   /// Drops all operand uses (before deleting a group of ops that use each other).
   void dropAllReferences();
   void moveBefore(Operation *other);
-  /// True when this op comes before `other` in the same block.
+  /// True when this op comes before `other` in the same block. Amortized
+  /// O(1): ops carry order numbers, spaced so that insertions rarely force
+  /// the block to renumber (LLVM's instruction ordering).
   bool isBeforeInBlock(const Operation *other) const;
 
 private:
@@ -305,6 +309,8 @@ private:
   std::vector<Successor> succs_;
   Block *block_ = nullptr;
   Operation *prev_ = nullptr, *next_ = nullptr;
+  /// Position in the block, valid while the block's orderValid_ is set.
+  mutable uint64_t order_ = 0;
 };
 
 /// Default attribute list for `code` (every optional attribute at its default;
@@ -375,6 +381,11 @@ private:
   friend class Operation;
   friend class Function;
   void unlink(Operation *op);
+  /// Numbers the ops kOrderStride apart (isBeforeInBlock).
+  void renumber() const;
+  void relabelAround(Operation *o, uint64_t x);
+  static constexpr uint64_t kOrderStride = uint64_t(1) << 32;
+  mutable bool orderValid_ = true;
   std::string label_;
   Location loc_;
   Function *func_ = nullptr;
@@ -391,7 +402,7 @@ public:
   ~Function();
 
   const std::string &name() const { return name_; }
-  void setName(std::string n) { name_ = std::move(n); }
+  void setName(std::string n);
   Type type() const { return type_; }
   void setType(Type t) { type_ = t; }
   std::vector<Type> argTypes() const { return type_.elems(); }
@@ -408,10 +419,21 @@ public:
   const std::vector<std::unique_ptr<Block>> &blocks() const { return blocks_; }
   Block *entry() const { return blocks_.empty() ? nullptr : blocks_.front().get(); }
   Block *addBlock(std::unique_ptr<Block> b);
+  /// O(blocks), or O(1) between begin/endBlockInsertions.
   Block *insertBlockAfter(Block *after, std::unique_ptr<Block> b);
+  /// Batches insertBlockAfter (inlining thousands of calls into one
+  /// function): in between, inserted blocks are appended and their places
+  /// recorded, so blocks() is out of order until endBlockInsertions puts
+  /// every block where insertBlockAfter would have, in one pass. No block
+  /// may be erased in between.
+  void beginBlockInsertions() { deferInsertions_ = true; }
+  void endBlockInsertions();
   /// Erases a block whose values are unused and that no terminator targets
   /// (its own ops' operand references are dropped first).
   void eraseBlock(Block *b);
+  /// Erases several such blocks in one pass over the block list (erasing
+  /// them one by one is O(blocks) each).
+  void eraseBlocks(const std::vector<Block *> &bs);
   /// Blocks in reverse post-order from the entry (unreachable ones omitted).
   std::vector<Block *> reversePostOrder() const;
 
@@ -423,6 +445,9 @@ private:
   Module *module_ = nullptr;
   std::vector<std::pair<std::string, Attr>> fnAttrs_;
   std::vector<std::unique_ptr<Block>> blocks_;
+  bool deferInsertions_ = false;
+  /// Blocks inserted after each block while deferred, in insertion order.
+  std::unordered_map<const Block *, std::vector<Block *>> insertedAfter_;
 };
 
 /// `type @Tree = Leaf(tensor<4xf32>) | Node(@Tree, @Tree)`
@@ -435,8 +460,13 @@ struct AdtDecl {
   std::string name;
   std::vector<Ctor> ctors;
   Location loc;
-  /// Index of constructor `name`, or -1.
+  /// Index of constructor `name`, or -1. Hashed once the ADT has many
+  /// constructors (the index is rebuilt when `ctors` changed size).
   int ctorIndex(std::string_view name) const;
+
+  // The cache of ctorIndex (not part of the declaration).
+  mutable std::unordered_map<std::string, int> ctorIndexCache;
+  mutable size_t ctorIndexCacheSize = 0;
 };
 
 class Module {
@@ -460,16 +490,28 @@ public:
   /// Erases an unused global.
   void eraseGlobal(Global *g);
 
+  /// Symbol lookups are hash-table lookups (the tables are kept by add/erase
+  /// and Function::setName); with several symbols of one name (only invalid
+  /// IR has them) the first added is found.
   AdtDecl *lookupAdt(std::string_view name) const;
   Global *lookupGlobal(std::string_view name) const;
   Function *lookupFunction(std::string_view name) const;
+  /// `base_N` for the smallest N (from the last one handed out for `base`)
+  /// that names no function: O(1) amortized per new function.
+  std::string freshFunctionName(const std::string &base);
 
 private:
+  friend class Function;
+  void renameFunction(Function *f, const std::string &oldName);
   Context &ctx_;
   std::string name_;
   std::vector<std::unique_ptr<AdtDecl>> adts_;
   std::vector<std::unique_ptr<Global>> globals_;
   std::vector<std::unique_ptr<Function>> funcs_;
+  std::unordered_map<std::string, AdtDecl *> adtIndex_;
+  std::unordered_map<std::string, Global *> globalIndex_;
+  std::unordered_map<std::string, Function *> funcIndex_;
+  std::unordered_map<std::string, unsigned> freshCounters_;
 };
 
 } // namespace nimble::ir

@@ -16,6 +16,8 @@
 
 #include "ir/Parser.h"
 
+#include <unordered_set>
+
 #include "ir/Inference.h"
 #include "ir/Lexer.h"
 #include "ir/Limits.h"
@@ -126,13 +128,14 @@ bool Parser::parseTypeDecl() {
   }
   consume();
   if (!expect(Tok::Equal, "after the type name")) return false;
+  std::unordered_set<std::string> ctorNames;
   do {
     if (!tok_.is(Tok::BareId))
       return errorExpected("expected constructor name, found " + describe(tok_));
     AdtDecl::Ctor c;
     c.name = std::string(tok_.text);
     c.loc = tok_.loc;
-    if (adt->ctorIndex(c.name) >= 0)
+    if (!ctorNames.insert(c.name).second)
       return error("duplicate constructor '" + c.name + "' in type @" + adt->name);
     consume();
     if (consumeIf(Tok::LParen))

@@ -76,7 +76,7 @@ public:
     if (!f) return;
     for (auto &b : f->blocks()) {
       std::string want = b->label().empty() ? (b->isEntry() ? "entry" : "") : b->label();
-      blocks_[b.get()] = pick(blockNames_, want, nextBlock_, "bb");
+      blocks_[b.get()] = pick(blockNames_, blockSuffix_, want, nextBlock_, "bb");
       for (Value *a : b->arguments()) name(a);
       for (Operation &op : *b)
         for (Value *r : op.results()) name(r);
@@ -96,8 +96,14 @@ public:
   }
 
 private:
-  void name(const Value *v) { values_[v] = pick(valueNames_, v->name(), nextValue_, ""); }
-  static std::string pick(std::unordered_set<std::string> &used, std::string want,
+  void name(const Value *v) { values_[v] = pick(valueNames_, valueSuffix_, v->name(), nextValue_, ""); }
+  /// `want`, else `want_k` for the smallest free k >= 1, else prefix + a
+  /// counter. `suffix` remembers, per wanted name, the k to try next: every
+  /// smaller k is taken for good (names are only ever added), so the result
+  /// is the same as probing from 1, without the quadratic probing when a
+  /// name repeats (inlined bodies all bring their %v_0).
+  static std::string pick(std::unordered_set<std::string> &used,
+                          std::unordered_map<std::string, unsigned> &suffix, std::string want,
                           unsigned &counter, const std::string &prefix) {
     // Names set through the API may hold characters the lexer does not take
     // after `%` / `^` ([a-zA-Z0-9_.$]); replace them so the output parses back.
@@ -105,9 +111,12 @@ private:
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '$')
         c = '_';
     if (!want.empty() && used.insert(want).second) return want;
-    for (unsigned k = 1; !want.empty(); ++k) {
-      std::string cand = want + "_" + std::to_string(k);
-      if (used.insert(cand).second) return cand;
+    if (!want.empty()) {
+      unsigned &k = suffix.try_emplace(want, 1).first->second;
+      for (;; ++k) {
+        std::string cand = want + "_" + std::to_string(k);
+        if (used.insert(cand).second) return cand;
+      }
     }
     for (;;) {
       std::string cand = prefix + std::to_string(counter++);
@@ -117,6 +126,7 @@ private:
   std::unordered_map<const Value *, std::string> values_;
   std::unordered_map<const Block *, std::string> blocks_;
   std::unordered_set<std::string> valueNames_, blockNames_;
+  std::unordered_map<std::string, unsigned> valueSuffix_, blockSuffix_;
   unsigned nextValue_ = 0, nextBlock_ = 0;
 };
 

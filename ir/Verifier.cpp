@@ -13,52 +13,69 @@ namespace nimble::ir {
 //===-- Dominance ----------------------------------------------------------===//
 
 DominanceInfo::DominanceInfo(const Function &f) {
-  for (auto &b : f.blocks()) {
-    uint32_t i = 0;
-    for (const Operation &op : *b) opIndex_[&op] = i++;
-  }
-  std::vector<Block *> rpo = f.reversePostOrder();
-  for (size_t i = 0; i < rpo.size(); ++i) order_[rpo[i]] = static_cast<int>(i);
-  std::unordered_map<const Block *, std::vector<const Block *>> preds;
-  for (Block *b : rpo)
-    for (Block *s : b->successors())
-      if (s) preds[s].push_back(b);
-  if (rpo.empty()) return;
-  idom_[rpo[0]] = rpo[0];
-  auto intersect = [&](const Block *a, const Block *b) {
+  rpo_ = f.reversePostOrder();
+  const int n = static_cast<int>(rpo_.size());
+  index_.reserve(rpo_.size());
+  for (int i = 0; i < n; ++i) index_[rpo_[i]] = i;
+  if (n == 0) return;
+  std::vector<std::vector<int>> preds(rpo_.size());
+  for (int i = 0; i < n; ++i)
+    if (Operation *t = rpo_[i]->terminator())
+      for (const Successor &s : t->successors())
+        if (int j = index(s.block); j >= 0) preds[j].push_back(i);
+  idom_.assign(rpo_.size(), -1);
+  idom_[0] = 0;
+  auto intersect = [&](int a, int b) {
     while (a != b) {
-      while (order_.at(a) > order_.at(b)) a = idom_.at(a);
-      while (order_.at(b) > order_.at(a)) b = idom_.at(b);
+      while (a > b) a = idom_[a];
+      while (b > a) b = idom_[b];
     }
     return a;
   };
   for (bool changed = true; changed;) {
     changed = false;
-    for (size_t i = 1; i < rpo.size(); ++i) {
-      const Block *newIdom = nullptr;
-      for (const Block *p : preds[rpo[i]]) {
-        if (!idom_.count(p)) continue;
-        newIdom = newIdom ? intersect(p, newIdom) : p;
+    for (int i = 1; i < n; ++i) {
+      int nd = -1;
+      for (int p : preds[i]) {
+        if (idom_[p] < 0) continue;
+        nd = nd < 0 ? p : intersect(p, nd);
       }
-      if (newIdom && (!idom_.count(rpo[i]) || idom_[rpo[i]] != newIdom)) {
-        idom_[rpo[i]] = newIdom;
+      if (nd >= 0 && idom_[i] != nd) {
+        idom_[i] = nd;
         changed = true;
       }
+    }
+  }
+  // Pre/post numbers of the dominator tree (iterative DFS).
+  std::vector<std::vector<int>> kids(rpo_.size());
+  for (int i = 1; i < n; ++i) kids[idom_[i]].push_back(i);
+  pre_.assign(rpo_.size(), 0);
+  post_.assign(rpo_.size(), 0);
+  uint32_t clock = 0;
+  std::vector<std::pair<int, size_t>> stack = {{0, 0}};
+  pre_[0] = clock++;
+  while (!stack.empty()) {
+    auto &[b, k] = stack.back();
+    if (k < kids[b].size()) {
+      int c = kids[b][k++];
+      pre_[c] = clock++;
+      stack.push_back({c, 0});
+    } else {
+      post_[b] = clock++;
+      stack.pop_back();
     }
   }
 }
 
 const Block *DominanceInfo::idom(const Block *b) const {
-  auto it = idom_.find(b);
-  return it == idom_.end() || it->second == b ? nullptr : it->second;
+  int i = index(b);
+  return i <= 0 ? nullptr : rpo_[idom_[i]];
 }
 
 bool DominanceInfo::dominates(const Block *a, const Block *b) const {
-  if (!isReachable(a) || !isReachable(b)) return false;
-  for (const Block *x = b;; x = idom_.at(x)) {
-    if (x == a) return true;
-    if (idom_.at(x) == x) return false;
-  }
+  int ia = index(a), ib = index(b);
+  if (ia < 0 || ib < 0) return false;
+  return pre_[ia] <= pre_[ib] && post_[ib] <= post_[ia];
 }
 
 bool DominanceInfo::valueDominates(const Value *v, const Operation *user) const {
@@ -69,11 +86,7 @@ bool DominanceInfo::valueDominates(const Value *v, const Operation *user) const 
     return !isReachable(useBlock) || dominates(a->owner(), useBlock);
   }
   const Operation *def = v->definingOp();
-  if (def->block() == useBlock) {
-    auto d = opIndex_.find(def), u = opIndex_.find(user);
-    if (d != opIndex_.end() && u != opIndex_.end()) return d->second < u->second;
-    return def->isBeforeInBlock(user);
-  }
+  if (def->block() == useBlock) return def->isBeforeInBlock(user);
   return !isReachable(useBlock) || dominates(def->block(), useBlock);
 }
 

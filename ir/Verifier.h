@@ -56,11 +56,13 @@ LogicalResult verifyModule(const Module &m, DiagnosticEngine &diag,
                            const VerifyOptions &opts = {});
 
 /// Dominance over a function's CFG (Cooper, Harvey, Kennedy: "A Simple, Fast
-/// Dominance Algorithm"), on reachable blocks.
+/// Dominance Algorithm"), on reachable blocks. Queries are O(1): the
+/// dominator tree is numbered in DFS pre- and post-order (a dominates b when
+/// b's interval nests in a's), and same-block order is the ops' order numbers.
 class DominanceInfo {
 public:
   explicit DominanceInfo(const Function &f);
-  bool isReachable(const Block *b) const { return idom_.count(b) != 0; }
+  bool isReachable(const Block *b) const { return index(b) >= 0; }
   /// True when `a` dominates `b` (reflexive). False for unreachable blocks.
   bool dominates(const Block *a, const Block *b) const;
   /// True when value `v` is available at operation `user` (SSA dominance).
@@ -68,11 +70,15 @@ public:
   const Block *idom(const Block *b) const;
 
 private:
-  std::unordered_map<const Block *, const Block *> idom_;
-  std::unordered_map<const Block *, int> order_;
-  /// Position of each op in its block: same-block dominance in O(1), so
-  /// verifying a long straight-line function stays linear.
-  std::unordered_map<const Operation *, uint32_t> opIndex_;
+  /// RPO position, or -1 for unreachable blocks.
+  int index(const Block *b) const {
+    auto it = index_.find(b);
+    return it == index_.end() ? -1 : it->second;
+  }
+  std::vector<Block *> rpo_;
+  std::unordered_map<const Block *, int> index_;
+  std::vector<int> idom_;
+  std::vector<uint32_t> pre_, post_;
 };
 
 } // namespace nimble::ir

@@ -587,7 +587,7 @@ bool Canonicalizer::eraseUnreachableBlocks(Function &f) {
     for (Operation &op : *b) op.dropAllReferences();
     if (Operation *t = b->terminator()) t->successors().clear();
   }
-  for (Block *b : dead) f.eraseBlock(b);
+  f.eraseBlocks(dead);
   return true;
 }
 

@@ -58,7 +58,7 @@ bool eraseUnreachableBlocks(Function &f) {
     for (Operation &op : *b) op.dropAllReferences();
   for (Block *b : dead)
     if (Operation *t = b->terminator()) t->erase();
-  for (Block *b : dead) f.eraseBlock(b);
+  f.eraseBlocks(dead);
   return true;
 }
 

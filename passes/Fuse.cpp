@@ -263,12 +263,7 @@ void FusePass::outline(Module &m, Group &g) {
   for (Value *v : inputs) ins.push_back(v->type());
   for (Value *r : root->results()) outs.push_back(r->type());
 
-  std::string base = "fused_" + std::string(members.front()->name());
-  std::string fname;
-  for (unsigned n = 0;; ++n) {
-    fname = base + "_" + std::to_string(n);
-    if (!m.lookupFunction(fname)) break;
-  }
+  std::string fname = m.freshFunctionName("fused_" + std::string(members.front()->name()));
   auto owned = std::make_unique<Function>(fname, ctx.func(ins, outs), members.front()->loc());
   owned->fnAttrs().emplace_back("primitive", Attr::getBool(true));
   Function *fn = m.addFunction(std::move(owned));

@@ -8,26 +8,11 @@ namespace nimble::passes {
 
 using namespace nimble::ir;
 
-bool ValueSet::unite(const ValueSet &o) {
-  bool grew = false;
-  for (size_t i = 0; i < bits_.size(); ++i) {
-    uint64_t nb = bits_[i] | o.bits_[i];
-    grew |= nb != bits_[i];
-    bits_[i] = nb;
-  }
-  return grew;
-}
-
-std::vector<int> ValueSet::members() const {
-  std::vector<int> out;
-  for (size_t w = 0; w < bits_.size(); ++w)
-    for (uint64_t b = bits_[w]; b; b &= b - 1)
-      out.push_back(static_cast<int>(w * 64 + __builtin_ctzll(b)));
-  return out;
-}
-
 Liveness::Liveness(const Function &f) {
+  std::vector<const Block *> blocks;
   for (auto &b : f.blocks()) {
+    blockIndex_[b.get()] = blocks.size();
+    blocks.push_back(b.get());
     for (Value *a : b->arguments()) {
       ids_[a] = static_cast<int>(values_.size());
       values_.push_back(a);
@@ -38,63 +23,68 @@ Liveness::Liveness(const Function &f) {
         values_.push_back(r);
       }
   }
-  size_t n = values_.size();
-  // Per block: upward-exposed uses and definitions.
-  std::unordered_map<const Block *, ValueSet> use, def;
-  for (auto &b : f.blocks()) {
-    ValueSet u(n), d(n);
-    for (Value *a : b->arguments()) d.set(id(a));
-    for (Operation &op : *b) {
-      for (Value *v : op.operands()) {
-        int i = id(v);
-        if (i >= 0 && !d.test(i)) u.set(i);
+  std::vector<std::vector<size_t>> preds(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i)
+    if (Operation *t = blocks[i]->terminator())
+      for (const Successor &s : t->successors()) {
+        auto it = blockIndex_.find(s.block);
+        if (it != blockIndex_.end()) preds[it->second].push_back(i);
       }
-      for (Value *r : op.results()) d.set(id(r));
+  in_.assign(blocks.size(), {});
+  out_.assign(blocks.size(), {});
+  // Values in increasing id order: each set receives ids in ascending order,
+  // and "already there" is a look at its last element.
+  std::vector<size_t> work;
+  for (size_t id = 0; id < values_.size(); ++id) {
+    const int v = static_cast<int>(id);
+    Value *val = values_[id];
+    const Block *defBlock = val->definingOp() ? val->definingOp()->block()
+                                              : cast<BlockArgument>(val)->owner();
+    const size_t d = blockIndex_.at(defBlock);
+    auto markIn = [&](size_t b) {
+      if (b == d || (!in_[b].empty() && in_[b].back() == v)) return;
+      in_[b].push_back(v);
+      work.push_back(b);
+    };
+    for (OpOperand &u : val->uses()) {
+      auto it = blockIndex_.find(u.owner()->block());
+      if (it != blockIndex_.end()) markIn(it->second);
     }
-    use[b.get()] = u;
-    def[b.get()] = d;
-    in_[b.get()] = ValueSet(n);
-    out_[b.get()] = ValueSet(n);
-  }
-  // Iterate to a fixpoint, blocks in reverse order of the RPO (then the
-  // unreachable ones) so that most facts flow in one sweep.
-  std::vector<Block *> order = f.reversePostOrder();
-  std::vector<Block *> all(order.rbegin(), order.rend());
-  for (auto &b : f.blocks())
-    if (std::find(order.begin(), order.end(), b.get()) == order.end()) all.push_back(b.get());
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (Block *b : all) {
-      ValueSet out(n);
-      for (Block *s : b->successors()) out.unite(in_[s]);
-      ValueSet in = out;
-      // in = use | (out - def)
-      for (int i : def[b].members()) in.reset(i);
-      in.unite(use[b]);
-      if (!(out == out_[b])) {
-        out_[b] = out;
-        changed = true;
-      }
-      if (!(in == in_[b])) {
-        in_[b] = in;
-        changed = true;
+    while (!work.empty()) {
+      size_t b = work.back();
+      work.pop_back();
+      for (size_t p : preds[b]) {
+        if (out_[p].empty() || out_[p].back() != v) out_[p].push_back(v);
+        markIn(p);
       }
     }
   }
 }
 
-std::vector<ValueSet> Liveness::liveAfterEachOp(const Block *b) const {
-  std::vector<Operation *> ops;
-  for (Operation &op : *b) ops.push_back(&op);
-  std::vector<ValueSet> after(ops.size());
-  ValueSet live = liveOut(b);
-  for (size_t k = ops.size(); k-- > 0;) {
-    after[k] = live;
-    for (Value *r : ops[k]->results()) live.reset(id(r));
-    for (Value *v : ops[k]->operands())
-      if (int i = id(v); i >= 0) live.set(i);
+bool Liveness::isLiveIn(const Block *b, int id) const {
+  const std::vector<int> &s = liveIn(b);
+  return std::binary_search(s.begin(), s.end(), id);
+}
+
+bool Liveness::isLiveOut(const Block *b, int id) const {
+  const std::vector<int> &s = liveOut(b);
+  return std::binary_search(s.begin(), s.end(), id);
+}
+
+const std::vector<int32_t> &Liveness::lastUses(const Block *b) const {
+  if (lastUse_.size() != values_.size()) lastUse_.assign(values_.size(), -1);
+  for (int v : touched_) lastUse_[v] = -1;
+  touched_.clear();
+  int32_t k = 0;
+  for (Operation &op : *b) {
+    for (unsigned i = 0; i < op.numOperands(); ++i)
+      if (int v = id(op.operand(i)); v >= 0) {
+        if (lastUse_[v] < 0) touched_.push_back(v);
+        lastUse_[v] = k;
+      }
+    ++k;
   }
-  return after;
+  return lastUse_;
 }
 
 } // namespace nimble::passes

@@ -1,12 +1,17 @@
 //===- Liveness.h - Live SSA values over the CFG --------------------*- C++ -*-===//
 //
-// Classic backward liveness on blocks for every SSA value of a function (op
-// results and block arguments; globals are not tracked). Block arguments are
-// defined at the start of their block; the operands a terminator passes to a
+// Backward liveness on blocks for every SSA value of a function (op results
+// and block arguments; globals are not tracked). Block arguments are defined
+// at the start of their block; the operands a terminator passes to a
 // successor are used by the terminator, in the predecessor (so a value passed
 // only along one edge is live-out of the predecessor only if some successor
 // needs it). Values are numbered in block order (arguments, then results), so
 // every set iterates deterministically.
+//
+// Computed per value from its uses, walking predecessors up to the defining
+// block (path exploration, as in Brandner et al., "Computing Liveness Sets
+// for SSA-Form Programs", 2011): O(uses + the total size of the live sets),
+// instead of dense bit vectors per block, which cost blocks x values.
 //
 //===----------------------------------------------------------------------===//
 #ifndef NIMBLE_PASSES_LIVENESS_H
@@ -20,26 +25,6 @@
 
 namespace nimble::passes {
 
-/// A fixed-size bit set over value numbers.
-class ValueSet {
-public:
-  ValueSet() = default;
-  explicit ValueSet(size_t n) : bits_((n + 63) / 64, 0), n_(n) {}
-  bool test(int i) const { return (bits_[i / 64] >> (i % 64)) & 1; }
-  void set(int i) { bits_[i / 64] |= uint64_t(1) << (i % 64); }
-  void reset(int i) { bits_[i / 64] &= ~(uint64_t(1) << (i % 64)); }
-  /// this |= o; returns true if this grew.
-  bool unite(const ValueSet &o);
-  bool operator==(const ValueSet &o) const { return bits_ == o.bits_; }
-  size_t size() const { return n_; }
-  /// The members, ascending.
-  std::vector<int> members() const;
-
-private:
-  std::vector<uint64_t> bits_;
-  size_t n_ = 0;
-};
-
 class Liveness {
 public:
   explicit Liveness(const ir::Function &f);
@@ -52,16 +37,26 @@ public:
   ir::Value *value(int id) const { return values_[id]; }
   size_t numValues() const { return values_.size(); }
 
-  const ValueSet &liveIn(const ir::Block *b) const { return in_.at(b); }
-  const ValueSet &liveOut(const ir::Block *b) const { return out_.at(b); }
-  /// The values live just after each op of `b`, in block order (the last
-  /// entry, after the terminator, is liveOut(b)).
-  std::vector<ValueSet> liveAfterEachOp(const ir::Block *b) const;
+  /// The values live into / out of `b`, ascending.
+  const std::vector<int> &liveIn(const ir::Block *b) const { return in_[blockIndex(b)]; }
+  const std::vector<int> &liveOut(const ir::Block *b) const { return out_[blockIndex(b)]; }
+  bool isLiveIn(const ir::Block *b, int id) const;
+  bool isLiveOut(const ir::Block *b, int id) const;
+
+  /// The position (in block order) of the last op of `b` using each value,
+  /// indexed by value number, -1 for values `b` does not use: value v is
+  /// live after op k when lastUses(b)[v] > k or v is live out of `b`. Valid
+  /// until the next call (one scratch array, reset per call in O(uses)).
+  const std::vector<int32_t> &lastUses(const ir::Block *b) const;
 
 private:
+  size_t blockIndex(const ir::Block *b) const { return blockIndex_.at(b); }
   std::vector<ir::Value *> values_;
   std::unordered_map<const ir::Value *, int> ids_;
-  std::unordered_map<const ir::Block *, ValueSet> in_, out_;
+  std::unordered_map<const ir::Block *, size_t> blockIndex_;
+  std::vector<std::vector<int>> in_, out_;
+  mutable std::vector<int32_t> lastUse_;
+  mutable std::vector<int> touched_;
 };
 
 } // namespace nimble::passes

@@ -132,12 +132,7 @@ Function *ManifestMemoryPass::outline(Module &m, Operation &op) {
   auto it = outlined_.find(key);
   if (it != outlined_.end()) return it->second;
 
-  std::string base = std::string(op.name());
-  std::string fname;
-  for (unsigned n = 0;; ++n) {
-    fname = base + "_" + std::to_string(n);
-    if (!m.lookupFunction(fname)) break;
-  }
+  std::string fname = m.freshFunctionName(std::string(op.name()));
   auto f = std::make_unique<Function>(fname, ctx.func(ins, outs), op.loc());
   f->fnAttrs().emplace_back("primitive", Attr::getBool(true));
   Function *fn = m.addFunction(std::move(f));

@@ -156,24 +156,31 @@ bool constantInt(Value *v, int64_t &out) {
   return true;
 }
 
-/// Immediate dominators over the reachable blocks (Cooper, Harvey, Kennedy).
+/// Immediate dominators over the reachable blocks (Cooper, Harvey, Kennedy),
+/// with the dominator tree numbered in DFS pre- and post-order so that
+/// `dominates` is O(1), and which blocks lie on a cycle (Tarjan's strongly
+/// connected components), so that planning never walks the CFG per query.
 class Dominators {
 public:
   explicit Dominators(const Function &f) {
     rpo_ = f.reversePostOrder();
     for (size_t i = 0; i < rpo_.size(); ++i) index_[rpo_[i]] = static_cast<int>(i);
-    std::unordered_map<const Block *, std::vector<Block *>> preds;
-    for (Block *b : rpo_)
-      for (Block *s : b->successors()) preds[s].push_back(b);
+    const int n = static_cast<int>(rpo_.size());
+    std::vector<std::vector<int>> preds(rpo_.size()), succs(rpo_.size());
+    for (int i = 0; i < n; ++i)
+      for (Block *s : rpo_[i]->successors())
+        if (int j = index(s); j != INT32_MAX) {
+          preds[j].push_back(i);
+          succs[i].push_back(j);
+        }
     idom_.assign(rpo_.size(), -1);
     if (rpo_.empty()) return;
     idom_[0] = 0;
     for (bool changed = true; changed;) {
       changed = false;
-      for (size_t i = 1; i < rpo_.size(); ++i) {
+      for (int i = 1; i < n; ++i) {
         int nd = -1;
-        for (Block *p : preds[rpo_[i]]) {
-          int pi = index_.at(p);
+        for (int pi : preds[i]) {
           if (idom_[pi] < 0) continue;
           nd = nd < 0 ? pi : intersect(pi, nd);
         }
@@ -183,6 +190,27 @@ public:
         }
       }
     }
+    kids_.assign(rpo_.size(), {});
+    for (int i = 1; i < n; ++i) kids_[idom_[i]].push_back(i);
+    pre_.assign(rpo_.size(), 0);
+    post_.assign(rpo_.size(), 0);
+    int clock = 0;
+    std::vector<std::pair<int, size_t>> stack = {{0, 0}};
+    pre_[0] = clock++;
+    while (!stack.empty()) {
+      auto &[b, k] = stack.back();
+      if (k < kids_[b].size()) {
+        int c = kids_[b][k++];
+        pre_[c] = clock++;
+        stack.push_back({c, 0});
+      } else {
+        post_[b] = clock++;
+        stack.pop_back();
+      }
+    }
+    // Children in pre-order (they are pushed in increasing RPO index, which
+    // is the order the DFS visits them): childToward binary-searches them.
+    markCycles(succs);
   }
   /// RPO position, or INT_MAX for unreachable blocks.
   int index(const Block *b) const {
@@ -192,22 +220,44 @@ public:
   bool dominates(const Block *a, const Block *b) const {
     int ia = index(a), ib = index(b);
     if (ia == INT32_MAX || ib == INT32_MAX) return false;
-    while (ib != ia && ib != 0) ib = idom_[ib];
-    return ib == ia;
+    return pre_[ia] <= pre_[ib] && post_[ib] <= post_[ia];
   }
   /// The nearest block dominating both (both reachable).
   Block *common(const Block *a, const Block *b) const {
     return rpo_[intersect(index(a), index(b))];
+  }
+  /// The nearest block dominating every block of `bs` (all reachable): the
+  /// common dominator of the two with the smallest and largest pre-order
+  /// numbers.
+  Block *common(const std::vector<const Block *> &bs) const {
+    int lo = -1, hi = -1;
+    for (const Block *b : bs) {
+      int i = index(b);
+      if (lo < 0 || pre_[i] < pre_[lo]) lo = i;
+      if (hi < 0 || pre_[i] > pre_[hi]) hi = i;
+    }
+    return rpo_[intersect(lo, hi)];
   }
   /// The immediate dominator, or null for the entry.
   Block *idom(const Block *b) const {
     int i = index(b);
     return i == 0 || i == INT32_MAX ? nullptr : rpo_[idom_[i]];
   }
+  /// The child of `d` in the dominator tree that dominates `c` (`d` strictly
+  /// dominates `c`).
+  Block *childToward(const Block *d, const Block *c) const {
+    const std::vector<int> &ks = kids_[index(d)];
+    int pc = pre_[index(c)];
+    auto it = std::upper_bound(ks.begin(), ks.end(), pc, [&](int p, int k) { return p < pre_[k]; });
+    assert(it != ks.begin());
+    return rpo_[*(it - 1)];
+  }
   bool dominates(const Operation *a, const Operation *b) const {
     if (a->block() == b->block()) return a == b || a->isBeforeInBlock(b);
     return dominates(a->block(), b->block());
   }
+  /// True when `b` (reachable) can reach itself.
+  bool inCycle(const Block *b) const { return cyclic_[index(b)]; }
 
 private:
   int intersect(int a, int b) const {
@@ -217,9 +267,58 @@ private:
     }
     return a;
   }
+  /// Tarjan's SCCs, iteratively: a block is on a cycle when its component
+  /// has several blocks or it branches to itself.
+  void markCycles(const std::vector<std::vector<int>> &succs) {
+    const int n = static_cast<int>(succs.size());
+    cyclic_.assign(n, false);
+    std::vector<int> num(n, -1), low(n, 0), stack;
+    std::vector<bool> onStack(n, false);
+    int counter = 0;
+    for (int root = 0; root < n; ++root) {
+      if (num[root] >= 0) continue;
+      std::vector<std::pair<int, size_t>> dfs = {{root, 0}};
+      num[root] = low[root] = counter++;
+      stack.push_back(root);
+      onStack[root] = true;
+      while (!dfs.empty()) {
+        auto &[v, k] = dfs.back();
+        if (k < succs[v].size()) {
+          int w = succs[v][k++];
+          if (w == v) cyclic_[v] = true;
+          if (num[w] < 0) {
+            num[w] = low[w] = counter++;
+            stack.push_back(w);
+            onStack[w] = true;
+            dfs.push_back({w, 0});
+          } else if (onStack[w]) {
+            low[v] = std::min(low[v], num[w]);
+          }
+          continue;
+        }
+        int done = v;
+        dfs.pop_back();
+        if (!dfs.empty()) low[dfs.back().first] = std::min(low[dfs.back().first], low[done]);
+        if (low[done] != num[done]) continue;
+        std::vector<int> comp;
+        int w;
+        do {
+          w = stack.back();
+          stack.pop_back();
+          onStack[w] = false;
+          comp.push_back(w);
+        } while (w != done);
+        if (comp.size() > 1)
+          for (int c : comp) cyclic_[c] = true;
+      }
+    }
+  }
   std::vector<Block *> rpo_;
   std::unordered_map<const Block *, int> index_;
   std::vector<int> idom_;
+  std::vector<std::vector<int>> kids_;
+  std::vector<int> pre_, post_;
+  std::vector<bool> cyclic_;
 };
 
 /// A storage under consideration: its alloc_storage and what we know.
@@ -229,12 +328,67 @@ struct StorageInfo {
   bool escapes = false, carried = false;
 };
 
-/// May-alias sets (storage index -> values) for a set of storages, and the
-/// per-op interference among them.
+/// A closed range of positions in a function's linear numbering (each block
+/// start and each op has one position, blocks in function order).
+using Segment = std::pair<int64_t, int64_t>;
+
+/// May-alias sets (storage index -> values) for a set of storages, and where
+/// each storage is present: the positions where an alias of it is live after,
+/// used or defined by an op, or live into / defined at a block start. Within
+/// a block that is one range per value (from its definition or the block
+/// start to its last use or the block end), so two storages interfere (some
+/// op or block start sees both) exactly when their segments overlap: the
+/// interference graph is never materialised, only queried (sweeps over
+/// segments sorted by start, or two-pointer merges).
 struct AliasInfo {
   std::unordered_map<const Value *, std::set<int>> aliases;
-  std::vector<std::vector<bool>> interferes;
+  /// Per storage: disjoint segments, ascending.
+  std::vector<std::vector<Segment>> segments;
+  bool interferes(int a, int b) const {
+    const std::vector<Segment> &x = segments[a], &y = segments[b];
+    size_t i = 0, j = 0;
+    while (i < x.size() && j < y.size()) {
+      if (x[i].second < y[j].first) ++i;
+      else if (y[j].second < x[i].first) ++j;
+      else return true;
+    }
+    return false;
+  }
 };
+
+/// Interference among `members` (storage indices) as a dense matrix, by a
+/// sweep over their segments sorted by start: O(S log S + pairs).
+std::vector<std::vector<bool>> interferenceMatrix(const AliasInfo &ai, const std::vector<int> &members) {
+  std::vector<std::vector<bool>> m(members.size(), std::vector<bool>(members.size(), false));
+  struct Seg {
+    Segment s;
+    int member;
+  };
+  std::vector<Seg> segs;
+  for (size_t k = 0; k < members.size(); ++k)
+    for (const Segment &sg : ai.segments[members[k]]) segs.push_back({sg, static_cast<int>(k)});
+  std::sort(segs.begin(), segs.end(), [](const Seg &a, const Seg &b) { return a.s < b.s; });
+  std::vector<Seg> active;
+  for (const Seg &sg : segs) {
+    size_t keep = 0;
+    for (const Seg &a : active) {
+      if (a.s.second < sg.s.first) continue;
+      active[keep++] = a;
+      if (a.member != sg.member) m[a.member][sg.member] = m[sg.member][a.member] = true;
+    }
+    active.resize(keep);
+    active.push_back(sg);
+  }
+  return m;
+}
+
+/// Regions with more members than this are planned in windows of this many
+/// consecutive members (in RPO order), each its own arena: NNC's allocator
+/// is cubic in the members of a region. The paper's three models have at
+/// most 186 members in a region (BERT's shape buffers), so their plans are
+/// NNC's over the whole region; a generated program with thousands of
+/// static storages gets arenas that never share bytes across windows.
+constexpr size_t kMaxRegionMembers = 256;
 
 class PlanMemoryPass : public Pass {
 public:
@@ -261,7 +415,6 @@ public:
 private:
   void planFunction(Module &m, Function &f, bool &changed);
   std::vector<StorageInfo> collectStorages(Function &f, bool constant);
-  static bool inCycle(const Block *b);
   AliasInfo analyze(Function &f, std::vector<StorageInfo> &st, const Dominators &dom);
   void coalesceStatic(Module &m, Function &f, bool &changed);
   void reuseDynamic(Function &f, bool &changed);
@@ -269,21 +422,6 @@ private:
 
   bool coalesce_ = true, reuse_ = true;
 };
-
-/// True when `b` can reach itself.
-bool PlanMemoryPass::inCycle(const Block *b) {
-  std::vector<const Block *> work(1, b);
-  std::set<const Block *> seen;
-  while (!work.empty()) {
-    const Block *x = work.back();
-    work.pop_back();
-    for (Block *s : x->successors()) {
-      if (s == b) return true;
-      if (seen.insert(s).second) work.push_back(s);
-    }
-  }
-  return false;
-}
 
 std::vector<StorageInfo> PlanMemoryPass::collectStorages(Function &f, bool constant) {
   std::vector<StorageInfo> out;
@@ -358,35 +496,51 @@ AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, con
     }
   }
 
-  // Interference: storages with an alias live after, used or defined at the
-  // same op (or live into / defined at the same block start).
+  // Where each storage is present (see AliasInfo), from liveness.
   Liveness lv(f);
-  size_t n = st.size();
-  ai.interferes.assign(n, std::vector<bool>(n, false));
-  std::vector<std::set<int>> byId(lv.numValues());
+  ai.segments.assign(st.size(), {});
+  std::vector<const std::set<int> *> byId(lv.numValues(), nullptr);
   for (auto &[v, s] : ai.aliases)
-    if (int i = lv.id(v); i >= 0) byId[i] = s;
-  auto record = [&](const std::set<int> &live) {
-    for (int a : live)
-      for (int b : live)
-        if (a != b) ai.interferes[a][b] = true;
-  };
+    if (int i = lv.id(v); i >= 0 && !s.empty()) byId[i] = &s;
+  std::unordered_map<int, int64_t> defPos;
+  int64_t pos = 0;
   for (auto &bp : f.blocks()) {
     Block *b = bp.get();
-    std::vector<ValueSet> after = lv.liveAfterEachOp(b);
-    std::set<int> start;
-    for (int i : lv.liveIn(b).members()) start.insert(byId[i].begin(), byId[i].end());
-    for (Value *a : b->arguments()) start.insert(byId[lv.id(a)].begin(), byId[lv.id(a)].end());
-    record(start);
-    size_t k = 0;
+    const int64_t start = pos++;
+    const int64_t first = pos;
+    const std::vector<int32_t> &lastUse = lv.lastUses(b);
+    defPos.clear();
+    int64_t end = first;
     for (Operation &op : *b) {
-      std::set<int> live;
-      for (int i : after[k++].members()) live.insert(byId[i].begin(), byId[i].end());
-      for (Value *v : op.operands())
-        if (int i = lv.id(v); i >= 0) live.insert(byId[i].begin(), byId[i].end());
-      for (Value *r : op.results()) live.insert(byId[lv.id(r)].begin(), byId[lv.id(r)].end());
-      record(live);
+      end = pos;
+      for (Value *r : op.results())
+        if (int i = lv.id(r); byId[i]) defPos[i] = pos;
+      ++pos;
     }
+    if (b->empty()) end = start;
+    auto add = [&](int i, int64_t from) {
+      int64_t to;
+      if (lv.isLiveOut(b, i)) to = end;
+      else if (lastUse[i] >= 0) to = first + lastUse[i];
+      else to = from;
+      for (int s : *byId[i]) ai.segments[s].push_back({from, std::max(from, to)});
+    };
+    for (int i : lv.liveIn(b))
+      if (byId[i]) add(i, start);
+    for (Value *a : b->arguments())
+      if (int i = lv.id(a); byId[i]) add(i, start);
+    for (auto &[i, at] : defPos) add(i, at);
+  }
+  for (std::vector<Segment> &segs : ai.segments) {
+    std::sort(segs.begin(), segs.end());
+    std::vector<Segment> merged;
+    for (const Segment &sg : segs) {
+      if (!merged.empty() && sg.first <= merged.back().second)
+        merged.back().second = std::max(merged.back().second, sg.second);
+      else
+        merged.push_back(sg);
+    }
+    segs = std::move(merged);
   }
   return ai;
 }
@@ -428,13 +582,29 @@ void PlanMemoryPass::coalesceStatic(Module &m, Function &f, bool &changed) {
     bool lifted;
   };
   std::vector<Region> regions;
-  std::function<void(const std::string &, std::vector<int>)> split = [&](const std::string &device,
-                                                                         std::vector<int> members) {
+  // A window (a part of a region over kMaxRegionMembers) is not lifted out
+  // of cycles: its arena is allocated on each iteration, where its members
+  // are. Lifted, the arenas of all the windows of a long loop would be live
+  // through the whole loop (quadratic liveness, and every window's bytes
+  // held at once).
+  std::function<void(const std::string &, std::vector<int>, bool)> split = [&](const std::string &device,
+                                                                               std::vector<int> members,
+                                                                               bool window) {
     if (members.size() < 2) return;
-    Block *d = nullptr;
-    for (int i : members) d = d ? dom.common(d, st[i].alloc->block()) : st[i].alloc->block();
+    if (members.size() > kMaxRegionMembers) {
+      for (size_t k = 0; k < members.size(); k += kMaxRegionMembers)
+        split(device,
+              std::vector<int>(members.begin() + static_cast<std::ptrdiff_t>(k),
+                               members.begin() + static_cast<std::ptrdiff_t>(
+                                                     std::min(members.size(), k + kMaxRegionMembers))),
+              /*window=*/true);
+      return;
+    }
+    std::vector<const Block *> blocks;
+    for (int i : members) blocks.push_back(st[i].alloc->block());
+    Block *d = dom.common(blocks);
     bool lifted = false;
-    while (d && inCycle(d)) {
+    while (d && !window && dom.inCycle(d)) {
       d = dom.idom(d);
       lifted = true;
     }
@@ -447,13 +617,12 @@ void PlanMemoryPass::coalesceStatic(Module &m, Function &f, bool &changed) {
     }
     std::map<int, std::vector<int>> byChild; // RPO index of the child of d -> members
     for (int i : members) {
-      Block *c = st[i].alloc->block();
-      while (dom.idom(c) != d) c = dom.idom(c);
+      Block *c = dom.childToward(d, st[i].alloc->block());
       byChild[dom.index(c)].push_back(i);
     }
-    for (auto &[child, group] : byChild) split(device, group);
+    for (auto &[child, group] : byChild) split(device, group, window);
   };
-  for (auto &[device, members] : byDevice) split(device, members);
+  for (auto &[device, members] : byDevice) split(device, members, /*window=*/false);
 
   for (Region &r : regions) {
     const std::string &device = r.device;
@@ -463,10 +632,7 @@ void PlanMemoryPass::coalesceStatic(Module &m, Function &f, bool &changed) {
       p.sizes.push_back((st[members[k]].constSize + 63) / 64 * 64);
       p.order.push_back(static_cast<int64_t>(k)); // collected in RPO order
     }
-    p.interferes.assign(members.size(), std::vector<bool>(members.size(), false));
-    for (size_t a = 0; a < members.size(); ++a)
-      for (size_t b = 0; b < members.size(); ++b)
-        p.interferes[a][b] = ai.interferes[members[a]][members[b]];
+    p.interferes = interferenceMatrix(ai, members);
     AllocSolution sol = allocateTensors(p);
 
     // In the region's block: before its first member, else (lifted out of
@@ -474,11 +640,9 @@ void PlanMemoryPass::coalesceStatic(Module &m, Function &f, bool &changed) {
     Block *at = r.at;
     Operation *insertBefore = at->terminator();
     if (!r.lifted)
-      for (Operation &op : *at)
-        if (std::any_of(members.begin(), members.end(), [&](int i) { return st[i].alloc == &op; })) {
-          insertBefore = &op;
-          break;
-        }
+      for (int i : members)
+        if (Operation *a = st[i].alloc; a->block() == at && (insertBefore == at->terminator() || a->isBeforeInBlock(insertBefore)))
+          insertBefore = a;
     Builder b(m, f.loc());
     b.setInsertionPoint(insertBefore);
     Value *size = b.constantI64(sol.size);
@@ -714,22 +878,40 @@ void PlanMemoryPass::reuseDynamic(Function &f, bool &changed) {
   Dominators dom(f);
   AliasInfo ai = analyze(f, st, dom);
   SizeKeys keys(*f.module(), dom);
+  // Groups by key, in creation order (first fit, as before). Members of a
+  // group never interfere with each other, so their segments are disjoint
+  // and a group keeps their union in a map (start -> end) that answers "does
+  // storage i interfere with any member" in O(log) per segment of i. At most
+  // kMaxGroupsTried groups of a key are tried per storage: a program with
+  // thousands of live run-time-size storages of one size would otherwise
+  // try them all (the models have none reused, see docs/perf.md).
+  constexpr size_t kMaxGroupsTried = 64;
   std::vector<std::vector<int>> groups; // group leader first
+  std::vector<std::map<int64_t, int64_t>> occupied;
+  std::unordered_map<std::string, std::vector<size_t>> groupsByKey;
   std::vector<int> groupOf(st.size(), -1);
+  auto overlaps = [&](const std::map<int64_t, int64_t> &occ, int i) {
+    for (const Segment &sg : ai.segments[i]) {
+      auto it = occ.upper_bound(sg.second); // first range starting after sg
+      if (it == occ.begin()) continue;
+      if ((--it)->second >= sg.first) return true;
+    }
+    return false;
+  };
   for (size_t i = 0; i < st.size(); ++i) {
     if (st[i].escapes || st[i].carried) continue;
     Operation *a = st[i].alloc;
     std::string keyA = keys.ofSize(a->operand(0));
-    for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<size_t> &sameKey = groupsByKey[keyA];
+    size_t tried = 0;
+    for (size_t g : sameKey) {
+      if (tried++ == kMaxGroupsTried) break;
       Operation *lead = st[groups[g][0]].alloc;
-      if (keys.ofSize(lead->operand(0)) != keyA) continue;
       if (lead->strAttr("device") != a->strAttr("device") ||
           lead->intAttr("alignment") != a->intAttr("alignment"))
         continue;
       if (!dom.dominates(lead, a)) continue;
-      bool ok = true;
-      for (int mbr : groups[g]) ok &= !ai.interferes[mbr][i];
-      if (!ok) continue;
+      if (overlaps(occupied[g], static_cast<int>(i))) continue;
       groupOf[i] = static_cast<int>(g);
       groups[g].push_back(static_cast<int>(i));
       break;
@@ -737,7 +919,10 @@ void PlanMemoryPass::reuseDynamic(Function &f, bool &changed) {
     if (groupOf[i] < 0) {
       groupOf[i] = static_cast<int>(groups.size());
       groups.push_back({static_cast<int>(i)});
+      occupied.emplace_back();
+      sameKey.push_back(static_cast<size_t>(groupOf[i]));
     }
+    for (const Segment &sg : ai.segments[i]) occupied[static_cast<size_t>(groupOf[i])][sg.first] = sg.second;
   }
   for (auto &g : groups)
     for (size_t k = 1; k < g.size(); ++k) {
@@ -783,14 +968,16 @@ void PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
   for (Block *b : blocks) {
     Operation *t = b->terminator();
     if (!t) continue;
-    ValueSet atEnd = lv.liveOut(b);
+    std::vector<int> atEnd = lv.liveOut(b);
     for (Value *v : t->operands())
-      if (int i = lv.id(v); i >= 0) atEnd.set(i);
+      if (int i = lv.id(v); i >= 0) atEnd.push_back(i);
+    std::sort(atEnd.begin(), atEnd.end());
+    atEnd.erase(std::unique(atEnd.begin(), atEnd.end()), atEnd.end());
     for (unsigned k = 0; k < t->successors().size(); ++k) {
       Block *s = t->successors()[k].block;
       EdgeKill e{t, k, {}};
-      for (int i : atEnd.members())
-        if (!lv.liveIn(s).test(i) && killable(lv.value(i))) e.vals.push_back(i);
+      for (int i : atEnd)
+        if (!lv.isLiveIn(s, i) && killable(lv.value(i))) e.vals.push_back(i);
       predEdges[s].push_back(edges.size());
       edges.push_back(std::move(e));
     }
@@ -819,33 +1006,39 @@ void PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
   // Kills inside blocks, after the last use.
   for (Block *b : blocks) {
     std::vector<Operation *> ops = b->opsSnapshot();
-    std::vector<ValueSet> after = lv.liveAfterEachOp(b);
+    const std::vector<int32_t> &lastUse = lv.lastUses(b);
+    // Live after op k: live out of the block, or used by a later op.
+    auto liveAfter = [&](int i, size_t k) {
+      return lastUse[i] > static_cast<int64_t>(k) || lv.isLiveOut(b, i);
+    };
     for (size_t k = 0; k < ops.size(); ++k) {
       Operation *op = ops[k];
       if (op->isTerminator()) continue;
       std::vector<Value *> dying;
       for (Value *v : op->operands()) {
         int i = lv.id(v);
-        if (i >= 0 && !after[k].test(i) && killable(v) &&
+        if (i >= 0 && !liveAfter(i, k) && killable(v) &&
             std::find(dying.begin(), dying.end(), v) == dying.end())
           dying.push_back(v);
       }
       for (Value *r : op->results())
-        if (!after[k].test(lv.id(r)) && killable(r)) dying.push_back(r);
+        if (!liveAfter(lv.id(r), k) && killable(r)) dying.push_back(r);
       for (Value *v : dying) kill(v, op->nextOp(), nullptr, op->loc());
     }
     // Block start: agreed edge kills and dead block arguments.
     std::vector<Value *> start;
     for (int i : atStart[b]) start.push_back(lv.value(i));
     for (Value *a : b->arguments()) {
-      bool used = a->hasUses() || lv.liveOut(b).test(lv.id(a));
+      bool used = a->hasUses() || lv.isLiveOut(b, lv.id(a));
       if (!used && killable(a)) start.push_back(a);
     }
     Operation *first = b->front();
     for (Value *v : start) kill(v, first, nullptr, first ? first->loc() : b->loc());
   }
 
-  // Remaining edge kills: split the edge.
+  // Remaining edge kills: split the edge (the new blocks are placed after
+  // their predecessors in one pass at the end).
+  f.beginBlockInsertions();
   unsigned counter = 0;
   std::set<std::string> labels;
   for (Block *b : blocks) labels.insert(b->label());
@@ -869,6 +1062,7 @@ void PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
     ++NumEdgesSplit;
     changed = true;
   }
+  f.endBlockInsertions();
 }
 
 /// Kills directly before a `ret` (only kills in between) are dropped: leaving

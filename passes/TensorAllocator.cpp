@@ -34,9 +34,19 @@ class Allocator {
 public:
   explicit Allocator(const AllocProblem &p) : p_(p), n_(static_cast<int>(p.sizes.size())) {
     degree_.assign(n_, 0);
+    adj_.assign(n_, {});
     for (int i = 0; i < n_; ++i)
       for (int j = 0; j < n_; ++j)
-        if (i != j && interferes(i, j)) ++degree_[i];
+        if (i != j && interferes(i, j)) {
+          ++degree_[i];
+          adj_[i].push_back(j);
+        }
+    // Tuple partners are picked by size, then edge count, then index.
+    bySize_.resize(n_);
+    std::iota(bySize_.begin(), bySize_.end(), 0);
+    std::sort(bySize_.begin(), bySize_.end(), [&](int a, int b) {
+      return std::make_tuple(-p_.sizes[a], -degree_[a], a) < std::make_tuple(-p_.sizes[b], -degree_[b], b);
+    });
     placed_.assign(n_, false);
     sol_.offsets.assign(n_, 0);
   }
@@ -92,16 +102,18 @@ private:
       out.push_back({c});
       std::vector<int> tuple = {c};
       while (tuple.size() < 3) {
+        // The largest unplaced tensor (then most edges, then lowest index)
+        // larger than c that interferes with no member: the first in bySize_.
         int pick = -1;
-        for (int t = 0; t < n_; ++t) {
-          if (placed_[t] || p_.sizes[t] <= p_.sizes[c]) continue;
+        for (int t : bySize_) {
+          if (p_.sizes[t] <= p_.sizes[c]) break;
+          if (placed_[t]) continue;
           if (std::find(tuple.begin(), tuple.end(), t) != tuple.end()) continue;
           bool ok = true;
           for (int m : tuple) ok &= !interferes(m, t);
           if (!ok) continue;
-          if (pick < 0 || p_.sizes[t] > p_.sizes[pick] ||
-              (p_.sizes[t] == p_.sizes[pick] && degree_[t] > degree_[pick]))
-            pick = t;
+          pick = t;
+          break;
         }
         if (pick < 0) break;
         tuple.push_back(pick);
@@ -128,7 +140,8 @@ private:
       bool ok = true;
       for (int m : tuple) {
         ok &= !interferes(m, ed.src) && !interferes(m, ed.dst);
-        for (int t = 0; t < n_ && ok; ++t) {
+        for (size_t k = 0; k < adj_[m].size() && ok; ++k) {
+          int t = adj_[m][k];
           if (!placed_[t] || p_.sizes[t] == 0) continue;
           bool overlap = sol_.offsets[t] < ed.off + p_.sizes[m] && ed.off < sol_.offsets[t] + p_.sizes[t];
           if (overlap && interferes(m, t)) ok = false;
@@ -202,6 +215,8 @@ private:
   const AllocProblem &p_;
   int n_;
   std::vector<int> degree_;
+  std::vector<std::vector<int>> adj_; // interfering tensors of each
+  std::vector<int> bySize_;           // by size, then degree (descending), then index
   std::vector<bool> placed_;
   std::vector<Edge> edges_;
   AllocSolution sol_;

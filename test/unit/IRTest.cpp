@@ -292,6 +292,72 @@ TEST_F(IRTest, EraseOpWithoutUses) {
   EXPECT_EQ(r->prevOp(), nullptr);
 }
 
+// isBeforeInBlock uses order numbers kept by insertion (gap halving, then a
+// relabelled range): it must agree with the list after insertions at one
+// point (which exhaust gaps), at the front, at the back, and after moves.
+TEST_F(IRTest, IsBeforeInBlockFollowsEveryInsertion) {
+  Function *f = makeFunction();
+  Block *e = f->entry();
+  Value *a = e->argument(0);
+  Operation *r = ret(e, a);
+  Operation *mid = e->insertBefore(r, Operation::create(OpCode::Neg, {}, {a}, {t}, defaultAttrs(OpCode::Neg)));
+  for (int i = 0; i < 3000; ++i) {
+    // Alternately just before `mid` (one gap, over and over), at the front,
+    // and before the terminator.
+    Operation *at = i % 3 == 0 ? mid : i % 3 == 1 ? e->front() : r;
+    e->insertBefore(at, Operation::create(OpCode::Neg, {}, {a}, {t}, defaultAttrs(OpCode::Neg)));
+    if (i % 500 == 0) e->front()->moveBefore(r);
+  }
+  std::vector<Operation *> ops = e->opsSnapshot();
+  ASSERT_EQ(ops.size(), 3002u);
+  for (size_t k = 0; k + 1 < ops.size(); ++k) {
+    ASSERT_TRUE(ops[k]->isBeforeInBlock(ops[k + 1])) << "at " << k;
+    ASSERT_FALSE(ops[k + 1]->isBeforeInBlock(ops[k])) << "at " << k;
+  }
+  EXPECT_TRUE(ops.front()->isBeforeInBlock(ops.back()));
+  EXPECT_FALSE(ops[7]->isBeforeInBlock(ops[7]));
+  for (Operation *o : ops)
+    if (o != r) o->erase();
+}
+
+// Batched insertBlockAfter (begin/endBlockInsertions) ends in the order the
+// same insertions give one by one.
+TEST_F(IRTest, BatchedBlockInsertionsKeepTheOrder) {
+  auto build = [&](const std::string &name, bool batch) {
+    Function *f = makeFunction(name);
+    Block *b1 = addBlock(f, "b1");
+    addBlock(f, "b2");
+    if (batch) f->beginBlockInsertions();
+    Block *x = f->insertBlockAfter(f->entry(), std::make_unique<Block>("x"));
+    f->insertBlockAfter(f->entry(), std::make_unique<Block>("y"));
+    f->insertBlockAfter(x, std::make_unique<Block>("z"));
+    f->insertBlockAfter(b1, std::make_unique<Block>("w"));
+    f->insertBlockAfter(x, std::make_unique<Block>("v"));
+    if (batch) f->endBlockInsertions();
+    std::string order;
+    for (auto &b : f->blocks()) order += (b->label().empty() ? "entry" : b->label()) + " ";
+    return order;
+  };
+  std::string direct = build("direct", false);
+  EXPECT_EQ(direct, "entry y x v z b1 w b2 ");
+  EXPECT_EQ(build("batched", true), direct);
+}
+
+// Symbol tables follow additions, renames and erasures.
+TEST_F(IRTest, SymbolTablesFollowRenames) {
+  Function *f = makeFunction("a");
+  Function *g = makeFunction("b");
+  EXPECT_EQ(m.lookupFunction("a"), f);
+  f->setName("c");
+  EXPECT_EQ(m.lookupFunction("a"), nullptr);
+  EXPECT_EQ(m.lookupFunction("c"), f);
+  EXPECT_EQ(m.freshFunctionName("b"), "b_0");
+  g->setName("b_0");
+  EXPECT_EQ(m.freshFunctionName("b"), "b_1");
+  m.eraseFunction(g);
+  EXPECT_EQ(m.lookupFunction("b_0"), nullptr);
+}
+
 TEST_F(IRTest, RemoveReturnsOwnershipAndKeepsUses) {
   Function *f = makeFunction();
   Block *e = f->entry();
