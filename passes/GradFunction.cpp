@@ -271,7 +271,7 @@ void FunctionGrad::buildReverseBlocks() {
       for (unsigned i = t->numNonSuccessorOperands(); i < t->numOperands(); ++i) addOut(t->operand(i));
     if (t->is(OpCode::Ret))
       for (Value *v : t->operands()) addOut(v);
-    for (int id : live_->liveOut(b).members()) addOut(live_->value(id));
+    for (int id : live_->liveOut(b)) addOut(live_->value(id));
     index_[b] = blocks_.size();
     blocks_.push_back(std::move(bg));
   }
@@ -413,7 +413,7 @@ void FunctionGrad::buildEdges() {
     Operation *t = P.fwd->terminator();
     for (Value *v : P.outs) {
       std::vector<Value *> parts;
-      if (live_->liveIn(B.fwd).test(live_->id(v))) {
+      if (live_->isLiveIn(B.fwd, live_->id(v))) {
         auto it = B.inAdj.find(v);
         if (it != B.inAdj.end()) parts.push_back(it->second);
       }
