@@ -543,6 +543,7 @@ int main(int argc, char **argv) {
   // What the run itself cannot place (reading the executable, the inputs,
   // printing the outputs) ends here: one line, exit 1, never an abort. The
   // VM reports its own with the .nir location (VirtualMachine::run).
+  armAllocationFailures();
   try {
     return runTool(argc, argv);
   } catch (const std::bad_alloc &) {

@@ -36,16 +36,14 @@ int readState() {
 
 } // namespace
 
+void armAllocationFailures() {
+  int expected = kUnread;
+  int want = readState();
+  state.compare_exchange_strong(expected, want, std::memory_order_acq_rel);
+}
+
 bool injectAllocationFailure() {
-  int s = state.load(std::memory_order_acquire);
-  if (s == kOff) return false;
-  if (s == kUnread) {
-    // Racing first calls read the same environment: any winner is fine.
-    int want = readState();
-    int expected = kUnread;
-    state.compare_exchange_strong(expected, want, std::memory_order_acq_rel);
-    if (state.load() == kOff) return false;
-  }
+  if (state.load(std::memory_order_acquire) != kOn) return false; // not armed, or off
   uint64_t n = counter.fetch_add(1, std::memory_order_relaxed) + 1;
   return failAt != 0 && n == failAt;
 }

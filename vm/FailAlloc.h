@@ -6,8 +6,11 @@
 // right answer or with one located `error: out of memory ...` and exit 1
 // (test/tools/fail-alloc.test, test/fail_alloc.py; docs/nimble-run.md).
 //
-// Off unless the environment variable NIMBLE_FAIL_ALLOC is set (read once, at
-// the first allocation):
+// Off unless the environment variable NIMBLE_FAIL_ALLOC is set; read by
+// armAllocationFailures(), which a tool calls first thing in main. Nothing
+// counts before that: the static initializers of the libraries the tool loads
+// (oneDNN's among them) allocate before main, outside anything a test of the
+// tool can observe.
 //
 //   NIMBLE_FAIL_ALLOC=k   (k >= 1) the k-th allocation fails, once; the
 //                         ones after it succeed
@@ -28,8 +31,11 @@
 
 namespace nimble::vm {
 
+/// Reads NIMBLE_FAIL_ALLOC and starts counting (once; later calls do nothing).
+void armAllocationFailures();
+
 /// Counts one allocation; true when it is the one that must fail. Cheap (one
-/// load) when NIMBLE_FAIL_ALLOC is not set. Thread-safe.
+/// load) when not armed or NIMBLE_FAIL_ALLOC is not set. Thread-safe.
 bool injectAllocationFailure();
 
 } // namespace nimble::vm
