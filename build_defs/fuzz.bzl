@@ -84,8 +84,11 @@ def _compile(ctx, src, hdrs):
 
 def _fuzz_binaries_impl(ctx):
     infos = [d[_FuzzSourcesInfo] for d in ctx.attr.deps]
-    hdrs = depset(ctx.files.srcs, transitive = [i.hdrs for i in infos])
-    lib_objs = [_compile(ctx, s, hdrs) for s in depset(transitive = [i.srcs for i in infos]).to_list()]
+    lib_hdrs = depset(transitive = [i.hdrs for i in infos])
+    lib_objs = [_compile(ctx, s, lib_hdrs) for s in depset(transitive = [i.srcs for i in infos]).to_list()]
+    # Only the fuzzers' own sources see `srcs`: editing a fuzzer's header
+    # then recompiles the fuzzers, not the whole library.
+    hdrs = depset(ctx.files.srcs, transitive = [lib_hdrs])
     outs = []
     for main_target, name in ctx.attr.fuzzers.items():
         main_obj = _compile(ctx, main_target.files.to_list()[0], hdrs)

@@ -13,6 +13,15 @@
 #include <string_view>
 #include <vector>
 
+// Allocation failure is an error the code handles (makeTensor returns null,
+// the caller reports "out of memory"), as under --config=asan's
+// ASAN_OPTIONS; without this ASan would abort on the first huge request.
+// Defined (not inline: it must be emitted) in the one fuzzer source of each
+// binary that includes this header.
+extern "C" __attribute__((used)) const char *__asan_default_options() {
+  return "allocator_may_return_null=1";
+}
+
 namespace nimble::fuzz {
 
 /// Splits `text` at lines that are exactly `// -----` (nimble-opt's
@@ -33,6 +42,36 @@ inline std::vector<std::string_view> splitChunks(std::string_view text) {
   }
   out.push_back(text.substr(start));
   return out;
+}
+
+/// The largest element count that a `DxDx...` chain in `text` asks for
+/// (saturating at INT64_MAX). The input syntax lets a user ask for any size,
+/// and a legitimate multi-gigabyte tensor is not a bug; the text targets skip
+/// such inputs so that libFuzzer's malloc and RSS limits report real leaks
+/// and blow-ups only.
+inline int64_t largestDimProduct(std::string_view text) {
+  int64_t best = 0, product = 1;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] < '0' || text[i] > '9') {
+      product = 1;
+      ++i;
+      continue;
+    }
+    int64_t v = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+      v = v > (INT64_MAX - 9) / 10 ? INT64_MAX : v * 10 + (text[i] - '0');
+      ++i;
+    }
+    product = (v != 0 && product > INT64_MAX / v) ? INT64_MAX : product * v;
+    if (product > best) best = product;
+    if (i < text.size() && text[i] == 'x') {
+      ++i; // the chain goes on: 2x3x...
+    } else {
+      product = 1;
+    }
+  }
+  return best;
 }
 
 } // namespace nimble::fuzz

@@ -7,12 +7,14 @@
 // prints the same (the TensorText/ValueText round trip promised in their
 // headers). parseTensorLiteral gets the same text on its own.
 //
-// Inputs containing '/' are skipped: `@path` reads files, and a fuzzer must
+// Inputs asking for tensors over 4M elements are skipped (FuzzSupport.h says
+// why); so are inputs containing '/': `@path` reads files, and a fuzzer must
 // not read /dev/zero or the machine's files. Relative `@` paths resolve
 // under a directory that does not exist, so their error paths still run.
 //
 //===----------------------------------------------------------------------===//
 
+#include "test/fuzz/FuzzSupport.h"
 #include "vm/TensorText.h"
 #include "vm/ValueText.h"
 
@@ -71,6 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0) return 0;
   std::string_view text(reinterpret_cast<const char *>(data + 1), size - 1);
   if (text.find('/') != std::string_view::npos) return 0;
+  if (fuzz::largestDimProduct(text) > (int64_t(1) << 22)) return 0;
   const TypeDesc &t = fx.types[data[0] % fx.types.size()];
   const std::string dir = "/nonexistent-nimble-fuzz-dir";
 

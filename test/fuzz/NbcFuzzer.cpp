@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "test/fuzz/FuzzSupport.h"
 #include "vm/Format.h"
 #include "vm/Interpreter.h"
 

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "test/fuzz/FuzzSupport.h"
 #include "vm/Npy.h"
 
 #include <cstdio>

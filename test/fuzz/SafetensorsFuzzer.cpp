@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Safetensors.h"
+#include "test/fuzz/FuzzSupport.h"
 
 #include <cstdio>
 
