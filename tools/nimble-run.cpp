@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 
@@ -406,8 +407,17 @@ int main(int argc, char **argv) {
         std::cerr << "nimble-run: error: " << what << " is not a tensor; it cannot be written as .npy\n";
         return kExitError;
       }
-      if (Status ws = writeNpy(o.outputs[i].substr(1), *x); !ws.ok()) {
-        std::cerr << "nimble-run: error: " << ws.message << "\n";
+      // Atomically (tools/ToolSupport.h): a failed write leaves no partial file.
+      std::vector<uint8_t> bytes;
+      if (Status ws = serializeNpy(*x, bytes); !ws.ok()) {
+        std::cerr << "nimble-run: error: " << o.outputs[i].substr(1) << ": " << ws.message << "\n";
+        return kExitError;
+      }
+      std::string werr;
+      if (!writeOutputAtomically(o.outputs[i].substr(1),
+                                 std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()),
+                                 werr)) {
+        std::cerr << "nimble-run: error: " << werr << "\n";
         return kExitError;
       }
     } else {
@@ -422,5 +432,11 @@ int main(int argc, char **argv) {
     }
   }
   if (o.profile) printProfile(vm, runs);
+  // Results printed to a full disk or a closed pipe are an error, not a
+  // success with lost output.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::cerr << "nimble-run: error: cannot write to standard output: " << std::strerror(errno) << "\n";
+    return kExitError;
+  }
   return ok ? kExitOk : kExitError;
 }

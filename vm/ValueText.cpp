@@ -165,7 +165,13 @@ bool parseValue(const Executable &exe, const TypeDesc &t, std::string_view text,
     char buf[1 << 16];
     size_t n;
     while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) fileText.append(buf, n);
+    bool readFailed = std::ferror(f);
+    int err = errno;
     std::fclose(f);
+    if (readFailed) {
+      error = "cannot read '" + path + "': " + std::strerror(err);
+      return false;
+    }
     text = fileText;
     size_t slash = path.rfind('/');
     std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
