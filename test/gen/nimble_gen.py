@@ -227,8 +227,10 @@ class Func:
         for x, y in zip(reversed(a.sizes), reversed(c.sizes)):
             if x != y and x != 1 and y != 1:
                 return None
-        b = self.partner(a)
-        d = self.bdims(Val("", "", self.bdims(c, a)), b)
+        # The third operand must broadcast with the first two together.
+        ca = Val(a.name, a.dt, self.bdims(c, a))
+        b = self.partner(ca)
+        d = self.bdims(ca, b)
         return self.op("select %s, %s, %s" % (c.name, a.name, b.name), a.dt, d)
 
     def g_cast(self):
