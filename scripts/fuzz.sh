@@ -46,7 +46,7 @@ build() {
 # Largest input libFuzzer may generate, per target.
 max_len() {
   case "$1" in
-    nir) echo 16384 ;;
+    nir) echo 4096 ;;
     nbc) echo 65536 ;;
     *) echo 4096 ;;
   esac

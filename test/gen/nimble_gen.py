@@ -169,7 +169,7 @@ class Func:
     # ---- the ops ----------------------------------------------------------
     def gen_op(self):
         rng = self.rng
-        kinds = ["unary", "binary", "binary", "compare", "select", "cast", "matmul", "bmm", "reduce",
+        kinds = ["unary", "unary", "unary", "unary", "binary", "binary", "compare", "select", "cast", "matmul", "bmm", "reduce",
                  "argmax", "softmax", "layernorm", "reshape", "dynreshape", "transpose", "concat", "split",
                  "slice", "dynslice", "take", "expand", "squeeze", "bcast", "zeros", "full", "arange",
                  "unique", "nonzero", "shapeof", "dim", "storagesize", "tuple"]
@@ -180,12 +180,14 @@ class Func:
         return None
 
     def g_unary(self):
-        a = self.pick(lambda v: v.dt != "i1" or self.rng.random() < 0.5)
-        if a is None:
+        r = self.rng.random()
+        a = (r < 0.7 and self.pick(lambda v: v.dt in ("f32", "f64", "f16"))) or \
+            (r < 0.85 and self.pick(lambda v: v.dt == "i1")) or self.pick()
+        if not a:
             return None
         if a.dt == "i1":
             return self.op("logical_not %s" % a.name, "i1", a.dims)
-        ops = UNARY_NUM + (UNARY_FLOAT if a.dt in ("f32", "f64", "f16") else [])
+        ops = UNARY_FLOAT + ["neg", "abs", "relu"] if a.dt in ("f32", "f64", "f16") else UNARY_NUM
         return self.op("%s %s" % (self.rng.choice(ops), a.name), a.dt, a.dims)
 
     def bdims(self, a, b):
