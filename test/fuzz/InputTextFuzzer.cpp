@@ -84,6 +84,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     // Static dimensions are checked by checkValue, not the parser.
     if (checkValue(fx.exe, t, v.get(), "input", error)) {
       std::string printed = printValue(fx.exe, t, *v);
+      // printValue elides what is nested deeper than 1000 levels ("...").
+      if (printed.find("...") != std::string::npos) return 0;
       ObjectRef again;
       if (!parseValue(fx.exe, t, printed, dir, again, error))
         bug("printed value does not parse back: '" + printed + "': " + error);
