@@ -407,17 +407,8 @@ int main(int argc, char **argv) {
         std::cerr << "nimble-run: error: " << what << " is not a tensor; it cannot be written as .npy\n";
         return kExitError;
       }
-      // Atomically (tools/ToolSupport.h): a failed write leaves no partial file.
-      std::vector<uint8_t> bytes;
-      if (Status ws = serializeNpy(*x, bytes); !ws.ok()) {
-        std::cerr << "nimble-run: error: " << o.outputs[i].substr(1) << ": " << ws.message << "\n";
-        return kExitError;
-      }
-      std::string werr;
-      if (!writeOutputAtomically(o.outputs[i].substr(1),
-                                 std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()),
-                                 werr)) {
-        std::cerr << "nimble-run: error: " << werr << "\n";
+      if (Status ws = writeNpy(o.outputs[i].substr(1), *x); !ws.ok()) {
+        std::cerr << "nimble-run: error: " << ws.message << "\n";
         return kExitError;
       }
     } else {

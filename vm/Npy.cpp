@@ -286,7 +286,7 @@ Status readNpy(const std::string &path, TensorRef &out) {
   uint8_t buf[1 << 16];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) bytes.insert(bytes.end(), buf, buf + n);
-  if (std::ferror(f.get())) return Status::error(path + ": cannot read: " + std::strerror(errno));
+  if (std::ferror(f.get())) return Status::error(path + ": read error");
   Status s = parseNpy(bytes.data(), bytes.size(), out);
   if (!s.ok()) return Status::error(path + ": " + s.message);
   return s;
@@ -333,9 +333,9 @@ Status writeNpy(const std::string &path, const Tensor &t) {
   if (!s.ok()) return Status::error(path + ": " + s.message);
   std::unique_ptr<FILE, int (*)(FILE *)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
   if (!f) return Status::error(path + ": cannot open for writing: " + std::strerror(errno));
-  if (std::fwrite(bytes.data(), 1, bytes.size(), f.get()) != bytes.size() || std::fflush(f.get()) != 0)
-    return Status::error(path + ": cannot write: " + std::strerror(errno));
-  if (std::fclose(f.release()) != 0) return Status::error(path + ": cannot write: " + std::strerror(errno));
+  if (std::fwrite(bytes.data(), 1, bytes.size(), f.get()) != bytes.size())
+    return Status::error(path + ": write error");
+  if (std::fclose(f.release()) != 0) return Status::error(path + ": write error on close");
   return Status::success();
 }
 
