@@ -88,6 +88,8 @@ def check(tools, text, inputs, native, tag):
     with open(nir, "w") as f:
         f.write(text)
     rc, err = tools.compile(nir, ["-O0"], os.path.join(d, "ref-O0.nbc"))
+    if rc < 0:
+        return ("ref-O0", "nimblec -O0 dies with signal %d: %s" % (-rc, err.strip()[:2000]))
     if rc != 0:
         return ("generator", "nimblec -O0 rejects the program: " + err.strip()[:2000])
     want = tools.run(os.path.join(d, "ref-O0.nbc"), inputs)
@@ -101,7 +103,8 @@ def check(tools, text, inputs, native, tag):
         nbc = os.path.join(d, name + ".nbc")
         rc, err = tools.compile(nir, flags, nbc)
         if rc != 0:
-            return (name, "nimblec %s fails: %s" % (" ".join(flags), err.strip()[:2000]))
+            how = "dies with signal %d" % -rc if rc < 0 else "exits with %d" % rc
+            return (name, "nimblec %s %s: %s" % (" ".join(flags), how, err.strip()[:2000]))
         got = tools.run(nbc, inputs)
         if not outputs_match(name, got, want):
             return (name, "-O0 reference: exit %s\n%s%s\n%s: exit %s\n%s%s" % (
