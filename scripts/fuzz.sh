@@ -111,7 +111,7 @@ set +e
 "bazel-bin/test/fuzz/$target-fuzzer" \
   -max_total_time="$seconds" \
   -max_len="$(max_len "$target")" \
-  -timeout=10 \
+  -timeout=30 \
   -rss_limit_mb=2048 \
   -dict="test/fuzz/dicts/$target.dict" \
   -artifact_prefix="$work/crashes/$target/" \

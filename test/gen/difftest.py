@@ -39,7 +39,9 @@ from differential import NATIVE_TOLERANCE, numbers_close  # noqa: E402
 
 REF_LEVELS = ["-O1", "-O2", "-O3"]
 NATIVE_LEVELS = ["-O0", "-O1", "-O2", "-O3"]
-RUN_TIMEOUT = 60
+# Wall-clock bounds, generous: CI shares a loaded machine.
+RUN_TIMEOUT = 120
+COMPILE_TIMEOUT = 300
 
 
 class Tools:
@@ -47,8 +49,11 @@ class Tools:
         self.nimblec, self.nimble_run, self.work = nimblec, nimble_run, work
 
     def compile(self, nir_path, flags, out):
-        p = subprocess.run([self.nimblec, *flags, nir_path, "-o", out], capture_output=True, text=True,
-                           timeout=RUN_TIMEOUT)
+        try:
+            p = subprocess.run([self.nimblec, *flags, nir_path, "-o", out], capture_output=True, text=True,
+                               timeout=COMPILE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            return 124, "nimblec did not finish in %d s" % COMPILE_TIMEOUT
         return p.returncode, p.stderr
 
     def run(self, nbc, inputs):
