@@ -177,7 +177,48 @@ def reduce_program(tools, text, inputs, native, kind, tag):
                 if still_fails("\n".join(cand)):
                     lines, changed = cand, True
             i -= 1
-        # 4. Drop whole functions and types nobody names any more.
+        # 4. Take one side of each branch, then delete blocks no branch names.
+        for i, l in enumerate(lines):
+            m = re.match(r"^(\s+)cond_br %[\w.]+, (\^\w+), (\^\w+)$", l)
+            if m:
+                for target in (m.group(2), m.group(3)):
+                    cand = lines[:i] + ["%sbr %s" % (m.group(1), target)] + lines[i + 1:]
+                    if still_fails("\n".join(cand)):
+                        lines, changed = cand, True
+                        break
+        i = 0
+        while i < len(lines):
+            m = re.match(r"^(\^\w+)[(:]", lines[i])
+            if m and not re.search(re.escape(m.group(1)) + r"\b", "\n".join(lines[:i] + lines[i + 1:])):
+                e = i + 1
+                while e < len(lines) and not lines[e].startswith(("^", "}")):
+                    e += 1
+                cand = lines[:i] + lines[e:]
+                if still_fails("\n".join(cand)):
+                    lines, changed = cand, True
+                    continue
+            i += 1
+        # 5. Merge a block into its only predecessor when that ends by
+        # jumping to it just above it: `br ^b(%a)` / `^b(%x: T):` go, %x
+        # becomes %a.
+        i = 0
+        while i + 1 < len(lines):
+            m = re.match(r"^\s+br (\^\w+)(?:\((.*)\))?$", lines[i])
+            h = re.match(r"^(\^\w+)(?:\((.*)\))?:$", lines[i + 1])
+            if m and h and m.group(1) == h.group(1) and \
+                    len(re.findall(re.escape(h.group(1)) + r"\b", "\n".join(lines))) == 2:
+                args = [a.strip() for a in (m.group(2) or "").split(",") if a.strip()]
+                params = re.findall(r"(%[\w.]+):", h.group(2) or "")
+                if len(args) == len(params):
+                    rest = lines[i + 2:]
+                    for prm, arg in zip(params, args):
+                        rest = [re.sub(re.escape(prm) + r"\b", arg, x) for x in rest]
+                    cand = lines[:i] + rest
+                    if still_fails("\n".join(cand)):
+                        lines, changed = cand, True
+                        continue
+            i += 1
+        # 6. Drop whole functions and types nobody names any more.
         for name in re.findall(r"^func @(\w+)\(", "\n".join(lines), re.M):
             if name == "main":
                 continue
