@@ -31,10 +31,10 @@ generated: the explicit-memory ops (alloc_storage, alloc_tensor,
 invoke_mut, invoke_shape_func, kill), which only manifest-memory writes,
 and device_copy (no second device on a CPU-only run).
 """
+import math
 import random
 import sys
 
-FLOAT = ["f32"]
 UNARY_FLOAT = ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "gelu", "erf"]
 UNARY_NUM = ["neg", "abs", "relu"]
 BIN_NUM = ["add", "sub", "mul", "maximum", "minimum"]
@@ -314,8 +314,9 @@ class Func:
         divs = [d for d in range(1, n + 1) if n % d == 0]
         d = self.rng.choice(divs) if divs else 1
         shape = self.rng.choice([[-1], [d, -1], [-1, d], [n]]) if n else [-1]
-        sizes = [n // d if s == -1 and len(shape) == 2 else (n if s == -1 else s) for s in shape]
-        if len(shape) == 2:
+        if len(shape) == 1:
+            sizes = [n]
+        else:
             sizes = [d, n // d] if shape[0] == d else [n // d, d]
         static = all(x[1] for x in a.dims)
         return self.op("reshape %s, shape=[%s]" % (a.name, ", ".join(map(str, shape))), a.dt,
@@ -451,7 +452,6 @@ class Func:
     def g_arange(self):
         dt = self.rng.choice(["i64", "f32"])
         lo, hi, step = self.rng.randint(-3, 3), self.rng.randint(-3, 6), self.rng.choice([1, 2, -1, 3])
-        import math
         n = max(0, math.ceil((hi - lo) / step))
         fmt = (lambda x: str(x)) if dt == "i64" else (lambda x: "%d.0" % x)
         a, b, c = (self.const([], dt, fmt(x)) for x in (lo, hi, step))
