@@ -30,11 +30,22 @@ bool SafetensorsFile::load(const std::string &path, std::string &error) {
     error = "cannot open '" + path + "': " + std::strerror(errno);
     return false;
   }
-  bytes_.clear();
+  std::vector<uint8_t> bytes;
   char buf[1 << 16];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes_.insert(bytes_.end(), buf, buf + n);
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
+  bool readFailed = std::ferror(f);
   std::fclose(f);
+  if (readFailed) {
+    error = "cannot read '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  return parse(std::move(bytes), path, error);
+}
+
+bool SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::string &path, std::string &error) {
+  bytes_ = std::move(bytes);
+  entries_.clear();
   auto bad = [&](const std::string &why) {
     error = "'" + path + "' is not a valid safetensors file: " + why;
     return false;

@@ -28,6 +28,8 @@ public:
   };
   /// Reads and validates `path`; false with `error` set on any problem.
   bool load(const std::string &path, std::string &error);
+  /// The same over the file's bytes; `path` only names it in messages.
+  bool parse(std::vector<uint8_t> bytes, const std::string &path, std::string &error);
   const Entry *find(const std::string &name) const;
   const uint8_t *data(const Entry &e) const { return bytes_.data() + dataStart_ + e.begin; }
   const std::map<std::string, Entry> &entries() const { return entries_; }

@@ -423,10 +423,12 @@ std::optional<std::vector<DenseValue>> foldSplit(const Operation &op, const Dens
 Result foldConcat(const Operation &op, const Values &ins, const TensorSig &res) {
   int64_t r = static_cast<int64_t>(res.dims.size());
   int64_t ax = op.intAttr("axis") < 0 ? op.intAttr("axis") + r : op.intAttr("axis");
+  // `&&`, not `&=`: once an operand is found empty, the next ones must not
+  // compare their first element with its (absent) one.
   bool uniform = true;
   for (const DenseValue *v : ins)
-    uniform &= isUniform(*v) && count(*v) > 0 && v->dtype == ins[0]->dtype &&
-               std::memcmp(v->bytes.data(), ins[0]->bytes.data(), dtypeSize(v->dtype)) == 0;
+    uniform = uniform && isUniform(*v) && count(*v) > 0 && v->dtype == ins[0]->dtype &&
+              std::memcmp(v->bytes.data(), ins[0]->bytes.data(), dtypeSize(v->dtype)) == 0;
   DenseValue out = newValue(res.dtype, res.dims, uniform);
   if (uniform) {
     copyElement(out, *ins[0], 0);

@@ -33,6 +33,10 @@ PACKAGES=(
   hyperfine
   # scripts/bench_models.py --plot (docs/perf.md's figures).
   python3-matplotlib
+  # Fuzzing (test/fuzz, scripts/fuzz.sh): clang 19 and its runtimes
+  # (libFuzzer, ASan, UBSan). The project keeps g++; only the fuzzers use clang.
+  clang-19
+  libclang-rt-19-dev
   # scripts/setup_peers.sh: the virtualenv of the optional peers (ONNX Runtime, IREE).
   python3-venv
 )

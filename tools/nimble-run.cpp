@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <new>
@@ -532,6 +533,12 @@ int runTool(int argc, char **argv) {
   if (o.profile) printProfile(vm, runs, vo_library);
   if (!o.tuning.empty() && tuning.measured() > 0 && !tuning.save(o.tuning, error)) {
     std::cerr << "nimble-run: error: " << error << "\n";
+    return kExitError;
+  }
+  // Results printed to a full disk or a closed pipe are an error, not a
+  // success with lost output.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::cerr << "nimble-run: error: cannot write to standard output: " << std::strerror(errno) << "\n";
     return kExitError;
   }
   return ok ? kExitOk : kExitError;

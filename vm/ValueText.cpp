@@ -29,7 +29,7 @@ public:
       : exe_(exe), s_(text), dir_(baseDir), error_(error) {}
 
   bool parse(const TypeDesc &t, ObjectRef &out) {
-    if (!value(t, out, 0)) return false;
+    if (!value(t, out)) return false;
     skip();
     if (pos_ != s_.size()) return fail("unexpected '" + std::string(1, s_[pos_]) + "' after the value");
     return true;
@@ -57,90 +57,118 @@ private:
     return t;
   }
 
-  bool value(const TypeDesc &t, ObjectRef &out, int depth) {
-    if (depth > kMaxDepth) return fail("value nested too deeply");
+  /// A tuple or constructor whose fields are being read.
+  struct Open {
+    const std::vector<TypeDesc> *fields;
+    uint32_t tag;
+    std::string ctor; // "" for a tuple
+    std::vector<ObjectRef> vals;
+  };
+
+  bool expectClose(const Open &o) {
     skip();
-    switch (t.kind) {
-    case TypeDesc::Kind::Tensor: {
-      std::string_view txt = tensorText();
-      if (txt.empty()) return fail("expected a tensor");
-      TensorRef tensor;
-      if (txt[0] == '@') {
-        std::string path(txt.substr(1));
-        if (!path.empty() && path[0] != '/') path = dir_ + "/" + path;
-        if (Status st = readNpy(path, tensor); !st.ok()) return failPlain(st.message);
-      } else if (Status st = parseTensorLiteral(txt, tensor); !st.ok()) {
-        return failPlain(st.message);
-      }
-      out = ObjectRef(tensor.get());
-      return true;
-    }
-    case TypeDesc::Kind::Tuple: {
-      if (pos_ >= s_.size() || s_[pos_] != '(') return fail("expected '(' for a tuple");
-      ++pos_;
-      std::vector<ObjectRef> fields;
-      for (size_t i = 0; i < t.elems.size(); ++i) {
-        if (i) {
-          skip();
-          if (pos_ >= s_.size() || s_[pos_] != ',') return fail("expected ',' in a tuple");
-          ++pos_;
+    if (pos_ >= s_.size() || s_[pos_] != ')')
+      return o.ctor.empty() ? fail("expected ')' to close the tuple")
+                            : fail("constructor '" + o.ctor + "' takes " + std::to_string(o.fields->size()) +
+                                   " fields; expected ')'");
+    ++pos_;
+    return true;
+  }
+
+  /// value ::= tensor | ctor | tuple, read with an explicit stack of the
+  /// open tuples and constructors: a list of any length nests as deep as it
+  /// is long, and the C++ stack must not depend on it (under ASan ~3,000
+  /// recursive levels overflowed 8 MiB; found by the input fuzzer's harness).
+  bool value(const TypeDesc &root, ObjectRef &out) {
+    std::vector<Open> open;
+    const TypeDesc *t = &root;
+    for (;;) {
+      // Read the start of a value of type *t: a whole tensor or nullary
+      // constructor (`done`), or the opening of a tuple or constructor.
+      if (open.size() > static_cast<size_t>(kMaxDepth)) return fail("value nested too deeply");
+      skip();
+      ObjectRef done;
+      switch (t->kind) {
+      case TypeDesc::Kind::Tensor: {
+        std::string_view txt = tensorText();
+        if (txt.empty()) return fail("expected a tensor");
+        TensorRef tensor;
+        if (txt[0] == '@') {
+          std::string path(txt.substr(1));
+          if (!path.empty() && path[0] != '/') path = dir_ + "/" + path;
+          if (Status st = readNpy(path, tensor); !st.ok()) return failPlain(st.message);
+        } else if (Status st = parseTensorLiteral(txt, tensor); !st.ok()) {
+          return failPlain(st.message);
         }
-        ObjectRef f;
-        if (!value(t.elems[i], f, depth + 1)) return false;
-        fields.push_back(f);
+        done = ObjectRef(tensor.get());
+        break;
       }
-      skip();
-      if (pos_ >= s_.size() || s_[pos_] != ')') return fail("expected ')' to close the tuple");
-      ++pos_;
-      out = ObjectRef(new Adt(0, std::move(fields)));
-      return true;
-    }
-    case TypeDesc::Kind::Adt: {
-      const AdtDesc &adt = exe_.adts[t.adt];
-      size_t start = pos_;
-      while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
-      std::string name(s_.substr(start, pos_ - start));
-      if (name.empty()) return fail("expected a constructor of @" + adt.name);
-      int tag = -1;
-      for (size_t i = 0; i < adt.ctors.size(); ++i)
-        if (adt.ctors[i].name == name) tag = static_cast<int>(i);
-      if (tag < 0) {
-        std::string known;
-        for (auto &c : adt.ctors) known += (known.empty() ? "" : ", ") + c.name;
-        pos_ = start;
-        return fail("@" + adt.name + " has no constructor '" + name + "' (it has " + known + ")");
+      case TypeDesc::Kind::Tuple: {
+        if (pos_ >= s_.size() || s_[pos_] != '(') return fail("expected '(' for a tuple");
+        ++pos_;
+        open.push_back({&t->elems, 0, "", {}});
+        break;
       }
-      const auto &fields = adt.ctors[static_cast<size_t>(tag)].fields;
-      std::vector<ObjectRef> vals;
-      skip();
-      bool open = pos_ < s_.size() && s_[pos_] == '(';
-      if (fields.empty() && !open) {
-        out = ObjectRef(new Adt(static_cast<uint32_t>(tag), {}));
-        return true;
-      }
-      if (!open) return fail("constructor '" + name + "' takes " + std::to_string(fields.size()) + " fields: expected '('");
-      ++pos_;
-      for (size_t i = 0; i < fields.size(); ++i) {
-        if (i) {
-          skip();
-          if (pos_ >= s_.size() || s_[pos_] != ',')
-            return fail("constructor '" + name + "' takes " + std::to_string(fields.size()) + " fields; expected ','");
-          ++pos_;
+      case TypeDesc::Kind::Adt: {
+        const AdtDesc &adt = exe_.adts[t->adt];
+        size_t start = pos_;
+        while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
+        std::string name(s_.substr(start, pos_ - start));
+        if (name.empty()) return fail("expected a constructor of @" + adt.name);
+        int tag = -1;
+        for (size_t i = 0; i < adt.ctors.size(); ++i)
+          if (adt.ctors[i].name == name) tag = static_cast<int>(i);
+        if (tag < 0) {
+          std::string known;
+          for (auto &c : adt.ctors) known += (known.empty() ? "" : ", ") + c.name;
+          pos_ = start;
+          return fail("@" + adt.name + " has no constructor '" + name + "' (it has " + known + ")");
         }
-        ObjectRef f;
-        if (!value(fields[i], f, depth + 1)) return false;
-        vals.push_back(f);
+        const auto &fields = adt.ctors[static_cast<size_t>(tag)].fields;
+        skip();
+        bool paren = pos_ < s_.size() && s_[pos_] == '(';
+        if (fields.empty() && !paren) {
+          done = ObjectRef(new Adt(static_cast<uint32_t>(tag), {}));
+          break;
+        }
+        if (!paren)
+          return fail("constructor '" + name + "' takes " + std::to_string(fields.size()) + " fields: expected '('");
+        ++pos_;
+        open.push_back({&fields, static_cast<uint32_t>(tag), name, {}});
+        break;
       }
-      skip();
-      if (pos_ >= s_.size() || s_[pos_] != ')')
-        return fail("constructor '" + name + "' takes " + std::to_string(fields.size()) + " fields; expected ')'");
-      ++pos_;
-      out = ObjectRef(new Adt(static_cast<uint32_t>(tag), std::move(vals)));
-      return true;
+      case TypeDesc::Kind::Storage: return fail("storage values cannot be given as input");
+      }
+      // Close every open value that is now complete, and find the type of
+      // the next field to read, if any.
+      t = nullptr;
+      while (!t) {
+        if (done) {
+          if (open.empty()) {
+            out = std::move(done);
+            return true;
+          }
+          open.back().vals.push_back(std::move(done));
+        }
+        Open &o = open.back();
+        size_t n = o.vals.size();
+        if (n < o.fields->size()) {
+          if (n) {
+            skip();
+            if (pos_ >= s_.size() || s_[pos_] != ',')
+              return o.ctor.empty() ? fail("expected ',' in a tuple")
+                                    : fail("constructor '" + o.ctor + "' takes " +
+                                           std::to_string(o.fields->size()) + " fields; expected ','");
+            ++pos_;
+          }
+          t = &(*o.fields)[n];
+        } else {
+          if (!expectClose(o)) return false;
+          done = ObjectRef(new Adt(o.tag, std::move(o.vals)));
+          open.pop_back();
+        }
+      }
     }
-    case TypeDesc::Kind::Storage: return fail("storage values cannot be given as input");
-    }
-    return fail("unknown type");
   }
 
   const Executable &exe_;
@@ -167,7 +195,13 @@ bool parseValue(const Executable &exe, const TypeDesc &t, std::string_view text,
     char buf[1 << 16];
     size_t n;
     while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) fileText.append(buf, n);
+    bool readFailed = std::ferror(f);
+    int err = errno;
     std::fclose(f);
+    if (readFailed) {
+      error = "cannot read '" + path + "': " + std::strerror(err);
+      return false;
+    }
     text = fileText;
     size_t slash = path.rfind('/');
     std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);

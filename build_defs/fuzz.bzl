@@ -1,0 +1,128 @@
+"""libFuzzer binaries built with clang-19, beside the project's own toolchain.
+
+Usage (test/fuzz/BUILD):
+
+    load("//build_defs:fuzz.bzl", "fuzz_binaries")
+
+    fuzz_binaries(
+        name = "fuzzers",
+        fuzzers = {"nir-fuzzer": "NirFuzzer.cpp", ...},
+        srcs = glob(["*.h"]),
+        deps = ["//passes", "//codegen", "//vm"],
+    )
+
+Why not `--config=fuzz` with a clang cc_toolchain: Bazel 4.2.3 configures its
+C++ toolchain once per workspace from $CC (the auto-configured
+@local_config_cc); a second compiler means either re-configuring it at every
+switch (which throws away the whole C++ cache of the g++ build) or writing a
+full cc_toolchain_config by hand, offline. Instead this rule runs
+/usr/bin/clang++-19 directly, one action per source file, on exactly the
+sources of the cc_library targets in `deps` and their dependencies (collected
+by an aspect from the same BUILD files the normal build reads, so the source
+lists cannot drift). Every object is compiled with
+-fsanitize=fuzzer-no-link,address,undefined and each fuzzer is linked with
+-fsanitize=fuzzer,address,undefined.
+
+Only this workspace's own sources are compiled; external repositories
+(nlohmann_json) are header-only and found in /usr/include.
+"""
+
+_FuzzSourcesInfo = provider(fields = ["srcs", "hdrs"])
+
+_CLANG = "/usr/bin/clang++-19"
+
+_COPTS = [
+    "-std=c++20",
+    "-O1",
+    "-g1",
+    "-fno-omit-frame-pointer",
+    "-fsanitize=fuzzer-no-link,address,undefined",
+    "-fno-sanitize-recover=all",
+    # The project defines it for its own fuzzing-only shortcuts (none yet):
+    # the usual libFuzzer convention.
+    "-DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION",
+    "-I.",
+    "-Wno-unused-command-line-argument",
+]
+
+_LINKOPTS = [
+    "-fsanitize=fuzzer,address,undefined",
+    "-fno-sanitize-recover=all",
+    "-lpthread",
+    "-ldl",
+]
+
+def _sources_aspect_impl(target, ctx):
+    srcs, hdrs = [], []
+    if target.label.workspace_name == "" and ctx.rule.kind == "cc_library":
+        srcs = [f for f in getattr(ctx.rule.files, "srcs", []) if f.extension in ("cc", "cpp")]
+        hdrs = [f for f in getattr(ctx.rule.files, "srcs", []) if f.extension in ("h", "def", "inc")]
+        hdrs += getattr(ctx.rule.files, "hdrs", [])
+    deps = [d[_FuzzSourcesInfo] for d in getattr(ctx.rule.attr, "deps", []) if _FuzzSourcesInfo in d]
+    return [_FuzzSourcesInfo(
+        srcs = depset(srcs, transitive = [d.srcs for d in deps]),
+        hdrs = depset(hdrs, transitive = [d.hdrs for d in deps]),
+    )]
+
+_sources_aspect = aspect(
+    implementation = _sources_aspect_impl,
+    attr_aspects = ["deps"],
+)
+
+def _compile(ctx, src, hdrs):
+    obj = ctx.actions.declare_file("_fuzz_objs/%s/%s.o" % (ctx.label.name, src.short_path))
+    ctx.actions.run(
+        executable = _CLANG,
+        arguments = _COPTS + ["-c", src.path, "-o", obj.path],
+        inputs = depset([src], transitive = [hdrs]),
+        outputs = [obj],
+        env = {"PATH": "/usr/bin:/bin"},
+        mnemonic = "FuzzCompile",
+        progress_message = "clang-19 (fuzz) %s" % src.short_path,
+    )
+    return obj
+
+def _fuzz_binaries_impl(ctx):
+    infos = [d[_FuzzSourcesInfo] for d in ctx.attr.deps]
+    lib_hdrs = depset(transitive = [i.hdrs for i in infos])
+    lib_objs = [_compile(ctx, s, lib_hdrs) for s in depset(transitive = [i.srcs for i in infos]).to_list()]
+    # Only the fuzzers' own sources see `srcs`: editing a fuzzer's header
+    # then recompiles the fuzzers, not the whole library.
+    hdrs = depset(ctx.files.srcs, transitive = [lib_hdrs])
+    outs = []
+    for main_target, name in ctx.attr.fuzzers.items():
+        main_obj = _compile(ctx, main_target.files.to_list()[0], hdrs)
+        exe = ctx.actions.declare_file(name)
+        ctx.actions.run(
+            executable = _CLANG,
+            arguments = [main_obj.path] + [o.path for o in lib_objs] + _LINKOPTS + ["-o", exe.path],
+            inputs = [main_obj] + lib_objs,
+            outputs = [exe],
+            # clang runs `ld` from PATH, which Bazel leaves empty here.
+            env = {"PATH": "/usr/bin:/bin"},
+            mnemonic = "FuzzLink",
+            progress_message = "linking fuzzer %s" % name,
+        )
+        outs.append(exe)
+    return [DefaultInfo(files = depset(outs), runfiles = ctx.runfiles(files = outs))]
+
+_fuzz_binaries = rule(
+    implementation = _fuzz_binaries_impl,
+    attrs = {
+        # main source -> binary name (label-keyed so each main is a file)
+        "fuzzers": attr.label_keyed_string_dict(allow_files = [".cpp"]),
+        "srcs": attr.label_list(allow_files = [".h"]),
+        "deps": attr.label_list(aspects = [_sources_aspect]),
+    },
+)
+
+def fuzz_binaries(name, fuzzers, srcs = [], deps = [], **kwargs):
+    """Builds one libFuzzer binary per entry of `fuzzers` (binary name ->
+    main source), each linked with every source of `deps`."""
+    _fuzz_binaries(
+        name = name,
+        fuzzers = {src: binary for binary, src in fuzzers.items()},
+        srcs = srcs,
+        deps = deps,
+        **kwargs
+    )

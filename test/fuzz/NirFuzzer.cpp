@@ -1,0 +1,92 @@
+//===- NirFuzzer.cpp - .nir text -> parse -> verify -> -O2 -> bytecode -------===//
+//
+// The compiler's front half on arbitrary text, split at `// -----` lines like
+// nimble-opt --split-input-file. For every chunk the parser accepts and the
+// verifier passes, nimblec's -O2 pipeline runs with --verify-each (so a pass
+// that breaks the IR is a finding), the result prints, and the printed text
+// must parse and verify again (the printer/parser pair); then the bytecode
+// emitter runs and vm::verify must accept what it emitted. Errors reported
+// through diagnostics are fine; crashes, sanitizer reports, and the
+// internal-consistency checks below (__builtin_trap) are bugs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/BytecodeEmitter.h"
+#include "ir/Parser.h"
+#include "ir/Printer.h"
+#include "ir/Verifier.h"
+#include "passes/Pass.h"
+#include "test/fuzz/FuzzSupport.h"
+#include "vm/Format.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <ostream>
+#include <streambuf>
+#include <string>
+
+using namespace nimble;
+
+namespace {
+
+struct NullBuf : std::streambuf {
+  int overflow(int c) override { return c; }
+};
+
+// nimblec's -O2 pipeline for --target=cpu (tools/nimblec.cpp, pipelineFor).
+constexpr const char *kO2 = "inline,type-infer,canonicalize,cse,dce,type-infer,fuse,manifest-memory,"
+                            "place-devices{target=cpu},plan-memory";
+
+/// Set NIMBLE_FUZZ_VERBOSE=1 to see the diagnostics while reproducing.
+std::ostream &diagStream() {
+  static NullBuf nb;
+  static std::ostream null(&nb);
+  static bool verbose = std::getenv("NIMBLE_FUZZ_VERBOSE") != nullptr;
+  return verbose ? std::cerr : null;
+}
+
+[[noreturn]] void bug(const char *what, const std::string &detail) {
+  std::fprintf(stderr, "nir-fuzzer: %s\n%s\n", what, detail.c_str());
+  __builtin_trap();
+}
+
+void compileChunk(std::string_view text) {
+  ir::SourceMgr sm;
+  sm.addBuffer("fuzz.nir", std::string(text));
+  ir::DiagnosticEngine diag(&sm, diagStream());
+  ir::Context ctx;
+  auto m = ir::parseModule(*sm.buffer("fuzz.nir"), "fuzz.nir", ctx, diag);
+  if (!m || ir::failed(ir::verifyModule(*m, diag))) return;
+
+  passes::PassManager pm(diag, diagStream());
+  std::string error;
+  if (!pm.parsePipeline(kO2, error)) bug("the -O2 pipeline does not parse", error);
+  if (ir::failed(pm.run(*m))) return;
+
+  std::string printed = ir::printModuleToString(*m);
+  {
+    ir::SourceMgr sm2;
+    sm2.addBuffer("printed.nir", printed);
+    ir::DiagnosticEngine diag2(&sm2, std::cerr);
+    ir::Context ctx2;
+    auto m2 = ir::parseModule(*sm2.buffer("printed.nir"), "printed.nir", ctx2, diag2);
+    if (!m2 || ir::failed(ir::verifyModule(*m2, diag2)))
+      bug("the printed -O2 module does not parse and verify again", printed);
+  }
+
+  for (auto &g : m->globals())
+    if (g->isExternal()) return; // nimblec loads its weights first
+  codegen::GlobalData weights;
+  vm::Executable exe;
+  if (ir::failed(codegen::emitExecutable(*m, weights, exe, diag))) return;
+  if (!vm::verify(exe, error)) bug("the emitted executable does not verify", error + "\n" + printed);
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  std::string_view text(reinterpret_cast<const char *>(data), size);
+  for (std::string_view chunk : fuzz::splitChunks(text)) compileChunk(chunk);
+  return 0;
+}
