@@ -50,6 +50,11 @@ _LINKOPTS = [
     "-fno-sanitize-recover=all",
     "-lpthread",
     "-ldl",
+    # //vm:vm's library kernels: oneDNN and its OpenMP runtime (the
+    # fuzzers link the project's sources directly, not the cc_library
+    # targets, so these come from here rather than from vm/BUILD).
+    "-ldnnl",
+    "-lgomp",
 ]
 
 def _sources_aspect_impl(target, ctx):
