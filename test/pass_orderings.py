@@ -142,7 +142,9 @@ def main():
             problem = None
             for level in ("-O0", "-O2"):
                 exe = os.path.join(work, "out%s.nbc" % level)
-                q = run([nimblec, level, out, "-o", exe])
+                # External weights resolve against the original's directory
+                # (a path like ../lstm/small/x.safetensors leaves `work`).
+                q = run([nimblec, level, out, "--weights-dir=" + src_dir, "-o", exe])
                 if q.returncode:
                     problem = "nimblec %s failed: %s" % (level, q.stderr.strip()[:400])
                     break
