@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <list>
+#include <new>
 #include <unordered_map>
 
 extern "C" void omp_set_num_threads(int); // libgomp: oneDNN's threading runtime here
@@ -240,8 +241,13 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
       dnnl::matmul::primitive_desc pd(d, attr, impl_->engine);
       e.prim = dnnl::matmul(pd);
       e.usable = true;
-    } catch (const dnnl::error &) {
-      e.usable = false; // remembered: these shapes stay on the other paths
+    } catch (const dnnl::error &err) {
+      // Out of memory is the run's failure, not a property of these shapes:
+      // the run ends with the error (a fallback would silently change which
+      // kernel computes the result). Anything else is remembered: these
+      // shapes stay on the other paths.
+      if (err.status == dnnl_out_of_memory) throw std::bad_alloc();
+      e.usable = false;
     }
     ++impl_->created;
     impl_->creationSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -275,6 +281,7 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
     e.prim.execute(impl_->stream, args);
     impl_->stream.wait();
   } catch (const dnnl::error &err) {
+    if (err.status == dnnl_out_of_memory) throw std::bad_alloc(); // the VM's out-of-memory error
     if (failedMember) *failedMember = 0;
     return Status::error(std::string("oneDNN matmul failed: ") + err.what());
   }
