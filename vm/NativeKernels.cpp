@@ -225,7 +225,6 @@ Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vect
     for (const KernelDesc::Member &mem : k.members)
       if (opInfo(mem.op).shapeMode == ShapeMode::DataDependent) m.state = NativeCallMemo::NotCacheable;
   }
-  const size_t nvals = m.sigs.size() - (m.valid ? outs.size() : 0);
   bool hit = false;
   if (memo && m.state == NativeCallMemo::Cacheable && m.valid) {
     inputKey(ins, m.scratch);
@@ -254,7 +253,7 @@ Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vect
       m.valid = true;
     }
   }
-  const size_t nv = hit ? nvals : m.sigs.size() - outs.size();
+  const size_t nv = m.sigs.size() - outs.size(); // sigs: every value, then every output
   for (size_t v = 0; v < k.numInputs; ++v) m.bufs[v].data = ins[v]->rawData();
   for (size_t o = 0; o < outs.size(); ++o) m.bufs[nv + o].data = outs[o]->rawData();
   std::vector<nimble_buffer> &bufs = m.bufs;
