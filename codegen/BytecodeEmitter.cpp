@@ -43,6 +43,7 @@ public:
   bool hasFunction(const std::string &name) const { return funcIndex_.count(name) != 0; }
   /// Kernel-table index of primitive function `name` (built on first use).
   bool kernelIndex(const std::string &name, Location loc, uint32_t &idx);
+  bool batching(const Function &f, uint32_t idx);
   uint32_t constantIndex(const std::string &name, DType dt, const std::vector<int64_t> &shape,
                          std::vector<uint8_t> bytes);
   uint32_t globalConstant(const Global *g);
@@ -172,6 +173,30 @@ bool ModuleEmitter::kernelIndex(const std::string &name, Location loc, uint32_t 
   out_.kernels.push_back(std::move(k));
   idx = static_cast<uint32_t>(out_.kernels.size() - 1);
   kernelIndex_[name] = idx;
+  return batching(*f, idx);
+}
+
+// The auto-batch pass's attributes (passes/AutoBatch.cpp) as the kernel's
+// batching entry; a `rows` kernel brings its batched variant into the table.
+bool ModuleEmitter::batching(const Function &f, uint32_t idx) {
+  const Attr *mode = f.fnAttr("batch");
+  if (!mode) return true;
+  const Attr *shared = f.fnAttr("batch_shared");
+  const Attr *variant = f.fnAttr("batch_variant");
+  vm::KernelBatching b;
+  bool rows = mode->kind() == AttrKind::Str && mode->getStr() == "rows";
+  bool invariant = mode->kind() == AttrKind::Str && mode->getStr() == "invariant";
+  if ((!rows && !invariant) || !shared || shared->kind() != AttrKind::Ints ||
+      shared->getInts().size() != out_.kernels[idx].numInputs || (rows && (!variant || variant->kind() != AttrKind::Sym))) {
+    diag_.error(f.loc(), "@" + f.name() + " has malformed batching attributes (batch = \"rows\" | \"invariant\", "
+                         "batch_shared = [0|1 per input], batch_variant = @f for rows)");
+    return false;
+  }
+  for (int64_t s : shared->getInts()) b.shared.push_back(s ? 1 : 0);
+  b.mode = rows ? vm::KernelBatching::Mode::Rows : vm::KernelBatching::Mode::Invariant;
+  if (rows && !kernelIndex(variant->getStr(), f.loc(), b.batched)) return false;
+  if (out_.batching.size() < out_.kernels.size()) out_.batching.resize(out_.kernels.size());
+  out_.batching[idx] = std::move(b);
   return true;
 }
 
@@ -583,6 +608,8 @@ LogicalResult ModuleEmitter::run() {
     FunctionEmitter fe(*this, *f, out_.functions[funcIndex_.at(f->name())]);
     if (failed(fe.run())) return failure();
   }
+  // One batching entry per kernel, or none at all.
+  if (!out_.batching.empty()) out_.batching.resize(out_.kernels.size());
   return success();
 }
 

@@ -58,6 +58,9 @@ OPTIONS:
   --passes=<pipeline>         Run this pass pipeline (nimble-opt syntax) instead of the
                               -O level's; it must make memory explicit (manifest-memory)
   --print-pipeline            Print the pipeline of the -O level and target, and exit
+  --print-batching            Print the auto-batch pass's decision for every kernel
+                              (batched along rows, instance-invariant, or why not) as
+                              remarks on stderr (docs/autobatch.md)
   --stats                     Print the passes' statistics (static counts of kernels,
                               allocations, kills, copies) to stderr
   --print-debuginfo           With --emit=nir, print loc(...) after each operation
@@ -72,7 +75,7 @@ struct Options {
   std::string input = "-", output, emit = "bytecode", weightsDir, target = "cpu";
   std::string kernels = "reference", mcpu, mattr;
   int optLevel = 2;
-  bool stats = false, printPipeline = false;
+  bool stats = false, printPipeline = false, printBatching = false;
   std::string passes; // --passes: replaces the -O level's pipeline
   passes::PassManagerOptions pm;
 };
@@ -132,6 +135,8 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.passes = *v;
     } else if (a == "--print-pipeline") {
       o.printPipeline = true;
+    } else if (a == "--print-batching") {
+      o.printBatching = true;
     } else if (a == "--print-debuginfo") {
       o.pm.debugInfo = true;
     } else if (a.size() > 1 && a[0] == '-') {
@@ -161,14 +166,20 @@ int parseArgs(int argc, char **argv, Options &o) {
 /// passes do not model (its kills would not survive CSE). place-devices runs
 /// at every level, on the explicit-memory IR (a no-op for --target=cpu), and
 /// plan-memory after it (it plans per device).
-std::string pipelineFor(int level, const std::string &target) {
+///
+/// auto-batch (docs/autobatch.md) ends the CPU pipelines of -O1 and up: it
+/// adds a batched variant of each kernel that can run many instances' calls
+/// at once, for nimble-run --instances; -O0 executables run instances one
+/// call at a time.
+std::string pipelineFor(int level, const std::string &target, bool batchRemarks = false) {
   std::string place = ",place-devices{target=" + target + "}";
+  std::string batch = target != "cpu" ? "" : batchRemarks ? ",auto-batch{remarks=true}" : ",auto-batch";
   switch (level) {
   case 0: return "type-infer,manifest-memory" + place;
-  case 1: return "type-infer,canonicalize,cse,dce,manifest-memory" + place;
+  case 1: return "type-infer,canonicalize,cse,dce,manifest-memory" + place + batch;
   default:
     return "inline,type-infer,canonicalize,cse,dce,licm,batch-input-projection,cse,dce,type-infer,fuse,manifest-memory" +
-           place + ",plan-memory";
+           place + ",plan-memory" + batch;
   }
 }
 
@@ -219,7 +230,7 @@ int main(int argc, char **argv) {
   int early = parseArgs(argc, argv, o);
   if (early >= 0) return early;
 
-  const std::string pipeline = o.passes.empty() ? pipelineFor(o.optLevel, o.target) : o.passes;
+  const std::string pipeline = o.passes.empty() ? pipelineFor(o.optLevel, o.target, o.printBatching) : o.passes;
   if (o.printPipeline) {
     std::cout << pipeline << "\n";
     return kExitOk;

@@ -45,6 +45,15 @@ const char *deviceName(Device d) {
   return "<invalid device>";
 }
 
+const char *batchingModeName(KernelBatching::Mode m) {
+  switch (m) {
+  case KernelBatching::Mode::None: return "none";
+  case KernelBatching::Mode::Rows: return "rows";
+  case KernelBatching::Mode::Invariant: return "invariant";
+  }
+  return "<invalid batching mode>";
+}
+
 int Executable::findFunction(const std::string &name) const {
   for (size_t i = 0; i < functions.size(); ++i)
     if (functions[i].name == name) return static_cast<int>(i);

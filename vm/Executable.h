@@ -143,8 +143,27 @@ struct NativeCode {
   bool empty() const { return entries.empty(); }
 };
 
+/// How the auto-batching scheduler may run a kernel's calls from several
+/// instances together (format 1.3, the optional batching section; written by
+/// the auto-batch pass, docs/autobatch.md). Seed 001 (ACROBAT) §5.1: the
+/// static taint analysis decides which inputs every instance shares.
+struct KernelBatching {
+  enum class Mode : uint8_t {
+    None = 0,      // each call runs on its own
+    Rows = 1,      // per-instance inputs are stacked along axis 0 and the
+                   // `batched` variant runs once on the stack
+    Invariant = 2, // every input is shared: one call computes every
+                   // instance's outputs (instance-invariant hoisting)
+  };
+  Mode mode = Mode::None;
+  uint32_t batched = 0;        // Rows: kernel index of the batched variant
+  std::vector<uint8_t> shared; // per input: 1 shared by all instances, 0 per instance
+};
+inline constexpr uint32_t kNumBatchingModes = 3;
+const char *batchingModeName(KernelBatching::Mode m);
+
 struct Executable {
-  static constexpr uint16_t kMajor = 1, kMinor = 2;
+  static constexpr uint16_t kMajor = 1, kMinor = 3;
   uint16_t major = kMajor, minor = kMinor;
   std::vector<std::string> strings;
   std::vector<AdtDesc> adts;
@@ -152,6 +171,8 @@ struct Executable {
   std::vector<KernelDesc> kernels;
   std::vector<VMFunction> functions;
   NativeCode native; // format 1.2; empty: reference kernels only
+  /// Format 1.3: empty, or one entry per kernel.
+  std::vector<KernelBatching> batching;
   /// Keeps the bytes that constants point into alive (set by the reader; the
   /// compiler owns its constant data through `ownedData`).
   std::shared_ptr<const void> buffer;

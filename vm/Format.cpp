@@ -69,6 +69,7 @@ const char *nbc::sectionName(SectionKind k) {
   case SectionKind::Functions: return "functions";
   case SectionKind::KernelLocs: return "kernel-locs";
   case SectionKind::NativeCode: return "native-code";
+  case SectionKind::Batching: return "batching";
   }
   return "unknown";
 }
@@ -370,6 +371,24 @@ void writeConstants(ByteWriter &w, const Executable &e) {
 
 } // namespace
 
+// Format 1.3: per kernel its batching mode, batched variant and the shared
+// flag of each input (docs/autobatch.md).
+void writeBatching(ByteWriter &w, const Executable &e) {
+  w.u32(static_cast<uint32_t>(e.batching.size()));
+  for (const KernelBatching &b : e.batching) {
+    w.u32(static_cast<uint32_t>(b.mode));
+    w.u32(b.batched);
+    w.u32(static_cast<uint32_t>(b.shared.size()));
+    for (uint8_t s : b.shared) w.u32(s);
+  }
+}
+
+bool hasBatching(const Executable &e) {
+  for (const KernelBatching &b : e.batching)
+    if (b.mode != KernelBatching::Mode::None) return true;
+  return false;
+}
+
 std::vector<uint8_t> serialize(const Executable &exe) {
   using nbc::SectionKind;
   ByteWriter w;
@@ -379,10 +398,15 @@ std::vector<uint8_t> serialize(const Executable &exe) {
   w.u32(0); // flags
   w.u64(0); // file size, patched
   w.u64(0); // checksum, patched
-  // The native-code section exists only when there is native code, so a
-  // program without any keeps the section count (and bytes) of format 1.1.
-  const bool hasNative = !exe.native.empty();
-  const uint32_t numSections = nbc::kNumSectionKinds - (hasNative ? 0 : 1);
+  // The native-code and batching sections exist only when there is native
+  // code or a kernel that batches, so a program without either keeps the
+  // section count (and bytes) of format 1.1.
+  const bool hasNative = !exe.native.empty(), batches = hasBatching(exe);
+  auto present = [&](SectionKind k) {
+    return (k != SectionKind::NativeCode || hasNative) && (k != SectionKind::Batching || batches);
+  };
+  uint32_t numSections = 0;
+  for (uint32_t k = 1; k <= nbc::kNumSectionKinds; ++k) numSections += present(static_cast<SectionKind>(k));
   w.u32(numSections);
   w.u32(0);
   size_t table = w.size();
@@ -401,18 +425,21 @@ std::vector<uint8_t> serialize(const Executable &exe) {
       {SectionKind::Kernels, writeKernels, nbc::kSectionAlign},
       {SectionKind::Functions, writeFunctions, nbc::kSectionAlign},
       {SectionKind::KernelLocs, writeKernelLocs, nbc::kSectionAlign},
+      {SectionKind::Batching, writeBatching, nbc::kSectionAlign},
       {SectionKind::NativeCode, writeNativeCode, nbc::kConstantAlign},
       {SectionKind::Constants, writeConstants, nbc::kConstantAlign},
   };
   static_assert(sizeof(order) / sizeof(order[0]) == nbc::kNumSectionKinds);
   for (const Placed &p : order) {
-    if (p.kind == SectionKind::NativeCode && !hasNative) continue;
+    if (!present(p.kind)) continue;
     w.pad(p.align);
     size_t start = w.size();
     p.write(w, exe);
-    // The table lists sections in kind order, whatever their file order.
-    uint8_t *entry =
-        w.b.data() + table + (static_cast<uint32_t>(p.kind) - 1) * nbc::kSectionEntrySize;
+    // The table lists the present sections in kind order, whatever their
+    // file order.
+    uint32_t slot = 0;
+    for (uint32_t k = 1; k < static_cast<uint32_t>(p.kind); ++k) slot += present(static_cast<SectionKind>(k));
+    uint8_t *entry = w.b.data() + table + slot * nbc::kSectionEntrySize;
     uint32_t kind = static_cast<uint32_t>(p.kind);
     std::memcpy(entry, &kind, 4);
     store64(entry + 8, start);

@@ -65,8 +65,9 @@ enum class SectionKind : uint32_t {
   Functions = 6,
   KernelLocs = 7, // format 1.1; optional
   NativeCode = 8, // format 1.2; optional (written only when there is native code)
+  Batching = 9,   // format 1.3; optional (written only when some kernel batches)
 };
-inline constexpr uint32_t kNumSectionKinds = 8;
+inline constexpr uint32_t kNumSectionKinds = 9;
 /// Kinds 1..kNumRequiredSectionKinds must appear in every file.
 inline constexpr uint32_t kNumRequiredSectionKinds = 6;
 const char *sectionName(SectionKind k);

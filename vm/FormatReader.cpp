@@ -405,6 +405,36 @@ bool readKernelLocs(Cursor &c, Executable &e) {
   return true;
 }
 
+// Format 1.3: one entry per kernel; what the entries mean is checked by the
+// verifier (vm/Verifier.cpp).
+bool readBatching(Cursor &c, Executable &e) {
+  uint32_t n;
+  if (!c.count(n, 12, "kernel count")) return false;
+  if (n != e.kernels.size())
+    return c.fail(std::to_string(n) + " kernels, the kernels section has " +
+                  std::to_string(e.kernels.size()));
+  e.batching.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    KernelBatching &b = e.batching[i];
+    uint32_t mode, ns;
+    if (!c.u32(mode, "mode") || !c.u32(b.batched, "batched kernel") || !c.count(ns, 4, "input count"))
+      return c.wrap(named("kernel", i, e.kernels[i].name));
+    if (mode >= kNumBatchingModes)
+      return c.fail(named("kernel", i, e.kernels[i].name) + ": unknown batching mode " + std::to_string(mode));
+    b.mode = static_cast<KernelBatching::Mode>(mode);
+    b.shared.resize(ns);
+    for (uint32_t j = 0; j < ns; ++j) {
+      uint32_t v;
+      if (!c.u32(v, "shared flag")) return c.wrap(named("kernel", i, e.kernels[i].name));
+      if (v > 1)
+        return c.fail(named("kernel", i, e.kernels[i].name) + ": shared flag of input " + std::to_string(j) +
+                      " is " + std::to_string(v) + ", not 0 or 1");
+      b.shared[j] = static_cast<uint8_t>(v);
+    }
+  }
+  return true;
+}
+
 bool readFunctions(Cursor &c, Executable &e) {
   uint32_t n;
   if (!c.count(n, 12, "function count")) return false;
@@ -589,6 +619,8 @@ bool deserialize(const uint8_t *data, size_t size, std::shared_ptr<const void> k
       !section(SectionKind::Functions, [&](Cursor &c, auto &) { return readFunctions(c, exe); }) ||
       (byKind[static_cast<uint32_t>(SectionKind::KernelLocs)] &&
        !section(SectionKind::KernelLocs, [&](Cursor &c, auto &) { return readKernelLocs(c, exe); })) ||
+      (byKind[static_cast<uint32_t>(SectionKind::Batching)] &&
+       !section(SectionKind::Batching, [&](Cursor &c, auto &) { return readBatching(c, exe); })) ||
       (byKind[static_cast<uint32_t>(SectionKind::NativeCode)] &&
        !section(SectionKind::NativeCode, [&](Cursor &c, const SectionEntry &s) {
          return readNativeCode(c, exe, s.offset, s.offset + s.size);

@@ -492,6 +492,47 @@ bool checkNativeCode(const Executable &e, std::string &error) {
   return true;
 }
 
+// The batching table against the kernel table (format 1.3, docs/autobatch.md):
+// one entry per kernel; a `rows` kernel names another kernel of the same
+// signature as its batched variant (which batches no further) and has at
+// least one per-instance input; an `invariant` kernel shares every input.
+bool checkBatching(const Executable &e, std::string &error) {
+  if (e.batching.empty()) return true;
+  if (e.batching.size() != e.kernels.size())
+    return fail(error, "batching section: " + std::to_string(e.batching.size()) + " entries for " +
+                           std::to_string(e.kernels.size()) + " kernels");
+  for (size_t k = 0; k < e.batching.size(); ++k) {
+    const KernelBatching &b = e.batching[k];
+    const KernelDesc &kd = e.kernels[k];
+    std::string where = "batching section, " + named("kernel", k, kd.name);
+    if (b.mode == KernelBatching::Mode::None) {
+      if (!b.shared.empty()) return fail(error, where + ": shared flags on a kernel that does not batch");
+      continue;
+    }
+    if (b.shared.size() != kd.numInputs)
+      return fail(error, where + ": " + std::to_string(b.shared.size()) + " shared flags for " +
+                             std::to_string(kd.numInputs) + " inputs");
+    if (kd.upperBound) return fail(error, where + ": an upper-bound kernel cannot batch");
+    size_t perInstance = std::count(b.shared.begin(), b.shared.end(), uint8_t(0));
+    if (b.mode == KernelBatching::Mode::Invariant) {
+      if (perInstance) return fail(error, where + ": an invariant kernel with a per-instance input");
+      continue;
+    }
+    if (!perInstance) return fail(error, where + ": batches rows but has no per-instance input");
+    if (b.batched >= e.kernels.size() || b.batched == k)
+      return fail(error, where + ": batched variant " + std::to_string(b.batched) + " is not another kernel (" +
+                             std::to_string(e.kernels.size()) + " kernels)");
+    const KernelDesc &v = e.kernels[b.batched];
+    if (e.batching[b.batched].mode != KernelBatching::Mode::None)
+      return fail(error, where + ": its batched variant " + named("kernel", b.batched, v.name) + " batches too");
+    if (v.numInputs != kd.numInputs || v.outputs.size() != kd.outputs.size() || v.inputDTypes != kd.inputDTypes ||
+        v.upperBound)
+      return fail(error, where + ": its batched variant " + named("kernel", b.batched, v.name) +
+                             " does not have the kernel's inputs and outputs");
+  }
+  return true;
+}
+
 } // namespace
 
 bool verify(const Executable &e, std::string &error) {
@@ -511,7 +552,7 @@ bool verify(const Executable &e, std::string &error) {
                                std::to_string(l.file) + " out of range (" +
                                std::to_string(e.strings.size()) + " strings)");
   }
-  if (!checkNativeCode(e, error)) return false;
+  if (!checkNativeCode(e, error) || !checkBatching(e, error)) return false;
   return checkFunctions(e, error);
 }
 

@@ -1,0 +1,583 @@
+//===- AutoBatch.cpp - Static analysis for auto-batching (ACROBAT) --------===//
+//
+// Seed 001 (ACROBAT, §4 and §5.1, appendix A.1) batches the kernel calls of
+// many instances of one program at run time; what can be decided statically
+// is decided here, so that the run-time scheduler (vm/AutoBatch.cpp) only
+// groups calls and never analyses a kernel.
+//
+// 1. Taint analysis, 1-context-sensitive. A value is *shared* when every
+//    dynamic instance of it, in every instance of the program and every
+//    iteration or recursion, has the same contents: constants and globals,
+//    pure results of shared operands, kernel outputs (`invoke_mut`'s
+//    destinations) written from shared inputs only, block arguments with one
+//    predecessor edge (or the same incoming value on every edge) that carry a
+//    shared value, and parameters the calling context passes shared values
+//    to. Everything else is *per instance*: entry functions' parameters,
+//    constructor fields matched out of a per-instance value, a loop's
+//    induction variables (a merge of different values). Each function is
+//    analysed once per calling context — the taint of its arguments at a call
+//    site, which for this two-point lattice is what distinguishes call sites
+//    (seed 001 §5.1) — with summaries of its results per context, iterated to
+//    a fixed point over recursion. A kernel's *sharing mask* joins (per
+//    instance wins) over every call of it in every context.
+//
+// 2. Row separability (what the batched kernel may assume). Per-instance
+//    inputs are stacked along axis 0, so the kernel must compute output row r
+//    from input row r and the shared inputs only. Every member op is checked
+//    with its operands' kinds (shared, row-aligned, or neither): element-wise
+//    ops with shared operands broadcast over the rows; matmul of rows by a
+//    shared matrix; reductions, softmax, layer_norm, split, slice, concat,
+//    transpose, expand_dims and squeeze on other axes; take of shared data
+//    by per-instance indices; reshape that keeps the rows. Anything else
+//    (batch_matmul, an op mixing rows of two instances) leaves the kernel
+//    unbatched, and `remarks` says which op decided it.
+//
+// 3. The batched variant (§5.1: "shared operands once, per-instance ones as a
+//    batch") is a clone of the primitive function whose per-instance
+//    parameters have axis 0 relaxed to `?`, its types re-inferred, named
+//    `@<kernel>.batched`. The kernel is marked with function attributes
+//
+//        batch = "rows", batch_shared = [0, 1], batch_variant = @f.batched
+//        batch = "invariant", batch_shared = [1, 1]   (no per-instance input:
+//                                       one call serves every instance, §A.1)
+//
+//    which the bytecode emitter turns into the .nbc's batching section.
+//
+// The run-time scheduler re-checks what only values can show (equal row
+// counts, shared inputs equal across the group) and runs calls one by one
+// when a check fails, so this analysis decides speed, never results.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Analysis.h"
+#include "passes/Pass.h"
+#include "passes/Statistic.h"
+
+#include "ir/Inference.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+namespace nimble::passes {
+namespace {
+
+using namespace nimble::ir;
+
+NIMBLE_STATISTIC(NumRowsKernels, "auto-batch", "Number of kernels batched along rows (with a batched variant)");
+NIMBLE_STATISTIC(NumInvariantKernels, "auto-batch", "Number of instance-invariant kernels (one call serves all instances)");
+NIMBLE_STATISTIC(NumUnbatched, "auto-batch", "Number of kernels left unbatched");
+NIMBLE_STATISTIC(NumContexts, "auto-batch", "Number of calling contexts analysed");
+
+bool isPrimitive(const Function &f) {
+  const Attr *a = f.fnAttr("primitive");
+  return a && a->kind() == AttrKind::Bool && a->getBool();
+}
+
+/// At most this many contexts per function; past it a call uses the
+/// all-per-instance context (sound: per instance is the top of the lattice).
+constexpr size_t kMaxContextsPerFunction = 16;
+
+//===-- 1. Taint ------------------------------------------------------------===//
+
+class TaintAnalysis {
+public:
+  explicit TaintAnalysis(const Module &m) : m_(m) {}
+
+  /// Analyses every non-primitive function as an entry (all parameters per
+  /// instance) and every context reached from them.
+  void run() {
+    for (auto &f : m_.functions())
+      if (!isPrimitive(*f) && f->entry()) context(f.get(), std::vector<bool>(f->entry()->numArguments(), true));
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      // Contexts may be added while iterating (by index, never invalidated).
+      for (size_t i = 0; i < contexts_.size(); ++i) changed |= analyse(i);
+    }
+  }
+
+  /// Per kernel (primitive function name): per input, true when some call
+  /// passes a per-instance value.
+  const std::map<std::string, std::vector<bool>> &masks() const { return masks_; }
+  size_t numContexts() const { return contexts_.size(); }
+
+private:
+  struct Context {
+    const Function *f;
+    std::vector<bool> params; // true: per instance
+    std::vector<bool> results;
+    std::unordered_map<const Value *, bool> taint;
+  };
+
+  size_t context(const Function *f, std::vector<bool> params) {
+    auto key = std::make_pair(f, params);
+    auto it = index_.find(key);
+    if (it != index_.end()) return it->second;
+    if (perFunction_[f] >= kMaxContextsPerFunction) {
+      std::fill(params.begin(), params.end(), true);
+      key.second = params;
+      if ((it = index_.find(key)) != index_.end()) return it->second;
+    }
+    ++perFunction_[f];
+    Context c;
+    c.f = f;
+    c.params = params;
+    c.results.assign(f->resultTypes().size(), false);
+    contexts_.push_back(std::move(c));
+    index_[key] = contexts_.size() - 1;
+    return contexts_.size() - 1;
+  }
+
+  bool taintOf(const Context &c, const Value *v) const {
+    if (isa<Global>(v)) return false;
+    auto it = c.taint.find(v);
+    return it != c.taint.end() && it->second;
+  }
+  /// Raises `v` to per instance; true when that is new.
+  static bool raise(Context &c, const Value *v, bool t) {
+    if (!t) return false;
+    bool &slot = c.taint[v];
+    if (slot) return false;
+    slot = true;
+    return true;
+  }
+
+  /// One sweep over context `ci`'s function; true when anything rose
+  /// (including its result summary).
+  bool analyse(size_t ci) {
+    bool any = false, changed = true;
+    while (changed) {
+      changed = false;
+      const Function *f = contexts_[ci].f;
+      Block *entry = f->entry();
+      for (unsigned i = 0; i < entry->numArguments(); ++i)
+        changed |= raise(contexts_[ci], entry->argument(i), contexts_[ci].params[i]);
+      // Incoming edges per block argument (SSA copies along edges).
+      for (Block *b : f->reversePostOrder()) {
+        for (Operation &op : *b) changed |= visit(ci, op);
+      }
+      any |= changed;
+    }
+    return any;
+  }
+
+  bool visit(size_t ci, Operation &op) {
+    bool changed = false;
+    auto joinOperands = [&](const std::vector<Value *> &vs) {
+      bool t = false;
+      for (Value *v : vs) t |= taintOf(contexts_[ci], v);
+      return t;
+    };
+    switch (op.code()) {
+    case OpCode::Ret: {
+      Context &c = contexts_[ci];
+      for (unsigned i = 0; i < op.numOperands() && i < c.results.size(); ++i)
+        if (taintOf(c, op.operand(i)) && !c.results[i]) c.results[i] = changed = true;
+      return changed;
+    }
+    case OpCode::Br:
+    case OpCode::CondBr: {
+      // A block argument is shared when every edge into its block passes the
+      // same shared value; a merge of different values (a loop's induction
+      // variable, an if's result) is per instance.
+      for (unsigned s = 0; s < op.successors().size(); ++s) {
+        const Successor &succ = op.successors()[s];
+        std::vector<Value *> ins = op.successorOperands(s);
+        for (unsigned a = 0; a < ins.size() && a < succ.block->numArguments(); ++a) {
+          BlockArgument *arg = succ.block->argument(a);
+          bool t = taintOf(contexts_[ci], ins[a]) || !sameIncoming(arg, ins[a]);
+          changed |= raise(contexts_[ci], arg, t);
+        }
+      }
+      return changed;
+    }
+    case OpCode::Match: {
+      bool t = taintOf(contexts_[ci], op.operand(0));
+      for (const Successor &succ : op.successors())
+        for (unsigned a = 0; a < succ.block->numArguments(); ++a)
+          changed |= raise(contexts_[ci], succ.block->argument(a), t);
+      return changed;
+    }
+    case OpCode::Call: {
+      const Function *callee = m_.lookupFunction(op.attr("callee").getStr());
+      std::vector<bool> args;
+      for (Value *v : op.operands()) args.push_back(taintOf(contexts_[ci], v));
+      if (!callee || isPrimitive(*callee) || !callee->entry()) {
+        bool t = std::find(args.begin(), args.end(), true) != args.end();
+        for (Value *r : op.results()) changed |= raise(contexts_[ci], r, t);
+        if (callee && isPrimitive(*callee)) recordMask(callee->name(), args);
+        return changed;
+      }
+      size_t cc = context(callee, args);
+      for (unsigned i = 0; i < op.numResults(); ++i)
+        changed |= raise(contexts_[ci], op.result(i),
+                         i < contexts_[cc].results.size() ? bool(contexts_[cc].results[i]) : true);
+      return changed;
+    }
+    case OpCode::InvokeMut:
+    case OpCode::InvokeShapeFunc: {
+      unsigned nin = static_cast<unsigned>(op.intAttr("num_inputs"));
+      std::vector<bool> args;
+      bool t = false;
+      for (unsigned i = 0; i < nin && i < op.numOperands(); ++i) {
+        args.push_back(taintOf(contexts_[ci], op.operand(i)));
+        t |= args.back();
+      }
+      // The outputs are the destinations: their contents come from the inputs.
+      for (unsigned i = nin; i < op.numOperands(); ++i) changed |= raise(contexts_[ci], op.operand(i), t);
+      if (op.is(OpCode::InvokeMut)) recordMask(op.attr("callee").getStr(), args);
+      return changed;
+    }
+    default: {
+      bool t = joinOperands(op.operands());
+      for (Value *r : op.results()) changed |= raise(contexts_[ci], r, t);
+      return changed;
+    }
+    }
+  }
+
+  /// True when every edge into `arg`'s block passes `v` to it.
+  bool sameIncoming(const BlockArgument *arg, const Value *v) {
+    auto it = incoming_.find(arg);
+    if (it == incoming_.end()) {
+      // Collect the incoming values of every argument of this block once.
+      const Block *b = arg->owner();
+      std::vector<const Value *> first(b->numArguments(), nullptr);
+      std::vector<bool> same(b->numArguments(), true);
+      for (auto &blk : b->function()->blocks()) {
+        Operation *t = blk->terminator();
+        if (!t || (!t->is(OpCode::Br) && !t->is(OpCode::CondBr))) continue;
+        for (unsigned s = 0; s < t->successors().size(); ++s) {
+          if (t->successors()[s].block != b) continue;
+          std::vector<Value *> ins = t->successorOperands(s);
+          for (unsigned a = 0; a < ins.size() && a < b->numArguments(); ++a) {
+            if (!first[a]) first[a] = ins[a];
+            else if (first[a] != ins[a]) same[a] = false;
+          }
+        }
+      }
+      for (unsigned a = 0; a < b->numArguments(); ++a) incoming_[b->argument(a)] = same[a];
+      it = incoming_.find(arg);
+    }
+    (void)v;
+    return it->second;
+  }
+
+  void recordMask(const std::string &kernel, const std::vector<bool> &args) {
+    auto [it, fresh] = masks_.try_emplace(kernel, args);
+    if (!fresh)
+      for (size_t i = 0; i < args.size() && i < it->second.size(); ++i)
+        it->second[i] = it->second[i] || args[i];
+  }
+
+  const Module &m_;
+  std::vector<Context> contexts_;
+  std::map<std::pair<const Function *, std::vector<bool>>, size_t> index_;
+  std::unordered_map<const Function *, size_t> perFunction_;
+  std::unordered_map<const BlockArgument *, bool> incoming_;
+  std::map<std::string, std::vector<bool>> masks_;
+};
+
+//===-- 2. Row separability ---------------------------------------------------===//
+
+enum class Kind { Shared, Rows, Neither };
+
+/// Normalises `axis` for `rank` (negative counts from the end).
+int64_t norm(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+struct Separability {
+  std::unordered_map<const Value *, Kind> kind;
+  std::string why; // set on failure
+  const Operation *at = nullptr;
+
+  Kind of(const Value *v) const {
+    auto it = kind.find(v);
+    return it == kind.end() ? Kind::Shared : it->second; // globals, constants
+  }
+  bool fail(const Operation &op, std::string msg) {
+    why = std::move(msg);
+    at = &op;
+    return false;
+  }
+
+  /// The kind of `op`'s results from its operands'; false (with `why`) when
+  /// the op would mix rows.
+  bool visit(const Operation &op) {
+    bool anyRows = false;
+    for (Value *v : op.operands()) {
+      Kind k = of(v);
+      if (k == Kind::Neither) return fail(op, "'" + std::string(op.name()) + "' uses a per-instance value that is not row-aligned");
+      anyRows |= k == Kind::Rows;
+    }
+    auto set = [&](Kind k) {
+      for (Value *r : op.results()) kind[r] = k;
+      return true;
+    };
+    if (!anyRows) return set(Kind::Shared);
+    std::string name(op.name());
+    const int64_t outRank = op.numResults() && op.result(0)->type().isTensor() ? op.result(0)->type().rank() : 0;
+    if (outRank == 0) return fail(op, "'" + name + "' has a scalar result");
+    const OpInfo &info = op.info();
+    switch (info.relation) {
+    case Relation::Unary:
+      if (op.is(OpCode::Softmax) && norm(op.intAttr("axis"), outRank) == 0)
+        return fail(op, "softmax over axis 0 mixes the rows");
+      return set(Kind::Rows);
+    case Relation::Cast:
+      return set(Kind::Rows);
+    case Relation::Broadcast:
+    case Relation::Compare:
+    case Relation::Select:
+      for (Value *v : op.operands()) {
+        Type t = v->type();
+        if (of(v) == Kind::Rows) {
+          if (t.rank() != outRank) return fail(op, "'" + name + "' broadcasts a per-instance operand over rows");
+        } else if (t.rank() == outRank && t.dims()[0] != 1) {
+          return fail(op, "'" + name + "' pairs rows with a shared operand that has rows of its own");
+        }
+      }
+      return set(Kind::Rows);
+    case Relation::MatMul:
+      if (of(op.operand(0)) == Kind::Rows && of(op.operand(1)) == Kind::Shared && !op.boolAttr("transpose_a") &&
+          op.operand(0)->type().rank() == 2)
+        return set(Kind::Rows);
+      return fail(op, "matmul batches only per-instance rows times a shared matrix");
+    case Relation::Reduce: {
+      const std::vector<int64_t> &axes = op.attr("axes").getInts();
+      int64_t inRank = op.operand(0)->type().rank();
+      if (axes.empty()) return fail(op, "'" + name + "' reduces every axis");
+      for (int64_t a : axes)
+        if (norm(a, inRank) == 0) return fail(op, "'" + name + "' reduces over axis 0");
+      return set(Kind::Rows);
+    }
+    case Relation::ArgReduce:
+      if (norm(op.intAttr("axis"), op.operand(0)->type().rank()) == 0)
+        return fail(op, "'" + name + "' reduces over axis 0");
+      return set(Kind::Rows);
+    case Relation::LayerNorm:
+      if (of(op.operand(0)) != Kind::Rows || of(op.operand(1)) != Kind::Shared || of(op.operand(2)) != Kind::Shared ||
+          outRank < 2)
+        return fail(op, "layer_norm batches only per-instance rows with shared gamma and beta");
+      return set(Kind::Rows);
+    case Relation::Transpose: {
+      const std::vector<int64_t> &perm = op.attr("perm").getInts();
+      if (perm.empty() || perm[0] != 0) return fail(op, "transpose moves axis 0");
+      return set(Kind::Rows);
+    }
+    case Relation::Split:
+      if (norm(op.intAttr("axis"), outRank) == 0) return fail(op, "split along axis 0");
+      return set(Kind::Rows);
+    case Relation::Slice:
+      for (int64_t a : op.attr("axes").getInts())
+        if (norm(a, outRank) == 0) return fail(op, "slice along axis 0");
+      return set(Kind::Rows);
+    case Relation::Concat:
+      if (norm(op.intAttr("axis"), outRank) == 0) return fail(op, "concat along axis 0");
+      for (Value *v : op.operands())
+        if (of(v) != Kind::Rows) return fail(op, "concat of per-instance rows with a shared operand");
+      return set(Kind::Rows);
+    case Relation::DynamicSlice:
+      if (of(op.operand(0)) != Kind::Rows || of(op.operand(1)) != Kind::Shared ||
+          norm(op.intAttr("axis"), outRank) == 0)
+        return fail(op, "dynamic_slice batches only rows at a shared start on another axis");
+      return set(Kind::Rows);
+    case Relation::Take: {
+      int64_t axis = norm(op.intAttr("axis"), op.operand(0)->type().rank());
+      if (of(op.operand(0)) == Kind::Shared && op.operand(1)->type().rank() >= 1 && axis == 0)
+        return set(Kind::Rows); // out = indices' shape + data's trailing dims
+      if (of(op.operand(0)) == Kind::Rows && of(op.operand(1)) == Kind::Shared && axis != 0)
+        return set(Kind::Rows);
+      return fail(op, "take batches only shared data at per-instance indices, or rows at shared indices");
+    }
+    case Relation::ExpandDims:
+      if (norm(op.intAttr("axis"), outRank) == 0) return fail(op, "expand_dims at axis 0");
+      return set(Kind::Rows);
+    case Relation::Squeeze: {
+      const std::vector<int64_t> &axes = op.attr("axes").getInts();
+      if (axes.empty()) return fail(op, "squeeze of every size-1 axis may drop the rows");
+      for (int64_t a : axes)
+        if (norm(a, op.operand(0)->type().rank()) == 0) return fail(op, "squeeze of axis 0");
+      return set(Kind::Rows);
+    }
+    case Relation::Reshape: {
+      Type in = op.operand(0)->type();
+      const std::vector<int64_t> &shape = op.attr("shape").getInts();
+      if (in.rank() < 1 || shape.empty() || in.dims()[0] == kDynamic || shape[0] != in.dims()[0])
+        return fail(op, "reshape does not keep axis 0");
+      int64_t inRest = 1, outRest = 1;
+      for (size_t i = 1; i < in.dims().size(); ++i) {
+        if (in.dims()[i] == kDynamic) return fail(op, "reshape of a dynamic row");
+        inRest *= in.dims()[i];
+      }
+      for (size_t i = 1; i < shape.size(); ++i) {
+        if (shape[i] < 0) return fail(op, "reshape infers a trailing dimension");
+        outRest *= shape[i];
+      }
+      if (inRest != outRest) return fail(op, "reshape moves elements across rows");
+      return set(Kind::Rows);
+    }
+    default:
+      return fail(op, "'" + name + "' is not known to keep rows apart");
+    }
+  }
+};
+
+//===-- The pass ----------------------------------------------------------------===//
+
+class AutoBatchPass : public Pass {
+public:
+  std::string_view name() const override { return "auto-batch"; }
+  std::string setOption(std::string_view key, std::string_view value) override {
+    if (key == "remarks") {
+      if (value != "true" && value != "false") return "auto-batch option 'remarks' takes true or false";
+      remarks_ = value == "true";
+      return "";
+    }
+    return Pass::setOption(key, value);
+  }
+
+  LogicalResult run(Module &m, DiagnosticEngine &diag, bool &changed) override {
+    TaintAnalysis taint(m);
+    taint.run();
+    NumContexts += taint.numContexts();
+    // The kernels in module order (deterministic output).
+    std::vector<Function *> kernels;
+    for (auto &f : m.functions())
+      if (isPrimitive(*f) && taint.masks().count(f->name()) && !f->fnAttr("batch")) kernels.push_back(f.get());
+    for (Function *f : kernels) changed |= batch(m, *f, taint.masks().at(f->name()), diag);
+    return success();
+  }
+
+private:
+  bool batch(Module &m, Function &f, const std::vector<bool> &perInstance, DiagnosticEngine &diag) {
+    Block *body = f.entry();
+    if (!body || f.blocks().size() != 1 || perInstance.size() != body->numArguments()) return false;
+    std::vector<int64_t> shared;
+    bool anyInstance = false;
+    for (bool p : perInstance) {
+      shared.push_back(p ? 0 : 1);
+      anyInstance |= p;
+    }
+    auto mark = [&](const char *mode) {
+      f.fnAttrs().emplace_back("batch", Attr::getStr(mode));
+      f.fnAttrs().emplace_back("batch_shared", Attr::getInts(shared));
+    };
+    if (!anyInstance) {
+      mark("invariant");
+      sortAttrs(f);
+      ++NumInvariantKernels;
+      if (remarks_) diag.remark(f.loc(), "@" + f.name() + ": instance-invariant, one call serves every instance");
+      return true;
+    }
+    Separability sep;
+    for (unsigned i = 0; i < body->numArguments(); ++i) {
+      Type t = body->argument(i)->type();
+      sep.kind[body->argument(i)] =
+          !perInstance[i] ? Kind::Shared : (t.isTensor() && t.rank() >= 1 ? Kind::Rows : Kind::Neither);
+    }
+    bool ok = true;
+    for (Operation &op : *body) {
+      if (op.is(OpCode::Ret)) {
+        for (Value *v : op.operands())
+          if (sep.of(v) != Kind::Rows) ok = sep.fail(op, "a result is not per-instance rows");
+        break;
+      }
+      if (!(ok = sep.visit(op))) break;
+    }
+    std::string why = sep.why;
+    Function *variant = nullptr;
+    if (ok && !(variant = makeVariant(m, f, perInstance, why))) ok = false;
+    if (!ok) {
+      ++NumUnbatched;
+      if (remarks_) diag.remark(sep.at ? sep.at->loc() : f.loc(), "@" + f.name() + ": not batched: " + why);
+      return false;
+    }
+    mark("rows");
+    f.fnAttrs().emplace_back("batch_variant", Attr::getSym(variant->name()));
+    sortAttrs(f);
+    ++NumRowsKernels;
+    if (remarks_) {
+      std::string s, p;
+      for (unsigned i = 0; i < perInstance.size(); ++i)
+        (perInstance[i] ? p : s) += std::string((perInstance[i] ? p : s).empty() ? "" : ", ") + "%" +
+                                    body->argument(i)->name();
+      diag.remark(f.loc(), "@" + f.name() + ": batched along rows as @" + variant->name() + " (per instance: " + p +
+                               "; shared: " + (s.empty() ? "none" : s) + ")");
+    }
+    return true;
+  }
+
+  static void sortAttrs(Function &f) {
+    std::stable_sort(f.fnAttrs().begin(), f.fnAttrs().end(),
+                     [](const auto &a, const auto &b) { return a.first < b.first; });
+  }
+
+  /// `@<f>.batched`: `f` with axis 0 of its per-instance parameters relaxed
+  /// to `?` and its types re-inferred; null (with `why`) when inference
+  /// rejects it.
+  Function *makeVariant(Module &m, Function &f, const std::vector<bool> &perInstance, std::string &why) {
+    Context &ctx = m.context();
+    Block *body = f.entry();
+    std::vector<Type> ins;
+    for (unsigned i = 0; i < body->numArguments(); ++i) {
+      Type t = body->argument(i)->type();
+      if (perInstance[i]) {
+        std::vector<int64_t> dims = t.dims();
+        dims[0] = kDynamic;
+        t = ctx.tensor(t.dtype(), dims);
+      }
+      ins.push_back(t);
+    }
+    std::string name = f.name() + ".batched";
+    if (m.lookupFunction(name)) name = m.freshFunctionName(name);
+    auto owned = std::make_unique<Function>(name, ctx.func(ins, f.resultTypes()), f.loc());
+    owned->fnAttrs().emplace_back("primitive", Attr::getBool(true));
+    Block *entry = owned->addBlock(std::make_unique<Block>("entry"));
+    IRMapping map;
+    for (unsigned i = 0; i < body->numArguments(); ++i) {
+      Value *a = entry->addArgument(ins[i], body->argument(i)->loc());
+      a->setName(body->argument(i)->name());
+      map.values[body->argument(i)] = a;
+    }
+    std::vector<Type> results;
+    for (Operation &op : *body) {
+      std::unique_ptr<Operation> c = cloneOp(op, map);
+      if (c->is(OpCode::Reshape)) {
+        std::vector<int64_t> shape = c->attr("shape").getInts();
+        if (!shape.empty() && c->operand(0)->type().rank() >= 1 && c->operand(0)->type().dims()[0] == kDynamic) {
+          shape[0] = -1; // the rows stay rows: one row of the original per row
+          c->setAttr("shape", Attr::getInts(shape));
+        }
+      }
+      if (c->is(OpCode::Ret)) {
+        for (Value *v : c->operands()) {
+          if (!v->type().isTensor() || v->type().rank() < 1 || v->type().dims()[0] != kDynamic) {
+            why = "a result of the batched variant does not have the instances' rows on axis 0";
+            return nullptr;
+          }
+          results.push_back(v->type());
+        }
+        entry->push_back(std::move(c));
+        break;
+      }
+      InferredTypes inf = inferResultTypes(*c, m);
+      if (!inf.ok()) {
+        why = "the batched variant does not type-check: " + inf.error;
+        return nullptr;
+      }
+      for (unsigned r = 0; r < c->numResults(); ++r) c->result(r)->setType(inf.types[r]);
+      entry->push_back(std::move(c));
+    }
+    owned->setType(ctx.func(ins, results));
+    return m.addFunction(std::move(owned));
+  }
+
+  bool remarks_ = false;
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createAutoBatchPass() { return std::make_unique<AutoBatchPass>(); }
+
+} // namespace nimble::passes
