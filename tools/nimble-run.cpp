@@ -26,7 +26,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cctype>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <new>
@@ -59,7 +61,20 @@ OPTIONS:
                              --input); exit 1 on a mismatch
   --tolerance=<t>            Allowed difference for floats: |a-b| <= t + t*|b| (default 1e-5)
   --benchmark=<n>            Run n more times after a warm-up and print min/median/max
-                             latency
+                             latency (with --instances: of the whole batch, and
+                             instances/s)
+  --instances=<file>         Run the function once per line of <file>: each line is one
+                             instance's inputs in the --input forms, separated by
+                             spaces ('#' starts a comment line; @ paths are relative
+                             to <file>). Results are printed per instance after an
+                             'instance N:' line; a failing instance is reported with
+                             its index and does not stop the others (exit 1 at the end)
+  --auto-batch=<on|off>      With --instances: run the instances together and batch
+                             their kernel calls (on, the default; docs/autobatch.md),
+                             or one after another (off: the oracle)
+  --output-dir=<dir>         With --instances: write result j of instance i to
+                             <dir>/i.j.npy (tensors) or <dir>/i.j.txt (other values)
+                             instead of printing it
   --profile                  Print per-kernel time, calls and argument shapes, the
                              kernel / shape function / other split, and allocation stats
   --trace                    Print each instruction as it executes (to stderr)
@@ -97,6 +112,8 @@ Exit status: 0 on success, 1 on an invalid executable or input, a run-time error
 struct Options {
   std::string file, function = "main", device = "cpu";
   std::vector<std::string> inputs, outputs, expected;
+  std::string instances, outputDir;
+  bool autoBatch = true;
   double tolerance = 1e-5;
   int benchmark = 0;
   unsigned threads = 0; // 0: the cores this process may run on
@@ -151,6 +168,15 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.function = *v;
     } else if ((v = flagValue(a, "--input"))) {
       o.inputs.push_back(*v);
+    } else if ((v = flagValue(a, "--instances"))) {
+      if (v->empty()) return usageError("--instances takes a file name");
+      o.instances = *v;
+    } else if ((v = flagValue(a, "--auto-batch"))) {
+      if (*v != "on" && *v != "off") return usageError("--auto-batch takes on or off, got '" + *v + "'");
+      o.autoBatch = *v == "on";
+    } else if ((v = flagValue(a, "--output-dir"))) {
+      if (v->empty()) return usageError("--output-dir takes a directory");
+      o.outputDir = *v;
     } else if ((v = flagValue(a, "--output"))) {
       if (*v != "-" && (v->size() < 2 || (*v)[0] != '@'))
         return usageError("--output takes @file.npy or -, got '" + *v + "'");
@@ -198,6 +224,9 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.file = a;
     }
   }
+  if (!o.instances.empty() && (!o.inputs.empty() || !o.outputs.empty() || !o.expected.empty()))
+    return usageError("--instances replaces --input, --output and --expected-output");
+  if (o.instances.empty() && !o.outputDir.empty()) return usageError("--output-dir needs --instances");
   if (o.file.empty()) return usageError("no executable given");
   return -1;
 }
@@ -336,6 +365,207 @@ void printProfile(const VirtualMachine &vm, int runs, const LibraryKernels *libr
                static_cast<unsigned long long>(s.peakReserved), static_cast<double>(s.nanoseconds) / 1e6 / runs);
 }
 
+/// Where the value of type `t` that starts at `line[pos]` ends: a tensor
+/// literal is its first word and the numbers after it; anything else (an
+/// `@file`, a constructor or tuple expression) runs to the first space
+/// outside parentheses.
+size_t valueEnd(const TypeDesc &t, const std::string &line, size_t pos) {
+  auto word = [&](size_t p) {
+    int depth = 0;
+    while (p < line.size() && (depth > 0 || !std::isspace(static_cast<unsigned char>(line[p])))) {
+      if (line[p] == '(') ++depth;
+      else if (line[p] == ')' && depth > 0) --depth;
+      ++p;
+    }
+    return p;
+  };
+  size_t end = word(pos);
+  std::string first = line.substr(pos, end - pos);
+  if (t.kind != TypeDesc::Kind::Tensor || first[0] == '@' || first.find('=') == std::string::npos) return end;
+  // A literal: numbers follow until a word that starts another value.
+  auto isNumber = [](const std::string &w) {
+    if (w.find('=') != std::string::npos || w.find('(') != std::string::npos || w[0] == '@') return false;
+    std::string l;
+    for (char c : w) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (l == "inf" || l == "-inf" || l == "+inf" || l == "nan" || l == "-nan" || l == "true" || l == "false")
+      return true;
+    return std::strchr("+-.0123456789", w[0]) != nullptr;
+  };
+  while (true) {
+    size_t p = end;
+    while (p < line.size() && std::isspace(static_cast<unsigned char>(line[p]))) ++p;
+    if (p == line.size()) return end;
+    size_t e = word(p);
+    if (!isNumber(line.substr(p, e - p))) return end;
+    end = e;
+  }
+}
+
+/// Reads --instances: one instance a line (blank lines and '#' comments
+/// skipped), each value checked against the function's signature.
+bool readInstances(const Executable &exe, const VMFunction &fn, const std::string &path,
+                   std::vector<std::vector<ObjectRef>> &out) {
+  std::ifstream in(path);
+  if (!in) {
+    std::cerr << "nimble-run: error: cannot open '" << path << "': " << std::strerror(errno) << "\n";
+    return false;
+  }
+  std::string dir = ".";
+  if (size_t slash = path.rfind('/'); slash != std::string::npos) dir = path.substr(0, slash);
+  std::string line;
+  size_t lineNo = 0;
+  while (std::getline(in, line)) {
+    ++lineNo;
+    std::string where = path + ":" + std::to_string(lineNo);
+    size_t pos = 0;
+    auto skip = [&] {
+      while (pos < line.size() && std::isspace(static_cast<unsigned char>(line[pos]))) ++pos;
+    };
+    skip();
+    if (pos == line.size() || line[pos] == '#') continue;
+    std::vector<ObjectRef> args;
+    for (size_t i = 0; i < fn.paramTypes.size(); ++i) {
+      skip();
+      std::string what = "input " + std::to_string(i) + " (%" + fn.paramNames[i] + ")";
+      if (pos == line.size()) {
+        std::cerr << "nimble-run: error: " << where << ": instance " << out.size() << " has " << i
+                  << " input" << (i == 1 ? "" : "s") << "; @" << fn.name << " takes " << fn.paramTypes.size() << "\n";
+        return false;
+      }
+      size_t end = valueEnd(fn.paramTypes[i], line, pos);
+      std::string text = line.substr(pos, end - pos), error;
+      pos = end;
+      ObjectRef v;
+      if (!parseValue(exe, fn.paramTypes[i], text, dir, v, error) ||
+          !checkValue(exe, fn.paramTypes[i], v.get(), what, error)) {
+        std::cerr << "nimble-run: error: " << where << ": instance " << out.size() << ": "
+                  << (error.rfind(what, 0) == 0 ? "" : what + ": ") << error << "\n";
+        return false;
+      }
+      args.push_back(v);
+    }
+    skip();
+    if (pos != line.size()) {
+      std::cerr << "nimble-run: error: " << where << ": instance " << out.size() << ": text after its "
+                << fn.paramTypes.size() << " input" << (fn.paramTypes.size() == 1 ? "" : "s") << ": '"
+                << line.substr(pos, 40) << "'\n";
+      return false;
+    }
+    out.push_back(std::move(args));
+  }
+  if (in.bad()) {
+    std::cerr << "nimble-run: error: cannot read '" << path << "'\n";
+    return false;
+  }
+  if (out.empty()) {
+    std::cerr << "nimble-run: error: '" << path << "' has no instances\n";
+    return false;
+  }
+  return true;
+}
+
+void printBatchProfile(const VirtualMachine &vm, int runs) {
+  const BatchProfile &b = vm.profile().batch;
+  uint64_t launches = b.rowLaunches + b.invariantLaunches + b.singleCalls + b.fallbackCalls;
+  double total = vm.profile().totalSeconds;
+  std::fprintf(stderr,
+               "Auto-batching (%d run%s of %llu instances): %llu kernel calls through the scheduler in %llu "
+               "launches (%.2f calls per launch, largest group %llu); rows: %llu launches for %llu calls; "
+               "invariant: %llu launches for %llu calls; alone: %llu; split by a run-time check: %llu\n",
+               runs, runs == 1 ? "" : "s", static_cast<unsigned long long>(b.instances / std::max(1, runs)),
+               static_cast<unsigned long long>(b.suspensions), static_cast<unsigned long long>(launches),
+               launches ? double(b.suspensions) / double(launches) : 0.0, static_cast<unsigned long long>(b.maxGroup),
+               static_cast<unsigned long long>(b.rowLaunches), static_cast<unsigned long long>(b.rowCalls),
+               static_cast<unsigned long long>(b.invariantLaunches), static_cast<unsigned long long>(b.invariantCalls),
+               static_cast<unsigned long long>(b.singleCalls), static_cast<unsigned long long>(b.fallbackCalls));
+  std::fprintf(stderr, "Auto-batching time: scheduling %.3f ms (%.1f%%), stacking and scattering rows %.3f ms (%.1f%%), "
+                       "%llu scheduling rounds\n",
+               b.scheduleSeconds * 1e3, total > 0 ? 100 * b.scheduleSeconds / total : 0.0, b.gatherSeconds * 1e3,
+               total > 0 ? 100 * b.gatherSeconds / total : 0.0, static_cast<unsigned long long>(b.rounds));
+}
+
+/// --instances: run, print or write every instance's results, benchmark and
+/// profile the whole batch.
+int runInstancesTool(const Options &o, VirtualMachine &vm, const VMFunction &fn,
+                     std::vector<std::vector<ObjectRef>> instances, const LibraryKernels *library) {
+  const Executable &exe = vm.executable();
+  Allocator &alloc = defaultAllocator(Device::CPU);
+  alloc.setTiming(o.profile);
+  alloc.resetStats();
+  std::vector<InstanceOutcome> outcomes;
+  std::vector<std::vector<ObjectRef>> again = o.benchmark > 0 ? instances : std::vector<std::vector<ObjectRef>>{};
+  Status st = vm.runInstances(o.function, std::move(instances), outcomes, o.autoBatch);
+  if (!st.ok()) {
+    std::cerr << "nimble-run: error: " << st.message << "\n";
+    return kExitError;
+  }
+  int runs = 1;
+  if (o.benchmark > 0) {
+    vm.resetProfile();
+    alloc.resetStats();
+    std::vector<double> ms;
+    for (int i = 0; i < o.benchmark; ++i) {
+      std::vector<InstanceOutcome> r;
+      auto t0 = std::chrono::steady_clock::now();
+      vm.runInstances(o.function, again, r, o.autoBatch);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    runs = o.benchmark;
+    std::sort(ms.begin(), ms.end());
+    double med = ms[ms.size() / 2];
+    std::printf("latency: min %.3f ms, median %.3f ms, max %.3f ms over %d runs of %zu instances (after 1 warm-up); "
+                "%.1f instances/s (median), auto-batch %s\n",
+                ms.front(), med, ms.back(), o.benchmark, again.size(), med > 0 ? 1e3 * double(again.size()) / med : 0.0,
+                o.autoBatch ? "on" : "off");
+  }
+  bool ok = true;
+  std::string error;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const InstanceOutcome &r = outcomes[i];
+    if (!r.status.ok()) {
+      std::cerr << "nimble-run: error: instance " << i << ": " << r.status.message << "\n";
+      if (o.outputDir.empty()) std::printf("instance %zu: failed\n", i);
+      ok = false;
+      continue;
+    }
+    if (o.outputDir.empty()) std::printf("instance %zu:\n", i);
+    for (size_t j = 0; j < r.results.size(); ++j) {
+      const TypeDesc &t = fn.resultTypes[j];
+      if (o.outputDir.empty()) {
+        std::printf("%s\n", printValue(exe, t, *r.results[j]).c_str());
+        continue;
+      }
+      std::string base = o.outputDir + "/" + std::to_string(i) + "." + std::to_string(j);
+      const Tensor *x = asTensor(r.results[j].get());
+      bool wrote;
+      if (x) {
+        std::string header;
+        if (Status hs = npyHeader(*x, header); !hs.ok()) {
+          std::cerr << "nimble-run: error: " << base << ".npy: " << hs.message << "\n";
+          return kExitError;
+        }
+        std::string_view data(reinterpret_cast<const char *>(x->rawData()), x->numBytes());
+        wrote = writeOutputAtomically(base + ".npy", {header, data}, error);
+      } else {
+        wrote = writeOutputAtomically(base + ".txt", printValue(exe, t, *r.results[j]) + "\n", error);
+      }
+      if (!wrote) {
+        std::cerr << "nimble-run: error: " << error << "\n";
+        return kExitError;
+      }
+    }
+  }
+  if (o.profile) {
+    printProfile(vm, runs, library);
+    if (o.autoBatch) printBatchProfile(vm, runs);
+  }
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::cerr << "nimble-run: error: cannot write to standard output: " << std::strerror(errno) << "\n";
+    return kExitError;
+  }
+  return ok ? kExitOk : kExitError;
+}
+
 } // namespace
 
 // Every `new` of nimble-run counts for NIMBLE_FAIL_ALLOC (vm/FailAlloc.h), so
@@ -391,7 +621,9 @@ int runTool(int argc, char **argv) {
     return kExitError;
   }
   const VMFunction &fn = exe->functions[static_cast<size_t>(fi)];
-  if (o.inputs.size() != fn.paramTypes.size()) {
+  std::vector<std::vector<ObjectRef>> instances;
+  if (!o.instances.empty() && !readInstances(*exe, fn, o.instances, instances)) return kExitError;
+  if (o.instances.empty() && o.inputs.size() != fn.paramTypes.size()) {
     std::cerr << "nimble-run: error: @" << fn.name << " takes " << fn.paramTypes.size() << " input"
               << (fn.paramTypes.size() == 1 ? "" : "s") << ", got " << o.inputs.size() << "\n";
     for (size_t i = 0; i < fn.paramTypes.size(); ++i)
@@ -465,6 +697,14 @@ int runTool(int argc, char **argv) {
   vo.trace = o.trace;
   vo.traceStream = &std::cerr;
   VirtualMachine vm(exe, vo);
+  if (!o.instances.empty()) {
+    int rc = runInstancesTool(o, vm, fn, std::move(instances), vo_library);
+    if (rc == kExitOk && !o.tuning.empty() && tuning.measured() > 0 && !tuning.save(o.tuning, error)) {
+      std::cerr << "nimble-run: error: " << error << "\n";
+      return kExitError;
+    }
+    return rc;
+  }
   std::vector<ObjectRef> results;
   // The memory statistics cover the program's runs, not reading the inputs.
   Allocator &alloc = defaultAllocator(Device::CPU);

@@ -75,14 +75,14 @@ Status VirtualMachine::errorAt(uint32_t func, uint32_t pc, const std::string &ms
   // The call stack, innermost first (the callers' Invoke locations); deep
   // recursion shows the innermost frames and a count of the rest.
   constexpr size_t kShown = 4;
-  size_t depth = frames_.size();
+  size_t depth = cur_->frames.size();
   for (size_t i = depth; i-- > 1;) {
     if (depth - 1 - i == kShown && i > 1) {
       s += "\n  ... " + std::to_string(i - 1) + " more frames";
       i = 2; // continue with the outermost call
       continue;
     }
-    const Frame &callee = frames_[i], &caller = frames_[i - 1];
+    const Frame &callee = cur_->frames[i], &caller = cur_->frames[i - 1];
     const VMFunction &cf = exe_->functions[caller.func];
     std::string at;
     if (const SourceLoc *loc = findSourceLoc(cf, callee.callPc))
@@ -101,9 +101,11 @@ Status VirtualMachine::run(const std::string &name, std::vector<ObjectRef> args,
   if (args.size() != fn.paramTypes.size())
     return Status::error("@" + name + " takes " + std::to_string(fn.paramTypes.size()) +
                          " arguments, got " + std::to_string(args.size()));
-  regs_.assign(fn.numRegisters, ObjectRef());
-  for (size_t i = 0; i < args.size(); ++i) regs_[i] = std::move(args[i]);
-  frames_.assign(1, Frame{static_cast<uint32_t>(f), 0, 0});
+  cur_ = &main_;
+  main_.regs.assign(fn.numRegisters, ObjectRef());
+  for (size_t i = 0; i < args.size(); ++i) main_.regs[i] = std::move(args[i]);
+  main_.frames.assign(1, Frame{static_cast<uint32_t>(f), 0, 0});
+  main_.resumePc = 0;
   instructionLimit_ = opts_.maxInstructions ? profile_.instructions + opts_.maxInstructions : UINT64_MAX;
   auto t0 = Clock::now();
   // A failed allocation of the VM itself (a frame, the register file, an
@@ -115,14 +117,14 @@ Status VirtualMachine::run(const std::string &name, std::vector<ObjectRef> args,
   uint32_t func = static_cast<uint32_t>(f), pc = 0;
   Status st;
   try {
-    st = execute(static_cast<uint32_t>(f), results, func, pc);
+    st = execute(results, func, pc);
   } catch (const std::bad_alloc &) {
     // Memory is short: give back what the run holds (its registers, hence
     // its tensors) before the message is built, or building it fails too.
     // The frames stay: they locate the error and name the calls.
     results.clear();
-    regs_.clear();
-    regs_.shrink_to_fit();
+    main_.regs.clear();
+    main_.regs.shrink_to_fit();
     st = errorAt(func, pc, "out of memory");
   }
   profile_.totalSeconds += std::chrono::duration<double>(Clock::now() - t0).count();
@@ -138,8 +140,8 @@ Status VirtualMachine::run(const std::string &name, std::vector<ObjectRef> args,
   }
   if (!st.ok()) results.clear();
   // Release everything the run still holds.
-  regs_.clear();
-  frames_.clear();
+  main_.regs.clear();
+  main_.frames.clear();
   return st;
 }
 
@@ -172,15 +174,46 @@ std::string shapesKey(const std::vector<Tensor *> &ts) {
 }
 } // namespace
 
-Status VirtualMachine::execute(uint32_t entry, std::vector<ObjectRef> &results, uint32_t &func,
-                               uint32_t &pc) {
-  func = entry;
+Status VirtualMachine::callKernel(uint32_t kernel, const std::vector<Tensor *> &ti,
+                                  const std::vector<Tensor *> &to, uint32_t func, uint32_t pc) {
+  const KernelDesc &k = exe_->kernels[kernel];
+  auto t0 = opts_.profile ? Clock::now() : Clock::time_point();
+  size_t failed = SIZE_MAX;
+  KernelImpl ran = KernelImpl::Reference;
+  Status st = dispatch_.run(kernel, ti, to, kctx_, &failed, &ran);
+  if (opts_.profile) {
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    KernelProfile &kp = profile_.kernels[kernel];
+    ++kp.calls;
+    ++kp.implCalls[static_cast<unsigned>(ran)];
+    kp.seconds += s;
+    std::string key = shapesKey(ti);
+    if (kp.shapes.size() < 16 || kp.shapes.count(key)) {
+      KernelProfile::ShapeStats &ss = kp.shapes[key];
+      ++ss.calls;
+      ++ss.implCalls[static_cast<unsigned>(ran)];
+    }
+  }
+  // In a kernel of several members (a fused group), the failing member's
+  // own location; a one-member kernel may be shared by identical ops, so
+  // there the instruction's location (the op's) is the precise one.
+  if (!st.ok() && k.members.size() > 1 && failed < k.memberLocs.size())
+    return errorAt(func, pc, st.message, &k.memberLocs[failed]);
+  if (!st.ok()) return errorAt(func, pc, st.message);
+  return st;
+}
+
+Status VirtualMachine::execute(std::vector<ObjectRef> &results, uint32_t &func, uint32_t &pc) {
+  Fiber &fiber = *cur_;
+  std::vector<ObjectRef> &regs = fiber.regs;
+  std::vector<Frame> &frames = fiber.frames;
+  func = frames.back().func;
   const VMFunction *fn = &exe_->functions[func];
   const uint32_t *code = fn->code.data();
-  size_t base = 0;
-  pc = 0;
+  size_t base = frames.back().base;
+  pc = fiber.resumePc;
 
-#define R(i) regs_[base + (i)]
+#define R(i) regs[base + (i)]
 #define FAIL(msg) return errorAt(func, pc, (msg))
 #define SCALAR_OR_FAIL(var, tensor, what)                                                           \
   int64_t var;                                                                                     \
@@ -213,7 +246,7 @@ Status VirtualMachine::execute(uint32_t entry, std::vector<ObjectRef> &results, 
       FAIL("instruction limit (" + std::to_string(opts_.maxInstructions) + ") reached; raise it "      \
            "with --max-instructions");                                                             \
     if (opts_.trace && opts_.traceStream)                                                          \
-      *opts_.traceStream << "[" << frames_.size() << "] @" << fn->name << " "                      \
+      *opts_.traceStream << "[" << frames.size() << "] @" << fn->name << " "                      \
                          << disassembleInstr(*exe_, *fn, pc) << "\n";                              \
   } while (0)
 #define NEXT(size)                                                                                 \
@@ -246,14 +279,14 @@ dispatch:
     const uint32_t *rs = code + pc + 2;
     for (uint32_t i = 0; i < n; ++i)
       if (!R(rs[i])) FAIL("returns register r" + std::to_string(rs[i]) + ", which holds no value");
-    if (frames_.size() == 1) {
+    if (frames.size() == 1) {
       results.clear();
       for (uint32_t i = 0; i < n; ++i) results.push_back(R(rs[i]));
       return Status::success();
     }
-    Frame done = frames_.back();
-    frames_.pop_back();
-    const Frame &caller = frames_.back();
+    Frame done = frames.back();
+    frames.pop_back();
+    const Frame &caller = frames.back();
     const VMFunction &cf = exe_->functions[caller.func];
     const uint32_t *ccode = cf.code.data();
     // The caller's Invoke: f, [nargs args...], [ndst dsts...].
@@ -261,7 +294,7 @@ dispatch:
     uint32_t ndst = ccode[done.callPc + 3 + nargs];
     const uint32_t *dsts = ccode + done.callPc + 4 + nargs;
     if (ndst != n) {
-      frames_.push_back(done);
+      frames.push_back(done);
       FAIL("returns " + std::to_string(n) + " values to a call expecting " + std::to_string(ndst));
     }
     {
@@ -269,7 +302,7 @@ dispatch:
       vals.reserve(n);
       for (uint32_t i = 0; i < n; ++i) vals.push_back(R(rs[i]));
       // Release the callee's registers.
-      for (size_t i = done.base; i < done.base + fn->numRegisters && i < regs_.size(); ++i) regs_[i].reset();
+      for (size_t i = done.base; i < done.base + fn->numRegisters && i < regs.size(); ++i) regs[i].reset();
       func = caller.func;
       fn = &cf;
       code = ccode;
@@ -286,17 +319,17 @@ dispatch:
     const uint32_t *args = code + pc + 3;
     uint32_t ndst = code[pc + 3 + nargs];
     uint32_t size = 4 + nargs + ndst;
-    if (frames_.size() >= opts_.maxCallDepth)
+    if (frames.size() >= opts_.maxCallDepth)
       FAIL("call depth limit (" + std::to_string(opts_.maxCallDepth) + ") exceeded calling @" +
            exe_->functions[callee].name + "; raise it with --max-call-depth");
     const VMFunction &cfn = exe_->functions[callee];
     size_t newBase = base + fn->numRegisters;
-    if (regs_.size() < newBase + cfn.numRegisters) regs_.resize(newBase + cfn.numRegisters);
+    if (regs.size() < newBase + cfn.numRegisters) regs.resize(newBase + cfn.numRegisters);
     for (uint32_t i = 0; i < nargs; ++i)
       if (!R(args[i])) FAIL("passes register r" + std::to_string(args[i]) + ", which holds no value, to @" + cfn.name);
-    for (uint32_t i = 0; i < nargs; ++i) regs_[newBase + i] = R(args[i]);
+    for (uint32_t i = 0; i < nargs; ++i) regs[newBase + i] = R(args[i]);
     (void)size;
-    frames_.push_back(Frame{callee, newBase, pc});
+    frames.push_back(Frame{callee, newBase, pc});
     func = callee;
     fn = &cfn;
     code = cfn.code.data();
@@ -328,37 +361,34 @@ dispatch:
         TENSOR_OR_FAIL(t, outs[i]);
         to.push_back(t);
       }
-      auto t0 = opts_.profile ? Clock::now() : Clock::time_point();
-      size_t failed = SIZE_MAX;
-      Status st;
-      KernelImpl ran = KernelImpl::Reference;
-      if (shapeFunc) st = runShapeFunc(k, ti, to, &failed);
-      else st = dispatch_.run(code[pc + 1], ti, to, kctx_, &failed, &ran);
-      if (opts_.profile) {
-        double s = std::chrono::duration<double>(Clock::now() - t0).count();
-        if (shapeFunc) {
-          profile_.shapeFuncSeconds += s;
-          ++profile_.shapeFuncCalls;
-        } else {
-          KernelProfile &kp = profile_.kernels[code[pc + 1]];
-          ++kp.calls;
-          ++kp.implCalls[static_cast<unsigned>(ran)];
-          kp.seconds += s;
-          std::string key = shapesKey(ti);
-          if (kp.shapes.size() < 16 || kp.shapes.count(key)) {
-            KernelProfile::ShapeStats &ss = kp.shapes[key];
-            ++ss.calls;
-            ++ss.implCalls[static_cast<unsigned>(ran)];
-          }
-        }
-      }
-      // In a kernel of several members (a fused group), the failing member's
-      // own location; a one-member kernel may be shared by identical ops, so
-      // there the instruction's location (the op's) is the precise one.
-      if (!st.ok() && k.members.size() > 1 && failed < k.memberLocs.size())
-        return errorAt(func, pc, st.message, &k.memberLocs[failed]);
-      if (!st.ok()) FAIL(st.message);
       step = 4 + nin + nout;
+      if (!shapeFunc) {
+        uint32_t kidx = code[pc + 1];
+        if (batching_ && kidx < exe_->batching.size() &&
+            exe_->batching[kidx].mode != KernelBatching::Mode::None) {
+          // Auto-batching: the scheduler runs this call with others'.
+          fiber.suspended = true;
+          fiber.kernel = kidx;
+          fiber.callPc = pc;
+          fiber.ins = ti;
+          fiber.outs = to;
+          fiber.resumePc = pc + step;
+          return Status::success();
+        }
+        Status st = callKernel(kidx, ti, to, func, pc);
+        if (!st.ok()) return st;
+      } else {
+        auto t0 = opts_.profile ? Clock::now() : Clock::time_point();
+        size_t failed = SIZE_MAX;
+        Status st = runShapeFunc(k, ti, to, &failed);
+        if (opts_.profile) {
+          profile_.shapeFuncSeconds += std::chrono::duration<double>(Clock::now() - t0).count();
+          ++profile_.shapeFuncCalls;
+        }
+        if (!st.ok() && k.members.size() > 1 && failed < k.memberLocs.size())
+          return errorAt(func, pc, st.message, &k.memberLocs[failed]);
+        if (!st.ok()) FAIL(st.message);
+      }
     }
     NEXT(step);
   }

@@ -69,12 +69,33 @@ struct KernelProfile {
   };
   std::map<std::string, ShapeStats> shapes; // "(1x300xf32, 300x2048xf32)" -> calls
 };
+/// What the auto-batching scheduler did (VirtualMachine::runInstances).
+struct BatchProfile {
+  uint64_t instances = 0;
+  uint64_t suspensions = 0;     // kernel calls of instances that went through the scheduler
+  uint64_t rowLaunches = 0;     // batched-variant runs (each serves >= 2 calls)
+  uint64_t rowCalls = 0;        // calls they served
+  uint64_t invariantLaunches = 0, invariantCalls = 0; // one call computed, the others copied
+  uint64_t singleCalls = 0;     // calls run on their own (alone in their group)
+  uint64_t fallbackCalls = 0;   // calls of a group a run-time check split (rows differ, shared inputs differ)
+  uint64_t rounds = 0;          // scheduling rounds (groups chosen)
+  uint64_t maxGroup = 0;
+  double scheduleSeconds = 0;   // grouping and checks
+  double gatherSeconds = 0;     // stacking per-instance rows and scattering results
+};
 struct Profile {
   std::vector<KernelProfile> kernels; // by kernel index
   double shapeFuncSeconds = 0;
   uint64_t shapeFuncCalls = 0;
   double totalSeconds = 0;
   uint64_t instructions = 0;
+  BatchProfile batch;
+};
+
+/// One instance's outcome in VirtualMachine::runInstances.
+struct InstanceOutcome {
+  std::vector<ObjectRef> results;
+  Status status;
 };
 
 class VirtualMachine {
@@ -86,6 +107,16 @@ public:
   /// prefixed with the failing op's source location where known.
   Status run(const std::string &name, std::vector<ObjectRef> args, std::vector<ObjectRef> &results);
 
+  /// Runs function `name` once per element of `instances` (each that
+  /// instance's arguments). With `autoBatch`, the instances run as fibers of
+  /// the VM and their kernel calls are grouped and run as batched kernels
+  /// (vm/AutoBatch.cpp, docs/autobatch.md); without, one after another (the
+  /// oracle). A failing instance gets its own status; the others go on.
+  /// The result is an error only for what concerns every instance (no such
+  /// function).
+  Status runInstances(const std::string &name, std::vector<std::vector<ObjectRef>> instances,
+                      std::vector<InstanceOutcome> &out, bool autoBatch);
+
   const Profile &profile() const { return profile_; }
   void resetProfile();
   const Executable &executable() const { return *exe_; }
@@ -93,12 +124,35 @@ public:
 private:
   struct Frame {
     uint32_t func;
-    size_t base;     // first register in regs_
+    size_t base;     // first register in the fiber's regs
     uint32_t callPc; // pc of the caller's Invoke (unused for frame 0)
   };
-  /// Runs from function `entry`; `func` and `pc` follow the instruction
-  /// being executed (for the error of a failed allocation, see run()).
-  Status execute(uint32_t entry, std::vector<ObjectRef> &results, uint32_t &func, uint32_t &pc);
+  /// An execution of one function call to its end: the register file, the
+  /// call stack and where to go on. run() uses one; runInstances() one per
+  /// instance, and switches between them at kernel calls (seed 001 §4.2: the
+  /// fibers of concurrent execution).
+  struct Fiber {
+    std::vector<ObjectRef> regs;
+    std::vector<Frame> frames;
+    uint32_t resumePc = 0;
+    // A kernel call waiting for the scheduler (runInstances only).
+    bool suspended = false;
+    uint32_t kernel = 0, callPc = 0;
+    std::vector<Tensor *> ins, outs;
+    uint64_t depth = 0; // kernel calls made so far through the scheduler
+    size_t index = 0;   // the instance
+  };
+  struct Scheduler; // vm/AutoBatch.cpp
+
+  /// Runs the current fiber from its top frame at its resumePc until it
+  /// returns from frame 0 (results set), fails, or (runInstances) suspends at
+  /// a kernel call. `func` and `pc` follow the instruction being executed (for
+  /// the error of a failed allocation, see run()).
+  Status execute(std::vector<ObjectRef> &results, uint32_t &func, uint32_t &pc);
+  /// Runs kernel `k` through the dispatcher for the instruction at (func,
+  /// pc), with profiling and the failing member's location on error.
+  Status callKernel(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
+                    uint32_t func, uint32_t pc);
   /// `at`, when given, replaces the instruction's own location (the member
   /// of a fused kernel that failed).
   Status errorAt(uint32_t func, uint32_t pc, const std::string &msg,
@@ -112,8 +166,10 @@ private:
   TuningTable ownTuning_; // when opts_.tuning is null
   std::vector<Tensor *> scratchIn_, scratchOut_; // InvokePacked's operands
   KernelDispatcher dispatch_;
-  std::vector<ObjectRef> regs_;
-  std::vector<Frame> frames_;
+  Fiber main_;
+  Fiber *cur_ = &main_;
+  /// runInstances with auto-batching: batchable kernel calls suspend.
+  bool batching_ = false;
   std::vector<TensorRef> constants_;
   Profile profile_;
   uint64_t instructionLimit_ = 0; // profile_.instructions at which the run stops
