@@ -255,7 +255,7 @@ bool Parser::parseFuncDecl() {
 }
 
 // fn-attrs ::= `attributes` `{` (fn-attr (`,` fn-attr)*)? `}`
-// fn-attr  ::= bare-id `=` (string | integer | `true` | `false`)
+// fn-attr  ::= bare-id `=` (string | integer | `true` | `false` | `[` (integer (`,` integer)*)? `]` | symbol)
 bool Parser::parseFnAttrs(Function &f) {
   consume();
   if (!expect(Tok::LBrace, "after 'attributes'")) return false;
@@ -276,8 +276,24 @@ bool Parser::parseFnAttrs(Function &f) {
         a = Attr::getInt(v);
       } else if (tok_.isKeyword("true") || tok_.isKeyword("false")) {
         a = Attr::getBool(tok_.text == "true");
+      } else if (tok_.is(Tok::Symbol)) {
+        a = Attr::getSym(std::string(tok_.text.substr(1)));
+      } else if (consumeIf(Tok::LSquare)) {
+        std::vector<int64_t> vals;
+        if (!tok_.is(Tok::RSquare)) {
+          do {
+            int64_t v = 0;
+            if (!tok_.is(Tok::Integer)) return errorExpected("expected an integer in the list, found " + describe(tok_));
+            if (!intValue(tok_.text, v))
+              return error("integer " + std::string(tok_.text) + " does not fit in 64 bits");
+            consume();
+            vals.push_back(v);
+          } while (consumeIf(Tok::Comma));
+        }
+        if (!tok_.is(Tok::RSquare)) return errorExpected("expected ']' to close the list, found " + describe(tok_));
+        a = Attr::getInts(std::move(vals));
       } else {
-        return errorExpected("expected a string, integer or boolean attribute value, found " +
+        return errorExpected("expected a string, integer, boolean, list or symbol attribute value, found " +
                              describe(tok_));
       }
       consume();

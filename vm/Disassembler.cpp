@@ -343,6 +343,14 @@ std::string disassemble(const Executable &exe, const DisasmOptions &opts) {
         r += k.upperBound ? ") upper_bound" : ")";
         for (const NativeCode::Entry &en : exe.native.entries)
           if (en.kernel == i) r += " native " + quote(en.symbol);
+        if (i < exe.batching.size() && exe.batching[i].mode != KernelBatching::Mode::None) {
+          const KernelBatching &b = exe.batching[i];
+          r += std::string(" batch ") + batchingModeName(b.mode);
+          if (b.mode == KernelBatching::Mode::Rows) r += " k" + std::to_string(b.batched);
+          r += " shared [";
+          for (size_t s = 0; s < b.shared.size() && s < 1024; ++s) r += (s ? ", " : "") + std::to_string(b.shared[s]);
+          r += "]";
+        }
         r += "\n";
         uint64_t next = k.numInputs;
         for (const KernelDesc::Member &m : k.members) {

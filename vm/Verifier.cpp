@@ -505,6 +505,12 @@ bool checkBatching(const Executable &e, std::string &error) {
     const KernelBatching &b = e.batching[k];
     const KernelDesc &kd = e.kernels[k];
     std::string where = "batching section, " + named("kernel", k, kd.name);
+    if (static_cast<uint32_t>(b.mode) >= kNumBatchingModes)
+      return fail(error, where + ": unknown batching mode " + std::to_string(static_cast<uint32_t>(b.mode)));
+    for (size_t i = 0; i < b.shared.size(); ++i)
+      if (b.shared[i] > 1)
+        return fail(error, where + ": shared flag of input " + std::to_string(i) + " is " +
+                               std::to_string(b.shared[i]) + ", not 0 or 1");
     if (b.mode == KernelBatching::Mode::None) {
       if (!b.shared.empty()) return fail(error, where + ": shared flags on a kernel that does not batch");
       continue;

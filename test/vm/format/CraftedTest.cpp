@@ -327,6 +327,80 @@ TEST(Crafted, SourceMap) {
                 "pc 1000 is not the start of an instruction");
 }
 
+/// The small executable with a batched variant of its kernel and a rows
+/// entry for it (format 1.3, docs/VM.md "Batching").
+void addBatching(Executable &e) {
+  KernelDesc v = e.kernels[0];
+  v.name += ".batched";
+  e.kernels.push_back(v);
+  e.batching.assign(e.kernels.size(), KernelBatching{});
+  e.batching[0].mode = KernelBatching::Mode::Rows;
+  e.batching[0].batched = 1;
+  e.batching[0].shared.assign(e.kernels[0].numInputs, 0);
+  e.batching[0].shared.back() = 1;
+}
+
+void expectBatchingRefused(const std::function<void(Executable &)> &mutate, const std::string &message) {
+  expectRefused(
+      [&](Executable &e) {
+        addBatching(e);
+        mutate(e);
+      },
+      message);
+}
+
+TEST(Crafted, Batching) {
+  {
+    Executable e = makeSmallExecutable();
+    addBatching(e);
+    Executable back;
+    std::string err;
+    ASSERT_TRUE(load(serialize(e), back, err)) << err;
+    ASSERT_EQ(back.batching.size(), 2u);
+    EXPECT_EQ(back.batching[0].mode, KernelBatching::Mode::Rows);
+    EXPECT_EQ(back.batching[0].batched, 1u);
+    EXPECT_EQ(back.batching[0].shared, e.batching[0].shared);
+    EXPECT_EQ(back.batching[1].mode, KernelBatching::Mode::None);
+    EXPECT_EQ(back.minor, Executable::kMinor);
+  }
+  // No entry batches: no section, and nothing read back.
+  {
+    Executable e = makeSmallExecutable();
+    e.batching.assign(e.kernels.size(), KernelBatching{});
+    Executable back;
+    std::string err;
+    ASSERT_TRUE(load(serialize(e), back, err)) << err;
+    EXPECT_TRUE(back.batching.empty());
+  }
+  expectBatchingRefused([](Executable &e) { e.batching.pop_back(); },
+                        "batching section: 1 kernels, the kernels section has 2");
+  expectBatchingRefused([](Executable &e) { e.batching[0].mode = static_cast<KernelBatching::Mode>(7); },
+                        "batching section: kernel 0 'add': unknown batching mode 7");
+  expectBatchingRefused([](Executable &e) { e.batching[0].shared[0] = 2; },
+                        "batching section: kernel 0 'add': shared flag of input 0 is 2, not 0 or 1");
+  expectBatchingRefused([](Executable &e) { e.batching[1].shared = {1}; },
+                        "batching section, kernel 1 'add.batched': shared flags on a kernel that does not batch");
+  expectBatchingRefused([](Executable &e) { e.batching[0].shared.pop_back(); },
+                        "batching section, kernel 0 'add': 1 shared flags for 2 inputs");
+  expectBatchingRefused([](Executable &e) { e.batching[0].batched = 0; },
+                        "batching section, kernel 0 'add': batched variant 0 is not another kernel (2 kernels)");
+  expectBatchingRefused([](Executable &e) { e.batching[0].batched = 9; },
+                        "batching section, kernel 0 'add': batched variant 9 is not another kernel (2 kernels)");
+  expectBatchingRefused(
+      [](Executable &e) {
+        e.batching[1] = e.batching[0];
+        e.batching[1].batched = 0;
+      },
+      "batching section, kernel 0 'add': its batched variant kernel 1 'add.batched' batches too");
+  expectBatchingRefused([](Executable &e) { e.kernels[1].inputDTypes[0] = DType::I64; },
+                        "its batched variant kernel 1 'add.batched' does not have the kernel's inputs and outputs");
+  expectBatchingRefused([](Executable &e) { e.batching[0].shared.assign(2, 1); },
+                        "batching section, kernel 0 'add': batches rows but has no per-instance input");
+  expectBatchingRefused(
+      [](Executable &e) { e.batching[0].mode = KernelBatching::Mode::Invariant; },
+      "batching section, kernel 0 'add': an invariant kernel with a per-instance input");
+}
+
 TEST(Crafted, Kernels) {
   expectRefused(
       [](Executable &e) {
