@@ -143,8 +143,37 @@ struct NativeCode {
   bool empty() const { return entries.empty(); }
 };
 
+/// Device code for the CUDA kernels (format 1.3, the optional cuda-code
+/// section): the PTX nimblec generated for one GPU architecture and, when
+/// ptxas was present at compile time, the cubin it assembled from it (else
+/// the driver JIT-compiles the PTX at load). Each entry says how nimble-run
+/// runs one kernel on the device: a generated kernel entry (launched on a
+/// grid the runtime computes from the run-time sizes, one block unless the
+/// kernel is marked multi-block), or a cuBLAS call. Trusted code like the
+/// native-code section: the verifier checks the table, not the code.
+struct CudaCode {
+  enum class Kind : uint8_t {
+    Generated = 0,     // `symbol` is a .entry of the PTX / cubin
+    CublasGemm = 1,    // a lone f32 matmul: cublasSgemm
+    CublasBatched = 2, // a lone f32 batch_matmul: cublasSgemmStridedBatched
+  };
+  static constexpr uint8_t kNumKinds = 3;
+  static constexpr uint8_t kMultiBlock = 1; // flags: may run on many blocks
+  struct Entry {
+    uint32_t kernel = 0; // index into Executable::kernels
+    Kind kind = Kind::Generated;
+    uint8_t flags = 0;
+    std::string symbol; // Generated: the entry's name; empty otherwise
+  };
+  std::string arch;           // sm_80, sm_90
+  std::string ptx;            // the module's PTX text (never empty)
+  std::vector<uint8_t> cubin; // ptxas's ELF for `arch`; empty: PTX only
+  std::vector<Entry> entries; // sorted by kernel, at most one per kernel
+  bool empty() const { return entries.empty(); }
+};
+
 struct Executable {
-  static constexpr uint16_t kMajor = 1, kMinor = 2;
+  static constexpr uint16_t kMajor = 1, kMinor = 3;
   uint16_t major = kMajor, minor = kMinor;
   std::vector<std::string> strings;
   std::vector<AdtDesc> adts;
@@ -152,6 +181,7 @@ struct Executable {
   std::vector<KernelDesc> kernels;
   std::vector<VMFunction> functions;
   NativeCode native; // format 1.2; empty: reference kernels only
+  CudaCode cuda;     // format 1.3; empty: no device code
   /// Keeps the bytes that constants point into alive (set by the reader; the
   /// compiler owns its constant data through `ownedData`).
   std::shared_ptr<const void> buffer;

@@ -69,6 +69,7 @@ const char *nbc::sectionName(SectionKind k) {
   case SectionKind::Functions: return "functions";
   case SectionKind::KernelLocs: return "kernel-locs";
   case SectionKind::NativeCode: return "native-code";
+  case SectionKind::CudaCode: return "cuda-code";
   }
   return "unknown";
 }
@@ -327,6 +328,34 @@ void writeNativeCode(ByteWriter &w, const Executable &e) {
   w.raw(n.object.data(), n.object.size());
 }
 
+// Format 1.3: the GPU architecture, the (kernel, kind, flags, symbol) table,
+// then (u64 offset from the section start, u64 size) of the PTX text and of
+// the cubin, each at a 64-byte boundary: the PTX first, the cubin (possibly
+// empty) ending the section.
+void writeCudaCode(ByteWriter &w, const Executable &e) {
+  const CudaCode &c = e.cuda;
+  size_t start = w.size();
+  w.str(c.arch);
+  w.u32(static_cast<uint32_t>(c.entries.size()));
+  for (const CudaCode::Entry &en : c.entries) {
+    w.u32(en.kernel);
+    w.u8(static_cast<uint8_t>(en.kind));
+    w.u8(en.flags);
+    w.str(en.symbol);
+  }
+  size_t fields = w.size();
+  w.u64(0);
+  w.u64(c.ptx.size());
+  w.u64(0);
+  w.u64(c.cubin.size());
+  w.pad(nbc::kConstantAlign);
+  store64(w.b.data() + fields, w.size() - start);
+  w.raw(c.ptx.data(), c.ptx.size());
+  w.pad(nbc::kConstantAlign);
+  store64(w.b.data() + fields + 16, w.size() - start);
+  w.raw(c.cubin.data(), c.cubin.size());
+}
+
 void writeFunctions(ByteWriter &w, const Executable &e) {
   w.u32(static_cast<uint32_t>(e.functions.size()));
   for (const VMFunction &f : e.functions) {
@@ -379,10 +408,16 @@ std::vector<uint8_t> serialize(const Executable &exe) {
   w.u32(0); // flags
   w.u64(0); // file size, patched
   w.u64(0); // checksum, patched
-  // The native-code section exists only when there is native code, so a
-  // program without any keeps the section count (and bytes) of format 1.1.
-  const bool hasNative = !exe.native.empty();
-  const uint32_t numSections = nbc::kNumSectionKinds - (hasNative ? 0 : 1);
+  // The native-code and cuda-code sections exist only when there is such
+  // code, so a program without any keeps the section count (and bytes) of
+  // format 1.1.
+  auto present = [&](SectionKind k) {
+    if (k == SectionKind::NativeCode) return !exe.native.empty();
+    if (k == SectionKind::CudaCode) return !exe.cuda.empty();
+    return true;
+  };
+  uint32_t numSections = 0;
+  for (uint32_t k = 1; k <= nbc::kNumSectionKinds; ++k) numSections += present(static_cast<SectionKind>(k));
   w.u32(numSections);
   w.u32(0);
   size_t table = w.size();
@@ -402,17 +437,19 @@ std::vector<uint8_t> serialize(const Executable &exe) {
       {SectionKind::Functions, writeFunctions, nbc::kSectionAlign},
       {SectionKind::KernelLocs, writeKernelLocs, nbc::kSectionAlign},
       {SectionKind::NativeCode, writeNativeCode, nbc::kConstantAlign},
+      {SectionKind::CudaCode, writeCudaCode, nbc::kConstantAlign},
       {SectionKind::Constants, writeConstants, nbc::kConstantAlign},
   };
   static_assert(sizeof(order) / sizeof(order[0]) == nbc::kNumSectionKinds);
   for (const Placed &p : order) {
-    if (p.kind == SectionKind::NativeCode && !hasNative) continue;
+    if (!present(p.kind)) continue;
     w.pad(p.align);
     size_t start = w.size();
     p.write(w, exe);
     // The table lists sections in kind order, whatever their file order.
-    uint8_t *entry =
-        w.b.data() + table + (static_cast<uint32_t>(p.kind) - 1) * nbc::kSectionEntrySize;
+    uint32_t slot = 0;
+    for (uint32_t k = 1; k < static_cast<uint32_t>(p.kind); ++k) slot += present(static_cast<SectionKind>(k));
+    uint8_t *entry = w.b.data() + table + slot * nbc::kSectionEntrySize;
     uint32_t kind = static_cast<uint32_t>(p.kind);
     std::memcpy(entry, &kind, 4);
     store64(entry + 8, start);

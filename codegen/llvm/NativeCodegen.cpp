@@ -127,6 +127,29 @@ bool linkSharedObject(const std::vector<uint8_t> &object, std::vector<uint8_t> &
 
 std::string hostCPUName() { return llvm::sys::getHostCPUName().str(); }
 
+// The new pass manager's default pipeline at the level (the target machine
+// adds its own passes: NVVMReflect for libdevice on NVPTX).
+void optimizeKernelModule(llvm::Module &mod, llvm::TargetMachine &tm, int optLevel) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(&tm);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::OptimizationLevel ol = optLevel <= 0   ? llvm::OptimizationLevel::O0
+                               : optLevel == 1 ? llvm::OptimizationLevel::O1
+                               : optLevel == 2 ? llvm::OptimizationLevel::O2
+                                                    : llvm::OptimizationLevel::O3;
+  llvm::ModulePassManager mpm = ol == llvm::OptimizationLevel::O0
+                                    ? pb.buildO0DefaultPipeline(ol)
+                                    : pb.buildPerModuleDefaultPipeline(ol);
+  mpm.run(mod, mam);
+}
+
 bool generateNativeKernels(const ir::Module &m, vm::Executable &exe, const NativeOptions &opts,
                            bool link, NativeResult &out, std::string &error) {
   initLLVM();
@@ -184,7 +207,7 @@ bool generateNativeKernels(const ir::Module &m, vm::Executable &exe, const Nativ
     std::string sym = kernelSymbol(i, k.name);
     if (!f) {
       reason = "no primitive function @" + k.name;
-    } else if (lowerKernel(*mod, k, *f, vf, sym, reason)) {
+    } else if (lowerKernel(*mod, k, *f, KernelTarget{KernelTarget::Kind::CPU, vf}, sym, reason)) {
       native.entries.push_back({static_cast<uint32_t>(i), sym});
       ++out.nativeKernels;
       continue;
@@ -193,27 +216,7 @@ bool generateNativeKernels(const ir::Module &m, vm::Executable &exe, const Nativ
     out.reasons.push_back({k.name, reason});
   }
 
-  // Optimise (the new pass manager's default pipeline at the level).
-  {
-    llvm::LoopAnalysisManager lam;
-    llvm::FunctionAnalysisManager fam;
-    llvm::CGSCCAnalysisManager cgam;
-    llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder pb(tm.get());
-    pb.registerModuleAnalyses(mam);
-    pb.registerCGSCCAnalyses(cgam);
-    pb.registerFunctionAnalyses(fam);
-    pb.registerLoopAnalyses(lam);
-    pb.crossRegisterProxies(lam, fam, cgam, mam);
-    llvm::OptimizationLevel ol = opts.optLevel <= 0   ? llvm::OptimizationLevel::O0
-                                 : opts.optLevel == 1 ? llvm::OptimizationLevel::O1
-                                 : opts.optLevel == 2 ? llvm::OptimizationLevel::O2
-                                                      : llvm::OptimizationLevel::O3;
-    llvm::ModulePassManager mpm = ol == llvm::OptimizationLevel::O0
-                                      ? pb.buildO0DefaultPipeline(ol)
-                                      : pb.buildPerModuleDefaultPipeline(ol);
-    mpm.run(*mod, mam);
-  }
+  optimizeKernelModule(*mod, *tm, opts.optLevel);
   {
     std::string err;
     llvm::raw_string_ostream os(err);

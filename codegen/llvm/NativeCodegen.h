@@ -22,6 +22,11 @@
 #include <utility>
 #include <vector>
 
+namespace llvm {
+class Module;
+class TargetMachine;
+} // namespace llvm
+
 namespace nimble::codegen {
 
 struct NativeOptions {
@@ -46,6 +51,10 @@ struct NativeResult {
 /// bad --mcpu/--mattr, never a property of the program).
 bool generateNativeKernels(const ir::Module &m, vm::Executable &exe, const NativeOptions &opts,
                            bool link, NativeResult &out, std::string &error);
+
+/// Runs LLVM's default optimisation pipeline for `optLevel` (0..3) on a
+/// kernel module (shared by the CPU and CUDA back ends).
+void optimizeKernelModule(llvm::Module &mod, llvm::TargetMachine &tm, int optLevel);
 
 /// The host CPU's name and the features LLVM sees on it (for --help/--version).
 std::string hostCPUName();
