@@ -378,14 +378,13 @@ void KernelLowering::parallel(const char *name, Value *n, Value *work, std::vect
   }
   if (gpu_) {
     // A grid-stride loop: thread t of T runs points t, t + T, ... of [0, n),
-    // whatever the grid the runtime chose; the block waits for all its
-    // threads before the next stage reads what this one stored.
+    // whatever the grid the runtime chose.
     inParallel_ = true;
     Value *stride = gridThreads();
     forLoop(globalThreadId(), n, stride, "gs", [&](Value *iv) { body(iv, b_.CreateAdd(iv, i64(1))); });
     inParallel_ = false;
-    barrier();
-    return;
+    return; // emit() puts the barrier after the stage
+
   }
   llvm::Type *ptr = llvm::PointerType::get(ctx_, 0);
   const size_t V = vals_.size();
@@ -1556,9 +1555,9 @@ llvm::Function *KernelLowering::emit(const std::string &symbol) {
       emitStage(v, dests);
     }
     data_[v] = dests[0];
-    // NVPTX: the next stage may read any point of this one (a stage outside
-    // a grid-stride loop is computed by every thread, each storing the same
-    // values; parallel() already waited after its loop).
+    // NVPTX: the next stage may read any point of this one, so the block
+    // waits for all its threads (a stage outside a grid-stride loop is
+    // computed by every thread, each storing the same values).
     if (gpu_) barrier();
   }
   b_.CreateBr(okExit);
