@@ -95,6 +95,7 @@ OPTIONS:
 
 Environment: NIMBLE_FAIL_ALLOC=<k> makes the k-th allocation fail (tests of the
 out-of-memory paths; 0 prints the count of allocations at exit).
+NIMBLE_CUDA_DRIVER=<library> is opened instead of libcuda.so.1.
 
 Exit status: 0 on success, 1 on an invalid executable or input, a run-time error
 (out of memory included) or a failed expectation, 2 on a usage error.
