@@ -467,6 +467,18 @@ bool isCIdentifier(const std::string &s) {
   return ident;
 }
 
+// An entry of a code table (native, cuda) names an existing kernel after the
+// previous entry's (`previous` -1 for the first).
+bool checkEntryKernel(const Executable &e, const std::string &where, uint32_t kernel, int64_t previous,
+                      std::string &error) {
+  if (kernel >= e.kernels.size())
+    return fail(error, where + ": kernel " + std::to_string(kernel) + " out of range (" +
+                           std::to_string(e.kernels.size()) + " kernels)");
+  if (int64_t(kernel) <= previous)
+    return fail(error, where + ": kernel " + std::to_string(kernel) + " is not after the previous entry's");
+  return true;
+}
+
 // The native-code table against the kernel table: every entry names a kernel
 // that exists, once, in increasing order, with a C identifier as its symbol,
 // and there is an object when there are entries. (The object's contents are
@@ -481,12 +493,7 @@ bool checkNativeCode(const Executable &e, std::string &error) {
   for (size_t i = 0; i < n.entries.size(); ++i) {
     const NativeCode::Entry &en = n.entries[i];
     std::string where = "native-code section, entry " + std::to_string(i);
-    if (en.kernel >= e.kernels.size())
-      return fail(error, where + ": kernel " + std::to_string(en.kernel) + " out of range (" +
-                             std::to_string(e.kernels.size()) + " kernels)");
-    if (i > 0 && en.kernel <= n.entries[i - 1].kernel)
-      return fail(error, where + ": kernel " + std::to_string(en.kernel) +
-                             " is not after the previous entry's");
+    if (!checkEntryKernel(e, where, en.kernel, i > 0 ? int64_t(n.entries[i - 1].kernel) : -1, error)) return false;
     if (!isCIdentifier(en.symbol)) return fail(error, where + ": symbol '" + en.symbol + "' is not a C identifier");
     if (e.kernels[en.kernel].upperBound)
       return fail(error, where + ": kernel " + std::to_string(en.kernel) +
@@ -514,11 +521,7 @@ bool checkCudaCode(const Executable &e, std::string &error) {
   for (size_t i = 0; i < c.entries.size(); ++i) {
     const CudaCode::Entry &en = c.entries[i];
     std::string where = "cuda-code section, entry " + std::to_string(i);
-    if (en.kernel >= e.kernels.size())
-      return fail(error, where + ": kernel " + std::to_string(en.kernel) + " out of range (" +
-                             std::to_string(e.kernels.size()) + " kernels)");
-    if (i > 0 && en.kernel <= c.entries[i - 1].kernel)
-      return fail(error, where + ": kernel " + std::to_string(en.kernel) + " is not after the previous entry's");
+    if (!checkEntryKernel(e, where, en.kernel, i > 0 ? int64_t(c.entries[i - 1].kernel) : -1, error)) return false;
     if (en.flags & ~CudaCode::kMultiBlock)
       return fail(error, where + ": unknown flags " + std::to_string(en.flags));
     const KernelDesc &k = e.kernels[en.kernel];

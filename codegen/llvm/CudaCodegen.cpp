@@ -112,22 +112,12 @@ std::string findPtxas(const std::string &requested) {
 
 bool runPtxas(const std::string &ptxas, const std::string &arch, int optLevel, const std::string &ptx,
               std::vector<uint8_t> &cubin, std::string &error) {
-  llvm::SmallString<128> dir;
-  if (auto ec = llvm::sys::fs::createUniqueDirectory("nimblec-ptxas", dir)) {
-    error = "cannot create a temporary directory for ptxas: " + ec.message();
-    return false;
-  }
-  std::string in = (dir + "/kernels.ptx").str(), out = (dir + "/kernels.cubin").str(),
-              log = (dir + "/ptxas.log").str();
+  std::string dir;
+  if (!makeTemporaryDirectory("nimblec-ptxas", "ptxas", dir, error)) return false;
+  std::string in = dir + "/kernels.ptx", out = dir + "/kernels.cubin", log = dir + "/ptxas.log";
   bool ok = false;
   {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(in, ec);
-    if (ec) {
-      error = "cannot write " + in + ": " + ec.message();
-    } else {
-      os << ptx;
-      os.close();
+    if (writeTemporaryFile(in, ptx, error)) {
       std::string archFlag = "-arch=" + arch, olevel = "-O" + std::to_string(optLevel < 0 ? 0 : optLevel);
       llvm::StringRef args[] = {ptxas, archFlag, olevel, in, "-o", out};
       std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log), llvm::StringRef(log)};
