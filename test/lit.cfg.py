@@ -128,6 +128,15 @@ _add_tool(
 )
 for _tool in ("FileCheck", "not", "count", "split-file"):
     _add_tool(_tool, _llvm_tools_dirs)
+# The CUDA toolkit's ptxas (test/cuda): tests that assemble PTX say
+# `REQUIRES: ptxas` and lit reports them UNSUPPORTED where it is absent
+# (`--param ptxas=<path>` points at another one).
+_ptxas = lit_config.params.get("ptxas") or "/usr/local/cuda/bin/ptxas"
+if os.path.exists(_ptxas):
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", _ptxas))
+else:
+    lit_config.note("no ptxas at %s: the tests that need it are skipped" % _ptxas)
 config.substitutions.append(("%python", _PYTHON))
 # `%expect-exit N cmd args...`: cmd must exit with status N and not crash
 # (lit's internal shell has no `$?`).

@@ -10,6 +10,7 @@
 
 #include "tools/ToolSupport.h"
 #include "vm/Allocator.h"
+#include "vm/CudaDriver.h"
 #include "vm/Disassembler.h"
 #include "vm/FailAlloc.h"
 #include "vm/Format.h"
@@ -94,7 +95,12 @@ OPTIONS:
                              written back with any new ones after the run
   --allocator=<pool|system>  Memory for storages: size-class pool that recycles freed
                              blocks (default), or one malloc per allocation
-  --device=<cpu|cuda>        Device to run on (default cpu)
+  --device=<cpu|cuda[:N]>    Device to run on (default cpu). A program compiled with
+                             nimblec --target=cuda needs a CUDA device whatever this
+                             says; the driver (libcuda.so.1) is loaded only then, and
+                             its absence, or a missing device, is one error line (exit 1).
+                             This runtime does not execute on a device yet
+                             (docs/codegen.md#cuda)
   --threads=<n>              Threads for kernels, generated and oneDNN alike (default:
                              the cores this process may run on)
   --max-call-depth=<n>       Limit on nested calls before an error (default 10000)
@@ -104,6 +110,7 @@ OPTIONS:
 
 Environment: NIMBLE_FAIL_ALLOC=<k> makes the k-th allocation fail (tests of the
 out-of-memory paths; 0 prints the count of allocations at exit).
+NIMBLE_CUDA_DRIVER=<library> is opened instead of libcuda.so.1.
 
 Exit status: 0 on success, 1 on an invalid executable or input, a run-time error
 (out of memory included) or a failed expectation, 2 on a usage error.
@@ -202,7 +209,9 @@ int parseArgs(int argc, char **argv, Options &o) {
         return usageError("--max-instructions takes a positive count");
       o.maxInstructions = n;
     } else if ((v = flagValue(a, "--device"))) {
-      if (*v != "cpu" && *v != "cuda") return usageError("--device takes cpu or cuda");
+      if (*v != "cpu" && *v != "cuda" &&
+          !(v->rfind("cuda:", 0) == 0 && parseUnsigned(v->substr(5), 1023, n)))
+        return usageError("--device takes cpu, cuda or cuda:<ordinal>, got '" + *v + "'");
       o.device = *v;
     } else if ((v = flagValue(a, "--kernels"))) {
       if (!parseKernelMode(*v, o.kernels))
@@ -595,16 +604,39 @@ void operator delete[](void *p, const std::nothrow_t &) noexcept { std::free(p);
 
 namespace {
 
+// A program with device code (nimblec --target=cuda), or --device=cuda[:N],
+// needs the CUDA driver and a device: opened here, before anything runs, so
+// that a machine without them gets one line naming what is missing. With
+// both present the run still stops: this runtime does not execute on
+// devices yet (no device allocator, copies, launches or cuBLAS calls), and
+// says so rather than running the device's kernels on the CPU.
+int checkCuda(const Options &o, const Executable &exe) {
+  const bool wanted = o.device != "cpu";
+  if (exe.cuda.empty() && !wanted) return kExitOk;
+  int ordinal = o.device.size() > 5 ? std::stoi(o.device.substr(5)) : 0;
+  std::string who = exe.cuda.empty() ? "--device=" + o.device : o.file + " (compiled for cuda " + exe.cuda.arch + ")";
+  cuda::Device dev;
+  std::string error;
+  if (!cuda::openDevice(ordinal, dev, error)) {
+    std::cerr << "nimble-run: error: " << who << " needs CUDA: " << error << "\n";
+    return kExitError;
+  }
+  cuda::CUmodule module = nullptr;
+  if (!exe.cuda.empty() && !cuda::loadModule(exe.cuda, module, error)) {
+    std::cerr << "nimble-run: error: " << o.file << ": " << error << "\n";
+    return kExitError;
+  }
+  std::cerr << "nimble-run: error: CUDA device cuda:" << dev.ordinal << " (" << dev.name
+            << ") is present, but this runtime does not execute programs on a device yet "
+               "(docs/codegen.md#cuda)\n";
+  return kExitError;
+}
+
 int runTool(int argc, char **argv) {
   Options o;
   int early = parseArgs(argc, argv, o);
   if (early >= 0) return early;
   setDefaultAllocatorKind(o.allocator);
-  if (o.device == "cuda") {
-    std::cerr << "nimble-run: error: no CUDA device is available to this runtime (it was built "
-                 "without the CUDA runtime); use --device=cpu\n";
-    return kExitError;
-  }
 
   auto exe = std::make_shared<Executable>();
   std::string error;
@@ -612,6 +644,7 @@ int runTool(int argc, char **argv) {
     std::cerr << "nimble-run: error: " << error << "\n";
     return kExitError;
   }
+  if (int rc = checkCuda(o, *exe); rc != kExitOk) return rc;
   int fi = exe->findFunction(o.function);
   if (fi < 0) {
     std::string names;

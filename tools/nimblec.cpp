@@ -8,6 +8,7 @@
 
 #include "codegen/BytecodeEmitter.h"
 #include "codegen/Safetensors.h"
+#include "codegen/llvm/CudaCodegen.h"
 #include "codegen/llvm/NativeCodegen.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
@@ -38,10 +39,18 @@ OPTIONS:
                               for --emit=asm and --emit=nir, required for bytecode
   -O0, -O1, -O2, -O3          Optimization level (default -O2); see docs/nimblec.md
   --target=<cpu|cuda>         Target device (default cpu): kernels and their buffers go to
-                              it, shape computations stay on the cpu (place-devices)
+                              it, shape computations stay on the cpu (place-devices); cuda
+                              also generates PTX for the kernels (nvptx64-nvidia-cuda) and
+                              records cuBLAS for lone f32 matmuls (docs/codegen.md#cuda)
+  --cuda-arch=<sm_80|sm_90>   GPU architecture of the PTX and cubin (default sm_80)
+  --ptxas=<path|none>         The ptxas that assembles the PTX to a cubin at compile time
+                              (default: ptxas on PATH, then /usr/local/cuda/bin). Without
+                              one (or with none) the .nbc carries PTX only, which the CUDA
+                              driver JIT-compiles when nimble-run loads it
   --emit=<kind>               bytecode (default), asm (bytecode as text), nir (the IR
                               after the pipeline), llvm (the native kernels' optimised LLVM
-                              IR), obj (their relocatable ELF object, for objdump -d)
+                              IR), obj (their relocatable ELF object, for objdump -d),
+                              ptx (the cuda kernels' PTX; implies --target=cuda)
   --kernels=<kind>            reference (default for now): the .nbc carries no native code;
                               native: generate an LLVM kernel for every kernel the
                               generator handles and embed the linked shared object
@@ -74,6 +83,7 @@ Exit status: 0 on success, 1 when the input is invalid or cannot be compiled
 struct Options {
   std::string input = "-", output, emit = "bytecode", weightsDir, target = "cpu";
   std::string kernels = "reference", mcpu, mattr;
+  std::string cudaArch = "sm_80", ptxas;
   int optLevel = 2;
   bool stats = false, printPipeline = false, printBatching = false;
   std::string passes; // --passes: replaces the -O level's pipeline
@@ -102,8 +112,8 @@ int parseArgs(int argc, char **argv, Options &o) {
     } else if (a.size() == 3 && a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3') {
       o.optLevel = a[2] - '0';
     } else if ((v = flagValue(a, "--emit"))) {
-      if (*v != "bytecode" && *v != "asm" && *v != "nir" && *v != "llvm" && *v != "obj")
-        return usageError("--emit takes bytecode, asm, nir, llvm or obj, got '" + *v + "'");
+      if (*v != "bytecode" && *v != "asm" && *v != "nir" && *v != "llvm" && *v != "obj" && *v != "ptx")
+        return usageError("--emit takes bytecode, asm, nir, llvm, obj or ptx, got '" + *v + "'");
       o.emit = *v;
     } else if ((v = flagValue(a, "--kernels"))) {
       if (*v != "native" && *v != "reference")
@@ -112,6 +122,12 @@ int parseArgs(int argc, char **argv, Options &o) {
     } else if ((v = flagValue(a, "--mcpu"))) {
       if (v->empty()) return usageError("--mcpu needs a CPU name");
       o.mcpu = *v;
+    } else if ((v = flagValue(a, "--cuda-arch"))) {
+      if (!codegen::isSupportedCudaArch(*v)) return usageError("--cuda-arch takes sm_80 or sm_90, got '" + *v + "'");
+      o.cudaArch = *v;
+    } else if ((v = flagValue(a, "--ptxas"))) {
+      if (v->empty()) return usageError("--ptxas needs a program or none");
+      o.ptxas = *v;
     } else if ((v = flagValue(a, "--mattr"))) {
       o.mattr = *v;
     } else if ((v = flagValue(a, "--target"))) {
@@ -152,6 +168,10 @@ int parseArgs(int argc, char **argv, Options &o) {
   if ((o.emit == "bytecode" || o.emit == "obj") && o.output.empty())
     return usageError(o.emit == "obj" ? "obj output needs -o <file.o>" : "bytecode output needs -o <file.nbc>");
   if (o.emit == "llvm" || o.emit == "obj") o.kernels = "native";
+  if (o.emit == "ptx") {
+    if (o.target == "cpu" && o.kernels == "native") return usageError("--emit=ptx is cuda code; it excludes --kernels=native");
+    o.target = "cuda";
+  }
   if (o.kernels == "native" && o.target != "cpu")
     return usageError("--kernels=native generates cpu code; --target=" + o.target + " has no native kernels yet");
   if (o.output.empty()) o.output = "-";
@@ -319,6 +339,35 @@ int main(int argc, char **argv) {
     }
     if (!vm::verify(exe, error)) {
       std::cerr << "nimblec: internal error: the native-code table is invalid: " << error << "\n";
+      return kExitError;
+    }
+  }
+  if (o.target == "cuda") {
+    codegen::CudaOptions copts;
+    copts.arch = o.cudaArch;
+    copts.optLevel = o.optLevel;
+    copts.ptxas = o.emit == "ptx" ? "none" : o.ptxas;
+    codegen::CudaResult cres;
+    if (!codegen::generateCudaKernels(*m, exe, copts, cres, error)) {
+      std::cerr << "nimblec: error: " << error << "\n";
+      return kExitError;
+    }
+    if (o.stats) {
+      std::cerr << "cuda kernels: " << cres.generated << " generated, " << cres.cublas << " cuBLAS, "
+                << cres.missing << " without a device form; "
+                << (cres.assembled ? "cubin by " + cres.ptxasPath : std::string("PTX only (no ptxas)"))
+                << "\n";
+      for (const auto &[kname, why] : cres.reasons) std::cerr << "  no device form @" << kname << ": " << why << "\n";
+    }
+    if (o.emit == "ptx") {
+      if (!writeOutputAtomically(o.output, cres.ptx, error)) {
+        std::cerr << "nimblec: error: " << error << "\n";
+        return kExitError;
+      }
+      return kExitOk;
+    }
+    if (!vm::verify(exe, error)) {
+      std::cerr << "nimblec: internal error: the cuda-code table is invalid: " << error << "\n";
       return kExitError;
     }
   }

@@ -329,6 +329,13 @@ std::string disassemble(const Executable &exe, const DisasmOptions &opts) {
       for (const std::string &f : exe.native.features) r += " " + f;
       r += "\n";
     }
+    if (!exe.cuda.empty()) {
+      r += "\ncuda code: " + std::to_string(exe.cuda.entries.size()) + " kernels for " + exe.cuda.arch + ", " +
+           std::to_string(exe.cuda.ptx.size()) + "-byte PTX, " +
+           (exe.cuda.cubin.empty() ? std::string("no cubin (the driver compiles the PTX at load)")
+                                   : std::to_string(exe.cuda.cubin.size()) + "-byte cubin") +
+           "\n";
+    }
     if (!exe.kernels.empty()) {
       r += "\nkernels:\n";
       for (size_t i = 0; i < exe.kernels.size(); ++i) {
@@ -343,6 +350,12 @@ std::string disassemble(const Executable &exe, const DisasmOptions &opts) {
         r += k.upperBound ? ") upper_bound" : ")";
         for (const NativeCode::Entry &en : exe.native.entries)
           if (en.kernel == i) r += " native " + quote(en.symbol);
+        for (const CudaCode::Entry &en : exe.cuda.entries) {
+          if (en.kernel != i) continue;
+          if (en.kind == CudaCode::Kind::Generated)
+            r += " cuda " + quote(en.symbol) + ((en.flags & CudaCode::kMultiBlock) ? " multi-block" : " one-block");
+          else
+            r += en.kind == CudaCode::Kind::CublasGemm ? " cuda cublasSgemm" : " cuda cublasSgemmStridedBatched";
         if (i < exe.batching.size() && exe.batching[i].mode != KernelBatching::Mode::None) {
           const KernelBatching &b = exe.batching[i];
           r += std::string(" batch ") + batchingModeName(b.mode);

@@ -143,8 +143,36 @@ struct NativeCode {
   bool empty() const { return entries.empty(); }
 };
 
+/// Device code for the CUDA kernels (format 1.3, the optional cuda-code
+/// section): the PTX nimblec generated for one GPU architecture and, when
+/// ptxas was present at compile time, the cubin it assembled from it (else
+/// the driver JIT-compiles the PTX at load). Each entry says how nimble-run
+/// runs one kernel on the device: a generated kernel entry (launched on a
+/// grid the runtime computes from the run-time sizes, one block unless the
+/// kernel is marked multi-block), or a cuBLAS call. Trusted code like the
+/// native-code section: the verifier checks the table, not the code.
+struct CudaCode {
+  enum class Kind : uint8_t {
+    Generated = 0,     // `symbol` is a .entry of the PTX / cubin
+    CublasGemm = 1,    // a lone f32 matmul: cublasSgemm
+    CublasBatched = 2, // a lone f32 batch_matmul: cublasSgemmStridedBatched
+  };
+  static constexpr uint8_t kNumKinds = 3;
+  static constexpr uint8_t kMultiBlock = 1; // flags: may run on many blocks
+  struct Entry {
+    uint32_t kernel = 0; // index into Executable::kernels
+    Kind kind = Kind::Generated;
+    uint8_t flags = 0;
+    std::string symbol; // Generated: the entry's name; empty otherwise
+  };
+  std::string arch;           // sm_80, sm_90
+  std::string ptx;            // the module's PTX text (never empty)
+  std::vector<uint8_t> cubin; // ptxas's ELF for `arch`; empty: PTX only
+  std::vector<Entry> entries; // sorted by kernel, at most one per kernel
+  bool empty() const { return entries.empty(); }
+};
 /// How the auto-batching scheduler may run a kernel's calls from several
-/// instances together (format 1.3, the optional batching section; written by
+/// instances together (format 1.4, the optional batching section; written by
 /// the auto-batch pass, docs/autobatch.md). Seed 001 (ACROBAT) §5.1: the
 /// static taint analysis decides which inputs every instance shares.
 struct KernelBatching {
@@ -163,7 +191,7 @@ inline constexpr uint32_t kNumBatchingModes = 3;
 const char *batchingModeName(KernelBatching::Mode m);
 
 struct Executable {
-  static constexpr uint16_t kMajor = 1, kMinor = 3;
+  static constexpr uint16_t kMajor = 1, kMinor = 4;
   uint16_t major = kMajor, minor = kMinor;
   std::vector<std::string> strings;
   std::vector<AdtDesc> adts;
@@ -171,7 +199,8 @@ struct Executable {
   std::vector<KernelDesc> kernels;
   std::vector<VMFunction> functions;
   NativeCode native; // format 1.2; empty: reference kernels only
-  /// Format 1.3: empty, or one entry per kernel.
+  CudaCode cuda;     // format 1.3; empty: no device code
+  /// Format 1.4: empty, or one entry per kernel.
   std::vector<KernelBatching> batching;
   /// Keeps the bytes that constants point into alive (set by the reader; the
   /// compiler owns its constant data through `ownedData`).

@@ -69,6 +69,7 @@ const char *nbc::sectionName(SectionKind k) {
   case SectionKind::Functions: return "functions";
   case SectionKind::KernelLocs: return "kernel-locs";
   case SectionKind::NativeCode: return "native-code";
+  case SectionKind::CudaCode: return "cuda-code";
   case SectionKind::Batching: return "batching";
   }
   return "unknown";
@@ -328,6 +329,34 @@ void writeNativeCode(ByteWriter &w, const Executable &e) {
   w.raw(n.object.data(), n.object.size());
 }
 
+// Format 1.3: the GPU architecture, the (kernel, kind, flags, symbol) table,
+// then (u64 offset from the section start, u64 size) of the PTX text and of
+// the cubin, each at a 64-byte boundary: the PTX first, the cubin (possibly
+// empty) ending the section.
+void writeCudaCode(ByteWriter &w, const Executable &e) {
+  const CudaCode &c = e.cuda;
+  size_t start = w.size();
+  w.str(c.arch);
+  w.u32(static_cast<uint32_t>(c.entries.size()));
+  for (const CudaCode::Entry &en : c.entries) {
+    w.u32(en.kernel);
+    w.u8(static_cast<uint8_t>(en.kind));
+    w.u8(en.flags);
+    w.str(en.symbol);
+  }
+  size_t fields = w.size();
+  w.u64(0);
+  w.u64(c.ptx.size());
+  w.u64(0);
+  w.u64(c.cubin.size());
+  w.pad(nbc::kConstantAlign);
+  store64(w.b.data() + fields, w.size() - start);
+  w.raw(c.ptx.data(), c.ptx.size());
+  w.pad(nbc::kConstantAlign);
+  store64(w.b.data() + fields + 16, w.size() - start);
+  w.raw(c.cubin.data(), c.cubin.size());
+}
+
 void writeFunctions(ByteWriter &w, const Executable &e) {
   w.u32(static_cast<uint32_t>(e.functions.size()));
   for (const VMFunction &f : e.functions) {
@@ -371,7 +400,7 @@ void writeConstants(ByteWriter &w, const Executable &e) {
 
 } // namespace
 
-// Format 1.3: per kernel its batching mode, batched variant and the shared
+// Format 1.4: per kernel its batching mode, batched variant and the shared
 // flag of each input (docs/autobatch.md).
 void writeBatching(ByteWriter &w, const Executable &e) {
   w.u32(static_cast<uint32_t>(e.batching.size()));
@@ -398,12 +427,15 @@ std::vector<uint8_t> serialize(const Executable &exe) {
   w.u32(0); // flags
   w.u64(0); // file size, patched
   w.u64(0); // checksum, patched
-  // The native-code and batching sections exist only when there is native
-  // code or a kernel that batches, so a program without either keeps the
-  // section count (and bytes) of format 1.1.
-  const bool hasNative = !exe.native.empty(), batches = hasBatching(exe);
+  // The native-code, cuda-code and batching sections exist only when there
+  // is such code or a kernel that batches, so a program without any keeps
+  // the section count (and bytes) of format 1.1.
+  const bool batches = hasBatching(exe);
   auto present = [&](SectionKind k) {
-    return (k != SectionKind::NativeCode || hasNative) && (k != SectionKind::Batching || batches);
+    if (k == SectionKind::NativeCode) return !exe.native.empty();
+    if (k == SectionKind::CudaCode) return !exe.cuda.empty();
+    if (k == SectionKind::Batching) return batches;
+    return true;
   };
   uint32_t numSections = 0;
   for (uint32_t k = 1; k <= nbc::kNumSectionKinds; ++k) numSections += present(static_cast<SectionKind>(k));
@@ -427,6 +459,7 @@ std::vector<uint8_t> serialize(const Executable &exe) {
       {SectionKind::KernelLocs, writeKernelLocs, nbc::kSectionAlign},
       {SectionKind::Batching, writeBatching, nbc::kSectionAlign},
       {SectionKind::NativeCode, writeNativeCode, nbc::kConstantAlign},
+      {SectionKind::CudaCode, writeCudaCode, nbc::kConstantAlign},
       {SectionKind::Constants, writeConstants, nbc::kConstantAlign},
   };
   static_assert(sizeof(order) / sizeof(order[0]) == nbc::kNumSectionKinds);

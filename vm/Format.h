@@ -65,9 +65,10 @@ enum class SectionKind : uint32_t {
   Functions = 6,
   KernelLocs = 7, // format 1.1; optional
   NativeCode = 8, // format 1.2; optional (written only when there is native code)
-  Batching = 9,   // format 1.3; optional (written only when some kernel batches)
+  CudaCode = 9,   // format 1.3; optional (written only when there is device code)
+  Batching = 10,  // format 1.4; optional (written only when some kernel batches)
 };
-inline constexpr uint32_t kNumSectionKinds = 9;
+inline constexpr uint32_t kNumSectionKinds = 10;
 /// Kinds 1..kNumRequiredSectionKinds must appear in every file.
 inline constexpr uint32_t kNumRequiredSectionKinds = 6;
 const char *sectionName(SectionKind k);
@@ -85,6 +86,8 @@ inline constexpr int kMaxTypeDepth = limits::kMaxTypeDepth;
 inline constexpr uint32_t kMaxRank = limits::kMaxRank;
 /// Symbol names and CPU feature strings of the native-code section.
 inline constexpr uint32_t kMaxSymbolLength = 256;
+/// GPU architecture names of the cuda-code section (sm_80).
+inline constexpr uint32_t kMaxArchLength = 16;
 inline constexpr uint32_t kMaxRegisters = limits::kMaxRegisters;
 inline constexpr uint32_t kMaxKernelMembers = limits::kMaxKernelMembers;
 inline constexpr uint32_t kMaxKernelValues = limits::kMaxKernelValues;

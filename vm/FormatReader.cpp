@@ -377,6 +377,53 @@ bool readNativeCode(Cursor &c, Executable &e, uint64_t sectionStart, uint64_t se
   return true;
 }
 
+// Format 1.3: the device code and its kernel table (Format.cpp,
+// writeCudaCode). PTX and cubin are copied out of the file buffer (the driver
+// copies them again when it loads the module).
+bool readCudaCode(Cursor &c, Executable &e, uint64_t sectionStart, uint64_t sectionEnd) {
+  CudaCode &cu = e.cuda;
+  if (!c.str(cu.arch, "architecture")) return false;
+  if (cu.arch.size() > nbc::kMaxArchLength)
+    return c.fail("architecture is " + std::to_string(cu.arch.size()) + " bytes long (the limit is " +
+                  std::to_string(nbc::kMaxArchLength) + ")");
+  uint32_t ne;
+  if (!c.count(ne, 10, "cuda kernel count")) return false;
+  cu.entries.resize(ne);
+  for (uint32_t i = 0; i < ne; ++i) {
+    CudaCode::Entry &en = cu.entries[i];
+    uint8_t kind;
+    if (!c.u32(en.kernel, "kernel index") || !c.u8(kind, "kind") || !c.u8(en.flags, "flags") ||
+        !c.str(en.symbol, "symbol"))
+      return c.wrap("cuda kernel " + std::to_string(i));
+    if (kind >= CudaCode::kNumKinds)
+      return c.fail("cuda kernel " + std::to_string(i) + ": unknown kind " + std::to_string(kind));
+    en.kind = static_cast<CudaCode::Kind>(kind);
+    if (en.symbol.size() > nbc::kMaxSymbolLength)
+      return c.fail("cuda kernel " + std::to_string(i) + ": symbol is " + std::to_string(en.symbol.size()) +
+                    " bytes long (the limit is " + std::to_string(nbc::kMaxSymbolLength) + ")");
+  }
+  uint64_t ptxOff, ptxSize, cubinOff, cubinSize;
+  if (!c.u64(ptxOff, "ptx offset") || !c.u64(ptxSize, "ptx size") || !c.u64(cubinOff, "cubin offset") ||
+      !c.u64(cubinSize, "cubin size"))
+    return false;
+  const uint64_t len = sectionEnd - sectionStart, meta = c.pos() - sectionStart;
+  if (ptxOff < meta || ptxOff > len || ptxSize > len - ptxOff)
+    return c.fail("the PTX [" + std::to_string(ptxOff) + ", +" + std::to_string(ptxSize) +
+                  ") lies outside the section's data (" + std::to_string(meta) + ".." + std::to_string(len) + ")");
+  if (cubinOff < ptxOff + ptxSize || cubinOff > len || cubinSize != len - cubinOff)
+    return c.fail("the cubin [" + std::to_string(cubinOff) + ", +" + std::to_string(cubinSize) +
+                  ") does not follow the PTX and end the section (" + std::to_string(len) + " bytes)");
+  if ((sectionStart + ptxOff) % nbc::kConstantAlign || (sectionStart + cubinOff) % nbc::kConstantAlign)
+    return c.fail("the PTX or cubin offset is not 64-byte aligned");
+  if (ptxSize == 0) return c.fail("the PTX is empty");
+  c.skip(ptxOff - meta);
+  cu.ptx.assign(reinterpret_cast<const char *>(c.here()), ptxSize);
+  c.skip(cubinOff - ptxOff);
+  cu.cubin.assign(c.here(), c.here() + cubinSize);
+  c.skip(cubinSize);
+  return true;
+}
+
 // Format 1.1: one location per kernel member, matching the kernels section.
 bool readKernelLocs(Cursor &c, Executable &e) {
   uint32_t n;
@@ -558,7 +605,8 @@ bool deserialize(const uint8_t *data, size_t size, std::shared_ptr<const void> k
                              ") is outside the file's section area [" + std::to_string(tableEnd) +
                              ", " + std::to_string(size) + ")");
     size_t align = s.kind == static_cast<uint32_t>(SectionKind::Constants) ||
-                           s.kind == static_cast<uint32_t>(SectionKind::NativeCode)
+                           s.kind == static_cast<uint32_t>(SectionKind::NativeCode) ||
+                           s.kind == static_cast<uint32_t>(SectionKind::CudaCode)
                        ? nbc::kConstantAlign
                        : nbc::kSectionAlign;
     if (s.offset % align)
@@ -624,6 +672,10 @@ bool deserialize(const uint8_t *data, size_t size, std::shared_ptr<const void> k
       (byKind[static_cast<uint32_t>(SectionKind::NativeCode)] &&
        !section(SectionKind::NativeCode, [&](Cursor &c, const SectionEntry &s) {
          return readNativeCode(c, exe, s.offset, s.offset + s.size);
+       })) ||
+      (byKind[static_cast<uint32_t>(SectionKind::CudaCode)] &&
+       !section(SectionKind::CudaCode, [&](Cursor &c, const SectionEntry &s) {
+         return readCudaCode(c, exe, s.offset, s.offset + s.size);
        })) ||
       !section(SectionKind::Constants, [&](Cursor &c, const SectionEntry &s) {
         return readConstants(c, exe, data, s.offset + s.size);

@@ -461,6 +461,24 @@ bool checkFunctions(const Executable &e, std::string &error) {
   return true;
 }
 
+bool isCIdentifier(const std::string &s) {
+  bool ident = !s.empty() && !std::isdigit(static_cast<unsigned char>(s[0]));
+  for (char ch : s) ident &= std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+  return ident;
+}
+
+// An entry of a code table (native, cuda) names an existing kernel after the
+// previous entry's (`previous` -1 for the first).
+bool checkEntryKernel(const Executable &e, const std::string &where, uint32_t kernel, int64_t previous,
+                      std::string &error) {
+  if (kernel >= e.kernels.size())
+    return fail(error, where + ": kernel " + std::to_string(kernel) + " out of range (" +
+                           std::to_string(e.kernels.size()) + " kernels)");
+  if (int64_t(kernel) <= previous)
+    return fail(error, where + ": kernel " + std::to_string(kernel) + " is not after the previous entry's");
+  return true;
+}
+
 // The native-code table against the kernel table: every entry names a kernel
 // that exists, once, in increasing order, with a C identifier as its symbol,
 // and there is an object when there are entries. (The object's contents are
@@ -475,16 +493,8 @@ bool checkNativeCode(const Executable &e, std::string &error) {
   for (size_t i = 0; i < n.entries.size(); ++i) {
     const NativeCode::Entry &en = n.entries[i];
     std::string where = "native-code section, entry " + std::to_string(i);
-    if (en.kernel >= e.kernels.size())
-      return fail(error, where + ": kernel " + std::to_string(en.kernel) + " out of range (" +
-                             std::to_string(e.kernels.size()) + " kernels)");
-    if (i > 0 && en.kernel <= n.entries[i - 1].kernel)
-      return fail(error, where + ": kernel " + std::to_string(en.kernel) +
-                             " is not after the previous entry's");
-    bool ident = !en.symbol.empty() && !std::isdigit(static_cast<unsigned char>(en.symbol[0]));
-    for (char ch : en.symbol)
-      ident &= std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
-    if (!ident) return fail(error, where + ": symbol '" + en.symbol + "' is not a C identifier");
+    if (!checkEntryKernel(e, where, en.kernel, i > 0 ? int64_t(n.entries[i - 1].kernel) : -1, error)) return false;
+    if (!isCIdentifier(en.symbol)) return fail(error, where + ": symbol '" + en.symbol + "' is not a C identifier");
     if (e.kernels[en.kernel].upperBound)
       return fail(error, where + ": kernel " + std::to_string(en.kernel) +
                              " is an upper-bound kernel, which has no native form");
@@ -492,7 +502,42 @@ bool checkNativeCode(const Executable &e, std::string &error) {
   return true;
 }
 
-// The batching table against the kernel table (format 1.3, docs/autobatch.md):
+// The cuda-code table against the kernel table, as for native code, plus:
+// the architecture is sm_<digits>; a generated entry names a PTX entry (a C
+// identifier); a cuBLAS entry has no symbol and implements a kernel that is
+// exactly one f32 matmul (CublasGemm) or batch_matmul (CublasBatched); flags
+// hold only kMultiBlock. (The PTX and cubin are checked by the driver when
+// nimble-run loads them: vm/CudaRuntime.cpp.)
+bool checkCudaCode(const Executable &e, std::string &error) {
+  const CudaCode &c = e.cuda;
+  if (c.entries.empty()) {
+    if (!c.ptx.empty() || !c.cubin.empty()) return fail(error, "cuda-code section: code but no kernels");
+    return true;
+  }
+  bool archOk = c.arch.size() > 3 && c.arch.compare(0, 3, "sm_") == 0;
+  for (size_t i = 3; i < c.arch.size(); ++i) archOk &= std::isdigit(static_cast<unsigned char>(c.arch[i])) != 0;
+  if (!archOk) return fail(error, "cuda-code section: architecture '" + c.arch + "' is not sm_<number>");
+  if (c.ptx.empty()) return fail(error, "cuda-code section: kernels but no PTX");
+  for (size_t i = 0; i < c.entries.size(); ++i) {
+    const CudaCode::Entry &en = c.entries[i];
+    std::string where = "cuda-code section, entry " + std::to_string(i);
+    if (!checkEntryKernel(e, where, en.kernel, i > 0 ? int64_t(c.entries[i - 1].kernel) : -1, error)) return false;
+    if (en.flags & ~CudaCode::kMultiBlock)
+      return fail(error, where + ": unknown flags " + std::to_string(en.flags));
+    const KernelDesc &k = e.kernels[en.kernel];
+    if (k.upperBound)
+      return fail(error, where + ": kernel " + std::to_string(en.kernel) + " is an upper-bound kernel, which has no device form");
+    if (en.kind == CudaCode::Kind::Generated) {
+      if (!isCIdentifier(en.symbol)) return fail(error, where + ": symbol '" + en.symbol + "' is not a C identifier");
+      continue;
+    }
+    OpCode want = en.kind == CudaCode::Kind::CublasGemm ? OpCode::MatMul : OpCode::BatchMatMul;
+    if (!en.symbol.empty()) return fail(error, where + ": a cuBLAS entry has a symbol");
+    if (k.members.size() != 1 || k.members[0].op != want || k.inputDTypes.size() != 2 ||
+        k.inputDTypes[0] != DType::F32 || k.inputDTypes[1] != DType::F32)
+      return fail(error, where + ": kernel " + std::to_string(en.kernel) + " is not a single f32 " +
+                             (want == OpCode::MatMul ? "matmul" : "batch_matmul") + " (cuBLAS entry)");
+// The batching table against the kernel table (format 1.4, docs/autobatch.md):
 // one entry per kernel; a `rows` kernel names another kernel of the same
 // signature as its batched variant (which batches no further) and has at
 // least one per-instance input; an `invariant` kernel shares every input.
@@ -558,7 +603,8 @@ bool verify(const Executable &e, std::string &error) {
                                std::to_string(l.file) + " out of range (" +
                                std::to_string(e.strings.size()) + " strings)");
   }
-  if (!checkNativeCode(e, error) || !checkBatching(e, error)) return false;
+  if (!checkNativeCode(e, error) || !checkCudaCode(e, error)) return false;
+  if (!checkBatching(e, error)) return false;
   return checkFunctions(e, error);
 }
 

@@ -20,6 +20,8 @@
 
 #include "codegen/llvm/Lowering.h"
 
+#include <llvm/TargetParser/Triple.h>
+
 #include <llvm/IR/Intrinsics.h>
 
 namespace nimble::codegen::lowering {
@@ -104,8 +106,12 @@ Value *emitLibmCall(llvm::IRBuilder<> &b, const char *f32Name, const char *f64Na
   llvm::Type *e = t->getScalarType();
   llvm::Module *m = b.GetInsertBlock()->getModule();
   std::vector<llvm::Type *> params(args.size(), e);
-  llvm::FunctionCallee f = m->getOrInsertFunction(e->isDoubleTy() ? f64Name : f32Name,
-                                                  llvm::FunctionType::get(e, params, false));
+  // Device code cannot call libm: on NVPTX the same function comes from
+  // libdevice (__nv_expf, __nv_erf, ...), linked into the module by
+  // CudaCodegen.cpp.
+  std::string name = e->isDoubleTy() ? f64Name : f32Name;
+  if (llvm::Triple(m->getTargetTriple()).isNVPTX()) name = "__nv_" + name;
+  llvm::FunctionCallee f = m->getOrInsertFunction(name, llvm::FunctionType::get(e, params, false));
   if (auto *fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
     fn->setDoesNotThrow();
     fn->setOnlyAccessesInaccessibleMemory(); // errno only

@@ -43,6 +43,7 @@
 #include "codegen/llvm/Lowering.h"
 
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -85,8 +86,13 @@ struct ValueInfo {
 class KernelLowering {
 public:
   KernelLowering(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function &f,
-                 unsigned vf)
-      : mod_(mod), ctx_(mod.getContext()), b_(ctx_), k_(k), f_(f), vf_(vf) {}
+                 const KernelTarget &target)
+      : mod_(mod), ctx_(mod.getContext()), b_(ctx_), k_(k), f_(f),
+        vf_(target.gpu() ? 1 : target.vectorWidth), gpu_(target.gpu()) {}
+  /// One loop nest per stage, and whether a temporary is needed (NVPTX: a
+  /// kernel of one stage without temporaries may run on many blocks).
+  unsigned stages() const { return stages_; }
+  bool hasTemporaries() const { return !temps_.empty(); }
 
   bool analyze(std::string &reason);
   llvm::Function *emit(const std::string &symbol);
@@ -104,6 +110,12 @@ private:
   void parallel(const char *name, Value *n, Value *work, std::vector<Value *> &carry,
                 const std::function<void(Value *, Value *)> &body);
   Value *closureField(llvm::StructType *ty, Value *closure, unsigned field, size_t index);
+  // --- NVPTX: thread ids and barriers (target hooks, docs/codegen.md "CUDA")
+  Value *sreg(llvm::Intrinsic::ID id) { return b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), b_.getInt64Ty()); }
+  Value *globalThreadId();
+  Value *gridThreads();
+  void barrier() { b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {}); }
+  Value *deviceTemporary(Value *bytes, llvm::FunctionCallee mallocFn);
   // --- loops
   void forLoop(Value *begin, Value *end, Value *step, const char *name,
                const std::function<void(Value *)> &body);
@@ -144,6 +156,8 @@ private:
   const vm::KernelDesc &k_;
   const ir::Function &f_;
   unsigned vf_;
+  bool gpu_;
+  unsigned stages_ = 0;
   llvm::Function *fn_ = nullptr;
   llvm::StructType *bufTy_ = nullptr;
   Value *bufs_ = nullptr;
@@ -362,6 +376,16 @@ void KernelLowering::parallel(const char *name, Value *n, Value *work, std::vect
     body(i64(0), n);
     return;
   }
+  if (gpu_) {
+    // A grid-stride loop: thread t of T runs points t, t + T, ... of [0, n),
+    // whatever the grid the runtime chose.
+    inParallel_ = true;
+    Value *stride = gridThreads();
+    forLoop(globalThreadId(), n, stride, "gs", [&](Value *iv) { body(iv, b_.CreateAdd(iv, i64(1))); });
+    inParallel_ = false;
+    return; // emit() puts the barrier after the stage
+
+  }
   llvm::Type *ptr = llvm::PointerType::get(ctx_, 0);
   const size_t V = vals_.size();
   const size_t C = carry.size();
@@ -440,6 +464,40 @@ void KernelLowering::parallel(const char *name, Value *n, Value *work, std::vect
   llvm::BasicBlock *ok = llvm::BasicBlock::Create(ctx_, "par.ok", fn_);
   b_.CreateCondBr(b_.CreateICmpNE(b_.CreateLoad(b_.getInt32Ty(), errFlag), b_.getInt32(0)), errBB_, ok);
   b_.SetInsertPoint(ok);
+}
+
+//===-- NVPTX ------------------------------------------------------------===//
+
+Value *KernelLowering::globalThreadId() {
+  using namespace llvm;
+  return b_.CreateAdd(b_.CreateMul(sreg(Intrinsic::nvvm_read_ptx_sreg_ctaid_x), sreg(Intrinsic::nvvm_read_ptx_sreg_ntid_x)),
+                      sreg(Intrinsic::nvvm_read_ptx_sreg_tid_x), "gtid");
+}
+
+Value *KernelLowering::gridThreads() {
+  using namespace llvm;
+  return b_.CreateMul(sreg(Intrinsic::nvvm_read_ptx_sreg_nctaid_x), sreg(Intrinsic::nvvm_read_ptx_sreg_ntid_x), "gthreads");
+}
+
+// A temporary every thread of the block shares: thread 0 calls the device
+// malloc (a PTX system call, served from the driver's device heap) and
+// publishes the pointer in a shared-memory slot; the block waits, then every
+// thread reads it. Kernels with temporaries run on one block (lowerKernel).
+Value *KernelLowering::deviceTemporary(Value *bytes, llvm::FunctionCallee mallocFn) {
+  llvm::Type *ptr = llvm::PointerType::get(ctx_, 0);
+  auto *slot = new llvm::GlobalVariable(mod_, ptr, false, llvm::GlobalValue::InternalLinkage,
+                                        llvm::PoisonValue::get(ptr), fn_->getName() + ".temp",
+                                        nullptr, llvm::GlobalValue::NotThreadLocal, 3);
+  Value *isFirst = b_.CreateICmpEQ(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), i64(0));
+  llvm::BasicBlock *first = llvm::BasicBlock::Create(ctx_, "temp.alloc", fn_);
+  llvm::BasicBlock *join = llvm::BasicBlock::Create(ctx_, "temp.shared", fn_);
+  b_.CreateCondBr(isFirst, first, join);
+  b_.SetInsertPoint(first);
+  b_.CreateStore(b_.CreateCall(mallocFn, {bytes}), slot);
+  b_.CreateBr(join);
+  b_.SetInsertPoint(join);
+  barrier();
+  return b_.CreateLoad(ptr, slot);
 }
 
 //===-- Memory -------------------------------------------------------------===//
@@ -956,6 +1014,17 @@ void KernelLowering::emitStage(uint32_t v, const std::vector<Value *> &destsIn) 
     for (Value *d : dests) store(v, d, idx, val, ln);
   };
   std::function<void(size_t)> nest = [&](size_t d) {
+    if (d == 0 && R == 1 && gpu_ && !parallelized) {
+      // NVPTX: a vector's points over the grid (CPU: one loop, vectorized).
+      parallelized = true;
+      parallel("points", dims_[v][0], numElements(v), dests, [&](Value *begin, Value *end) {
+        forLoop(begin, end, i64(1), "j", [&](Value *iv) {
+          idx[0] = {iv, i64(0)};
+          point(1);
+        });
+      });
+      return;
+    }
     if (d == 0 && R >= 2 && !parallelized) {
       // The outermost dimension in parts on the thread pool.
       parallelized = true;
@@ -1139,9 +1208,20 @@ void KernelLowering::emitRowStage(uint32_t v, Value *dest) {
   Value *n = dims_[x][axis];
   // f32 rows along the contiguous axis: vectorized passes (emitVectorRow).
   const bool vectorRows = vals_[v].dtype == DType::F32 && axis == static_cast<int64_t>(R) - 1 && vf_ > 1;
+  const size_t outerRow = axis == 0 ? 1 : 0; // NVPTX: rows over the grid
   std::function<void(size_t)> rows = [&](size_t d) {
     if (d < R) {
       if (static_cast<int64_t>(d) == axis) return rows(d + 1);
+      if (gpu_ && d == outerRow) {
+        std::vector<Value *> none;
+        parallel("rows", dims_[v][d], numElements(v), none, [&](Value *begin, Value *end) {
+          forLoop(begin, end, i64(1), "row", [&](Value *iv) {
+            idx[d] = {iv, i64(0)};
+            rows(d + 1);
+          });
+        });
+        return;
+      }
       forLoop(i64(0), dims_[v][d], i64(1), "row", [&](Value *iv) {
         idx[d] = {iv, i64(0)};
         rows(d + 1);
@@ -1416,12 +1496,16 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
 llvm::Function *KernelLowering::emit(const std::string &symbol) {
   llvm::Type *ptr = llvm::PointerType::get(ctx_, 0);
   bufTy_ = llvm::StructType::get(ctx_, {ptr, ptr, ptr, b_.getInt32Ty(), b_.getInt32Ty()});
-  auto *fty = llvm::FunctionType::get(b_.getInt32Ty(), {ptr, b_.getInt32Ty(), ptr}, false);
+  // CPU: int32_t f(bufs, num_bufs, ctx) (vm/KernelABI.h). NVPTX: a kernel
+  // entry void f(bufs, num_bufs, status), every pointer a device pointer;
+  // an error stores 1 to *status (the runtime then reports it).
+  auto *fty = llvm::FunctionType::get(gpu_ ? b_.getVoidTy() : b_.getInt32Ty(), {ptr, b_.getInt32Ty(), ptr}, false);
   fn_ = llvm::Function::Create(fty, llvm::GlobalValue::ExternalLinkage, symbol, mod_);
   fn_->addFnAttr(llvm::Attribute::NoUnwind);
+  if (gpu_) fn_->setCallingConv(llvm::CallingConv::PTX_Kernel);
   bufs_ = fn_->getArg(0);
   fn_->getArg(0)->setName("bufs");
-  fn_->getArg(2)->setName("ctx");
+  fn_->getArg(2)->setName(gpu_ ? "status" : "ctx");
   llvm::BasicBlock *entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
   llvm::BasicBlock *okExit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
   errBB_ = llvm::BasicBlock::Create(ctx_, "error", fn_);
@@ -1448,7 +1532,8 @@ llvm::Function *KernelLowering::emit(const std::string &symbol) {
       llvm::AllocaInst *slot = eb.CreateAlloca(ptr);
       eb.CreateStore(llvm::ConstantPointerNull::get(llvm::PointerType::get(ctx_, 0)), slot);
       temps_.push_back(slot);
-      Value *mem = b_.CreateCall(mallocFn, {b_.CreateAdd(bytes, i64(1))});
+      Value *mem = gpu_ ? deviceTemporary(b_.CreateAdd(bytes, i64(1)), mallocFn)
+                        : b_.CreateCall(mallocFn, {b_.CreateAdd(bytes, i64(1))});
       b_.CreateStore(mem, slot);
       llvm::BasicBlock *ok = llvm::BasicBlock::Create(ctx_, "alloc.ok", fn_);
       b_.CreateCondBr(b_.CreateIsNull(mem), errBB_, ok);
@@ -1456,6 +1541,7 @@ llvm::Function *KernelLowering::emit(const std::string &symbol) {
       dests.push_back(mem);
     }
     OpCode op = k_.members[static_cast<size_t>(vals_[v].member)].op;
+    stages_ += static_cast<unsigned>(dests.size()); // row and matmul stages copy the rest
     if (op == OpCode::Softmax || op == OpCode::LayerNorm) {
       emitRowStage(v, dests[0]);
       for (size_t i = 1; i < dests.size(); ++i) {
@@ -1469,8 +1555,32 @@ llvm::Function *KernelLowering::emit(const std::string &symbol) {
       emitStage(v, dests);
     }
     data_[v] = dests[0];
+    // NVPTX: the next stage may read any point of this one, so the block
+    // waits for all its threads (a stage outside a grid-stride loop is
+    // computed by every thread, each storing the same values).
+    if (gpu_) barrier();
   }
   b_.CreateBr(okExit);
+  if (gpu_) {
+    // Thread 0 frees the temporaries once the block is done with them. An
+    // error exit leaves them to the device heap (other threads may still
+    // read them): the runtime ends the run on any kernel error.
+    b_.SetInsertPoint(okExit);
+    if (!temps_.empty()) {
+      llvm::BasicBlock *freeBB = llvm::BasicBlock::Create(ctx_, "temp.free", fn_);
+      llvm::BasicBlock *done = llvm::BasicBlock::Create(ctx_, "done", fn_);
+      b_.CreateCondBr(b_.CreateICmpEQ(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), i64(0)), freeBB, done);
+      b_.SetInsertPoint(freeBB);
+      for (llvm::AllocaInst *slot : temps_) b_.CreateCall(freeFn, {b_.CreateLoad(ptr, slot)});
+      b_.CreateBr(done);
+      b_.SetInsertPoint(done);
+    }
+    b_.CreateRetVoid();
+    b_.SetInsertPoint(errBB_);
+    b_.CreateStore(b_.getInt32(1), fn_->getArg(2));
+    b_.CreateRetVoid();
+    return fn_;
+  }
   auto freeTemps = [&](llvm::BasicBlock *bb, int32_t rc) {
     b_.SetInsertPoint(bb);
     for (llvm::AllocaInst *slot : temps_) b_.CreateCall(freeFn, {b_.CreateLoad(ptr, slot)});
@@ -1490,10 +1600,12 @@ std::string kernelSymbol(size_t index, const std::string &name) {
 }
 
 bool lowerKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function &f,
-                 unsigned vectorWidth, const std::string &symbol, std::string &reason) {
-  KernelLowering kl(mod, k, f, vectorWidth);
+                 const KernelTarget &target, const std::string &symbol, std::string &reason,
+                 bool *multiBlock) {
+  KernelLowering kl(mod, k, f, target);
   if (!kl.analyze(reason)) return false;
   llvm::Function *fn = kl.emit(symbol);
+  if (multiBlock) *multiBlock = kl.stages() <= 1 && !kl.hasTemporaries();
   std::string err;
   llvm::raw_string_ostream os(err);
   // The kernel and the bodies of its parallel regions (internal functions

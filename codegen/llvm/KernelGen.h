@@ -14,12 +14,35 @@ namespace nimble::codegen {
 /// The exported name of kernel `index` (a C identifier, unique per index).
 std::string kernelSymbol(size_t index, const std::string &name);
 
-/// Adds to `mod` the native function `symbol` for kernel `k`, whose IR is the
-/// primitive function `f`, vectorized `vectorWidth` f32 lanes wide (1: not
-/// vectorized). Returns false with `reason` when the generator does not
-/// handle one of its members (the kernel then stays on the reference path).
+/// What differs between the targets of the one lowering (docs/codegen.md,
+/// "CUDA"). Everything else (stages, index algebra, element semantics,
+/// residue dispatch) is shared.
+///
+///   CPU    the kernel is a C function of vm/KernelABI.h; a stage's outer
+///          loop goes to the VM's thread pool (ctx->parallel_for);
+///          temporaries come from malloc; libm for what is not inline.
+///   NVPTX  the kernel is a `.entry` (bufs, num_bufs, status*) launched on
+///          a grid; a stage's outer loop is a grid-stride loop over thread
+///          ids, followed by a block barrier; temporaries come from
+///          thread 0's device malloc, shared through shared memory; libdevice
+///          (__nv_*) for what is not inline; never vectorized (vectorWidth 1).
+struct KernelTarget {
+  enum class Kind { CPU, NVPTX };
+  Kind kind = Kind::CPU;
+  unsigned vectorWidth = 4; // f32 lanes (1: not vectorized)
+  bool gpu() const { return kind == Kind::NVPTX; }
+};
+
+/// Adds to `mod` the function `symbol` for kernel `k`, whose IR is the
+/// primitive function `f`, for `target`. Returns false with `reason` when
+/// the generator does not handle one of its members (the kernel then stays
+/// on the reference path). `stages`, when given, receives the number of
+/// stages (loop nests separated by a barrier on NVPTX) and whether the kernel
+/// needs a temporary: a CUDA kernel with one stage and no temporary may run
+/// on any number of blocks, the others on one block (vm::CudaCode).
 bool lowerKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function &f,
-                 unsigned vectorWidth, const std::string &symbol, std::string &reason);
+                 const KernelTarget &target, const std::string &symbol, std::string &reason,
+                 bool *multiBlock = nullptr);
 
 } // namespace nimble::codegen
 

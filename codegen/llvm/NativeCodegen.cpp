@@ -83,21 +83,12 @@ unsigned vectorWidthFor(const std::vector<std::string> &features) {
 
 bool linkSharedObject(const std::vector<uint8_t> &object, std::vector<uint8_t> &so,
                       std::string &error) {
-  llvm::SmallString<128> dir;
-  if (auto ec = llvm::sys::fs::createUniqueDirectory("nimblec-link", dir)) {
-    error = "cannot create a temporary directory for the linker: " + ec.message();
-    return false;
-  }
-  std::string in = (dir + "/kernels.o").str(), out = (dir + "/kernels.so").str();
+  std::string dir;
+  if (!makeTemporaryDirectory("nimblec-link", "the linker", dir, error)) return false;
+  std::string in = dir + "/kernels.o", out = dir + "/kernels.so";
   bool ok = false;
   {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(in, ec);
-    if (ec) {
-      error = "cannot write " + in + ": " + ec.message();
-    } else {
-      os.write(reinterpret_cast<const char *>(object.data()), object.size());
-      os.close();
+    if (writeTemporaryFile(in, llvm::StringRef(reinterpret_cast<const char *>(object.data()), object.size()), error)) {
       // -shared, no soname, no undefined-symbol check (libc/libm symbols are
       // resolved by the dynamic loader in nimble-run), symbols hashed both
       // ways, no build-id: the bytes depend only on the object.
@@ -126,6 +117,51 @@ bool linkSharedObject(const std::vector<uint8_t> &object, std::vector<uint8_t> &
 } // namespace
 
 std::string hostCPUName() { return llvm::sys::getHostCPUName().str(); }
+
+bool makeTemporaryDirectory(const char *prefix, const char *forWhom, std::string &dir, std::string &error) {
+  llvm::SmallString<128> path;
+  if (auto ec = llvm::sys::fs::createUniqueDirectory(prefix, path)) {
+    error = std::string("cannot create a temporary directory for ") + forWhom + ": " + ec.message();
+    return false;
+  }
+  dir = path.str().str();
+  return true;
+}
+
+bool writeTemporaryFile(const std::string &path, llvm::StringRef bytes, std::string &error) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) {
+    error = "cannot write " + path + ": " + ec.message();
+    return false;
+  }
+  os << bytes;
+  os.close();
+  return true;
+}
+
+// The new pass manager's default pipeline at the level (the target machine
+// adds its own passes: NVVMReflect for libdevice on NVPTX).
+void optimizeKernelModule(llvm::Module &mod, llvm::TargetMachine &tm, int optLevel) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(&tm);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::OptimizationLevel ol = optLevel <= 0   ? llvm::OptimizationLevel::O0
+                               : optLevel == 1 ? llvm::OptimizationLevel::O1
+                               : optLevel == 2 ? llvm::OptimizationLevel::O2
+                                                    : llvm::OptimizationLevel::O3;
+  llvm::ModulePassManager mpm = ol == llvm::OptimizationLevel::O0
+                                    ? pb.buildO0DefaultPipeline(ol)
+                                    : pb.buildPerModuleDefaultPipeline(ol);
+  mpm.run(mod, mam);
+}
 
 bool generateNativeKernels(const ir::Module &m, vm::Executable &exe, const NativeOptions &opts,
                            bool link, NativeResult &out, std::string &error) {
@@ -184,7 +220,7 @@ bool generateNativeKernels(const ir::Module &m, vm::Executable &exe, const Nativ
     std::string sym = kernelSymbol(i, k.name);
     if (!f) {
       reason = "no primitive function @" + k.name;
-    } else if (lowerKernel(*mod, k, *f, vf, sym, reason)) {
+    } else if (lowerKernel(*mod, k, *f, KernelTarget{KernelTarget::Kind::CPU, vf}, sym, reason)) {
       native.entries.push_back({static_cast<uint32_t>(i), sym});
       ++out.nativeKernels;
       continue;
@@ -193,27 +229,7 @@ bool generateNativeKernels(const ir::Module &m, vm::Executable &exe, const Nativ
     out.reasons.push_back({k.name, reason});
   }
 
-  // Optimise (the new pass manager's default pipeline at the level).
-  {
-    llvm::LoopAnalysisManager lam;
-    llvm::FunctionAnalysisManager fam;
-    llvm::CGSCCAnalysisManager cgam;
-    llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder pb(tm.get());
-    pb.registerModuleAnalyses(mam);
-    pb.registerCGSCCAnalyses(cgam);
-    pb.registerFunctionAnalyses(fam);
-    pb.registerLoopAnalyses(lam);
-    pb.crossRegisterProxies(lam, fam, cgam, mam);
-    llvm::OptimizationLevel ol = opts.optLevel <= 0   ? llvm::OptimizationLevel::O0
-                                 : opts.optLevel == 1 ? llvm::OptimizationLevel::O1
-                                 : opts.optLevel == 2 ? llvm::OptimizationLevel::O2
-                                                      : llvm::OptimizationLevel::O3;
-    llvm::ModulePassManager mpm = ol == llvm::OptimizationLevel::O0
-                                      ? pb.buildO0DefaultPipeline(ol)
-                                      : pb.buildPerModuleDefaultPipeline(ol);
-    mpm.run(*mod, mam);
-  }
+  optimizeKernelModule(*mod, *tm, opts.optLevel);
   {
     std::string err;
     llvm::raw_string_ostream os(err);

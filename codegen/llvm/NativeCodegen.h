@@ -22,6 +22,12 @@
 #include <utility>
 #include <vector>
 
+namespace llvm {
+class StringRef;
+class Module;
+class TargetMachine;
+} // namespace llvm
+
 namespace nimble::codegen {
 
 struct NativeOptions {
@@ -46,6 +52,15 @@ struct NativeResult {
 /// bad --mcpu/--mattr, never a property of the program).
 bool generateNativeKernels(const ir::Module &m, vm::Executable &exe, const NativeOptions &opts,
                            bool link, NativeResult &out, std::string &error);
+
+/// Runs LLVM's default optimisation pipeline for `optLevel` (0..3) on a
+/// kernel module (shared by the CPU and CUDA back ends).
+void optimizeKernelModule(llvm::Module &mod, llvm::TargetMachine &tm, int optLevel);
+
+/// A private temporary directory for a tool's files (`forWhom` names the
+/// tool in the error), and a file written into it.
+bool makeTemporaryDirectory(const char *prefix, const char *forWhom, std::string &dir, std::string &error);
+bool writeTemporaryFile(const std::string &path, llvm::StringRef bytes, std::string &error);
 
 /// The host CPU's name and the features LLVM sees on it (for --help/--version).
 std::string hostCPUName();

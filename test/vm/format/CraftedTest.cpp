@@ -328,7 +328,7 @@ TEST(Crafted, SourceMap) {
 }
 
 /// The small executable with a batched variant of its kernel and a rows
-/// entry for it (format 1.3, docs/VM.md "Batching").
+/// entry for it (format 1.4, docs/VM.md "Batching").
 void addBatching(Executable &e) {
   KernelDesc v = e.kernels[0];
   v.name += ".batched";

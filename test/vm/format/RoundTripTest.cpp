@@ -116,6 +116,57 @@ TEST(Format, RoundTripFull) {
   EXPECT_EQ(serialize(r), bytes);
 }
 
+// Format 1.3: the cuda-code section (architecture, the kernel table with
+// generated and cuBLAS entries, PTX, cubin) survives the round trip, with and
+// without a cubin, beside a file without it that keeps its old bytes.
+TEST(Format, CudaCodeRoundTrip) {
+  Executable e = makeFullExecutable();
+  const size_t plain = serialize(e).size();
+  KernelDesc g;
+  g.name = "gemm";
+  g.numInputs = 2;
+  g.outputs = {2};
+  e.kernels.push_back(g);
+  KernelDesc::Member mm;
+  mm.op = OpCode::MatMul;
+  mm.attrs = {Attr::getBool(false), Attr::getBool(false)};
+  mm.operands = {0, 1};
+  e.kernels.back().members.push_back(mm);
+  e.kernels.back().inputDTypes = {DType::F32, DType::F32};
+  const uint32_t gemm = static_cast<uint32_t>(e.kernels.size() - 1);
+  e.cuda.arch = "sm_90";
+  e.cuda.ptx = ".version 8.0\n.target sm_90\n";
+  CudaCode::Entry gen, blas;
+  gen.kernel = 1;
+  gen.flags = CudaCode::kMultiBlock;
+  gen.symbol = "nimble_k1_cast_softmax";
+  blas.kernel = gemm;
+  blas.kind = CudaCode::Kind::CublasGemm;
+  e.cuda.entries = {gen, blas};
+  for (bool withCubin : {false, true}) {
+    e.cuda.cubin = withCubin ? std::vector<uint8_t>{0x7f, 'E', 'L', 'F', 2, 1} : std::vector<uint8_t>{};
+    std::vector<uint8_t> bytes = serialize(e);
+    EXPECT_GT(bytes.size(), plain);
+    Executable r;
+    std::string err;
+    ASSERT_TRUE(load(bytes, r, err)) << err;
+    EXPECT_EQ(r.cuda.arch, "sm_90");
+    EXPECT_EQ(r.cuda.ptx, e.cuda.ptx);
+    EXPECT_EQ(r.cuda.cubin, e.cuda.cubin);
+    ASSERT_EQ(r.cuda.entries.size(), 2u);
+    EXPECT_EQ(r.cuda.entries[0].symbol, "nimble_k1_cast_softmax");
+    EXPECT_EQ(r.cuda.entries[0].flags, CudaCode::kMultiBlock);
+    EXPECT_EQ(r.cuda.entries[1].kind, CudaCode::Kind::CublasGemm);
+    EXPECT_EQ(serialize(r), bytes);
+  }
+  // The verifier: a cuBLAS entry must be a lone f32 matmul.
+  e.cuda.entries[1].kernel = 0;
+  std::swap(e.cuda.entries[0], e.cuda.entries[1]);
+  std::string err;
+  EXPECT_FALSE(verify(e, err));
+  EXPECT_EQ(err, "cuda-code section, entry 0: kernel 0 is not a single f32 matmul (cuBLAS entry)");
+}
+
 // Format 1.1: each kernel member's .nir location (the kernel-locs section)
 // survives the round trip; a location list that does not match the members,
 // or names a string that does not exist, is refused.
