@@ -356,6 +356,7 @@ std::string disassemble(const Executable &exe, const DisasmOptions &opts) {
             r += " cuda " + quote(en.symbol) + ((en.flags & CudaCode::kMultiBlock) ? " multi-block" : " one-block");
           else
             r += en.kind == CudaCode::Kind::CublasGemm ? " cuda cublasSgemm" : " cuda cublasSgemmStridedBatched";
+        }
         if (i < exe.batching.size() && exe.batching[i].mode != KernelBatching::Mode::None) {
           const KernelBatching &b = exe.batching[i];
           r += std::string(" batch ") + batchingModeName(b.mode);

@@ -537,6 +537,10 @@ bool checkCudaCode(const Executable &e, std::string &error) {
         k.inputDTypes[0] != DType::F32 || k.inputDTypes[1] != DType::F32)
       return fail(error, where + ": kernel " + std::to_string(en.kernel) + " is not a single f32 " +
                              (want == OpCode::MatMul ? "matmul" : "batch_matmul") + " (cuBLAS entry)");
+  }
+  return true;
+}
+
 // The batching table against the kernel table (format 1.4, docs/autobatch.md):
 // one entry per kernel; a `rows` kernel names another kernel of the same
 // signature as its batched variant (which batches no further) and has at
