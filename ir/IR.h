@@ -93,6 +93,14 @@ public:
   /// The defining operation, or null for block arguments and globals.
   Operation *definingOp() const;
 
+  /// A word an analysis may keep on the value while it runs (LLVM keeps
+  /// such per-value scratch for the same reason: a hash map keyed by value
+  /// costs a cache miss per lookup on programs of a million ops). It has no
+  /// meaning between passes; a user tags what it writes (e.g. with an epoch)
+  /// so that a stale word from an earlier user reads as unset.
+  uint64_t scratch() const { return scratch_; }
+  void setScratch(uint64_t w) const { scratch_ = w; }
+
 protected:
   Value(Kind k, Type t) : kind_(k), type_(t) {}
 
@@ -102,6 +110,7 @@ private:
   Type type_;
   OpOperand *firstUse_ = nullptr;
   std::string name_;
+  mutable uint64_t scratch_ = 0;
 };
 
 /// One operand slot of an operation, linked into its value's use-list.

@@ -58,6 +58,7 @@
 #include <algorithm>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace nimble::passes {
 namespace {
@@ -86,14 +87,20 @@ public:
 
   /// Analyses every non-primitive function as an entry (all parameters per
   /// instance) and every context reached from them.
+  /// A worklist over contexts: a context is analysed when it is created and
+  /// again whenever a callee's summary it read has risen, so a chain of N
+  /// calls costs O(N) analyses, not N sweeps over everything.
   void run() {
     for (auto &f : m_.functions())
       if (!isPrimitive(*f) && f->entry()) context(f.get(), std::vector<bool>(f->entry()->numArguments(), true));
-    bool changed = true;
-    while (changed) {
-      changed = false;
-      // Contexts may be added while iterating (by index, never invalidated).
-      for (size_t i = 0; i < contexts_.size(); ++i) changed |= analyse(i);
+    while (!work_.empty()) {
+      size_t ci = work_.back();
+      work_.pop_back();
+      queued_[ci] = false;
+      std::vector<bool> before = contexts_[ci].results;
+      analyse(ci);
+      if (contexts_[ci].results != before)
+        for (size_t u : users_[ci]) push(u);
     }
   }
 
@@ -107,7 +114,6 @@ private:
     const Function *f;
     std::vector<bool> params; // true: per instance
     std::vector<bool> results;
-    std::unordered_map<const Value *, bool> taint;
   };
 
   size_t context(const Function *f, std::vector<bool> params) {
@@ -125,27 +131,40 @@ private:
     c.params = params;
     c.results.assign(f->resultTypes().size(), false);
     contexts_.push_back(std::move(c));
+    users_.emplace_back();
+    queued_.push_back(false);
     index_[key] = contexts_.size() - 1;
+    push(contexts_.size() - 1);
     return contexts_.size() - 1;
   }
 
-  bool taintOf(const Context &c, const Value *v) const {
+  void push(size_t ci) {
+    if (queued_[ci]) return;
+    queued_[ci] = true;
+    work_.push_back(ci);
+  }
+
+  // The taint of the context being analysed lives in the values' scratch
+  // words (ir::Value::scratch): the analysis epoch, shifted, plus one bit. An
+  // analysis recomputes its context's taint from the parameters and the
+  // callees' summaries (which only rise), so nothing needs to persist
+  // between analyses; a word of another epoch reads as shared.
+  bool taintOf(const Context &, const Value *v) const {
     if (isa<Global>(v)) return false;
-    auto it = c.taint.find(v);
-    return it != c.taint.end() && it->second;
+    uint64_t w = v->scratch();
+    return (w >> 1) == epoch_ && (w & 1);
   }
   /// Raises `v` to per instance; true when that is new.
-  static bool raise(Context &c, const Value *v, bool t) {
-    if (!t) return false;
-    bool &slot = c.taint[v];
-    if (slot) return false;
-    slot = true;
+  bool raise(Context &c, const Value *v, bool t) {
+    if (!t || taintOf(c, v)) return false;
+    v->setScratch((epoch_ << 1) | 1);
     return true;
   }
 
   /// One sweep over context `ci`'s function; true when anything rose
   /// (including its result summary).
   bool analyse(size_t ci) {
+    ++epoch_;
     bool any = false, changed = true;
     while (changed) {
       changed = false;
@@ -210,6 +229,7 @@ private:
         return changed;
       }
       size_t cc = context(callee, args);
+      users_[cc].insert(ci);
       for (unsigned i = 0; i < op.numResults(); ++i)
         changed |= raise(contexts_[ci], op.result(i),
                          i < contexts_[cc].results.size() ? bool(contexts_[cc].results[i]) : true);
@@ -238,30 +258,29 @@ private:
   }
 
   /// True when every edge into `arg`'s block passes `v` to it.
-  bool sameIncoming(const BlockArgument *arg, const Value *v) {
-    auto it = incoming_.find(arg);
-    if (it == incoming_.end()) {
-      // Collect the incoming values of every argument of this block once.
-      const Block *b = arg->owner();
-      std::vector<const Value *> first(b->numArguments(), nullptr);
-      std::vector<bool> same(b->numArguments(), true);
-      for (auto &blk : b->function()->blocks()) {
+  bool sameIncoming(const BlockArgument *arg, const Value *) {
+    const Function *f = arg->owner()->function();
+    if (incomingDone_.insert(f).second) {
+      // Every edge of the function once: per block argument, whether all
+      // incoming edges pass one value.
+      std::unordered_map<const BlockArgument *, const Value *> first;
+      for (auto &blk : f->blocks()) {
         Operation *t = blk->terminator();
         if (!t || (!t->is(OpCode::Br) && !t->is(OpCode::CondBr))) continue;
         for (unsigned s = 0; s < t->successors().size(); ++s) {
-          if (t->successors()[s].block != b) continue;
+          const Block *b = t->successors()[s].block;
           std::vector<Value *> ins = t->successorOperands(s);
           for (unsigned a = 0; a < ins.size() && a < b->numArguments(); ++a) {
-            if (!first[a]) first[a] = ins[a];
-            else if (first[a] != ins[a]) same[a] = false;
+            const BlockArgument *ba = b->argument(a);
+            auto [it, fresh] = first.try_emplace(ba, ins[a]);
+            bool &same = incoming_.try_emplace(ba, true).first->second;
+            if (!fresh && it->second != ins[a]) same = false;
           }
         }
       }
-      for (unsigned a = 0; a < b->numArguments(); ++a) incoming_[b->argument(a)] = same[a];
-      it = incoming_.find(arg);
     }
-    (void)v;
-    return it->second;
+    auto it = incoming_.find(arg);
+    return it == incoming_.end() || it->second;
   }
 
   void recordMask(const std::string &kernel, const std::vector<bool> &args) {
@@ -272,10 +291,15 @@ private:
   }
 
   const Module &m_;
+  uint64_t epoch_ = uint64_t(1) << 40; // unlikely to meet a word another pass left
   std::vector<Context> contexts_;
   std::map<std::pair<const Function *, std::vector<bool>>, size_t> index_;
   std::unordered_map<const Function *, size_t> perFunction_;
   std::unordered_map<const BlockArgument *, bool> incoming_;
+  std::unordered_set<const Function *> incomingDone_;
+  std::vector<std::unordered_set<size_t>> users_; // by context: the contexts that read its summary
+  std::vector<bool> queued_;
+  std::vector<size_t> work_;
   std::map<std::string, std::vector<bool>> masks_;
 };
 
@@ -459,6 +483,15 @@ private:
       shared.push_back(p ? 0 : 1);
       anyInstance |= p;
     }
+    // An upper-bound kernel returns its true output shape beside the data:
+    // neither stacking nor copying serves it.
+    for (Operation &op : *body)
+      if (op.info().shapeMode == ShapeMode::UpperBound) {
+        ++NumUnbatched;
+        if (remarks_) diag.remark(op.loc(), "@" + f.name() + ": not batched: '" + std::string(op.name()) +
+                                                "' has an upper-bound shape");
+        return false;
+      }
     auto mark = [&](const char *mode) {
       f.fnAttrs().emplace_back("batch", Attr::getStr(mode));
       f.fnAttrs().emplace_back("batch_shared", Attr::getInts(shared));
