@@ -414,16 +414,19 @@ size_t valueEnd(const TypeDesc &t, const std::string &line, size_t pos) {
 /// skipped), each value checked against the function's signature.
 bool readInstances(const Executable &exe, const VMFunction &fn, const std::string &path,
                    std::vector<std::vector<ObjectRef>> &out) {
-  std::ifstream in(path);
-  if (!in) {
-    std::cerr << "nimble-run: error: cannot open '" << path << "': " << std::strerror(errno) << "\n";
+  std::string text, error;
+  if (!readTextFile(path, text, error)) {
+    std::cerr << "nimble-run: error: " << error << "\n";
     return false;
   }
   std::string dir = ".";
   if (size_t slash = path.rfind('/'); slash != std::string::npos) dir = path.substr(0, slash);
-  std::string line;
   size_t lineNo = 0;
-  while (std::getline(in, line)) {
+  for (size_t start = 0; start < text.size();) {
+    size_t stop = text.find('\n', start);
+    if (stop == std::string::npos) stop = text.size();
+    std::string line = text.substr(start, stop - start);
+    start = stop + 1;
     ++lineNo;
     std::string where = path + ":" + std::to_string(lineNo);
     size_t pos = 0;
@@ -442,10 +445,10 @@ bool readInstances(const Executable &exe, const VMFunction &fn, const std::strin
         return false;
       }
       size_t end = valueEnd(fn.paramTypes[i], line, pos);
-      std::string text = line.substr(pos, end - pos), error;
+      std::string value = line.substr(pos, end - pos);
       pos = end;
       ObjectRef v;
-      if (!parseValue(exe, fn.paramTypes[i], text, dir, v, error) ||
+      if (!parseValue(exe, fn.paramTypes[i], value, dir, v, error) ||
           !checkValue(exe, fn.paramTypes[i], v.get(), what, error)) {
         std::cerr << "nimble-run: error: " << where << ": instance " << out.size() << ": "
                   << (error.rfind(what, 0) == 0 ? "" : what + ": ") << error << "\n";
@@ -461,10 +464,6 @@ bool readInstances(const Executable &exe, const VMFunction &fn, const std::strin
       return false;
     }
     out.push_back(std::move(args));
-  }
-  if (in.bad()) {
-    std::cerr << "nimble-run: error: cannot read '" << path << "'\n";
-    return false;
   }
   if (out.empty()) {
     std::cerr << "nimble-run: error: '" << path << "' has no instances\n";

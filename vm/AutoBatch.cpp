@@ -82,7 +82,46 @@ struct VirtualMachine::Scheduler {
   Scheduler(VirtualMachine &vm, std::vector<InstanceOutcome> &out, uint32_t entry)
       : vm(vm), exe(*vm.exe_), out(out), pending(vm.exe_->kernels.size()), entry(entry) {}
 
+  /// `f`'s instance failed: its forked calls will never be joined.
+  void kill(Fiber &f) {
+    for (Fiber::Join &j : f.joins)
+      if (j.child && !j.done && !j.child->dead) {
+        j.child->dead = true;
+        kill(*j.child);
+        release(*j.child);
+      }
+    f.joins.clear();
+  }
+
+  static void release(Fiber &f) {
+    f.regs.clear();
+    f.regs.shrink_to_fit();
+    f.frames.clear();
+    f.ins.clear();
+    f.outs.clear();
+  }
+
   void finish(Fiber &f, Status st, std::vector<ObjectRef> results) {
+    if (!st.ok()) kill(f);
+    if (Fiber *p = f.parent) {
+      // A forked call: its parent takes the results (or the error) at the
+      // join; the instance's own result checks are the root's.
+      for (auto it = p->joins.rbegin(); it != p->joins.rend(); ++it)
+        if (it->child == &f) {
+          it->done = true;
+          it->status = std::move(st);
+          it->results = std::move(results);
+          it->child = nullptr;
+          break;
+        }
+      release(f);
+      f.dead = true;
+      if (p->waiting && !p->dead) {
+        p->waiting = false;
+        ready.push_back(p);
+      }
+      return;
+    }
     const VMFunction &fn = exe.functions[entry];
     if (st.ok() && results.size() != fn.resultTypes.size())
       st = Status::error("error: @" + fn.name + " returned " + std::to_string(results.size()) +
@@ -95,17 +134,16 @@ struct VirtualMachine::Scheduler {
     if (!st.ok()) results.clear();
     out[f.index].status = std::move(st);
     out[f.index].results = std::move(results);
-    f.regs.clear();
-    f.regs.shrink_to_fit();
-    f.frames.clear();
-    f.ins.clear();
-    f.outs.clear();
+    release(f);
+    f.dead = true;
   }
 
   /// Runs fiber `f` until it suspends, returns or fails.
   void step(Fiber &f) {
+    if (f.dead) return;
     vm.cur_ = &f;
     f.suspended = false;
+    f.waiting = false;
     std::vector<ObjectRef> results;
     uint32_t func = 0, pc = 0;
     Status st;
@@ -118,12 +156,19 @@ struct VirtualMachine::Scheduler {
       st = vm.errorAt(func, pc, "out of memory");
     }
     vm.cur_ = &vm.main_;
+    // Calls this step forked run as fibers of their own.
+    for (auto &c : vm.spawned_) {
+      ready.push_back(c.get());
+      fibers.push_back(std::move(c));
+    }
+    vm.spawned_.clear();
     if (st.ok() && f.suspended) {
       std::vector<Fiber *> &q = pending[f.kernel];
       if (q.empty()) active.push_back(f.kernel);
       q.push_back(&f);
       return;
     }
+    if (st.ok() && f.waiting) return; // resumed when its child finishes
     finish(f, std::move(st), std::move(results));
   }
 
@@ -278,6 +323,8 @@ struct VirtualMachine::Scheduler {
   /// Runs the pending calls of kernel `k`.
   void group(uint32_t k, std::vector<Fiber *> calls) {
     BatchProfile &bp = vm.profile_.batch;
+    calls.erase(std::remove_if(calls.begin(), calls.end(), [](Fiber *f) { return f->dead; }), calls.end());
+    if (calls.empty()) return;
     bp.maxGroup = std::max<uint64_t>(bp.maxGroup, calls.size());
     for (Fiber *f : calls) ++f->depth;
     if (calls.size() == 1) return singles(calls, bp.singleCalls);
@@ -377,6 +424,7 @@ Status VirtualMachine::runInstances(const std::string &name, std::vector<std::ve
   batching_ = !exe_->batching.empty();
   s.run();
   batching_ = false;
+  spawned_.clear();
   cur_ = &main_;
   profile_.totalSeconds += since(t0);
   return Status::success();

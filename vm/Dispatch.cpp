@@ -10,8 +10,12 @@
 #include "vm/LibraryKernels.h"
 #include "vm/NativeKernels.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string_view>
 #include <fstream>
 #include <sstream>
 
@@ -49,32 +53,54 @@ bool parseImpl(const std::string &s, KernelImpl &i) {
 }
 } // namespace
 
+// Read with stdio and split by hand, not with iostreams: a stream turns a
+// failed allocation inside getline or >> into a "read error" or a format
+// error (it catches bad_alloc and sets badbit), and the out-of-memory tests
+// (NIMBLE_FAIL_ALLOC) need out of memory to stay out of memory.
 bool TuningTable::load(const std::string &path, std::string &error) {
-  std::ifstream in(path);
-  if (!in) {
-    error = path + ": cannot open the tuning file";
-    return false;
-  }
-  std::string line;
+  std::string text;
+  if (!readTextFile(path, text, error)) return false;
   size_t lineNo = 0;
-  while (std::getline(in, line)) {
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
     ++lineNo;
     if (line.empty() || line[0] == '#') continue;
-    std::istringstream ls(line);
-    std::string kernel, bucket, impl, extra;
-    if (!(ls >> kernel >> bucket >> impl) || (ls >> extra)) {
+    std::vector<std::string_view> words;
+    for (size_t i = 0; i < line.size();) {
+      while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
+      size_t j = i;
+      while (j < line.size() && line[j] != ' ' && line[j] != '\t' && line[j] != '\r') ++j;
+      if (j > i) words.push_back(line.substr(i, j - i));
+      i = j;
+    }
+    if (words.size() != 3) {
       error = path + ":" + std::to_string(lineNo) + ": expected '<kernel> <shape bucket> <implementation>'";
       return false;
     }
     KernelImpl i;
-    if (!parseImpl(impl, i)) {
-      error = path + ":" + std::to_string(lineNo) + ": unknown implementation '" + impl +
+    if (!parseImpl(std::string(words[2]), i)) {
+      error = path + ":" + std::to_string(lineNo) + ": unknown implementation '" + std::string(words[2]) +
               "' (expected reference, native or library)";
       return false;
     }
-    decisions_[{kernel, bucket}] = i;
+    decisions_[{std::string(words[0]), std::string(words[1])}] = i;
   }
-  if (in.bad()) {
+  return true;
+}
+
+bool readTextFile(const std::string &path, std::string &text, std::string &error) {
+  std::unique_ptr<FILE, int (*)(FILE *)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) {
+    error = path + ": cannot open: " + std::strerror(errno);
+    return false;
+  }
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) text.append(buf, n);
+  if (std::ferror(f.get())) {
     error = path + ": read error";
     return false;
   }

@@ -49,6 +49,10 @@ const char *kernelImplName(KernelImpl i);
 /// "reference", "native", "library", "auto"; false for anything else.
 bool parseKernelMode(const std::string &s, KernelMode &m);
 
+/// Reads a whole file with stdio (a failed allocation throws bad_alloc
+/// instead of becoming a read error, as it would inside an iostream).
+bool readTextFile(const std::string &path, std::string &text, std::string &error);
+
 /// Decisions of `auto`: (kernel name, shape bucket) -> implementation.
 class TuningTable {
 public:

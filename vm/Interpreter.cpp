@@ -73,16 +73,20 @@ Status VirtualMachine::errorAt(uint32_t func, uint32_t pc, const std::string &ms
             std::to_string(loc->col) + ": ";
   std::string s = where + "error: " + msg;
   // The call stack, innermost first (the callers' Invoke locations); deep
-  // recursion shows the innermost frames and a count of the rest.
+  // recursion shows the innermost frames and a count of the rest. A forked
+  // call's stack continues in its parents'.
   constexpr size_t kShown = 4;
-  size_t depth = cur_->frames.size();
+  std::vector<Frame> chain;
+  if (cur_->parent) chain = stackOf(*cur_);
+  const std::vector<Frame> &stack = cur_->parent ? chain : cur_->frames;
+  size_t depth = stack.size();
   for (size_t i = depth; i-- > 1;) {
     if (depth - 1 - i == kShown && i > 1) {
       s += "\n  ... " + std::to_string(i - 1) + " more frames";
       i = 2; // continue with the outermost call
       continue;
     }
-    const Frame &callee = cur_->frames[i], &caller = cur_->frames[i - 1];
+    const Frame &callee = stack[i], &caller = stack[i - 1];
     const VMFunction &cf = exe_->functions[caller.func];
     std::string at;
     if (const SourceLoc *loc = findSourceLoc(cf, callee.callPc))
@@ -91,6 +95,16 @@ Status VirtualMachine::errorAt(uint32_t func, uint32_t pc, const std::string &ms
     s += "\n  in @" + exe_->functions[callee.func].name + ", called from @" + cf.name + at;
   }
   return Status::error(s);
+}
+
+std::vector<VirtualMachine::Frame> VirtualMachine::stackOf(const Fiber &f) const {
+  std::vector<Frame> s;
+  if (f.parent) {
+    s = stackOf(*f.parent);
+    s.resize(std::min(s.size(), f.depthBase));
+  }
+  s.insert(s.end(), f.frames.begin(), f.frames.end());
+  return s;
 }
 
 Status VirtualMachine::run(const std::string &name, std::vector<ObjectRef> args,
@@ -319,7 +333,65 @@ dispatch:
     const uint32_t *args = code + pc + 3;
     uint32_t ndst = code[pc + 3 + nargs];
     uint32_t size = 4 + nargs + ndst;
-    if (frames.size() >= opts_.maxCallDepth)
+    if (batching_) {
+      // The join of a call forked earlier: its results, its error, or wait.
+      if (!fiber.joins.empty() && fiber.joins.back().pc == pc && fiber.joins.back().depth == frames.size()) {
+        Fiber::Join &j = fiber.joins.back();
+        if (!j.done) {
+          fiber.waiting = true;
+          fiber.resumePc = pc;
+          return Status::success();
+        }
+        if (!j.status.ok()) {
+          Status err = std::move(j.status);
+          fiber.joins.pop_back();
+          return err;
+        }
+        if (j.results.size() != ndst)
+          FAIL("returns " + std::to_string(j.results.size()) + " values to a call expecting " + std::to_string(ndst));
+        for (uint32_t i = 0; i < ndst; ++i) R(args[nargs + 1 + i]) = std::move(j.results[i]);
+        fiber.joins.pop_back();
+        NEXT(size);
+      }
+      // Instance parallelism: a call right after this one that needs none
+      // of its results runs concurrently in a child fiber (seed 001 §4.1:
+      // ACROBAT takes such calls from annotations; the IR's calls are pure,
+      // so independence is what the registers say).
+      uint32_t pc2 = pc + size;
+      if (pc2 < fn->code.size() && opcodeOf(code[pc2]) == Opcode::Invoke) {
+        const uint32_t *dsts = args + nargs + 1;
+        uint32_t callee2 = code[pc2 + 1], nargs2 = code[pc2 + 2];
+        const uint32_t *args2 = code + pc2 + 3;
+        uint32_t ndst2 = code[pc2 + 3 + nargs2];
+        const uint32_t *dsts2 = args2 + nargs2 + 1;
+        bool independent = fiber.depthBase + frames.size() + 1 < opts_.maxCallDepth;
+        for (uint32_t i = 0; independent && i < nargs2; ++i) {
+          independent = static_cast<bool>(R(args2[i]));
+          for (uint32_t d = 0; independent && d < ndst; ++d) independent = args2[i] != dsts[d];
+        }
+        for (uint32_t i = 0; independent && i < ndst2; ++i)
+          for (uint32_t d = 0; independent && d < ndst; ++d) independent = dsts2[i] != dsts[d];
+        if (independent) {
+          const VMFunction &f2 = exe_->functions[callee2];
+          auto child = std::make_unique<Fiber>();
+          child->regs.resize(std::max<size_t>(f2.numRegisters, nargs2));
+          for (uint32_t i = 0; i < nargs2; ++i) child->regs[i] = R(args2[i]);
+          child->frames.push_back(Frame{callee2, 0, pc2});
+          child->parent = &fiber;
+          child->index = fiber.index;
+          child->depth = fiber.depth;
+          child->depthBase = fiber.depthBase + frames.size();
+          Fiber::Join j;
+          j.pc = pc2;
+          j.depth = frames.size();
+          j.child = child.get();
+          fiber.joins.push_back(std::move(j));
+          spawned_.push_back(std::move(child));
+          ++profile_.batch.forks;
+        }
+      }
+    }
+    if (fiber.depthBase + frames.size() >= opts_.maxCallDepth)
       FAIL("call depth limit (" + std::to_string(opts_.maxCallDepth) + ") exceeded calling @" +
            exe_->functions[callee].name + "; raise it with --max-call-depth");
     const VMFunction &cfn = exe_->functions[callee];

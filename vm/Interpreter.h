@@ -80,6 +80,7 @@ struct BatchProfile {
   uint64_t fallbackCalls = 0;   // calls of a group a run-time check split (rows differ, shared inputs differ)
   uint64_t rounds = 0;          // scheduling rounds (groups chosen)
   uint64_t maxGroup = 0;
+  uint64_t forks = 0;           // calls run concurrently in a child fiber (instance parallelism)
   double scheduleSeconds = 0;   // grouping and checks
   double gatherSeconds = 0;     // stacking per-instance rows and scattering results
 };
@@ -141,6 +142,22 @@ private:
     std::vector<Tensor *> ins, outs;
     uint64_t depth = 0; // kernel calls made so far through the scheduler
     size_t index = 0;   // the instance
+    // Instance parallelism (seed 001 §4.1, concurrent calls): a call forked
+    // to a child fiber, joined when this fiber reaches it (`pc` at call
+    // depth `depth`) with the child's results or error.
+    struct Join {
+      uint32_t pc = 0;
+      size_t depth = 0;
+      Fiber *child = nullptr;
+      bool done = false;
+      Status status;
+      std::vector<ObjectRef> results;
+    };
+    std::vector<Join> joins;
+    Fiber *parent = nullptr; // a forked call: the fiber that joins it
+    size_t depthBase = 0;    // frames above this fiber's first (its parents')
+    bool waiting = false;    // stopped at a join whose child has not finished
+    bool dead = false;       // its instance failed: never resumed
   };
   struct Scheduler; // vm/AutoBatch.cpp
 
@@ -168,8 +185,12 @@ private:
   KernelDispatcher dispatch_;
   Fiber main_;
   Fiber *cur_ = &main_;
-  /// runInstances with auto-batching: batchable kernel calls suspend.
+  /// runInstances with auto-batching: batchable kernel calls suspend, and
+  /// independent consecutive calls fork (children land in spawned_).
   bool batching_ = false;
+  std::vector<std::unique_ptr<Fiber>> spawned_;
+  /// The call stack of `f`, its parents' frames first (error messages).
+  std::vector<Frame> stackOf(const Fiber &f) const;
   std::vector<TensorRef> constants_;
   Profile profile_;
   uint64_t instructionLimit_ = 0; // profile_.instructions at which the run stops
