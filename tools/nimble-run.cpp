@@ -479,13 +479,15 @@ void printBatchProfile(const VirtualMachine &vm, int runs) {
   std::fprintf(stderr,
                "Auto-batching (%d run%s of %llu instances): %llu kernel calls through the scheduler in %llu "
                "launches (%.2f calls per launch, largest group %llu); rows: %llu launches for %llu calls; "
-               "invariant: %llu launches for %llu calls; alone: %llu; split by a run-time check: %llu\n",
+               "invariant: %llu launches for %llu calls; alone: %llu; split by a run-time check: %llu; "
+               "%llu calls forked\n",
                runs, runs == 1 ? "" : "s", static_cast<unsigned long long>(b.instances / std::max(1, runs)),
                static_cast<unsigned long long>(b.suspensions), static_cast<unsigned long long>(launches),
                launches ? double(b.suspensions) / double(launches) : 0.0, static_cast<unsigned long long>(b.maxGroup),
                static_cast<unsigned long long>(b.rowLaunches), static_cast<unsigned long long>(b.rowCalls),
                static_cast<unsigned long long>(b.invariantLaunches), static_cast<unsigned long long>(b.invariantCalls),
-               static_cast<unsigned long long>(b.singleCalls), static_cast<unsigned long long>(b.fallbackCalls));
+               static_cast<unsigned long long>(b.singleCalls), static_cast<unsigned long long>(b.fallbackCalls),
+               static_cast<unsigned long long>(b.forks / std::max(1, runs)));
   std::fprintf(stderr, "Auto-batching time: scheduling %.3f ms (%.1f%%), stacking and scattering rows %.3f ms (%.1f%%), "
                        "%llu scheduling rounds\n",
                b.scheduleSeconds * 1e3, total > 0 ? 100 * b.scheduleSeconds / total : 0.0, b.gatherSeconds * 1e3,
