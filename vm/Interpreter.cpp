@@ -61,6 +61,17 @@ TensorRef VirtualMachine::constant(uint32_t index) {
   return t;
 }
 
+TensorRef VirtualMachine::scalarConstant(int64_t v) {
+  auto it = scalars_.find(v);
+  if (it != scalars_.end()) return it->second;
+  // Read-only, like the constant pool: no kernel may take it as an output.
+  auto bytes = std::make_shared<int64_t>(v);
+  Ref<Storage> st(new Storage(bytes.get(), sizeof(int64_t), bytes));
+  TensorRef t(new Tensor(DType::I64, {}, st, 0));
+  if (scalars_.size() < 4096) scalars_.emplace(v, t);
+  return t;
+}
+
 Status VirtualMachine::errorAt(uint32_t func, uint32_t pc, const std::string &msg,
                                const SourceLoc *at) const {
   const VMFunction &fn = exe_->functions[func];
@@ -596,7 +607,7 @@ dispatch:
   }
   CASE(LoadConsti) {
     int64_t v = static_cast<int64_t>(uint64_t(code[pc + 2]) | (uint64_t(code[pc + 3]) << 32));
-    SCALAR_TO(code[pc + 1], v);
+    R(code[pc + 1]) = ObjectRef(scalarConstant(v).get());
     NEXT(4);
   }
   CASE(ShapeOf) {

@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace nimble::vm {
@@ -175,6 +176,11 @@ private:
   Status errorAt(uint32_t func, uint32_t pc, const std::string &msg,
                  const SourceLoc *at = nullptr) const;
   TensorRef constant(uint32_t index);
+  /// LoadConsti's scalar for `v`: one read-only tensor per value, made once
+  /// (offsets and sizes repeat on every call; allocating each was a third
+  /// of the VM's allocations on Tree-LSTM).
+  TensorRef scalarConstant(int64_t v);
+  std::unordered_map<int64_t, TensorRef> scalars_;
 
   std::shared_ptr<const Executable> exe_;
   VMOptions opts_;
