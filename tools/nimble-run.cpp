@@ -29,7 +29,7 @@
 #include <cstdlib>
 #include <cctype>
 #include <cstring>
-#include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <new>
@@ -494,6 +494,23 @@ void printBatchProfile(const VirtualMachine &vm, int runs) {
                total > 0 ? 100 * b.gatherSeconds / total : 0.0, static_cast<unsigned long long>(b.rounds));
 }
 
+/// --benchmark: `n` timed calls of `once` after resetting the profile and
+/// the allocator's statistics (the first run was the warm-up); `ms` gets the
+/// times, sorted. Stops at the first failure.
+Status timeRuns(VirtualMachine &vm, Allocator &alloc, int n, std::vector<double> &ms,
+                const std::function<Status()> &once) {
+  vm.resetProfile();
+  alloc.resetStats();
+  for (int i = 0; i < n; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    Status s = once();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (!s.ok()) return s;
+  }
+  std::sort(ms.begin(), ms.end());
+  return Status::success();
+}
+
 /// --instances: run, print or write every instance's results, benchmark and
 /// profile the whole batch.
 int runInstancesTool(const Options &o, VirtualMachine &vm, const VMFunction &fn,
@@ -511,17 +528,13 @@ int runInstancesTool(const Options &o, VirtualMachine &vm, const VMFunction &fn,
   }
   int runs = 1;
   if (o.benchmark > 0) {
-    vm.resetProfile();
-    alloc.resetStats();
     std::vector<double> ms;
-    for (int i = 0; i < o.benchmark; ++i) {
+    timeRuns(vm, alloc, o.benchmark, ms, [&] {
       std::vector<InstanceOutcome> r;
-      auto t0 = std::chrono::steady_clock::now();
       vm.runInstances(o.function, again, r, o.autoBatch);
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    }
+      return Status::success(); // each instance's failure was reported by the first run
+    });
     runs = o.benchmark;
-    std::sort(ms.begin(), ms.end());
     double med = ms[ms.size() / 2];
     std::printf("latency: min %.3f ms, median %.3f ms, max %.3f ms over %d runs of %zu instances (after 1 warm-up); "
                 "%.1f instances/s (median), auto-batch %s\n",
@@ -751,21 +764,16 @@ int runTool(int argc, char **argv) {
   }
   int runs = 1;
   if (o.benchmark > 0) {
-    vm.resetProfile();
-    alloc.resetStats();
     std::vector<double> ms;
-    for (int i = 0; i < o.benchmark; ++i) {
+    Status s = timeRuns(vm, alloc, o.benchmark, ms, [&] {
       std::vector<ObjectRef> r;
-      auto t0 = std::chrono::steady_clock::now();
-      Status s = vm.run(o.function, args, r);
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-      if (!s.ok()) {
-        std::cerr << s.message << "\n";
-        return kExitError;
-      }
+      return vm.run(o.function, args, r);
+    });
+    if (!s.ok()) {
+      std::cerr << s.message << "\n";
+      return kExitError;
     }
     runs = o.benchmark;
-    std::sort(ms.begin(), ms.end());
     std::printf("latency: min %.3f ms, median %.3f ms, max %.3f ms over %d runs (after 1 warm-up)\n",
                 ms.front(), ms[ms.size() / 2], ms.back(), o.benchmark);
   }
