@@ -370,13 +370,16 @@ def nimble_instances(args, nbc, inst_file, T, auto, out_dir, profile=False, reps
     return p, cpu, wall
 
 
-def check_outputs(out_dir, refs, first, what, args, problems):
-    """Every <i>.<j>.npy of out_dir against refs[first + i][j]."""
-    for i in range(len(refs) - first):
+def check_outputs(out_dir, refs, first, count, what, args, problems):
+    """Every <i>.<j>.npy of out_dir (the `count` instances of one chunk,
+    starting at instance `first` of the pool) against refs[first + i][j]; a
+    missing file is a problem too."""
+    for i in range(count):
         for j, ref in enumerate(refs[first + i]):
             path = os.path.join(out_dir, "%d.%d.npy" % (i, j))
             if not os.path.exists(path):
-                break
+                problems.append("%s: instance %d result %d: %s is missing" % (what, first + i, j, path))
+                continue
             e = rel_err(np.load(path), np.load(ref))
             if not e <= args.tolerance:
                 problems.append("%s: instance %d result %d differs from PyTorch, relative error %.3e"
@@ -441,7 +444,7 @@ def bench_batch_model(v, args, work_dir, doc):
         progress("%s Nimble one-at-a-time, %d thread(s): %d instances x %d runs" % (v.name, T, n, reps))
         out_dir = os.path.join(work_dir, "%s.off.%d" % (v.name, T))
         p, cpu, wall = nimble_instances(args, nbc, inst_file, T, False, out_dir, reps=reps)
-        check_outputs(out_dir, refs, 0, "Nimble one-at-a-time %s (threads %d)" % (v.name, T), args, problems)
+        check_outputs(out_dir, refs, 0, n, "Nimble one-at-a-time %s (threads %d)" % (v.name, T), args, problems)
         off = (n / (tools.parse_latency(p.stdout)["median"] / 1e3), benchlib.cores_used(cpu, wall))
         profiles = {}
         for B in args.batch:
@@ -452,8 +455,8 @@ def bench_batch_model(v, args, work_dir, doc):
             for k, (first, path) in enumerate(chunks[B]):
                 out_dir = os.path.join(work_dir, "%s.on.%d.b%d.%03d" % (v.name, T, B, k))
                 p, cpu, wall = nimble_instances(args, nbc, path, T, True, out_dir, reps=reps)
-                check_outputs(out_dir, refs, first, "Nimble auto-batched %s batch %d (threads %d)" % (v.name, B, T),
-                              args, problems)
+                check_outputs(out_dir, refs, first, min(B, n - first),
+                              "Nimble auto-batched %s batch %d (threads %d)" % (v.name, B, T), args, problems)
                 total_ms += tools.parse_latency(p.stdout)["median"]
                 cpu_s, wall_s = cpu_s + cpu, wall_s + wall
             rows[("nimble-on", B)] = (n / (total_ms / 1e3), benchlib.cores_used(cpu_s, wall_s))
