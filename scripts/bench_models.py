@@ -54,14 +54,20 @@ Tree-LSTM 1..40 leaves incl. a single leaf and two 40-leaf chains, LSTM
 1..100 tokens) is processed at each batch size B in chunks of B instances, by
   * Nimble auto-batched: one `nimble-run --instances=CHUNK --auto-batch=on
     --threads=T --benchmark=REPS` per chunk; time = sum of the chunks' medians;
-  * Nimble one-at-a-time: one `--auto-batch=off` run over the whole pool
-    (batching does not apply: the same figure on every batch row);
+  * Nimble one-at-a-time: the same with `--auto-batch=off`, over the same
+    chunks (measured like auto-batched, so that their ratio compares like
+    with like: on a loaded machine a median of short runs is less often
+    preempted than one of long runs, which favours small chunks);
   * PyTorch one-at-a-time: reference.run on each instance in turn (the same
-    figure on every batch row);
+    figure on every batch row); a timed run is a pass over the whole pool;
   * PyTorch hand-batched: each chunk one call of pack_padded_sequence through
     nn.LSTM (LSTM) or level-by-level batching as DGL does (Tree-LSTM), see
     models/<m>/reference.py; checked against the one-at-a-time reference
-    within 1e-5 before it is timed.
+    within 1e-5 before it is timed; a timed run is a pass over all chunks.
+Nimble's figures are sums of per-chunk medians (one process per chunk),
+PyTorch's medians of whole-pool passes: on a quiet machine the same thing;
+on a loaded one short runs are preempted less often, which favours Nimble at
+small batch sizes (compare Nimble with Nimble there).
 Each system and T in its own process with the BLAS threads pinned, as above;
 every Nimble output is checked against PyTorch (--tolerance). Printed per
 model, T and B: instances/s (cores used), the ratios auto-batched / Nimble
@@ -441,25 +447,20 @@ def bench_batch_model(v, args, work_dir, doc):
     reps = pick(args.reps, v.name)
     for T in args.threads:
         rows = {}  # (system, B) -> (instances/s, cores used)
-        progress("%s Nimble one-at-a-time, %d thread(s): %d instances x %d runs" % (v.name, T, n, reps))
-        out_dir = os.path.join(work_dir, "%s.off.%d" % (v.name, T))
-        p, cpu, wall = nimble_instances(args, nbc, inst_file, T, False, out_dir, reps=reps)
-        check_outputs(out_dir, refs, 0, n, "Nimble one-at-a-time %s (threads %d)" % (v.name, T), args, problems)
-        off = (n / (tools.parse_latency(p.stdout)["median"] / 1e3), benchlib.cores_used(cpu, wall))
         profiles = {}
         for B in args.batch:
-            rows[("nimble-off", B)] = off
-            progress("%s Nimble auto-batched, %d thread(s), batch %d: %d chunk(s) x %d runs" % (
-                v.name, T, B, len(chunks[B]), reps))
-            total_ms, cpu_s, wall_s = 0.0, 0.0, 0.0
-            for k, (first, path) in enumerate(chunks[B]):
-                out_dir = os.path.join(work_dir, "%s.on.%d.b%d.%03d" % (v.name, T, B, k))
-                p, cpu, wall = nimble_instances(args, nbc, path, T, True, out_dir, reps=reps)
-                check_outputs(out_dir, refs, first, min(B, n - first),
-                              "Nimble auto-batched %s batch %d (threads %d)" % (v.name, B, T), args, problems)
-                total_ms += tools.parse_latency(p.stdout)["median"]
-                cpu_s, wall_s = cpu_s + cpu, wall_s + wall
-            rows[("nimble-on", B)] = (n / (total_ms / 1e3), benchlib.cores_used(cpu_s, wall_s))
+            for auto, key, label in ((False, "nimble-off", "one-at-a-time"), (True, "nimble-on", "auto-batched")):
+                progress("%s Nimble %s, %d thread(s), batch %d: %d chunk(s) x %d runs" % (
+                    v.name, label, T, B, len(chunks[B]), reps))
+                total_ms, cpu_s, wall_s = 0.0, 0.0, 0.0
+                for k, (first, path) in enumerate(chunks[B]):
+                    out_dir = os.path.join(work_dir, "%s.%s.%d.b%d.%03d" % (v.name, key, T, B, k))
+                    p, cpu, wall = nimble_instances(args, nbc, path, T, auto, out_dir, reps=reps)
+                    check_outputs(out_dir, refs, first, min(B, n - first),
+                                  "Nimble %s %s batch %d (threads %d)" % (label, v.name, B, T), args, problems)
+                    total_ms += tools.parse_latency(p.stdout)["median"]
+                    cpu_s, wall_s = cpu_s + cpu, wall_s + wall
+                rows[(key, B)] = (n / (total_ms / 1e3), benchlib.cores_used(cpu_s, wall_s))
             p, _, _ = nimble_instances(args, nbc, chunks[B][0][1], T, True, None, profile=True, reps=2)
             profiles[B] = parse_batch_profile(p.stderr)
         progress("%s PyTorch one-at-a-time and hand-batched, %d thread(s)" % (v.name, T))
@@ -525,7 +526,7 @@ def batch_report(doc, args, out=sys.stdout):
     print("1-minute load before each block: %s" % ", ".join(
         "%s %.2f" % (x["model"], x["load_1min"]) for x in doc["header"]["loads"]), file=out)
     print("\nAuto-batching throughput, instances/s (cores used); a pool of %d seeded instances per model "
-          "(scripts/make_instances.py, seed %d) in chunks of `batch`; one-at-a-time figures do not depend on "
+          "(scripts/make_instances.py, seed %d) in chunks of `batch`; PyTorch one-at-a-time does not depend on "
           "batch; ratios > 1: auto-batched is faster; scheduling: the scheduler's share of the first chunk's "
           "time (nimble-run --profile)" % (args.pool, BATCH_SEED), file=out)
     print("\n".join(batch_table(doc["batch"])), file=out)
