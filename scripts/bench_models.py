@@ -43,12 +43,45 @@ every input's median for the plots; Nimble's split); --plot DIR writes PNGs
 (scripts/bench_plot.py); --markdown FILE the header and tables for
 docs/perf.md. Exit 1 if a tool fails, an output mismatches or a thread count
 was not held.
+
+Auto-batching throughput (issue 17), instead of the latency tables:
+
+    /usr/bin/python3 scripts/bench_models.py --batch 1,8,64 [--models treelstm,lstm_1l,lstm_2l]
+        [--pool 64] [--threads 1] [--reps 3] [--warmup 1] [--json FILE] [--keep DIR]
+
+A seeded pool of --pool instances per model (scripts/make_instances.py:
+Tree-LSTM 1..40 leaves incl. a single leaf and two 40-leaf chains, LSTM
+1..100 tokens) is processed at each batch size B in chunks of B instances, by
+  * Nimble auto-batched: one `nimble-run --instances=CHUNK --auto-batch=on
+    --threads=T --benchmark=REPS` per chunk; time = sum of the chunks' medians;
+  * Nimble one-at-a-time: the same with `--auto-batch=off`, over the same
+    chunks (measured like auto-batched, so that their ratio compares like
+    with like: on a loaded machine a median of short runs is less often
+    preempted than one of long runs, which favours small chunks);
+  * PyTorch one-at-a-time: reference.run on each instance in turn (the same
+    figure on every batch row); a timed run is a pass over the whole pool;
+  * PyTorch hand-batched: each chunk one call of pack_padded_sequence through
+    nn.LSTM (LSTM) or level-by-level batching as DGL does (Tree-LSTM), see
+    models/<m>/reference.py; checked against the one-at-a-time reference
+    within 1e-5 before it is timed; a timed run is a pass over all chunks.
+Nimble's figures are sums of per-chunk medians (one process per chunk),
+PyTorch's medians of whole-pool passes: on a quiet machine the same thing;
+on a loaded one short runs are preempted less often, which favours Nimble at
+small batch sizes (compare Nimble with Nimble there).
+Each system and T in its own process with the BLAS threads pinned, as above;
+every Nimble output is checked against PyTorch (--tolerance). Printed per
+model, T and B: instances/s (cores used), the ratios auto-batched / Nimble
+one-at-a-time, / PyTorch one-at-a-time, / PyTorch hand-batched (> 1: auto-
+batched is faster), and from a separate `--profile` run over the first chunk
+the scheduler's share of the batch's time and kernel calls per launch.
+--plot and --markdown are not supported with --batch.
 """
 
 import argparse
 import importlib.util
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -69,6 +102,7 @@ from models.common import tools  # noqa: E402
 from models.common.registry import FULL, REPO_ROOT, VARIANTS  # noqa: E402
 
 PEERS = ("onnxruntime", "iree")
+BATCH_MODELS = ("treelstm", "lstm_1l", "lstm_2l")
 PEER_MODULES = {"onnxruntime": "onnxruntime", "iree": "iree.runtime"}
 PEER_DISTS = {"onnxruntime": "onnxruntime", "iree": "iree-base-runtime"}
 FIXED_SEED = 19  # the issue's number: the fixed-size inputs are not the models' seeded set
@@ -317,6 +351,189 @@ def bench_model(v, args, work_dir, doc):
 # ---- main -----------------------------------------------------------------------------------------
 
 
+# ---- --batch: auto-batching throughput (issue 17) -----------------------------------------------
+
+BATCH_SYSTEMS = ("nimble-on", "nimble-off", "pytorch", "pytorch-batched")
+BATCH_LABEL = {"nimble-on": "Nimble auto-batched", "nimble-off": "Nimble one-at-a-time",
+               "pytorch": "PyTorch one-at-a-time", "pytorch-batched": "PyTorch hand-batched"}
+BATCH_SEED = 17
+
+
+def nimble_instances(args, nbc, inst_file, T, auto, out_dir, profile=False, reps=None):
+    """One nimble-run --instances process: (CompletedProcess, cpu_s, wall_s)."""
+    cmd = [args.nimble_run, nbc, "--instances=" + inst_file, "--auto-batch=" + ("on" if auto else "off"),
+           "--threads=%d" % T, "--benchmark=%d" % (reps or pick(args.reps, "")), "--kernels=" + args.kernels]
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+        cmd.append("--output-dir=" + out_dir)
+    if profile:
+        cmd.append("--profile")
+    c0, w0 = children_cpu(), time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=thread_env(T))
+    wall, cpu = time.perf_counter() - w0, children_cpu() - c0
+    if p.returncode != 0:
+        raise tools.ToolError("nimble-run failed (exit %d): %s\n%s" % (p.returncode, " ".join(cmd), p.stderr[-3000:]))
+    return p, cpu, wall
+
+
+def check_outputs(out_dir, refs, first, count, what, args, problems):
+    """Every <i>.<j>.npy of out_dir (the `count` instances of one chunk,
+    starting at instance `first` of the pool) against refs[first + i][j]; a
+    missing file is a problem too."""
+    for i in range(count):
+        for j, ref in enumerate(refs[first + i]):
+            path = os.path.join(out_dir, "%d.%d.npy" % (i, j))
+            if not os.path.exists(path):
+                problems.append("%s: instance %d result %d: %s is missing" % (what, first + i, j, path))
+                continue
+            e = rel_err(np.load(path), np.load(ref))
+            if not e <= args.tolerance:
+                problems.append("%s: instance %d result %d differs from PyTorch, relative error %.3e"
+                                % (what, first + i, j, e))
+
+
+_SCHED = re.compile(r"Auto-batching time: scheduling ([\d.]+) ms \(([\d.]+)%\)")
+_PER_LAUNCH = re.compile(r"\(([\d.]+) calls per launch, largest group (\d+)\)")
+
+
+def parse_batch_profile(stderr):
+    """{'sched_pct', 'calls_per_launch', 'largest'} from nimble-run --profile's Auto-batching lines."""
+    m, k = _SCHED.search(stderr), _PER_LAUNCH.search(stderr)
+    if not (m and k):
+        raise tools.ToolError("no 'Auto-batching' lines in nimble-run --profile's stderr:\n" + stderr[-2000:])
+    return {"sched_pct": float(m.group(2)), "calls_per_launch": float(k.group(1)), "largest": int(k.group(2))}
+
+
+def bench_batch_model(v, args, work_dir, doc):
+    import make_instances
+    from compare_instances import read_instance
+
+    problems = []
+    load, waited, quiet = benchlib.wait_for_quiet(args.quiet_load, args.max_wait)
+    doc["header"]["loads"].append({"model": v.name, "load_1min": load, "waited_s": round(waited, 1), "quiet": quiet})
+    print("\n== %s: 1-minute load %.2f before the block%s" % (
+        v.name, load, "" if quiet else " (not below %.2f after waiting %.0f s: figures may be noisy)"
+        % (args.quiet_load, waited)), flush=True)
+    pool = os.path.join(work_dir, v.name + ".pool")
+    index = make_instances.write_set(v.name, pool, args.pool, BATCH_SEED)
+    inst_file = os.path.join(pool, "instances.txt")
+    with open(inst_file) as f:
+        lines = [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
+    progress("%s: pool of %d instances, %d %ss; PyTorch references" % (
+        v.name, len(lines), sum(e["work"] for e in index["instances"]), index["unit"]))
+    model = v.reference.load(v.name)
+    refs = []
+    for i, line in enumerate(lines):
+        outs = v.reference.run(model, read_instance(v.reference, line, pool))
+        refs.append([])
+        for j, o in enumerate(outs):
+            path = os.path.join(pool, "ref.%d.%d.npy" % (i, j))
+            np.save(path, o)
+            refs[-1].append(path)
+    del model
+    chunks = {}  # B -> [(first instance, chunk file)]
+    for B in args.batch:
+        chunks[B] = []
+        for k, first in enumerate(range(0, len(lines), B)):
+            path = os.path.join(pool, "chunk_b%d_%03d.txt" % (B, k))
+            with open(path, "w") as f:
+                f.write("\n".join(lines[first : first + B]) + "\n")
+            chunks[B].append((first, path))
+    nbc = os.path.join(work_dir, v.name + ".nbc")
+    compile_kernels = "reference" if args.kernels == "reference" else "native"
+    progress("%s: nimblec %s --kernels=%s" % (v.name, args.opt, compile_kernels))
+    tools.compile_model(args.nimblec, v.nir, nbc, opt=args.opt, extra=["--kernels=" + compile_kernels])
+    n = len(lines)
+    reps = pick(args.reps, v.name)
+    for T in args.threads:
+        rows = {}  # (system, B) -> (instances/s, cores used)
+        profiles = {}
+        for B in args.batch:
+            for auto, key, label in ((False, "nimble-off", "one-at-a-time"), (True, "nimble-on", "auto-batched")):
+                progress("%s Nimble %s, %d thread(s), batch %d: %d chunk(s) x %d runs" % (
+                    v.name, label, T, B, len(chunks[B]), reps))
+                total_ms, cpu_s, wall_s = 0.0, 0.0, 0.0
+                for k, (first, path) in enumerate(chunks[B]):
+                    out_dir = os.path.join(work_dir, "%s.%s.%d.b%d.%03d" % (v.name, key, T, B, k))
+                    p, cpu, wall = nimble_instances(args, nbc, path, T, auto, out_dir, reps=reps)
+                    check_outputs(out_dir, refs, first, min(B, n - first),
+                                  "Nimble %s %s batch %d (threads %d)" % (label, v.name, B, T), args, problems)
+                    total_ms += tools.parse_latency(p.stdout)["median"]
+                    cpu_s, wall_s = cpu_s + cpu, wall_s + wall
+                rows[(key, B)] = (n / (total_ms / 1e3), benchlib.cores_used(cpu_s, wall_s))
+            p, _, _ = nimble_instances(args, nbc, chunks[B][0][1], T, True, None, profile=True, reps=2)
+            profiles[B] = parse_batch_profile(p.stderr)
+        progress("%s PyTorch one-at-a-time and hand-batched, %d thread(s)" % (v.name, T))
+        spec = {"mode": "batch", "model": v.name, "threads": T, "reps": reps, "warmup": args.warmup,
+                "tolerance": args.tolerance, "batched_tolerance": 1e-5, "instances": inst_file, "refs": refs,
+                "batches": args.batch}
+        spec_path = os.path.join(work_dir, "spec.batch.%s.%d.json" % (v.name, T))
+        out_path = spec_path.replace("spec.", "result.")
+        with open(spec_path, "w") as f:
+            json.dump(spec, f)
+        p = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "bench_worker.py"), spec_path, out_path],
+                           capture_output=True, text=True, env=thread_env(T))
+        res = json.load(open(out_path)) if p.returncode == 0 and os.path.exists(out_path) else {
+            "error": "bench_worker.py failed (exit %d): %s" % (p.returncode, p.stderr[-3000:])}
+        if res.get("error"):
+            problems.append("%s: %s" % (v.name, res["error"]))
+        if res.get("blas_threads") not in (None, T):
+            problems.append("PyTorch %s at %d threads: OpenBLAS reports %s threads" % (v.name, T, res["blas_threads"]))
+        for B in args.batch:
+            if res.get("one"):
+                r = res["one"]
+                rows[("pytorch", B)] = (n / (r["median_ms"] / 1e3), benchlib.cores_used(r["cpu_s"], r["wall_s"]))
+            r = (res.get("batched") or {}).get(str(B))
+            if r:
+                rows[("pytorch-batched", B)] = (n / (r["median_ms"] / 1e3),
+                                                benchlib.cores_used(r["cpu_s"], r["wall_s"]))
+        for B in args.batch:
+            row = {"model": v.name, "threads": T, "batch": B, "instances": n, "profile": profiles.get(B),
+                   "load_1min": benchlib.load_avg()}
+            for sys_ in BATCH_SYSTEMS:
+                if (sys_, B) in rows:
+                    row[sys_] = {"instances_per_s": rows[(sys_, B)][0], "cores_used": round(rows[(sys_, B)][1], 3)}
+                    if rows[(sys_, B)][1] > T + benchlib.CORES_SLACK:
+                        problems.append("%s %s batch %d at %d thread(s) used %.2f cores: the thread count was not held"
+                                        % (BATCH_LABEL[sys_], v.name, B, T, rows[(sys_, B)][1]))
+            doc["batch"].append(row)
+    return problems
+
+
+def batch_table(rows):
+    """Text table of the --batch rows: instances/s (cores used) per system, then the ratios."""
+    cols = ["model", "threads", "batch"] + ["%s (cores)" % BATCH_LABEL[s] for s in BATCH_SYSTEMS]
+    cols += ["auto/one", "auto/PyTorch one", "auto/PyTorch batched", "scheduling", "calls/launch"]
+    out = []
+    for r in rows:
+        cells = [r["model"], str(r["threads"]), str(r["batch"])]
+        for s in BATCH_SYSTEMS:
+            cells.append("%.1f (%.2f)" % (r[s]["instances_per_s"], r[s]["cores_used"]) if s in r else "-")
+        on = r.get("nimble-on", {}).get("instances_per_s")
+        for s in ("nimble-off", "pytorch", "pytorch-batched"):
+            cells.append("%.2fx" % (on / r[s]["instances_per_s"]) if on and s in r else "-")
+        pr = r.get("profile")
+        cells += ["%.1f%%" % pr["sched_pct"], "%.1f" % pr["calls_per_launch"]] if pr else ["-", "-"]
+        out.append(cells)
+    widths = [max(len(c), *(len(x[i]) for x in out)) if out else len(c) for i, c in enumerate(cols)]
+    fmt = lambda cells: "  ".join(c.rjust(w) if i >= 1 else c.ljust(w)  # noqa: E731
+                                  for i, (c, w) in enumerate(zip(cells, widths)))
+    return [fmt(cols)] + [fmt(c) for c in out]
+
+
+def batch_report(doc, args, out=sys.stdout):
+    print("\n" + "\n".join(benchlib.header_lines(doc["header"])), file=out)
+    print("1-minute load before each block: %s" % ", ".join(
+        "%s %.2f" % (x["model"], x["load_1min"]) for x in doc["header"]["loads"]), file=out)
+    print("\nAuto-batching throughput, instances/s (cores used); a pool of %d seeded instances per model "
+          "(scripts/make_instances.py, seed %d) in chunks of `batch`; PyTorch one-at-a-time does not depend on "
+          "batch; ratios > 1: auto-batched is faster; scheduling: the scheduler's share of the first chunk's "
+          "time (nimble-run --profile)" % (args.pool, BATCH_SEED), file=out)
+    print("\n".join(batch_table(doc["batch"])), file=out)
+    for f in doc["failures"]:
+        print("FAILED: " + f, file=out)
+
+
 def int_list(s):
     try:
         out = [int(t) for t in s.split(",") if t]
@@ -356,16 +573,21 @@ def pick(setting, model):
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default=",".join(FULL), help="comma-separated variants (default: %(default)s)")
-    ap.add_argument("--threads", type=int_list, default=[1, 2], help="thread counts (default: 1,2)")
+    ap.add_argument("--models", help="comma-separated variants (default: %s; with --batch: %s)"
+                    % (",".join(FULL), ",".join(BATCH_MODELS)))
+    ap.add_argument("--threads", type=int_list, help="thread counts (default: 1,2; with --batch: 1)")
+    ap.add_argument("--batch", type=int_list,
+                    help="auto-batching throughput at these batch sizes (e.g. 1,8,64) instead of the latency tables")
+    ap.add_argument("--pool", type=int, default=64, help="with --batch: seeded instances per model (default 64)")
     ap.add_argument("--lengths", type=int_list, default=[8, 32, 128], help="LSTM fixed lengths (default 8,32,128)")
     ap.add_argument("--bert-lengths", type=int_list, default=[16, 64, 128],
                     help="BERT fixed lengths (default 16,64,128)")
     ap.add_argument("--count", type=per_model(0), default="12",
                     help="seeded mixed-length inputs per model (0: no mixed table; N,MODEL=N,... per model)")
-    ap.add_argument("--reps", type=per_model(1), default="10",
+    ap.add_argument("--reps", type=per_model(1), default=None,
                     help="timed runs per input (default 10; N,MODEL=N,... per model, e.g. 10,bert_base=2)")
-    ap.add_argument("--warmup", type=int, default=2, help="untimed runs first (Python systems; nimble-run: 1)")
+    ap.add_argument("--warmup", type=int, help="untimed runs first (Python systems; nimble-run: 1); default 2,"
+                    " with --batch 1")
     ap.add_argument("--profile-reps", type=per_model(0), default="2",
                     help="runs of nimble-run --profile per fixed input (0: no split; N,MODEL=N,... per model)")
     ap.add_argument("--systems", default="nimble,pytorch,onnxruntime,iree", help="which systems to time")
@@ -386,6 +608,24 @@ def parse_args(argv):
     ap.add_argument("--nimble-run", dest="nimble_run", default=tools.default_tool("nimble-run"))
     ap.add_argument("--keep", metavar="DIR", help="keep inputs, .nbc, .onnx, .vmfb and outputs in DIR")
     args = ap.parse_args(argv)
+    batch = args.batch is not None
+    if args.models is None:
+        args.models = ",".join(BATCH_MODELS if batch else FULL)
+    if args.threads is None:
+        args.threads = [1] if batch else [1, 2]
+    if args.reps is None:
+        args.reps = per_model(1)("3" if batch else "10")
+    if args.warmup is None:
+        args.warmup = 1 if batch else 2
+    if batch:
+        if args.plot or args.markdown:
+            ap.error("--plot and --markdown are not supported with --batch")
+        args.systems = "nimble,pytorch"  # the four columns of the batch table; no ONNX Runtime / IREE
+        if args.pool < 1:
+            ap.error("--pool wants a positive count, got %d" % args.pool)
+        for n in args.models.split(","):
+            if n and n in VARIANTS and VARIANTS[n].family not in ("lstm", "treelstm"):
+                ap.error("--batch: %s is not an LSTM or Tree-LSTM variant" % n)
     args.systems = [s for s in args.systems.split(",") if s]
     for s in args.systems:
         if s not in benchlib.SYSTEMS:
@@ -418,11 +658,12 @@ def make_doc(args):
     header = {"cpu": cpu, "blas": blas_description(), "versions": versions, "commit": benchlib.git_commit(REPO_ROOT),
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "opt": "%s --kernels=%s; nimble-run --kernels=%s" % (
                   args.opt, "reference" if args.kernels == "reference" else "native", args.kernels),
-              "reps": args.reps["text"],
+              "reps": args.reps["text"] + (", batch sizes %s, pool %d" % (
+                  ",".join(map(str, args.batch)), args.pool) if args.batch else ""),
               "warmup": args.warmup, "threads": args.threads, "loads": [],
               "command": "scripts/bench_models.py " + " ".join(sys.argv[1:])}
     return {"schema": benchlib.SCHEMA_VERSION, "header": header, "rows": [], "points": [], "splits": {},
-            "missing": missing, "notes": {}, "failures": []}
+            "missing": missing, "notes": {}, "failures": [], "batch": []}
 
 
 def report(doc, args, out=sys.stdout):
@@ -483,7 +724,7 @@ def write_markdown(doc, path, plots):
 
 def main(argv):
     args = parse_args(argv)
-    if "nimble" in args.systems:
+    if "nimble" in args.systems or args.batch:
         try:
             tools.require_tool(args.nimblec)
             tools.require_tool(args.nimble_run)
@@ -500,7 +741,8 @@ def main(argv):
         for n in args.models:
             before = len(doc["failures"])
             try:
-                doc["failures"] += bench_model(VARIANTS[n], args, work_dir, doc)
+                bench = bench_batch_model if args.batch else bench_model
+                doc["failures"] += bench(VARIANTS[n], args, work_dir, doc)
             except (tools.ToolError, FileNotFoundError) as e:
                 doc["failures"].append("%s: %s" % (n, e))
             for f in doc["failures"][before:]:
@@ -508,7 +750,10 @@ def main(argv):
     finally:
         if not args.keep:
             shutil.rmtree(work_dir, ignore_errors=True)
-    report(doc, args)
+    if args.batch:
+        batch_report(doc, args)
+    else:
+        report(doc, args)
     plots = []
     if args.plot:
         import bench_plot

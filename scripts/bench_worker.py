@@ -30,6 +30,19 @@ The peers:
     (llvm-cpu, --iree-llvmcpu-target-cpu=host), run by the Python runtime:
     the local-sync driver for 1 thread, local-task with T workers otherwise.
 Tree-LSTM has no ONNX form (recursion over a tree): both peers say so.
+
+Batch mode (scripts/bench_models.py --batch), SPEC {"mode": "batch", "model",
+"threads", "reps", "warmup", "tolerance", "batched_tolerance", "instances"
+(an instances file of scripts/make_instances.py), "refs": [[.npy per result]
+per instance], "batches": [B, ...]}; OUT {"system", "version", "blas_threads",
+"error", "one": {timing}, "batched": {"B": {timing}}}:
+  * one-at-a-time: reference.run over every instance in turn (the models'
+    PyTorch baseline); a timed run is one pass over all instances.
+  * hand-batched: the instances in chunks of B, each chunk one call of
+    reference.run_packed (LSTM: pack_padded_sequence through nn.LSTM) or
+    run_batched (Tree-LSTM: level by level, as DGL); a timed run is one pass
+    over all chunks. Its outputs are first checked against the one-at-a-time
+    reference within batched_tolerance (1e-5): not timed otherwise.
 """
 
 import ctypes
@@ -250,13 +263,56 @@ def work(spec):
     return out
 
 
+def work_batch(spec):
+    sys.path.insert(0, HERE)
+    from compare_instances import read_instance
+
+    v = VARIANTS[spec["model"]]
+    ref = v.reference
+    torch.set_num_threads(spec["threads"])
+    out = {"system": "pytorch", "version": torch.__version__, "blas_threads": None, "error": None, "note": None,
+           "one": None, "batched": {}}
+    model = ref.load(spec["model"])
+    base = os.path.dirname(os.path.abspath(spec["instances"]))
+    with open(spec["instances"]) as f:
+        xs = [read_instance(ref, ln.strip(), base) for ln in f if ln.strip() and not ln.strip().startswith("#")]
+    wants = [[np.load(p) for p in r] for r in spec["refs"]]
+
+    def check(outs, tol, what):
+        err = max(rel_err(g, w) for o, ws in zip(outs, wants) for g, w in zip(o, ws))
+        if len(outs) != len(wants) or not err <= tol:
+            out["error"] = "%s differs from the PyTorch reference: relative error %.3e > %.0e; not timed" % (
+                what, err, tol)
+        return err
+
+    one = lambda: [ref.run(model, x) for x in xs]  # noqa: E731
+    err = check(one(), spec["tolerance"], "PyTorch one-at-a-time")
+    if out["error"]:
+        return out
+    out["one"] = dict(time_runs(one, spec["warmup"], spec["reps"]), rel_err=err)
+    if v.family == "lstm":
+        packed = ref.load_packed(spec["model"])
+        batched = lambda chunk: ref.run_packed(packed, chunk)  # noqa: E731
+    else:
+        batched = lambda chunk: ref.run_batched(model, chunk)  # noqa: E731
+    for B in spec["batches"]:
+        chunks = [xs[i : i + B] for i in range(0, len(xs), B)]
+        run_all = lambda: [o for c in chunks for o in batched(c)]  # noqa: E731
+        err = check(run_all(), spec["batched_tolerance"], "PyTorch hand-batched (batch %d)" % B)
+        if out["error"]:
+            return out
+        out["batched"][str(B)] = dict(time_runs(run_all, spec["warmup"], spec["reps"]), rel_err=err)
+    out["blas_threads"] = blas_threads()
+    return out
+
+
 def main(argv):
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 1
     with open(argv[0]) as f:
         spec = json.load(f)
-    out = work(spec)
+    out = work_batch(spec) if spec.get("mode") == "batch" else work(spec)
     with open(argv[1], "w") as f:
         json.dump(out, f)
     return 0

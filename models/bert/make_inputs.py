@@ -34,16 +34,27 @@ SMALL_LENGTHS = [1, 5, 17, 64]
 CLS, SEP, FIRST_WORDPIECE = 101, 102, 1000
 
 
+def make_ids(rng, n, variant):
+    """n int64 token ids for `variant` (also scripts/make_instances.py): for a
+    full-size vocabulary a tokenized sentence ([CLS], word pieces uniform in
+    [FIRST_WORDPIECE, vocab), [SEP]); for the small variant's vocabulary of
+    100, ids uniform over all of it."""
+    vocab = VARIANTS[variant]["vocab"]
+    if vocab <= FIRST_WORDPIECE:
+        return rng.integers(0, vocab, size=n).astype(np.int64)
+    ids = rng.integers(FIRST_WORDPIECE, vocab, size=n).astype(np.int64)
+    ids[0], ids[-1] = CLS, SEP
+    return ids
+
+
 def write_full():
     rng = np.random.default_rng(FULL_SEED)
     out_dir = os.path.join(HERE, "inputs")
     os.makedirs(out_dir, exist_ok=True)
-    vocab = VARIANTS["bert_base"]["vocab"]
     lengths = [16, 128] + [int(n) for n in rng.integers(16, 129, size=FULL_COUNT - 2)]
     index = []
     for k, n in enumerate(lengths):
-        ids = rng.integers(FIRST_WORDPIECE, vocab, size=n).astype(np.int64)
-        ids[0], ids[-1] = CLS, SEP
+        ids = make_ids(rng, n, "bert_base")
         name = "ids_%02d.npy" % k
         nimble_io.save_npy_atomic(os.path.join(out_dir, name), ids)
         index.append({"file": name, "tokens": n})
@@ -58,7 +69,7 @@ def write_small():
     os.makedirs(out_dir, exist_ok=True)
     model = reference.load("bert_small")
     for k, n in enumerate(SMALL_LENGTHS):
-        ids = rng.integers(0, VARIANTS["bert_small"]["vocab"], size=n).astype(np.int64)
+        ids = make_ids(rng, n, "bert_small")
         base = os.path.join(out_dir, "ids_%02d" % k)
         nimble_io.save_npy_atomic(base + ".npy", ids)
         (out,) = reference.run(model, reference.read_input(base + ".npy"))

@@ -291,6 +291,18 @@ def random_tree(rng, leaves, make_leaf):
     return ("Node", random_tree(rng, k, make_leaf), random_tree(rng, leaves - k, make_leaf))
 
 
+def chain_tree(leaves, make_leaf, left_deep=True):
+    """The degenerate tree with `leaves` leaves: a left-deep chain
+    Node(Node(Node(L, L), L), L) (every right child a leaf), or right-deep.
+    Leaves are made innermost first. Built iteratively (a chain of
+    thousands of leaves must not hit Python's recursion limit)."""
+    tree = ("Leaf", make_leaf())
+    for _ in range(leaves - 1):
+        leaf = ("Leaf", make_leaf())
+        tree = ("Node", tree, leaf) if left_deep else ("Node", leaf, tree)
+    return tree
+
+
 def write_text_atomic(path, text):
     tmp = path + ".tmp"
     with open(tmp, "w") as f:

@@ -34,6 +34,11 @@ SMALL_SEED = 2022
 SMALL_LENGTHS = [0, 1, 7, 33]
 
 
+def make_sequence(rng, n, dim):
+    """A [n, dim] float32 sequence with N(0, 0.4^2) entries (also scripts/make_instances.py)."""
+    return rng.normal(0.0, 0.4, size=(n, dim)).astype(np.float32)
+
+
 def full_lengths(rng):
     return [8, 128] + [int(n) for n in rng.integers(8, 129, size=FULL_COUNT - 2)]
 
@@ -44,7 +49,7 @@ def write_full():
     os.makedirs(out_dir, exist_ok=True)
     index = []
     for k, n in enumerate(full_lengths(rng)):
-        xs = rng.normal(0.0, 0.4, size=(n, VARIANTS["lstm_1l"]["input"])).astype(np.float32)
+        xs = make_sequence(rng, n, VARIANTS["lstm_1l"]["input"])
         name = "seq_%02d.npy" % k
         nimble_io.save_npy_atomic(os.path.join(out_dir, name), xs)
         index.append({"file": name, "tokens": n})
@@ -59,7 +64,7 @@ def write_small():
     os.makedirs(out_dir, exist_ok=True)
     model = reference.load("lstm_small")
     for k, n in enumerate(SMALL_LENGTHS):
-        xs = rng.normal(0.0, 0.4, size=(n, VARIANTS["lstm_small"]["input"])).astype(np.float32)
+        xs = make_sequence(rng, n, VARIANTS["lstm_small"]["input"])
         base = os.path.join(out_dir, "seq_%02d" % k)
         nimble_io.save_npy_atomic(base + ".npy", xs)
         h, c = reference.run(model, reference.read_input(base + ".npy"))

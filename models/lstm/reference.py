@@ -93,6 +93,32 @@ def run(model, xs):
     return [h.numpy().copy(), c.numpy().copy()]
 
 
+# ---- hand-batched: pack_padded_sequence through nn.LSTM -----------------------------------
+
+
+def load_packed(variant):
+    """torch.nn.LSTM with the variant's weights (the same .safetensors, nn.LSTM's
+    own state_dict names): the hand-batched peer of scripts/bench_models.py --batch."""
+    v = VARIANTS[variant]
+    lstm = torch.nn.LSTM(v["input"], v["hidden"], v["layers"])
+    weights = nimble_io.read_safetensors(weights_path(variant))
+    lstm.load_state_dict({k: torch.from_numpy(a) for k, a in weights.items()})
+    return lstm.eval()
+
+
+def run_packed(lstm, seqs):
+    """[[h, c] per sequence] (numpy) for a batch of sequences of any lengths >= 1:
+    padded to the longest (pad_sequence), packed (pack_padded_sequence, unsorted:
+    PyTorch sorts and restores the order) and run through one nn.LSTM call, as a
+    PyTorch user batches sequences by hand. Equal to run() within 1e-5 (--self-test)."""
+    with torch.inference_mode():
+        lengths = torch.tensor([int(x.shape[0]) for x in seqs])
+        padded = torch.nn.utils.rnn.pad_sequence(list(seqs))  # [T_max, B, I]
+        packed = torch.nn.utils.rnn.pack_padded_sequence(padded, lengths, enforce_sorted=False)
+        _, (h, c) = lstm(packed)
+        return [[h[-1, b : b + 1].numpy().copy(), c[-1, b : b + 1].numpy().copy()] for b in range(len(seqs))]
+
+
 # ---- self-test ---------------------------------------------------------------------------
 
 
@@ -142,6 +168,15 @@ def self_test():
         good = not h.any() and not c.any() and h.shape == (1, v["hidden"])
         ok &= good
         print("%-11s T=0   zeros: %s" % (name, "ok" if good else "MISMATCH"))
+        # The hand-batched peer: one packed batch of mixed lengths against the cell loop.
+        seqs = [torch.from_numpy(rng.normal(0, 0.4, size=(int(T), v["input"])).astype(np.float32))
+                for T in [1, 100] + list(rng.integers(1, 101, size=6))]
+        got = run_packed(load_packed(name), seqs)
+        e = max(rel_err(g, w) for x, outs in zip(seqs, got) for g, w in zip(outs, run(model, x)))
+        good = e <= 1e-5
+        ok &= good
+        print("%-11s packed batch of %d (1..100 tokens) vs the cell loop %.2e   %s"
+              % (name, len(seqs), e, "ok" if good else "MISMATCH"))
     return ok
 
 

@@ -104,6 +104,73 @@ def run(model, tree):
     return [h.numpy().copy(), c.numpy().copy()]
 
 
+# ---- hand-batched: level by level, as DGL does ----------------------------------------------
+
+
+def batch_schedule(trees):
+    """The schedule of a batch of trees, level by level: every node of every tree
+    numbered (leaves first), then grouped by height (leaves 0, a node 1 + the
+    higher of its children), as DGL's topological traversal of a batched graph
+    does. Returns (leaf vectors [L, I], levels, roots, node count) where
+    levels[k] = (node ids, left child ids, right child ids) as index tensors,
+    in increasing height, and roots[t] is the node id of tree t's root; leaves
+    are nodes 0..L-1. Iterative (chains are deep)."""
+    leaves, internal = [], []  # leaves: tensors; internal: (height, left id, right id)
+    roots = []
+    for tree in trees:
+        ids, heights = {}, {}
+        stack = [(tree, False)]
+        while stack:  # post-order: children before their parent
+            t, done = stack.pop()
+            if t[0] == "Leaf":
+                ids[id(t)], heights[id(t)] = ("leaf", len(leaves)), 0
+                leaves.append(t[1])
+            elif not done:
+                stack.extend([(t, True), (t[2], False), (t[1], False)])
+            else:
+                hgt = 1 + max(heights[id(t[1])], heights[id(t[2])])
+                ids[id(t)], heights[id(t)] = ("node", len(internal)), hgt
+                internal.append((hgt, ids[id(t[1])], ids[id(t[2])]))
+        roots.append(ids[id(tree)])
+    n_leaves = len(leaves)
+    gid = lambda ref: ref[1] if ref[0] == "leaf" else n_leaves + ref[1]  # noqa: E731
+    by_height = {}
+    for k, (hgt, l, r) in enumerate(internal):
+        by_height.setdefault(hgt, []).append((n_leaves + k, gid(l), gid(r)))
+    levels = []
+    for hgt in sorted(by_height):
+        cols = list(zip(*by_height[hgt]))
+        levels.append(tuple(torch.tensor(c, dtype=torch.long) for c in cols))
+    return torch.cat(leaves, dim=0), levels, [gid(r) for r in roots], n_leaves + len(internal)
+
+
+def run_batched(model, trees):
+    """[[h, c] per tree] (numpy) for a batch of trees, computed level by level:
+    one matmul for all leaves of the batch, then per height one matmul of the
+    summed children's h with U_iou and one of all children's h with U_f. The
+    hand-batched PyTorch peer of scripts/bench_models.py --batch (DGL's
+    batching of the child-sum Tree-LSTM); equal to run() within 1e-5
+    (--self-test)."""
+    H = model.hidden
+    with torch.inference_mode():
+        x, levels, roots, n = batch_schedule(trees)
+        h_all = torch.empty(n, H)
+        c_all = torch.empty(n, H)
+        i, o, u = torch.split(model.w_iou(x), H, dim=1)
+        c = torch.sigmoid(i) * torch.tanh(u)
+        h_all[: x.shape[0]] = torch.sigmoid(o) * torch.tanh(c)
+        c_all[: x.shape[0]] = c
+        for nodes, left, right in levels:
+            h_l, h_r = h_all[left], h_all[right]
+            i, o, u = torch.split(model.u_iou(h_l + h_r) + model.b_iou, H, dim=1)
+            f = torch.sigmoid(model.u_f(torch.cat([h_l, h_r], dim=0)))
+            m = nodes.shape[0]
+            c = torch.sigmoid(i) * torch.tanh(u) + f[:m] * c_all[left] + f[m:] * c_all[right]
+            h_all[nodes] = torch.sigmoid(o) * torch.tanh(c)
+            c_all[nodes] = c
+        return [[h_all[r : r + 1].numpy().copy(), c_all[r : r + 1].numpy().copy()] for r in roots]
+
+
 # ---- self-test ---------------------------------------------------------------------------
 
 
@@ -163,7 +230,23 @@ def self_test():
             ok &= good
             print("%-15s %2d leaves: vs numpy child-sum (f64) %.2e  %s"
                   % (name, leaves, e, "ok" if good else "MISMATCH"))
+        ok &= self_test_batched(name, model, v["input"], rng)
     return ok
+
+
+def self_test_batched(name, model, dim, rng):
+    """run_batched (level by level) against run (recursion) on a batch with a
+    single leaf, left- and right-deep chains and random trees."""
+    leaf = lambda: rng.normal(0, 0.4, size=(1, dim)).astype(np.float32)  # noqa: E731
+    trees = [("Leaf", leaf()), nimble_io.chain_tree(9, leaf, True), nimble_io.chain_tree(9, leaf, False)]
+    trees += [nimble_io.random_tree(rng, int(n), leaf) for n in rng.integers(2, 30, size=9)]
+    trees = [to_torch(t) for t in trees]
+    got = run_batched(model, trees)
+    e = max(rel_err(g, w) for t, outs in zip(trees, got) for g, w in zip(outs, run(model, t)))
+    good = e <= 1e-5
+    print("%-15s batch of %d trees: level-by-level vs recursion %.2e  %s"
+          % (name, len(trees), e, "ok" if good else "MISMATCH"))
+    return good
 
 
 def check_fixtures(fixtures_dir=None):
