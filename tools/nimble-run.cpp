@@ -411,9 +411,12 @@ size_t valueEnd(const TypeDesc &t, const std::string &line, size_t pos) {
 }
 
 /// Reads --instances: one instance a line (blank lines and '#' comments
-/// skipped), each value checked against the function's signature.
+/// skipped), each value checked against the function's signature. A line
+/// that does not give a valid instance is that instance's failure
+/// (`bad[i]`: "FILE:LINE: what is wrong"), not the run's: the others run.
+/// Only an unreadable or empty file fails the whole run.
 bool readInstances(const Executable &exe, const VMFunction &fn, const std::string &path,
-                   std::vector<std::vector<ObjectRef>> &out) {
+                   std::vector<std::vector<ObjectRef>> &out, std::vector<std::string> &bad) {
   std::string text, error;
   if (!readTextFile(path, text, error)) {
     std::cerr << "nimble-run: error: " << error << "\n";
@@ -428,7 +431,6 @@ bool readInstances(const Executable &exe, const VMFunction &fn, const std::strin
     std::string line = text.substr(start, stop - start);
     start = stop + 1;
     ++lineNo;
-    std::string where = path + ":" + std::to_string(lineNo);
     size_t pos = 0;
     auto skip = [&] {
       while (pos < line.size() && std::isspace(static_cast<unsigned char>(line[pos]))) ++pos;
@@ -436,33 +438,31 @@ bool readInstances(const Executable &exe, const VMFunction &fn, const std::strin
     skip();
     if (pos == line.size() || line[pos] == '#') continue;
     std::vector<ObjectRef> args;
-    for (size_t i = 0; i < fn.paramTypes.size(); ++i) {
+    std::string why;
+    for (size_t i = 0; i < fn.paramTypes.size() && why.empty(); ++i) {
       skip();
       std::string what = "input " + std::to_string(i) + " (%" + fn.paramNames[i] + ")";
       if (pos == line.size()) {
-        std::cerr << "nimble-run: error: " << where << ": instance " << out.size() << " has " << i
-                  << " input" << (i == 1 ? "" : "s") << "; @" << fn.name << " takes " << fn.paramTypes.size() << "\n";
-        return false;
+        why = std::to_string(i) + " input" + (i == 1 ? "" : "s") + "; @" + fn.name + " takes " +
+              std::to_string(fn.paramTypes.size());
+        break;
       }
       size_t end = valueEnd(fn.paramTypes[i], line, pos);
       std::string value = line.substr(pos, end - pos);
       pos = end;
       ObjectRef v;
       if (!parseValue(exe, fn.paramTypes[i], value, dir, v, error) ||
-          !checkValue(exe, fn.paramTypes[i], v.get(), what, error)) {
-        std::cerr << "nimble-run: error: " << where << ": instance " << out.size() << ": "
-                  << (error.rfind(what, 0) == 0 ? "" : what + ": ") << error << "\n";
-        return false;
-      }
-      args.push_back(v);
+          !checkValue(exe, fn.paramTypes[i], v.get(), what, error))
+        why = (error.rfind(what, 0) == 0 ? "" : what + ": ") + error;
+      else
+        args.push_back(v);
     }
     skip();
-    if (pos != line.size()) {
-      std::cerr << "nimble-run: error: " << where << ": instance " << out.size() << ": text after its "
-                << fn.paramTypes.size() << " input" << (fn.paramTypes.size() == 1 ? "" : "s") << ": '"
-                << line.substr(pos, 40) << "'\n";
-      return false;
-    }
+    if (why.empty() && pos != line.size())
+      why = "text after its " + std::to_string(fn.paramTypes.size()) + " input" +
+            (fn.paramTypes.size() == 1 ? "" : "s") + ": '" + line.substr(pos, 40) + "'";
+    bad.push_back(why.empty() ? "" : path + ":" + std::to_string(lineNo) + ": " + why);
+    if (!why.empty()) args.clear();
     out.push_back(std::move(args));
   }
   if (out.empty()) {
@@ -514,18 +514,32 @@ Status timeRuns(VirtualMachine &vm, Allocator &alloc, int n, std::vector<double>
 /// --instances: run, print or write every instance's results, benchmark and
 /// profile the whole batch.
 int runInstancesTool(const Options &o, VirtualMachine &vm, const VMFunction &fn,
-                     std::vector<std::vector<ObjectRef>> instances, const LibraryKernels *library) {
+                     std::vector<std::vector<ObjectRef>> instances, const std::vector<std::string> &bad,
+                     const LibraryKernels *library) {
   const Executable &exe = vm.executable();
   Allocator &alloc = defaultAllocator(Device::CPU);
   alloc.setTiming(o.profile);
   alloc.resetStats();
-  std::vector<InstanceOutcome> outcomes;
-  std::vector<std::vector<ObjectRef>> again = o.benchmark > 0 ? instances : std::vector<std::vector<ObjectRef>>{};
-  Status st = vm.runInstances(o.function, std::move(instances), outcomes, o.autoBatch);
+  // Instances whose line was invalid do not run; the others run together.
+  std::vector<size_t> valid;
+  std::vector<std::vector<ObjectRef>> runnable;
+  for (size_t i = 0; i < instances.size(); ++i)
+    if (bad[i].empty()) {
+      valid.push_back(i);
+      runnable.push_back(std::move(instances[i]));
+    }
+  std::vector<InstanceOutcome> ran, outcomes(instances.size());
+  std::vector<std::vector<ObjectRef>> again = o.benchmark > 0 ? runnable : std::vector<std::vector<ObjectRef>>{};
+  Status st = vm.runInstances(o.function, std::move(runnable), ran, o.autoBatch);
   if (!st.ok()) {
     std::cerr << "nimble-run: error: " << st.message << "\n";
     return kExitError;
   }
+  for (size_t k = 0; k < valid.size(); ++k) outcomes[valid[k]] = std::move(ran[k]);
+  for (size_t i = 0; i < instances.size(); ++i)
+    if (!bad[i].empty()) outcomes[i].status = Status::error(bad[i]);
+  size_t failedFirst = 0;
+  for (const InstanceOutcome &r : outcomes) failedFirst += !r.status.ok();
   int runs = 1;
   if (o.benchmark > 0) {
     std::vector<double> ms;
@@ -536,10 +550,13 @@ int runInstancesTool(const Options &o, VirtualMachine &vm, const VMFunction &fn,
     });
     runs = o.benchmark;
     double med = ms[ms.size() / 2];
+    // Throughput counts the instances that succeeded (in the first run).
+    size_t good = outcomes.size() - failedFirst;
     std::printf("latency: min %.3f ms, median %.3f ms, max %.3f ms over %d runs of %zu instances (after 1 warm-up); "
-                "%.1f instances/s (median), auto-batch %s\n",
-                ms.front(), med, ms.back(), o.benchmark, again.size(), med > 0 ? 1e3 * double(again.size()) / med : 0.0,
-                o.autoBatch ? "on" : "off");
+                "%.1f instances/s (median), auto-batch %s%s\n",
+                ms.front(), med, ms.back(), o.benchmark, again.size(), med > 0 ? 1e3 * double(good) / med : 0.0,
+                o.autoBatch ? "on" : "off",
+                failedFirst ? (", " + std::to_string(failedFirst) + " failed instances not counted").c_str() : "");
   }
   bool ok = true;
   std::string error;
@@ -669,7 +686,8 @@ int runTool(int argc, char **argv) {
   }
   const VMFunction &fn = exe->functions[static_cast<size_t>(fi)];
   std::vector<std::vector<ObjectRef>> instances;
-  if (!o.instances.empty() && !readInstances(*exe, fn, o.instances, instances)) return kExitError;
+  std::vector<std::string> badInstances;
+  if (!o.instances.empty() && !readInstances(*exe, fn, o.instances, instances, badInstances)) return kExitError;
   if (o.instances.empty() && o.inputs.size() != fn.paramTypes.size()) {
     std::cerr << "nimble-run: error: @" << fn.name << " takes " << fn.paramTypes.size() << " input"
               << (fn.paramTypes.size() == 1 ? "" : "s") << ", got " << o.inputs.size() << "\n";
@@ -745,7 +763,7 @@ int runTool(int argc, char **argv) {
   vo.traceStream = &std::cerr;
   VirtualMachine vm(exe, vo);
   if (!o.instances.empty()) {
-    int rc = runInstancesTool(o, vm, fn, std::move(instances), vo_library);
+    int rc = runInstancesTool(o, vm, fn, std::move(instances), badInstances, vo_library);
     if (rc == kExitOk && !o.tuning.empty() && tuning.measured() > 0 && !tuning.save(o.tuning, error)) {
       std::cerr << "nimble-run: error: " << error << "\n";
       return kExitError;
