@@ -422,7 +422,16 @@ Status VirtualMachine::runInstances(const std::string &name, std::vector<std::ve
                           ? profile_.instructions + opts_.maxInstructions * n
                           : UINT64_MAX;
   batching_ = !exe_->batching.empty();
-  s.run();
+  try {
+    s.run();
+  } catch (...) {
+    // Out of memory outside any one instance (the scheduler's own lists):
+    // the run ends with that error; the VM is left as run() would leave it.
+    batching_ = false;
+    spawned_.clear();
+    cur_ = &main_;
+    throw;
+  }
   batching_ = false;
   spawned_.clear();
   cur_ = &main_;

@@ -384,6 +384,11 @@ dispatch:
           for (uint32_t d = 0; independent && d < ndst; ++d) independent = dsts2[i] != dsts[d];
         if (independent) {
           const VMFunction &f2 = exe_->functions[callee2];
+          // Every allocation first: once the join records the child, the
+          // child must be in spawned_ (an out-of-memory between the two
+          // left a join pointing at a freed fiber).
+          fiber.joins.reserve(fiber.joins.size() + 1);
+          spawned_.reserve(spawned_.size() + 1);
           auto child = std::make_unique<Fiber>();
           child->regs.resize(std::max<size_t>(f2.numRegisters, nargs2));
           for (uint32_t i = 0; i < nargs2; ++i) child->regs[i] = R(args2[i]);
