@@ -56,6 +56,7 @@
 #include "ir/Inference.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -89,13 +90,16 @@ public:
   /// instance) and every context reached from them.
   /// A worklist over contexts: a context is analysed when it is created and
   /// again whenever a callee's summary it read has risen, so a chain of N
-  /// calls costs O(N) analyses, not N sweeps over everything.
+  /// calls, or one function calling N others, costs O(N) analyses.
   void run() {
     for (auto &f : m_.functions())
       if (!isPrimitive(*f) && f->entry()) context(f.get(), std::vector<bool>(f->entry()->numArguments(), true));
+    // First in, first out: a caller whose callees' summaries rose is queued
+    // once behind all of them (last in, first out re-analysed a caller with
+    // N callees N times: quadratic on many-functions).
     while (!work_.empty()) {
-      size_t ci = work_.back();
-      work_.pop_back();
+      size_t ci = work_.front();
+      work_.pop_front();
       queued_[ci] = false;
       std::vector<bool> before = contexts_[ci].results;
       analyse(ci);
@@ -299,7 +303,7 @@ private:
   std::unordered_set<const Function *> incomingDone_;
   std::vector<std::unordered_set<size_t>> users_; // by context: the contexts that read its summary
   std::vector<bool> queued_;
-  std::vector<size_t> work_;
+  std::deque<size_t> work_;
   std::map<std::string, std::vector<bool>> masks_;
 };
 
