@@ -17,6 +17,13 @@
 // case: the fiber that computes it is suspended until its batch has run, and
 // then reads the value (§4.2).
 //
+// Instance parallelism (§4.1): the interpreter forks a call that directly
+// follows an independent call into a child fiber of the same instance
+// (Interpreter.cpp, CASE(Invoke)); the parent joins it at that call. The
+// scheduler treats children like any fiber; finish() hands a child's results
+// or error to its parent's join, and a failed instance's outstanding
+// children are killed (never resumed) with it.
+//
 // A group runs as:
 //   - rows: the per-instance inputs of the calls are stacked along axis 0,
 //     the kernel's batched variant runs once on the stack with the shared
