@@ -71,11 +71,6 @@ NIMBLE_STATISTIC(NumInvariantKernels, "auto-batch", "Number of instance-invarian
 NIMBLE_STATISTIC(NumUnbatched, "auto-batch", "Number of kernels left unbatched");
 NIMBLE_STATISTIC(NumContexts, "auto-batch", "Number of calling contexts analysed");
 
-bool isPrimitive(const Function &f) {
-  const Attr *a = f.fnAttr("primitive");
-  return a && a->kind() == AttrKind::Bool && a->getBool();
-}
-
 /// At most this many contexts per function; past it a call uses the
 /// all-per-instance context (sound: per instance is the top of the lattice).
 constexpr size_t kMaxContextsPerFunction = 16;
