@@ -12,9 +12,12 @@
 //   maximum / minimum propagate NaN like numpy;
 //   comparisons are ordered except not_equal (NaN != NaN);
 //   rsqrt is 1 / sqrt(x) (two correctly rounded operations, as the reference);
-//   sqrt is the IEEE instruction; log, erf and pow call libm per lane (the
-//     reference calls the same functions); exp, tanh, sigmoid and gelu's exp
-//     are inline polynomials for f32 (MathApprox.cpp), libm for f64.
+//   sqrt is the IEEE instruction; exp, tanh and sigmoid of f32 are inline
+//     f32 polynomials, log, erf, gelu and pow of f32 inline polynomials
+//     evaluated in f64 (MathApprox.cpp); f64 calls libm per lane, as the
+//     reference does, and NVPTX calls libdevice;
+//   gelu is 0.5 x erfc(-x / sqrt(2)) (f32 evaluated in f64), the reference's
+//     formula.
 //
 //===----------------------------------------------------------------------===//
 
@@ -149,6 +152,9 @@ Value *emitElementOp(llvm::IRBuilder<> &b, OpCode op, DType in, DType out,
                      llvm::BasicBlock *onError) {
   const bool f = isFloat(in);
   Value *x = a[0];
+  // f32 log/erf/gelu/pow inline on CPUs; the device has libdevice.
+  const bool inlineF32 =
+      in == DType::F32 && !llvm::Triple(b.GetInsertBlock()->getModule()->getTargetTriple()).isNVPTX();
   switch (op) {
   case OpCode::Neg: return f ? b.CreateFNeg(x) : b.CreateSub(constLike(x, 0), x);
   case OpCode::Abs:
@@ -172,12 +178,14 @@ Value *emitElementOp(llvm::IRBuilder<> &b, OpCode op, DType in, DType out,
     return b.CreateSelect(b.CreateFCmpOLT(x, constLike(x, 0)), b.CreateFDiv(e, b.CreateFAdd(one, e)),
                           b.CreateFDiv(one, b.CreateFAdd(one, e)));
   }
-  case OpCode::Log: return emitLibmCall(b, "logf", "log", {x});
-  case OpCode::Erf: return emitLibmCall(b, "erff", "erf", {x});
+  case OpCode::Log: return inlineF32 ? emitLogF32(b, x) : emitLibmCall(b, "logf", "log", {x});
+  case OpCode::Erf: return inlineF32 ? emitErfF32(b, x) : emitLibmCall(b, "erff", "erf", {x});
   case OpCode::Gelu: {
-    // 0.5 * x * (1 + erf(x / sqrt(2))), in the reference's order.
-    Value *e = emitLibmCall(b, "erff", "erf", {b.CreateFMul(x, constLike(x, 0.70710678118654752440))});
-    return b.CreateFMul(b.CreateFMul(constLike(x, 0.5), x), b.CreateFAdd(constLike(x, 1), e));
+    if (inlineF32) return emitGeluF32(b, x);
+    // 0.5 * x * erfc(-x / sqrt(2)), in the reference's order (which computes
+    // f32 in f64; libdevice's erfcf on the device).
+    Value *c = emitLibmCall(b, "erfcf", "erfc", {b.CreateFMul(b.CreateFNeg(x), constLike(x, 0.70710678118654752440))});
+    return b.CreateFMul(b.CreateFMul(constLike(x, 0.5), x), c);
   }
   default: break;
   }
@@ -198,7 +206,7 @@ Value *emitElementOp(llvm::IRBuilder<> &b, OpCode op, DType in, DType out,
     Value *safeY = b.CreateSelect(minus1, constLike(y, 1), y);
     return b.CreateSelect(minus1, b.CreateSub(constLike(x, 0), x), b.CreateSDiv(x, safeY));
   }
-  case OpCode::Pow: return emitLibmCall(b, "powf", "pow", {x, y});
+  case OpCode::Pow: return inlineF32 ? emitPowF32(b, x, y) : emitLibmCall(b, "powf", "pow", {x, y});
   case OpCode::Maximum: return maxMin(b, true, x, y, f);
   case OpCode::Minimum: return maxMin(b, false, x, y, f);
   case OpCode::Equal: return f ? b.CreateFCmpOEQ(x, y) : b.CreateICmpEQ(x, y);

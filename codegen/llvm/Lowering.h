@@ -51,10 +51,17 @@ llvm::Value *emitCast(llvm::IRBuilder<> &b, llvm::Value *v, DType from, DType to
 
 /// exp, tanh and sigmoid of f32 scalars or vectors, as inline polynomials
 /// (vectorizable; accuracy in docs/codegen.md, checked by
-/// test/codegen/math-accuracy). f64 and the other functions call libm.
+/// test/codegen/math-accuracy). f64 calls libm.
 llvm::Value *emitExp(llvm::IRBuilder<> &b, llvm::Value *x);
 llvm::Value *emitTanh(llvm::IRBuilder<> &b, llvm::Value *x);
 llvm::Value *emitSigmoid(llvm::IRBuilder<> &b, llvm::Value *x);
+/// erf, gelu, log and pow of f32 scalars or vectors, evaluated in f64 with
+/// inline polynomials and rounded once (MathApprox.cpp; within 1 ulp of
+/// libm). CPU targets only: NVPTX takes them from libdevice.
+llvm::Value *emitErfF32(llvm::IRBuilder<> &b, llvm::Value *x);
+llvm::Value *emitGeluF32(llvm::IRBuilder<> &b, llvm::Value *x);
+llvm::Value *emitLogF32(llvm::IRBuilder<> &b, llvm::Value *x);
+llvm::Value *emitPowF32(llvm::IRBuilder<> &b, llvm::Value *x, llvm::Value *y);
 /// A libm function (expf, logf, erff, powf, ... by name) applied lane by lane.
 llvm::Value *emitLibmCall(llvm::IRBuilder<> &b, const char *f32Name, const char *f64Name,
                           llvm::ArrayRef<llvm::Value *> args);

@@ -4,7 +4,9 @@ compiled every way nimblec can, run by nimble-run, compared with the oracle.
 usage: difftest.py [options] NIMBLEC NIMBLE_RUN WORK_DIR
   --seeds=A:B        seeds A (inclusive) to B (exclusive); default 0:100
   --size=N           ops per program (nimble_gen.py); default 12
-  --native           also compare --kernels=native at -O0..-O3 (slower)
+  --native           also compare --kernels=native at -O0..-O3 and
+                     --kernels=library at -O0 and -O2 (slower), on stable
+                     programs (nimble_gen.STABLE)
   --time-limit=S     stop starting new programs after S seconds (a CI bound)
   --no-reduce        write mismatches as generated, without delta reduction
 
@@ -14,9 +16,13 @@ hand-written programs:
   * reference kernels at -O1, -O2, -O3: the same exit status and the same
     printed outputs, bit for bit (our own code on the same machine, and the
     passes must not change a value);
-  * native kernels (--native) at -O0..-O3: the same exit status and printed
-    text, and every number within NATIVE_TOLERANCE of the oracle's,
-    relative to the output's magnitude (differential.py's numbers_close).
+  * native kernels (--native) at -O0..-O3, and library kernels (oneDNN's
+    matmul where it applies, native code elsewhere) at -O0 and -O2: the
+    same exit status and printed text, and every number within
+    NATIVE_TOLERANCE of the oracle's, relative to the output's magnitude
+    (differential.py's numbers_close). These run on stable programs
+    (nimble_gen.STABLE: no discrete decision on a value rounding can
+    straddle), since a tolerance cannot absorb a flipped comparison.
 A program the oracle's nimblec rejects, or whose -O0 reference run fails, is
 a generator bug (or a reference-kernel bug) and is reported as such: the
 generator promises programs free of run-time errors (it fails the run too). A mismatch is reduced (delta debugging over the
@@ -39,6 +45,7 @@ from differential import NATIVE_TOLERANCE, numbers_close  # noqa: E402
 
 REF_LEVELS = ["-O1", "-O2", "-O3"]
 NATIVE_LEVELS = ["-O0", "-O1", "-O2", "-O3"]
+LIBRARY_LEVELS = ["-O0", "-O2"]
 # Wall-clock bounds, generous: CI shares a loaded machine.
 RUN_TIMEOUT = 120
 COMPILE_TIMEOUT = 300
@@ -73,9 +80,13 @@ class Tools:
 
 
 def variants(native):
-    out = [("ref" + lvl, [lvl]) for lvl in REF_LEVELS]
+    """(name, nimblec flags, nimble-run --kernels) for each compared way."""
+    out = [("ref" + lvl, [lvl], "reference") for lvl in REF_LEVELS]
     if native:
-        out += [("native" + lvl, [lvl, "--kernels=native"]) for lvl in NATIVE_LEVELS]
+        out += [("native" + lvl, [lvl, "--kernels=native"], "native") for lvl in NATIVE_LEVELS]
+        # oneDNN for the matmuls it takes (with their post-ops), native
+        # code for the rest: the same executables, another dispatch.
+        out += [("library" + lvl, [lvl, "--kernels=native"], "library") for lvl in LIBRARY_LEVELS]
     return out
 
 
@@ -108,13 +119,16 @@ def check(tools, text, inputs, native, tag):
         # (Were errors allowed, DCE could legally remove a failing dead op
         # and the levels would disagree.)
         return ("oracle-error", "the -O0 reference run fails (exit %s): %s" % (want[0], want[2][-2000:]))
-    for name, flags in variants(native):
-        nbc = os.path.join(d, name + ".nbc")
-        rc, err = tools.compile(nir, flags, nbc)
-        if rc != 0:
-            how = "dies with signal %d" % -rc if rc < 0 else "exits with %d" % rc
-            return (name, "nimblec %s %s: %s" % (" ".join(flags), how, err.strip()[:2000]))
-        got = tools.run(nbc, inputs, "native" if "--kernels=native" in flags else "reference")
+    built = {}
+    for name, flags, kernels in variants(native):
+        key = " ".join(flags)
+        if key not in built:
+            nbc = built[key] = os.path.join(d, name + ".nbc")
+            rc, err = tools.compile(nir, flags, nbc)
+            if rc != 0:
+                how = "dies with signal %d" % -rc if rc < 0 else "exits with %d" % rc
+                return (name, "nimblec %s %s: %s" % (key, how, err.strip()[:2000]))
+        got = tools.run(built[key], inputs, kernels)
         if not outputs_match(name, got, want):
             return (name, "-O0 reference: exit %s\n%s%s\n%s: exit %s\n%s%s" % (
                 want[0], want[1], want[2][-1000:], name, got[0], got[1], got[2][-1000:]))
@@ -238,7 +252,10 @@ def reduce_program(tools, text, inputs, native, kind, tag):
 
 def write_repro(path, text, inputs, kind, detail, seed, size):
     inp = " ".join("--input='%s'" % i for i in inputs)
-    flags = dict(variants(True))[kind] if kind != "generator" else ["-O0"]
+    flags, kernels = ["-O0"], "reference"
+    for name, f, k in variants(True):
+        if name == kind:
+            flags, kernels = f, k
     head = [
         "// Reproducer written by test/gen/difftest.py: nimble_gen.py seed %d, --size=%d." % (seed, size),
         "// The -O0 reference (the oracle) and %s disagree:" % kind,
@@ -247,7 +264,7 @@ def write_repro(path, text, inputs, kind, detail, seed, size):
         "// RUN: nimblec -O0 %s -o %t.O0.nbc",
         "// RUN: nimblec " + " ".join(flags) + " %s -o %t.nbc",
         "// RUN: nimble-run %t.O0.nbc --function=main " + inp,
-        "// RUN: nimble-run %t.nbc --function=main " + inp,
+        "// RUN: nimble-run %t.nbc --function=main --kernels=" + kernels + " " + inp,
         "",
     ]
     with open(path, "w") as f:
@@ -279,7 +296,9 @@ def main():
     for seed in range(lo, hi):
         if limit and time.time() - start > limit:
             break
-        text, inputs = nimble_gen.generate(seed, size)
+        # Native and library kernels round differently from the reference
+        # ones: compare them on stable programs (nimble_gen.STABLE).
+        text, inputs = nimble_gen.generate(seed, size, stable=native)
         r = check(tools, text, inputs, native, "s%d" % seed)
         done += 1
         if r is None:
@@ -296,7 +315,7 @@ def main():
         sys.stdout.flush()
     secs = time.time() - start
     print("difftest: %d programs (seeds %d..%d, size %d%s) in %.0f s: %d agree, %d fail" % (
-        done, lo, lo + done - 1, size, ", native -O0..-O3" if native else "", secs, done - failed, failed))
+        done, lo, lo + done - 1, size, ", native -O0..-O3, library -O0 -O2" if native else "", secs, done - failed, failed))
     return 1 if failed else 0
 
 

@@ -65,8 +65,12 @@ template <OpCode Op, class T> T applyUnary(T x) {
     T e = std::exp(x);
     return e / (T(1) + e);
   } else if constexpr (Op == OpCode::Gelu) {
-    constexpr T kInvSqrt2 = T(0.70710678118654752440);
-    return T(0.5) * x * (T(1) + std::erf(x * kInvSqrt2));
+    // x Phi(x) = 0.5 x erfc(-x / sqrt(2)): erfc keeps the relative accuracy
+    // for x << 0, where 1 + erf(x / sqrt(2)) cancels (at x = -5 the f32 form
+    // was 10% off); f32 is evaluated in f64 and rounded once. gelu(-inf) is
+    // -inf * 0 = NaN, as in PyTorch.
+    const double xd = static_cast<double>(x);
+    return static_cast<T>(0.5 * xd * std::erfc(-xd * 0.70710678118654752440));
   } else {
     static_assert(Op == OpCode::Erf, "unhandled unary op");
     return std::erf(x);
