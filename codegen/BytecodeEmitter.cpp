@@ -3,9 +3,15 @@
 #include "codegen/BytecodeEmitter.h"
 
 #include "ir/Limits.h"
+#include "passes/Liveness.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
+#include <map>
+#include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace nimble::codegen {
 
@@ -210,6 +216,8 @@ public:
 private:
   uint32_t reg(const Value *v);
   uint32_t fresh() { return next_++; }
+  /// Assigns every value of the function its register (regs_, next_).
+  void allocateRegisters();
   /// Starts an instruction: records its pc and source location.
   size_t begin(Opcode op, Location loc);
   void word(uint32_t w) { out_.code.push_back(w); }
@@ -302,9 +310,128 @@ void FunctionEmitter::parallelMove(const std::vector<uint32_t> &srcs,
   }
 }
 
+// Register allocation: linear scan (Poletto and Sarkar, 1999) over the
+// blocks in reverse post-order, the order the code is laid out in. Each
+// value's interval is the hull of the positions where it is live: its
+// definition (a block's start for block arguments, the op for results), its
+// uses, the start of every block it is live into and the end of every block
+// it is live out of (passes/Liveness, exact over the CFG, so a value used
+// around a loop covers the whole loop). Intervals are closed, so an op's
+// results never share a register with its operands (the interpreter may
+// write a destination before it has read every source), and two values
+// share a register only when no point of the code needs both. Parameters
+// keep registers 0..n-1 (the calling convention); globals, loaded once at
+// entry, keep theirs for the whole function. Moves into a block's arguments
+// stay correct when registers coincide: parallelMove skips a move onto
+// itself and goes through temporaries when a source is another move's
+// destination; a match's case arguments avoid the scrutinee's register (the
+// pad reads the fields one by one; it copies the scrutinee first should one
+// coincide anyway). Overwriting a register drops the reference it
+// held, so a value's tensor is released no later than before (kill
+// instructions still free it at its last use).
+void FunctionEmitter::allocateRegisters() {
+  passes::Liveness live(f_);
+  struct Interval {
+    int start = INT_MAX, end = -1;
+    uint32_t order = 0;
+  };
+  std::unordered_map<const Value *, Interval> iv;
+  std::vector<const Value *> values;
+  auto touch = [&](const Value *v, int p) {
+    auto [it, fresh] = iv.try_emplace(v);
+    if (fresh) {
+      it->second.order = static_cast<uint32_t>(values.size());
+      values.push_back(v);
+    }
+    it->second.start = std::min(it->second.start, p);
+    it->second.end = std::max(it->second.end, p);
+  };
+  const Block *entry = f_.entry();
+  for (unsigned i = 0; i < entry->numArguments(); ++i) touch(entry->argument(i), 0);
+  std::unordered_map<const Block *, std::pair<int, int>> span;
+  // A match's case arguments are read out of the scrutinee one by one: keep
+  // them off its register (else the pad copies it first).
+  std::unordered_map<const Value *, const Value *> avoid;
+  // A block argument prefers the register of the value its first
+  // predecessor (in layout order: a loop's entry edge) passes it, when that
+  // value has died by then: the move disappears.
+  std::unordered_map<const Value *, const Value *> hint;
+  int pos = 0;
+  for (const Block *b : f_.reversePostOrder()) {
+    int start = pos++;
+    for (unsigned i = 0; i < b->numArguments(); ++i) touch(b->argument(i), start);
+    for (const Operation &op : *b) {
+      int at = pos++;
+      for (Value *v : op.operands())
+        if (!isa<Global>(v)) touch(v, at);
+      for (unsigned k = 0; k < op.successors().size(); ++k)
+        for (Value *v : op.successorOperands(k))
+          if (!isa<Global>(v)) touch(v, at);
+      for (Value *r : op.results()) touch(r, at);
+      if (op.is(OpCode::Match))
+        for (const Successor &sc : op.successors())
+          for (unsigned i = 0; i < sc.block->numArguments(); ++i) avoid[sc.block->argument(i)] = op.operand(0);
+      else
+        for (unsigned k = 0; k < op.successors().size(); ++k) {
+          const Block *t = op.successors()[k].block;
+          std::vector<Value *> passed = op.successorOperands(k);
+          for (unsigned i = 0; i < t->numArguments() && i < passed.size(); ++i)
+            if (!isa<Global>(passed[i])) hint.try_emplace(t->argument(i), passed[i]);
+        }
+    }
+    span[b] = {start, pos - 1};
+  }
+  for (const auto &[b, se] : span) {
+    for (int id : live.liveIn(b)) touch(live.value(id), se.first);
+    for (int id : live.liveOut(b)) touch(live.value(id), se.second);
+  }
+  // Parameters first, at their fixed registers; then globals, for good.
+  next_ = entry->numArguments();
+  for (unsigned i = 0; i < entry->numArguments(); ++i) regs_[entry->argument(i)] = i;
+  for (auto &b : f_.blocks())
+    for (const Operation &op : *b)
+      for (Value *v : op.operands())
+        if (auto *g = dyn_cast<Global>(v); g && !regs_.count(g)) regs_[g] = next_++;
+  std::vector<const Value *> order(values.begin(), values.end());
+  std::sort(order.begin(), order.end(), [&](const Value *a, const Value *b) {
+    const Interval &x = iv[a], &y = iv[b];
+    return x.start != y.start ? x.start < y.start : x.order < y.order;
+  });
+  std::set<uint32_t> freeRegs;
+  std::multimap<int, uint32_t> active; // end -> register
+  for (unsigned i = 0; i < entry->numArguments(); ++i)
+    active.emplace(iv[entry->argument(i)].end, i);
+  for (const Value *v : order) {
+    const Interval &x = iv[v];
+    while (!active.empty() && active.begin()->first < x.start) {
+      freeRegs.insert(active.begin()->second);
+      active.erase(active.begin());
+    }
+    if (regs_.count(v)) continue; // a parameter
+    uint32_t r = UINT32_MAX;
+    if (auto h = hint.find(v); h != hint.end())
+      if (auto hr = regs_.find(h->second); hr != regs_.end() && freeRegs.count(hr->second)) {
+        r = hr->second;
+        freeRegs.erase(r);
+      }
+    auto av = avoid.find(v);
+    auto banned = av == avoid.end() ? regs_.end() : regs_.find(av->second);
+    for (auto it = freeRegs.begin(); r == UINT32_MAX && it != freeRegs.end(); ++it)
+      if (banned == regs_.end() || *it != banned->second) {
+        r = *it;
+        freeRegs.erase(it);
+        break;
+      }
+    if (r == UINT32_MAX) r = next_++;
+    regs_[v] = r;
+    active.emplace(x.end, r);
+  }
+}
+
 LogicalResult FunctionEmitter::run() {
   out_.name = f_.name();
   const Block *entry = f_.entry();
+  allocateRegisters();
   for (unsigned i = 0; i < entry->numArguments(); ++i) {
     reg(entry->argument(i));
     out_.paramNames.push_back(entry->argument(i)->name());
@@ -312,10 +439,12 @@ LogicalResult FunctionEmitter::run() {
   for (Type t : f_.argTypes()) out_.paramTypes.push_back(me_.typeDesc(t));
   for (Type t : f_.resultTypes()) out_.resultTypes.push_back(me_.typeDesc(t));
   // Globals used here are loaded once, at entry.
+  std::unordered_set<const Global *> loaded;
   for (auto &b : f_.blocks())
     for (const Operation &op : *b)
       for (Value *v : op.operands())
-        if (auto *g = dyn_cast<Global>(v); g && !regs_.count(g)) {
+        if (auto *g = dyn_cast<Global>(v); g && !loaded.count(g)) {
+          loaded.insert(g);
           uint32_t c = me_.globalConstant(g);
           begin(Opcode::LoadConst, g->declLoc());
           word(reg(g));
@@ -332,10 +461,21 @@ LogicalResult FunctionEmitter::run() {
     padPc_.push_back(out_.code.size());
     const Successor &s = p.term->successors()[p.succ];
     if (p.term->is(OpCode::Match)) {
+      uint32_t obj = reg(p.term->operand(0));
+      for (unsigned i = 0; i < s.block->numArguments(); ++i)
+        if (reg(s.block->argument(i)) == obj) {
+          // A field lands in the scrutinee's register: read from a copy.
+          uint32_t t = fresh();
+          begin(Opcode::Move, p.term->loc());
+          word(t);
+          word(obj);
+          obj = t;
+          break;
+        }
       for (unsigned i = 0; i < s.block->numArguments(); ++i) {
         begin(Opcode::GetField, p.term->loc());
         word(reg(s.block->argument(i)));
-        word(reg(p.term->operand(0)));
+        word(obj);
         word(i);
       }
     } else {

@@ -4,7 +4,8 @@
 // into a vm::Executable (Nimble paper §4; the `sum_up` listing of the Relay VM
 // slides shows the same mapping):
 //
-//   SSA values            -> virtual registers (unbounded; params first)
+//   SSA values            -> registers, shared by values never live at
+//                            once (linear scan; params first)
 //   blocks and branches   -> Goto / If, with parallel moves into the target
 //                            block's argument registers
 //   match                 -> Switch on the constructor tag, then GetField

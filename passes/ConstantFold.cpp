@@ -150,7 +150,8 @@ template <class T> std::optional<T> unaryFloat(OpCode c, T x) {
   }
   case OpCode::Relu: return x < T(0) ? T(0) : x; // -0.0 and NaN stay
 
-  case OpCode::Erf: return std::erf(x);
+  // As the kernel: f32 through f64 (vm/kernels/Elementwise.cpp).
+  case OpCode::Erf: return static_cast<T>(std::erf(static_cast<double>(x)));
   default: return std::nullopt; // gelu: see the header
   }
 }

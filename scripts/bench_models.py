@@ -254,7 +254,7 @@ def run_nimble(v, nbc, cases, T, args, work_dir, problems):
 
 
 def run_worker(system, v, cases, T, args, work_dir):
-    python = "/usr/bin/python3" if system == "pytorch" else args.peer_python
+    python = "/usr/bin/python3" if system in ("pytorch", "pytorch-nnlstm") else args.peer_python
     spec = {"system": system, "model": v.name, "family": v.family, "threads": T, "reps": pick(args.reps, v.name),
             "warmup": args.warmup, "tolerance": args.tolerance, "work_dir": work_dir,
             "inputs": [{"name": c.name, "path": c.path, "refs": c.refs} for c in cases]}
@@ -309,6 +309,8 @@ def bench_model(v, args, work_dir, doc):
             if system in PEERS and v.family == "treelstm":
                 doc["notes"].setdefault(system, {})[v.name] = "no ONNX form (recursion over a tree)"
                 continue
+            if system == "pytorch-nnlstm" and v.family != "lstm":
+                continue  # nn.LSTM is the LSTM's second PyTorch peer only
             t0, load = time.time(), benchlib.load_avg()
             progress("%s %s, %d thread%s: %d inputs x %d runs" % (
                 v.name, benchlib.SYSTEM_LABEL[system], T, "" if T == 1 else "s", len(cases),
@@ -590,7 +592,7 @@ def parse_args(argv):
                     " with --batch 1")
     ap.add_argument("--profile-reps", type=per_model(0), default="2",
                     help="runs of nimble-run --profile per fixed input (0: no split; N,MODEL=N,... per model)")
-    ap.add_argument("--systems", default="nimble,pytorch,onnxruntime,iree", help="which systems to time")
+    ap.add_argument("--systems", default="nimble,pytorch,pytorch-nnlstm,onnxruntime,iree", help="which systems to time")
     ap.add_argument("--opt", default="-O2", help="nimblec optimisation level (default %(default)s)")
     ap.add_argument("--kernels", default="auto", choices=["auto", "native", "library", "reference"],
                     help="nimble-run --kernels (default %(default)s); the .nbc has native kernels"

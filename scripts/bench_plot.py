@@ -27,7 +27,8 @@ import matplotlib.ticker  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
-COLORS = {"nimble": "tab:red", "pytorch": "tab:blue", "onnxruntime": "tab:green", "iree": "tab:purple"}
+COLORS = {"nimble": "tab:red", "pytorch": "tab:blue", "pytorch-nnlstm": "tab:cyan", "onnxruntime": "tab:green",
+          "iree": "tab:purple"}
 STYLES = ["-", "--", ":", "-."]
 
 

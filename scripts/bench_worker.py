@@ -6,7 +6,7 @@ already in the environment, so that the BLAS is loaded with T threads (issue
 
     bench_worker.py SPEC.json OUT.json
 
-SPEC: {"system": "pytorch" | "onnxruntime" | "iree", "model", "family", "threads",
+SPEC: {"system": "pytorch" | "pytorch-nnlstm" | "onnxruntime" | "iree", "model", "family", "threads",
        "reps", "warmup", "tolerance", "work_dir",
        "inputs": [{"name", "path", "refs": [.npy of the PyTorch reference outputs]}]}
 OUT:  {"system", "version", "blas_threads", "note", "error",
@@ -23,6 +23,9 @@ over the timed runs (continued to at least MIN_WINDOW_S: see there). Exit status
 The peers:
   * pytorch: models/<m>/reference.py (LSTM one nn.LSTMCell step per token,
     Tree-LSTM Python recursion, BERT plain modules), torch.set_num_threads(T).
+  * pytorch-nnlstm (LSTM only): the sequence through one torch.nn.LSTM call
+    with the same weights (reference.run_nn): what a PyTorch user calls, which
+    batches the input projection; the other models say it does not apply.
   * onnxruntime: the same weights exported by torch.onnx.export (LSTM as one
     nn.LSTM, BERT with a dynamic sequence axis; opset 17), CPU provider,
     intra-op threads T, inter-op 1.
@@ -141,6 +144,16 @@ def pytorch_system(spec, model):
     return (lambda x: ref.run(model, x)), torch.__version__
 
 
+def pytorch_nnlstm_system(spec):
+    """LSTM only: the whole sequence through one torch.nn.LSTM call."""
+    v = VARIANTS[spec["model"]]
+    if v.family != "lstm":
+        raise PeerUnavailable("nn.LSTM is the LSTM's peer only")
+    torch.set_num_threads(spec["threads"])
+    lstm = v.reference.load_packed(spec["model"])
+    return (lambda x: v.reference.run_nn(lstm, x)), torch.__version__
+
+
 def onnxruntime_system(spec, model, example):
     try:
         import onnxruntime as ort
@@ -239,6 +252,8 @@ def work(spec):
     try:
         if spec["system"] == "pytorch":
             run, out["version"] = pytorch_system(spec, model)
+        elif spec["system"] == "pytorch-nnlstm":
+            run, out["version"] = pytorch_nnlstm_system(spec)
         elif spec["system"] == "onnxruntime":
             run, out["version"] = onnxruntime_system(spec, model, xs[0])
         elif spec["system"] == "iree":

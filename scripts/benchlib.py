@@ -24,7 +24,7 @@ SCHEMA_VERSION = 1
 
 # Per row of the JSON document: what the issue asks to keep, and the rest the tables need.
 ROW_FIELDS = {
-    "system": str,  # nimble, pytorch, onnxruntime, iree
+    "system": str,  # nimble, pytorch, pytorch-nnlstm, onnxruntime, iree
     "model": str,
     "table": str,  # "fixed" (one input of a fixed size) or "mixed" (the seeded mixed lengths)
     "length": int,  # tokens (LSTM, BERT) or tree nodes; for "mixed": total over the inputs
@@ -36,8 +36,9 @@ ROW_FIELDS = {
     "per_unit": float,  # median_ms in the row's unit (see UNITS)
     "unit": str,
 }
-SYSTEMS = ("nimble", "pytorch", "onnxruntime", "iree")
-SYSTEM_LABEL = {"nimble": "Nimble", "pytorch": "PyTorch", "onnxruntime": "ONNX Runtime", "iree": "IREE"}
+SYSTEMS = ("nimble", "pytorch", "pytorch-nnlstm", "onnxruntime", "iree")
+SYSTEM_LABEL = {"nimble": "Nimble", "pytorch": "PyTorch", "pytorch-nnlstm": "PyTorch nn.LSTM",
+                "onnxruntime": "ONNX Runtime", "iree": "IREE"}
 
 # The unit of each model's rows, as the papers report them: (label, ms -> unit factor, per what).
 UNITS = {

@@ -106,6 +106,15 @@ def load_packed(variant):
     return lstm.eval()
 
 
+def run_nn(lstm, xs):
+    """[h, c] of one sequence through one nn.LSTM call (what a PyTorch user
+    calls: the input projection of every token is one GEMM, the recurrence runs
+    in ATen's C++ loop): the second PyTorch peer of scripts/bench_models.py."""
+    with torch.inference_mode():
+        _, (h, c) = lstm(xs.unsqueeze(1))
+        return [h[-1].numpy().copy(), c[-1].numpy().copy()]
+
+
 def run_packed(lstm, seqs):
     """[[h, c] per sequence] (numpy) for a batch of sequences of any lengths >= 1:
     padded to the longest (pad_sequence), packed (pack_padded_sequence, unsorted:

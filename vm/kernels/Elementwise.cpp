@@ -73,7 +73,10 @@ template <OpCode Op, class T> T applyUnary(T x) {
     return static_cast<T>(0.5 * xd * std::erfc(-xd * 0.70710678118654752440));
   } else {
     static_assert(Op == OpCode::Erf, "unhandled unary op");
-    return std::erf(x);
+    // f32 through f64 and one rounding (glibc's erff is up to 1 ulp off;
+    // this is the correctly rounded value but at ties, as the native kernels
+    // compute it: docs/codegen.md#math).
+    return static_cast<T>(std::erf(static_cast<double>(x)));
   }
 }
 
