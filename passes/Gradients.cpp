@@ -448,22 +448,51 @@ bool AdjointEmitter::emit(const Operation &o, const std::vector<Value *> &result
     break;
   }
   case OpCode::Take: {
+    // Scatter-add as a product with the one-hot matrix of the indices, for
+    // any axis a, rank r and index shape: with M = numel(indices), the
+    // indices' dims of g (a .. a+q-1) go to the front and g becomes [M, K]
+    // (K: the other dims); onehot(indices)^T [V, M] . g [M, K] = [V, K];
+    // back to [V, pre..., post...] and axis 0 moved to a: x's shape.
     Type xt = x(0)->type(), it = x(1)->type();
-    if (normAxis(o.intAttr("axis"), xt.rank()) != 0 || (xt.rank() != 1 && xt.rank() != 2) || it.rank() != 1)
-      return fail("'take' is differentiated along axis 0 of a rank-1 or rank-2 tensor with 1-D "
-                  "indices; got " + xt.str() + " indexed by " + it.str() + " along axis " +
-                  std::to_string(o.intAttr("axis")));
-    // Scatter-add as a product with the one-hot matrix of the indices.
-    Value *idx = X(1);
+    const int64_t r = xt.rank(), q = it.rank(), a = normAxis(o.intAttr("axis"), r);
+    Value *idx = op(OpCode::Reshape, {X(1)}, {{"shape", Attr::getInts({-1})}});
     if (it.dtype() != DType::I64) idx = op(OpCode::Cast, {idx}, {{"dtype", Attr::getDType(DType::I64)}});
-    Value *v = op(OpCode::Dim, {X(0)}, {{"axis", Attr::getInt(0)}});
+    Value *v = op(OpCode::Dim, {X(0)}, {{"axis", Attr::getInt(a)}});
     Value *range = op(OpCode::Arange, {b_.constantI64(0), v, b_.constantI64(1)});
     Value *hot = op(OpCode::Equal, {op(OpCode::ExpandDims, {idx}, {{"axis", Attr::getInt(1)}}), range});
     hot = op(OpCode::Cast, {hot}, {{"dtype", Attr::getDType(yt.dtype())}});
-    Value *g2 = xt.rank() == 2 ? g : op(OpCode::ExpandDims, {g}, {{"axis", Attr::getInt(1)}});
+    Value *gt = g;
+    if (a > 0 && q > 0) {
+      std::vector<int64_t> perm;
+      for (int64_t i = 0; i < q; ++i) perm.push_back(a + i);
+      for (int64_t i = 0; i < a; ++i) perm.push_back(i);
+      for (int64_t i = a + q; i < yt.rank(); ++i) perm.push_back(i);
+      gt = op(OpCode::Transpose, {g}, {{"perm", Attr::getInts(perm)}});
+    }
+    auto one = [&](Value *n) { return op(OpCode::Reshape, {n}, {{"shape", Attr::getInts({1})}}); };
+    Value *m = one(op(OpCode::Dim, {idx}, {{"axis", Attr::getInt(0)}}));
+    Value *mk = op(OpCode::Concat, {m, b_.splat(b_.context().tensor(DType::I64, {1}), -1.0)}, {{"axis", Attr::getInt(0)}});
+    Value *g2 = op(OpCode::DynReshape, {gt, mk});
     Value *d = op(OpCode::MatMul, {hot, g2}, {{"transpose_a", Attr::getBool(true)}});
-    if (xt.rank() == 1) d = op(OpCode::Squeeze, {d}, {{"axes", Attr::getInts({1})}});
-    dx[0] = d;
+    if (r > 1) {
+      Value *xs = op(OpCode::ShapeOf, {X(0)});
+      std::vector<Value *> parts{one(v)};
+      if (a > 0)
+        parts.push_back(op(OpCode::Slice, {xs}, {{"axes", Attr::getInts({0})}, {"starts", Attr::getInts({0})},
+                                                 {"ends", Attr::getInts({a})}}));
+      if (a + 1 < r)
+        parts.push_back(op(OpCode::Slice, {xs}, {{"axes", Attr::getInts({0})}, {"starts", Attr::getInts({a + 1})},
+                                                 {"ends", Attr::getInts({r})}}));
+      d = op(OpCode::DynReshape, {d, op(OpCode::Concat, parts, {{"axis", Attr::getInt(0)}})});
+      if (a > 0) {
+        std::vector<int64_t> perm;
+        for (int64_t i = 1; i <= a; ++i) perm.push_back(i);
+        perm.push_back(0);
+        for (int64_t i = a + 1; i < r; ++i) perm.push_back(i);
+        d = op(OpCode::Transpose, {d}, {{"perm", Attr::getInts(perm)}});
+      }
+    }
+    dx[0] = reshapeLike(d, x(0));
     break;
   }
   case OpCode::ExpandDims:

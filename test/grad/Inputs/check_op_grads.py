@@ -131,6 +131,15 @@ def cases(rng):
                         [(r(5, 3), True), (np.array([4, 0, 4, 2], np.int64), False)], dyn=dyn))
         out.append(Case("take", ["%y0 = take %x0, %x1"],
                         [(r(6), True), (np.array([1, 1, 5], np.int64), False)], dyn=dyn))
+        # Any axis, rank and index shape (scalar, 2-D, i32 indices, repeats).
+        out.append(Case("take", ["%y0 = take %x0, %x1, axis=1"],
+                        [(r(2, 4, 3), True), (np.array([[3, 0], [3, 1], [2, 3]], np.int64), False)], dyn=dyn))
+        out.append(Case("take", ["%y0 = take %x0, %x1, axis=-1"],
+                        [(r(3, 4), True), (np.array([2, 2, 0], np.int32), False)], dyn=dyn))
+        out.append(Case("take", ["%y0 = take %x0, %x1, axis=0"],
+                        [(r(4, 2, 3), True), (np.array(3, np.int64), False)], dyn=dyn))
+        out.append(Case("take", ["%y0 = take %x0, %x1, axis=2"],
+                        [(r(2, 3, 5), True), (np.array([[4, 1, 4]], np.int64), False)], dyn=dyn))
         out.append(Case("expand_dims", ["%y0 = expand_dims %x0, axis=1"], [(r(3, 2), True)], dyn=dyn))
         out.append(Case("expand_dims", ["%y0 = expand_dims %x0, axis=-1"], [(r(3, 2), True)], dyn=dyn))
         out.append(Case("squeeze", ["%y0 = squeeze %x0, axes=[1]"], [(r(3, 1, 2), True)], dyn=dyn))
@@ -142,7 +151,8 @@ def cases(rng):
 
 
 def dtype_name(a):
-    return {np.dtype(np.float64): "f64", np.dtype(np.int64): "i64", np.dtype(bool): "i1"}[a.dtype]
+    return {np.dtype(np.float64): "f64", np.dtype(np.int64): "i64", np.dtype(np.int32): "i32",
+            np.dtype(bool): "i1"}[a.dtype]
 
 
 def run(cmd):
