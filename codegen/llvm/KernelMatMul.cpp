@@ -1,0 +1,280 @@
+//===- KernelMatMul.cpp - matmul and batch_matmul -------------------------===//
+//
+// KernelLowering's matmul and batch_matmul: the dot product of one output
+// point (fused into element-wise consumers) and the register-tiled stage for
+// float matmuls with symbolic M (and N, K). The design: KernelGen.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/llvm/KernelLowering.h"
+
+namespace nimble::codegen::detail {
+
+using namespace lowering;
+
+Value *KernelLowering::emitMatMul(uint32_t v, const vm::KernelDesc::Member &m, const Index &idx,
+                                  unsigned lanes) {
+  uint32_t a = m.operands[0], bb = m.operands[1];
+  bool ta = m.attrs[0].getBool(), tb = m.attrs[1].getBool();
+  const size_t R = idx.size();
+  const DType dt = vals_[v].dtype;
+  const bool fl = isFloat(dt);
+  // Batch dimensions broadcast like element-wise operands.
+  Index batch(idx.begin(), idx.end() - 2);
+  auto operandIndex = [&](uint32_t o, Ix row, Ix col, bool t) {
+    Index bi;
+    const auto &od = vals_[o].dims;
+    for (size_t d = 0; d + 2 < R; ++d) {
+      if (od[d] == 1) bi.push_back({i64(0), i64(0)});
+      else if (od[d] != kDynamic) bi.push_back(batch[d]);
+      else {
+        Value *one = b_.CreateICmpEQ(dims_[o][d], i64(1));
+        bi.push_back({b_.CreateSelect(one, i64(0), batch[d].base), selectZero(one, batch[d].coeff)});
+      }
+    }
+    if (t) std::swap(row, col);
+    bi.push_back(row);
+    bi.push_back(col);
+    return bi;
+  };
+  Value *K = ta ? dims_[a][R - 2] : dims_[a][R - 1];
+  const Ix i = idx[R - 2], j = idx[R - 1];
+  auto step = [&](Value *kv, Value *acc, unsigned ln, bool kLanes) {
+    Ix k = {kv, i64(kLanes ? 1 : 0)};
+    Value *x = emitValue(a, operandIndex(a, i, k, ta), ln);
+    Value *y = emitValue(bb, operandIndex(bb, k, j, tb), ln);
+    return fl ? b_.CreateFAdd(acc, b_.CreateFMul(x, y)) : b_.CreateAdd(acc, b_.CreateMul(x, y));
+  };
+  llvm::Type *et = elementType(ctx_, dt);
+  Value *zero = llvm::Constant::getNullValue(et);
+  if (lanes == 1 && !ta && vf_ > 1) {
+    // One output point; the contracted axis is contiguous in lhs (and in rhs
+    // when tb): vector accumulators over k, then a horizontal sum.
+    Value *kMain = b_.CreateSub(K, b_.CreateSRem(K, i64(vf_)));
+    std::vector<Value *> vacc = forLoopCarried(i64(0), kMain, i64(vf_), {splat(zero, vf_)}, "dotv",
+                                               [&](Value *kv, const std::vector<Value *> &c) {
+                                                 return std::vector<Value *>{step(kv, c[0], vf_, true)};
+                                               });
+    Value *h;
+    if (fl) {
+      h = b_.CreateFAddReduce(llvm::ConstantFP::get(et, 0.0), vacc[0]);
+      llvm::FastMathFlags fmf;
+      fmf.setAllowReassoc();
+      llvm::cast<llvm::Instruction>(h)->setFastMathFlags(fmf);
+    } else {
+      h = b_.CreateAddReduce(vacc[0]);
+    }
+    return forLoopCarried(kMain, K, i64(1), {h}, "dott", [&](Value *kv, const std::vector<Value *> &c) {
+      return std::vector<Value *>{step(kv, c[0], 1, false)};
+    })[0];
+  }
+  return forLoopCarried(i64(0), K, i64(1), {splat(zero, lanes)}, "dot",
+                        [&](Value *kv, const std::vector<Value *> &c) {
+                          return std::vector<Value *>{step(kv, c[0], lanes, false)};
+                        })[0];
+}
+
+bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
+  const auto &m = k_.members[static_cast<size_t>(vals_[v].member)];
+  const DType dt = vals_[v].dtype;
+  if (!isFloat(dt) || vf_ <= 1) return false;
+  uint32_t a = m.operands[0], bb = m.operands[1];
+  const bool ta = m.attrs[0].getBool(), tb = m.attrs[1].getBool();
+  if (tb && ta) return false;
+  const size_t R = vals_[v].dims.size();
+  llvm::Type *et = elementType(ctx_, dt);
+  llvm::Type *vt = withLanes(et, vf_);
+  const unsigned esize = et->getPrimitiveSizeInBits() / 8;
+  llvm::Align align(esize);
+  // Sizes and row strides, (re)derived in whichever function is being
+  // emitted (the kernel or the body of a parallel region); the lambdas below
+  // capture these variables, not their values.
+  std::vector<Value *> carry = {dest};
+  Value *M, *N, *K, *aRow, *bRow;
+  auto derive = [&] {
+    M = dims_[v][R - 2];
+    N = dims_[v][R - 1];
+    K = ta ? dims_[a][R - 2] : dims_[a][R - 1];
+    aRow = strides_[a][R - 2];
+    bRow = strides_[bb][R - 2];
+  };
+  derive();
+  Index batch(R - 2);
+  // Element pointers of A[i, k] / B[k, j] for the current batch index.
+  auto batchOffset = [&](uint32_t o) {
+    Value *off = i64(0);
+    const auto &od = vals_[o].dims;
+    for (size_t d = 0; d + 2 < R; ++d) {
+      Value *bi = batch[d].base;
+      if (od[d] == 1) continue;
+      if (od[d] == kDynamic) bi = b_.CreateSelect(b_.CreateICmpEQ(dims_[o][d], i64(1)), i64(0), bi);
+      off = b_.CreateAdd(off, b_.CreateMul(bi, strides_[o][d]));
+    }
+    return off;
+  };
+  auto ptrAt = [&](Value *base, Value *off) { return b_.CreateInBoundsGEP(et, base, off); };
+  auto fma = [&](Value *x, Value *y, Value *acc) {
+    return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {acc->getType()}, {x, y, acc});
+  };
+  // One tile at (i0, j0) of mr x nc, as loops over k; writes C.
+  auto tile = [&](Value *aOff, Value *bOff, Value *cOff, Value *i0, Value *j0, unsigned mr, unsigned nc) {
+    if (!tb) {
+      // nc vectors of VF columns; accumulators [r][c].
+      std::vector<Value *> init(mr * nc, llvm::Constant::getNullValue(vt));
+      std::vector<Value *> acc = forLoopCarried(i64(0), K, i64(1), init, "mmk",
+          [&](Value *k, const std::vector<Value *> &cur) {
+            std::vector<Value *> bv(nc);
+            Value *bk = b_.CreateAdd(bOff, b_.CreateAdd(b_.CreateMul(k, bRow), j0));
+            for (unsigned c = 0; c < nc; ++c)
+              bv[c] = b_.CreateAlignedLoad(vt, ptrAt(data_[bb], b_.CreateAdd(bk, i64(c * vf_))), align);
+            std::vector<Value *> out(cur.size());
+            for (unsigned r = 0; r < mr; ++r) {
+              Value *ai = b_.CreateAdd(i0, i64(r));
+              Value *ao = ta ? b_.CreateAdd(b_.CreateMul(k, aRow), ai) : b_.CreateAdd(b_.CreateMul(ai, aRow), k);
+              Value *as = splat(b_.CreateLoad(et, ptrAt(data_[a], b_.CreateAdd(aOff, ao))), vf_);
+              for (unsigned c = 0; c < nc; ++c) out[r * nc + c] = fma(as, bv[c], cur[r * nc + c]);
+            }
+            return out;
+          });
+      for (unsigned r = 0; r < mr; ++r)
+        for (unsigned c = 0; c < nc; ++c) {
+          Value *co = b_.CreateAdd(cOff, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), N),
+                                                      b_.CreateAdd(j0, i64(c * vf_))));
+          b_.CreateAlignedStore(acc[r * nc + c], ptrAt(carry[0], co), align);
+        }
+      return;
+    }
+    // Dot-product tile: mr rows of A x nc rows of B (= columns of C).
+    Value *kMain = b_.CreateSub(K, b_.CreateSRem(K, i64(vf_)));
+    std::vector<Value *> init(mr * nc, llvm::Constant::getNullValue(vt));
+    auto rowPtr = [&](uint32_t o, Value *off, Value *row, Value *stride, Value *k) {
+      return ptrAt(data_[o], b_.CreateAdd(off, b_.CreateAdd(b_.CreateMul(row, stride), k)));
+    };
+    std::vector<Value *> vacc = forLoopCarried(i64(0), kMain, i64(vf_), init, "mmdot",
+        [&](Value *k, const std::vector<Value *> &cur) {
+          std::vector<Value *> av(mr), bv(nc), out(cur.size());
+          for (unsigned r = 0; r < mr; ++r)
+            av[r] = b_.CreateAlignedLoad(vt, rowPtr(a, aOff, b_.CreateAdd(i0, i64(r)), aRow, k), align);
+          for (unsigned c = 0; c < nc; ++c)
+            bv[c] = b_.CreateAlignedLoad(vt, rowPtr(bb, bOff, b_.CreateAdd(j0, i64(c)), bRow, k), align);
+          for (unsigned r = 0; r < mr; ++r)
+            for (unsigned c = 0; c < nc; ++c) out[r * nc + c] = fma(av[r], bv[c], cur[r * nc + c]);
+          return out;
+        });
+    llvm::FastMathFlags fmf;
+    fmf.setAllowReassoc();
+    std::vector<Value *> sums(mr * nc);
+    for (unsigned i = 0; i < mr * nc; ++i) {
+      sums[i] = b_.CreateFAddReduce(llvm::ConstantFP::get(et, 0.0), vacc[i]);
+      llvm::cast<llvm::Instruction>(sums[i])->setFastMathFlags(fmf);
+    }
+    sums = forLoopCarried(kMain, K, i64(1), sums, "mmtail", [&](Value *k, const std::vector<Value *> &cur) {
+      std::vector<Value *> out(cur.size());
+      for (unsigned r = 0; r < mr; ++r) {
+        Value *x = b_.CreateLoad(et, rowPtr(a, aOff, b_.CreateAdd(i0, i64(r)), aRow, k));
+        for (unsigned c = 0; c < nc; ++c) {
+          Value *y = b_.CreateLoad(et, rowPtr(bb, bOff, b_.CreateAdd(j0, i64(c)), bRow, k));
+          out[r * nc + c] = fma(x, y, cur[r * nc + c]);
+        }
+      }
+      return out;
+    });
+    for (unsigned r = 0; r < mr; ++r)
+      for (unsigned c = 0; c < nc; ++c) {
+        Value *co = b_.CreateAdd(cOff, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), N),
+                                                    b_.CreateAdd(j0, i64(c))));
+        b_.CreateStore(sums[r * nc + c], ptrAt(carry[0], co));
+      }
+  };
+  // Tile sizes: 4 rows x 2 vectors (outer product: 8 accumulators + 2 loads
+  // + 1 broadcast of 16 vector registers), 4 x 4 dot products (16
+  // accumulators + 8 loads: fits AVX-512's 32 registers; on AVX2 LLVM spills
+  // a few, still ahead of one dot product at a time).
+  const unsigned MR = 4, NV = 2, NC = tb ? 4 : NV * vf_;
+  const unsigned colStep = tb ? NC : NV * vf_;
+  // A column-block size whose slice of B fits in 256 KiB (a multiple of the
+  // tile width), and the full-tile extent of the rows and columns.
+  Value *jb, *mMain, *nMain;
+  auto blocking = [&] {
+    Value *jbRaw = b_.CreateSDiv(i64(65536), b_.CreateAdd(K, i64(1)));
+    jb = b_.CreateSub(jbRaw, b_.CreateSRem(jbRaw, i64(colStep)));
+    jb = b_.CreateSelect(b_.CreateICmpSLT(jb, i64(colStep)), i64(colStep), jb);
+    mMain = b_.CreateSub(M, b_.CreateSRem(M, i64(MR)));
+    nMain = b_.CreateSub(N, b_.CreateSRem(N, i64(colStep)));
+  };
+  // Column blocks [bBegin, bEnd) of one batch element: every row tile of a
+  // block before the next (cache blocking: B streams from memory once).
+  auto blocks = [&](Value *aOff, Value *bOff, Value *cOff, Value *bBegin, Value *bEnd) {
+    forLoop(bBegin, bEnd, i64(1), "mmjb", [&](Value *blk) {
+      Value *j1 = b_.CreateMul(blk, jb);
+      Value *jEnd = b_.CreateAdd(j1, jb);
+      jEnd = b_.CreateSelect(b_.CreateICmpSLT(jEnd, nMain), jEnd, nMain);
+      auto block = [&](Value *i0, unsigned mr) {
+        forLoop(j1, jEnd, i64(colStep), "mmj", [&](Value *j0) { tile(aOff, bOff, cOff, i0, j0, mr, tb ? NC : NV); });
+      };
+      forLoop(i64(0), mMain, i64(MR), "mmi", [&](Value *i0) { block(i0, MR); });
+      forLoop(mMain, M, i64(1), "mmir", [&](Value *i0) { block(i0, 1); });
+    });
+  };
+  // The columns after the full tiles: (outer product) single vectors, then
+  // scalar points, for every row.
+  auto edges = [&](Value *aOff, Value *bOff, Value *cOff) {
+    forLoop(i64(0), M, i64(1), "mmedge", [&](Value *i0) {
+      Value *j = nMain;
+      if (!tb) {
+        Value *vMain = b_.CreateSub(N, b_.CreateSRem(N, i64(vf_)));
+        forLoop(nMain, vMain, i64(vf_), "mmjv", [&](Value *j0) { tile(aOff, bOff, cOff, i0, j0, 1, 1); });
+        j = vMain;
+      }
+      forLoop(j, N, i64(1), "mmjs", [&](Value *j0) {
+        Index idx = batch;
+        idx.push_back({i0, i64(0)});
+        idx.push_back({j0, i64(0)});
+        store(v, carry[0], idx, emitMatMul(v, m, idx, 1), 1);
+      });
+    });
+  };
+  Value *work = b_.CreateMul(numElements(v), K);
+  if (R == 2) {
+    // One matrix: its column blocks in parts on the thread pool, then the
+    // edge columns.
+    blocking();
+    Value *numBlocks = b_.CreateSDiv(b_.CreateAdd(nMain, b_.CreateSub(jb, i64(1))), jb);
+    parallel("cols", numBlocks, work, carry, [&](Value *begin, Value *end) {
+      derive();
+      blocking();
+      blocks(i64(0), i64(0), i64(0), begin, end);
+    });
+    derive();
+    blocking();
+    edges(i64(0), i64(0), i64(0));
+    return true;
+  }
+  // Batches: the outermost batch dimension in parts on the thread pool.
+  std::function<void(size_t)> batches = [&](size_t d) {
+    if (d + 2 < R) {
+      forLoop(i64(0), dims_[v][d], i64(1), "mmb", [&](Value *iv) {
+        batch[d] = {iv, i64(0)};
+        batches(d + 1);
+      });
+      return;
+    }
+    blocking();
+    Value *numBlocks = b_.CreateSDiv(b_.CreateAdd(nMain, b_.CreateSub(jb, i64(1))), jb);
+    Value *aOff = batchOffset(a), *bOff = batchOffset(bb);
+    Value *cOff = i64(0);
+    for (size_t dd = 0; dd + 2 < R; ++dd) cOff = b_.CreateAdd(cOff, b_.CreateMul(batch[dd].base, strides_[v][dd]));
+    blocks(aOff, bOff, cOff, i64(0), numBlocks);
+    edges(aOff, bOff, cOff);
+  };
+  parallel("batch", dims_[v][0], work, carry, [&](Value *begin, Value *end) {
+    derive();
+    forLoop(begin, end, i64(1), "mmb", [&](Value *iv) {
+      batch[0] = {iv, i64(0)};
+      batches(1);
+    });
+  });
+  return true;
+}
+
+} // namespace nimble::codegen::detail
