@@ -20,6 +20,9 @@ Prints, on this machine (CPU model and features in the header):
    kernel (--kernels=native) and on oneDNN (--kernels=library), at 1 and 2
    threads: GFLOP/s of the kernel time. Then the cost of a oneDNN primitive
    cache miss: the first call's kernel time minus a later call's.
+6. The models' other products at one thread, native against oneDNN: the
+   LSTMs' one-token x . W^T (300 and 512 inputs) and BERT-base's attention
+   batch_matmuls at sequence 128 (scores q . k^T, context p . v).
 
 Kernel times come from nimble-run --profile over --benchmark runs (total
 kernel time / runs; 1 microsecond resolution over all runs); the whole call's
@@ -51,6 +54,18 @@ GATE = """func @main(%x: tensor<{n}xf32>, %h: tensor<{n}xf32>) -> tensor<{n}xf32
   %c = mul %i, %t
   ret %c
 }}
+"""
+
+BMM_T = """func @main(%q: tensor<12x?x64xf32>, %k: tensor<12x?x64xf32>) -> tensor<12x?x?xf32> {
+  %s = batch_matmul %q, %k, transpose_b=true
+  ret %s
+}
+"""
+
+BMM = """func @main(%p: tensor<12x?x?xf32>, %v: tensor<12x?x64xf32>) -> tensor<12x?x64xf32> {
+  %c = batch_matmul %p, %v
+  ret %c
+}
 """
 
 GEMM = """func @main(%x: tensor<?x{k}xf32>, %w: tensor<{n}x{k}xf32>, %b: tensor<{n}xf32>) -> tensor<?x{n}xf32> {{
@@ -208,6 +223,33 @@ def main():
             _, cached = timings(args.nimble_run, nbc, [xs, ws, bs], args.reps, ("--threads=1", "--kernels=library"))
     print("oneDNN primitive cache miss (768x768 + bias, median of 5): %.3f ms to create the primitive;"
           " a cached call takes %.3f ms" % (miss, cached))
+
+    # The issue's other shapes (docs/perf.md, "Library kernels"): the LSTMs'
+    # one-token products and BERT-base's attention batch_matmuls at 128.
+    print("\nThe models' other products, 1 thread, GFLOP/s of the kernel time:")
+    print("%-44s %10s %10s %10s" % ("product", "native", "oneDNN", "lib/nat"))
+    others = [
+        ("1x300 . (2048x300)^T (LSTM input, 1 token)", GEMM.format(k=300, n=2048),
+         [(1, 300), (2048, 300), (2048,)], 2.0 * 300 * 2048),
+        ("1x512 . (2048x512)^T (LSTM recurrence)", GEMM.format(k=512, n=2048),
+         [(1, 512), (2048, 512), (2048,)], 2.0 * 512 * 2048),
+        ("12x128x64 . (12x128x64)^T (BERT scores)", BMM_T, [(12, 128, 64), (12, 128, 64)],
+         2.0 * 12 * 128 * 128 * 64),
+        ("12x128x128 . 12x128x64 (BERT context)", BMM, [(12, 128, 128), (12, 128, 64)],
+         2.0 * 12 * 128 * 128 * 64),
+    ]
+    for i, (name, text, shapes, flop) in enumerate(others):
+        nbc = compile_nir(args.nimblec, text, os.path.join(work, "other%d.nbc" % i), "native", args.mcpu)
+        ins = []
+        for j, shp in enumerate(shapes):
+            path = os.path.join(work, "other%d_%d.npy" % (i, j))
+            np.save(path, rng.standard_normal(shp).astype(np.float32))
+            ins.append(path)
+        rate = {}
+        for impl in ("native", "library"):
+            _, t = timings(args.nimble_run, nbc, ins, max(5, args.reps // 2), ("--threads=1", "--kernels=" + impl))
+            rate[impl] = flop / (t * 1e-3) / 1e9
+        print("%-44s %10.1f %10.1f %10.2f" % (name, rate["native"], rate["library"], rate["library"] / rate["native"]))
     print("load average after: %.2f" % os.getloadavg()[0])
     return 0
 
