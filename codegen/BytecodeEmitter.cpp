@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -206,6 +207,52 @@ bool ModuleEmitter::batching(const Function &f, uint32_t idx) {
   return true;
 }
 
+/// The ScalarI64 operation an `invoke_mut` computes, when its kernel is one
+/// integer add / sub / mul / comparison / minimum / maximum of two scalar
+/// i64 tensors into one scalar (the loop counters' step and test): the VM
+/// runs those as an instruction, without a kernel call.
+std::optional<vm::ScalarOp> scalarI64Kernel(const Operation &invoke, const Module &m) {
+  if (invoke.numOperands() != 3 || invoke.intAttr("num_inputs") != 2) return std::nullopt;
+  const Function *f = m.lookupFunction(invoke.strAttr("callee"));
+  if (!f || f->blocks().size() != 1) return std::nullopt;
+  const Block *body = f->entry();
+  auto it = body->begin();
+  if (it == body->end()) return std::nullopt;
+  const Operation &o = *it;
+  if (++it == body->end() || !it->is(OpCode::Ret) || it->numOperands() != 1 || it->operand(0) != o.result() ||
+      o.numOperands() != 2 || o.operand(0) != body->argument(0) || o.operand(1) != body->argument(1))
+    return std::nullopt;
+  auto scalar = [](const Value *v, DType dt) {
+    Type t = v->type();
+    return t.isTensor() && t.rank() == 0 && t.dtype() == dt;
+  };
+  if (!scalar(invoke.operand(0), DType::I64) || !scalar(invoke.operand(1), DType::I64)) return std::nullopt;
+  using vm::ScalarOp;
+  std::optional<ScalarOp> r;
+  switch (o.code()) {
+  case OpCode::Add: r = ScalarOp::Add; break;
+  case OpCode::Sub: r = ScalarOp::Sub; break;
+  case OpCode::Mul: r = ScalarOp::Mul; break;
+  case OpCode::Minimum: r = ScalarOp::Min; break;
+  case OpCode::Maximum: r = ScalarOp::Max; break;
+  case OpCode::Equal: r = ScalarOp::Eq; break;
+  case OpCode::NotEqual: r = ScalarOp::Ne; break;
+  case OpCode::Less: r = ScalarOp::Lt; break;
+  case OpCode::LessEqual: r = ScalarOp::Le; break;
+  case OpCode::Greater: r = ScalarOp::Gt; break;
+  case OpCode::GreaterEqual: r = ScalarOp::Ge; break;
+  default: return std::nullopt;
+  }
+  DType out = vm::scalarOpCompares(static_cast<uint32_t>(*r)) ? DType::I1 : DType::I64;
+  if (!scalar(invoke.operand(2), out) || !scalar(o.result(), out)) return std::nullopt;
+  // Only where the result's memory is on the CPU (place-devices keeps scalar
+  // kernels there); anything else stays a kernel call.
+  const Operation *alloc = invoke.operand(2)->definingOp();
+  const Operation *storage = alloc && alloc->is(OpCode::AllocTensor) ? alloc->operand(0)->definingOp() : nullptr;
+  if (!storage || !storage->is(OpCode::AllocStorage) || storage->strAttr("device") != "cpu") return std::nullopt;
+  return r;
+}
+
 /// Emits one function.
 class FunctionEmitter {
 public:
@@ -247,6 +294,9 @@ private:
   void parallelMove(const std::vector<uint32_t> &srcs, const std::vector<uint32_t> &dsts,
                     Location loc);
   LogicalResult emitOp(const Operation &op);
+  std::optional<vm::ScalarOp> scalarI64Kernel(const Operation &op) const {
+    return codegen::scalarI64Kernel(op, me_.module());
+  }
   LogicalResult emitTerminator(const Operation &op);
 
   ModuleEmitter &me_;
@@ -635,6 +685,16 @@ LogicalResult FunctionEmitter::emitOp(const Operation &op) {
     word(static_cast<uint32_t>(op.intAttr("alignment")));
     return success();
   case OpCode::InvokeMut:
+    if (std::optional<vm::ScalarOp> sop = scalarI64Kernel(op)) {
+      // A loop counter's step or test: a VM instruction, not a kernel call.
+      begin(Opcode::ScalarI64, loc);
+      word(static_cast<uint32_t>(*sop));
+      word(reg(op.operand(2)));
+      word(reg(op.operand(0)));
+      word(reg(op.operand(1)));
+      return success();
+    }
+    [[fallthrough]];
   case OpCode::InvokeShapeFunc: {
     uint32_t k;
     if (!me_.kernelIndex(op.strAttr("callee"), loc, k)) return failure();

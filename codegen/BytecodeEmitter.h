@@ -18,7 +18,10 @@
 //                            ShapeOf, FreeTensor / FreeStorage
 //   invoke_mut / invoke_shape_func @prim
 //                         -> InvokePacked / InvokeShapeFunc of the kernel
-//                            made from primitive function @prim
+//                            made from primitive function @prim; an
+//                            invoke_mut of one scalar i64 add / sub / mul /
+//                            min / max / comparison (a loop counter) ->
+//                            ScalarI64, no kernel
 //   reshape, dyn_reshape  -> ReshapeTensor (a view)
 //
 // Every instruction records the .nir location of its op, so run-time errors

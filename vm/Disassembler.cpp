@@ -250,6 +250,10 @@ std::string disassembleInstr(const Executable &exe, const VMFunction &fn, uint32
     r += " " + operand(in, 0) + ", " + operand(in, 1) + ", align " + operand(in, 2) + ", " +
          operand(in, 3);
     break;
+  case Opcode::ScalarI64:
+    r += " " + std::string(scalarOpName(in.word(0))) + " " + operand(in, 1) + ", " + operand(in, 2) + ", " +
+         operand(in, 3);
+    break;
   case Opcode::StorageSize:
     r += " " + operand(in, 0) + ", " + operand(in, 1) + ", " + operand(in, 2) + ", align " +
          operand(in, 3);

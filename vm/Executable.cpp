@@ -37,6 +37,12 @@ const OpcodeInfo &opcodeInfo(Opcode op) {
   return i < static_cast<unsigned>(kNumOpcodes) ? kOpcodeTable[i] : kInvalidOpcode;
 }
 
+const char *scalarOpName(uint32_t op) {
+  static const char *const kNames[] = {"add", "sub", "mul", "eq", "ne", "lt", "le", "gt", "ge", "min", "max"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == kNumScalarOps);
+  return op < kNumScalarOps ? kNames[op] : "<invalid>";
+}
+
 const char *deviceName(Device d) {
   switch (d) {
   case Device::CPU: return "cpu";

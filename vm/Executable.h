@@ -40,6 +40,15 @@ struct OpcodeInfo {
 };
 const OpcodeInfo &opcodeInfo(Opcode op);
 
+/// The operation of a ScalarI64 instruction (its `op` immediate; part of the
+/// format). Arithmetic wraps (two's complement), as the kernels do.
+enum class ScalarOp : uint32_t { Add, Sub, Mul, Eq, Ne, Lt, Le, Gt, Ge, Min, Max };
+inline constexpr uint32_t kNumScalarOps = 11;
+/// "add", "sub", ... ("<invalid>" past the last).
+const char *scalarOpName(uint32_t op);
+/// Whether `op` compares (an i1 result) rather than computes (an i64 one).
+inline bool scalarOpCompares(uint32_t op) { return op >= 3 && op <= 8; }
+
 enum class Device : uint8_t { CPU = 0, CUDA = 1 };
 inline constexpr int kNumDevices = 2;
 const char *deviceName(Device d);
@@ -191,7 +200,7 @@ inline constexpr uint32_t kNumBatchingModes = 3;
 const char *batchingModeName(KernelBatching::Mode m);
 
 struct Executable {
-  static constexpr uint16_t kMajor = 1, kMinor = 4;
+  static constexpr uint16_t kMajor = 1, kMinor = 5;
   uint16_t major = kMajor, minor = kMinor;
   std::vector<std::string> strings;
   std::vector<AdtDesc> adts;

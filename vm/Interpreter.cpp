@@ -679,6 +679,47 @@ dispatch:
     NEXT(2);
   }
   CASE(Fatal) { FAIL(exe_->strings[code[pc + 1]]); }
+  CASE(ScalarI64) {
+    { // locals die here: computed goto would skip their destructors
+      const uint32_t sop = code[pc + 1];
+      TENSOR_OR_FAIL(out, code[pc + 2]);
+      TENSOR_OR_FAIL(a, code[pc + 3]);
+      TENSOR_OR_FAIL(b, code[pc + 4]);
+      const bool cmp = scalarOpCompares(sop);
+      auto scalarI64 = [](const Tensor *t) {
+        return t->dtype() == DType::I64 && t->rank() == 0 && t->device() == Device::CPU;
+      };
+      if (!scalarI64(a) || !scalarI64(b))
+        FAIL(std::string("ScalarI64 ") + scalarOpName(sop) + " needs scalar i64 operands, got " +
+             a->typeString() + " and " + b->typeString());
+      if (out->dtype() != (cmp ? DType::I1 : DType::I64) || out->rank() != 0 || out->device() != Device::CPU ||
+          out->storage()->readOnly())
+        FAIL(std::string("ScalarI64 ") + scalarOpName(sop) + " writes a writable scalar " +
+             (cmp ? "i1" : "i64") + " tensor, got " + out->typeString() +
+             (out->storage()->readOnly() ? " (read-only)" : ""));
+      int64_t x, y;
+      std::memcpy(&x, a->rawData(), sizeof x);
+      std::memcpy(&y, b->rawData(), sizeof y);
+      const uint64_t ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
+      int64_t v = 0;
+      switch (static_cast<ScalarOp>(sop)) {
+      case ScalarOp::Add: v = static_cast<int64_t>(ux + uy); break;
+      case ScalarOp::Sub: v = static_cast<int64_t>(ux - uy); break;
+      case ScalarOp::Mul: v = static_cast<int64_t>(ux * uy); break;
+      case ScalarOp::Eq: v = x == y; break;
+      case ScalarOp::Ne: v = x != y; break;
+      case ScalarOp::Lt: v = x < y; break;
+      case ScalarOp::Le: v = x <= y; break;
+      case ScalarOp::Gt: v = x > y; break;
+      case ScalarOp::Ge: v = x >= y; break;
+      case ScalarOp::Min: v = x < y ? x : y; break;
+      case ScalarOp::Max: v = x < y ? y : x; break;
+      }
+      if (cmp) *out->rawData() = static_cast<uint8_t>(v);
+      else std::memcpy(out->rawData(), &v, sizeof v);
+    }
+    NEXT(5);
+  }
 
 #if !NIMBLE_VM_COMPUTED_GOTO
   }

@@ -406,6 +406,12 @@ private:
       return count(in, "input count of kernel '" + k.name + "'", in.regs(1).count, k.numInputs) &&
              count(in, "output count of kernel '" + k.name + "'", in.regs(2).count, outs);
     }
+    case Opcode::ScalarI64:
+      if (in.word(0) >= kNumScalarOps)
+        return failAt(in.pc, "ScalarI64",
+                      "operation " + std::to_string(in.word(0)) + " is not one of the " +
+                          std::to_string(kNumScalarOps) + " scalar operations");
+      return true;
     case Opcode::AllocStorage: {
       uint32_t align = in.word(2);
       if (align == 0 || (align & (align - 1)))

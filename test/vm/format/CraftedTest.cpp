@@ -313,6 +313,16 @@ TEST(Crafted, OperandCodes) {
   expectRefused(
       [](Executable &e) { e.functions[0].resultTypes.push_back(tensorType(DType::I1, {})); },
       "pc 14 (Ret): result count: 1 registers, expected 2");
+  expectRefused(withInstr([](Emitter &m) {
+                  m.begin(Opcode::ScalarI64);
+                  m.word(kNumScalarOps).word(1).word(0).word(0);
+                }),
+                "pc 0 (ScalarI64): operation 11 is not one of the 11 scalar operations");
+  expectRefused(withInstr([](Emitter &m) {
+                  m.begin(Opcode::ScalarI64);
+                  m.word(0).word(99).word(0).word(0);
+                }),
+                "pc 0 (ScalarI64): register 99 out of range");
 }
 
 TEST(Crafted, SourceMap) {

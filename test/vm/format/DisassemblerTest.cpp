@@ -12,7 +12,7 @@ using namespace test;
 
 TEST(Disassembler, SmallExecutableGolden) {
   Executable e = makeSmallExecutable();
-  EXPECT_EQ(disassemble(e), R"(; nimble executable, format 1.4
+  EXPECT_EQ(disassemble(e), R"(; nimble executable, format 1.5
 
 strings:
   s0 = "small.nir"
@@ -39,7 +39,7 @@ TEST(Disassembler, SourceLocationsAndNoTables) {
   DisasmOptions o;
   o.sourceLocations = true;
   o.tables = false;
-  EXPECT_EQ(disassemble(e, o), R"(; nimble executable, format 1.4
+  EXPECT_EQ(disassemble(e, o), R"(; nimble executable, format 1.5
 
 func @main(%x: tensor<2x2xf32>) -> tensor<2x2xf32> registers=4
   0: LoadConst r1, c0  ; @w, small.nir:1:1
@@ -70,15 +70,16 @@ TEST(Disassembler, EveryOpcodeOfTheFullExecutable) {
            "  72: AllocADT r12, tag 1, (r11, r10)\n",
            "  78: GetField r13, r12, 0\n",
            "  82: GetTag r14, r1\n",
-           "  85: Move r15, r13\n",
-           "  88: Invoke f1 (r15) -> (r16)  ; @helper\n",
-           "  94: If r14, then 98, else 106\n",
-           "  98: Switch r1, [0: 106, 1: 108], default 115\n",
-           "  106: Goto 108\n",
-           "  108: FreeTensor r8\n",
-           "  110: FreeStorage r4\n",
-           "  112: Ret (r16)\n",
-           "  115: Fatal s1  ; \"index out of range\"\n",
+           "  85: ScalarI64 lt r19, r3, r6\n",
+           "  90: Move r15, r13\n",
+           "  93: Invoke f1 (r15) -> (r16)  ; @helper\n",
+           "  99: If r14, then 103, else 111\n",
+           "  103: Switch r1, [0: 111, 1: 113], default 120\n",
+           "  111: Goto 113\n",
+           "  113: FreeTensor r8\n",
+           "  115: FreeStorage r4\n",
+           "  117: Ret (r16)\n",
+           "  120: Fatal s1  ; \"index out of range\"\n",
        })
     EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line << "in:\n" << text;
 }

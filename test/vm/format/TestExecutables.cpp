@@ -187,6 +187,8 @@ Executable makeFullExecutable() {
   m.word(13).word(12).word(0);
   m.begin(Opcode::GetTag);
   m.word(14).word(1);
+  m.begin(Opcode::ScalarI64);
+  m.word(uint32_t(ScalarOp::Lt)).word(19).word(3).word(6);
   m.begin(Opcode::Move);
   m.word(15).word(13);
   loc(m.begin(Opcode::Invoke), 7, 10);
