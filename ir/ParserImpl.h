@@ -12,6 +12,7 @@
 #include "ir/IR.h"
 #include "ir/Lexer.h"
 
+#include <charconv>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -199,6 +200,46 @@ private:
   // declarations once the whole module is read.
   std::vector<std::pair<std::string, Location>> typeRefs_;
 };
+
+// Token values shared by the parser's files.
+
+/// The value of an integer token: decimal, or `0x` hexadecimal (the lexer
+/// makes both Integer tokens). False when it does not fit in int64.
+inline bool intValue(std::string_view s, int64_t &v) {
+  if (s.starts_with("0x")) {
+    uint64_t u = 0;
+    auto r = std::from_chars(s.data() + 2, s.data() + s.size(), u, 16);
+    if (r.ec != std::errc() || r.ptr != s.data() + s.size() || u > uint64_t(INT64_MAX))
+      return false;
+    v = static_cast<int64_t>(u);
+    return true;
+  }
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+/// The value of a decimal integer or float token. False when out of range
+/// (`1e999`) or hexadecimal (raw bits, meaningful only in float literals).
+inline bool floatValue(std::string_view s, double &v) {
+  if (s.starts_with("0x")) return false;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+/// How attribute `spec` is written, for messages: `shape=[2, 3]`.
+inline std::string attrExample(const AttrSpec &spec) {
+  switch (spec.kind) {
+  case AttrKind::Bool: return spec.name + "=true";
+  case AttrKind::Int: return spec.name + "=1";
+  case AttrKind::Float: return spec.name + "=0.5";
+  case AttrKind::Ints: return spec.name + "=[2, 3]";
+  case AttrKind::DType: return spec.name + "=f32";
+  case AttrKind::Str: return spec.name + "=\"cpu\"";
+  case AttrKind::Sym: return spec.name + "=@f";
+  case AttrKind::Dense: break;
+  }
+  return spec.name + "=...";
+}
 
 } // namespace nimble::ir::detail
 
