@@ -5,8 +5,7 @@
 
 The parser documents itself: above each parse function of ir/Parser.cpp (and
 ir/ParserLiterals.cpp) is the EBNF rule it parses, and ir/Lexer.h lists the
-lexical rules. The docs
-collect those rules in ```ebnf blocks. This script reads every rule
+lexical rules. The docs collect those rules in ```ebnf blocks. This script reads every rule
 (`name ::= ...` plus its continuation lines) from the `//` comments of the
 SOURCE files and from the ```ebnf blocks of DOC.md, normalises white space,
 and requires that
