@@ -83,11 +83,6 @@ bool elementOpSupported(OpCode op, DType in, DType out, std::string &reason) {
 
 namespace {
 
-Value *isNaN(llvm::IRBuilder<> &b, Value *x) { return b.CreateFCmpUNO(x, x); }
-
-Value *intrinsic(llvm::IRBuilder<> &b, llvm::Intrinsic::ID id, llvm::ArrayRef<Value *> args) {
-  return b.CreateIntrinsic(id, {args[0]->getType()}, args);
-}
 
 // numpy.maximum / minimum with the reference's exact choices: a NaN operand
 // is returned itself (the first one if both are), otherwise `a < b ? b : a`
@@ -102,6 +97,12 @@ Value *maxMin(llvm::IRBuilder<> &b, bool isMax, Value *x, Value *y, bool isFloat
 }
 
 } // namespace
+
+Value *isNaN(llvm::IRBuilder<> &b, Value *x) { return b.CreateFCmpUNO(x, x); }
+
+Value *intrinsic(llvm::IRBuilder<> &b, llvm::Intrinsic::ID id, llvm::ArrayRef<Value *> args) {
+  return b.CreateIntrinsic(id, {args[0]->getType()}, args);
+}
 
 Value *emitLibmCall(llvm::IRBuilder<> &b, const char *f32Name, const char *f64Name,
                     llvm::ArrayRef<Value *> args) {

@@ -21,6 +21,7 @@
 #include "ir/OpTable.h"
 
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
 #include <string>
@@ -66,6 +67,10 @@ llvm::Value *emitPowF32(llvm::IRBuilder<> &b, llvm::Value *x, llvm::Value *y);
 llvm::Value *emitLibmCall(llvm::IRBuilder<> &b, const char *f32Name, const char *f64Name,
                           llvm::ArrayRef<llvm::Value *> args);
 
+/// `x` is NaN (an unordered compare with itself), lane by lane.
+llvm::Value *isNaN(llvm::IRBuilder<> &b, llvm::Value *x);
+/// The overloaded intrinsic `id` on `args`, typed by the first argument.
+llvm::Value *intrinsic(llvm::IRBuilder<> &b, llvm::Intrinsic::ID id, llvm::ArrayRef<llvm::Value *> args);
 /// A constant of `like`'s type (scalar or splat).
 llvm::Value *constLike(llvm::Value *like, double v);
 

@@ -151,10 +151,6 @@ llvm::Type *withElement(llvm::Type *like, llvm::Type *elem) {
   return elem;
 }
 
-Value *intr(llvm::IRBuilder<> &b, llvm::Intrinsic::ID id, Value *x) {
-  return b.CreateIntrinsic(id, {x->getType()}, {x});
-}
-
 // Horner in u over coefficients of u^0, u^1, ...
 Value *hornerUp(llvm::IRBuilder<> &b, Value *u, const double *c, size_t n) {
   Value *acc = constLike(u, c[n - 1]);
@@ -180,7 +176,7 @@ Value *exp64(llvm::IRBuilder<> &b, Value *t) {
   llvm::Type *it = withElement(t->getType(), b.getInt64Ty());
   Value *tc = b.CreateIntrinsic(llvm::Intrinsic::minnum, {t->getType()}, {t, constLike(t, 200.0)});
   tc = b.CreateIntrinsic(llvm::Intrinsic::maxnum, {t->getType()}, {tc, constLike(t, -200.0)});
-  Value *n = intr(b, llvm::Intrinsic::roundeven, b.CreateFMul(tc, constLike(t, 1.4426950408889634)));
+  Value *n = intrinsic(b, llvm::Intrinsic::roundeven, b.CreateFMul(tc, constLike(t, 1.4426950408889634)));
   // ln2 = kLn2Hi + kLn2Lo; kLn2Hi has 32 significant bits, so n * kLn2Hi
   // is exact for |n| <= 289.
   Value *r = b.CreateFSub(tc, b.CreateFMul(n, constLike(t, 0.6931471803691238)));
@@ -216,7 +212,7 @@ Value *log64(llvm::IRBuilder<> &b, Value *x) {
 
 // erf(w) and erfc(w) of an f64 w (NaN lanes give garbage: callers select).
 std::pair<Value *, Value *> erfBoth(llvm::IRBuilder<> &b, Value *w) {
-  Value *a = intr(b, llvm::Intrinsic::fabs, w);
+  Value *a = intrinsic(b, llvm::Intrinsic::fabs, w);
   Value *small = b.CreateFCmpOLE(a, constLike(w, 1.0));
   Value *as = b.CreateIntrinsic(llvm::Intrinsic::minnum, {w->getType()}, {a, constLike(w, 1.0)});
   Value *ws = b.CreateIntrinsic(llvm::Intrinsic::copysign, {w->getType()}, {as, w});
@@ -245,8 +241,6 @@ Value *toF64(llvm::IRBuilder<> &b, Value *x) {
 Value *toF32(llvm::IRBuilder<> &b, Value *x) {
   return b.CreateFPTrunc(x, withElement(x->getType(), b.getFloatTy()));
 }
-
-Value *isNaN(llvm::IRBuilder<> &b, Value *x) { return b.CreateFCmpUNO(x, x); }
 
 } // namespace
 
@@ -279,7 +273,7 @@ Value *emitPowF32(llvm::IRBuilder<> &b, Value *x, Value *y) {
   llvm::Type *t = x->getType();
   llvm::Type *it = withElement(t, b.getInt64Ty());
   Value *xd = toF64(b, x), *yd = toF64(b, y);
-  Value *a = intr(b, llvm::Intrinsic::fabs, xd);
+  Value *a = intrinsic(b, llvm::Intrinsic::fabs, xd);
   Value *normal = b.CreateAnd(b.CreateFCmpOGT(a, constLike(a, 0.0)),
                               b.CreateFCmpOLT(a, llvm::ConstantFP::getInfinity(a->getType())));
   // log|x|, with log 0 = -inf and log inf = inf; y log|x| is then the right
@@ -292,8 +286,8 @@ Value *emitPowF32(llvm::IRBuilder<> &b, Value *x, Value *y) {
   Value *mag = exp64(b, tl);
   // The sign: a negative x (or -0, -inf) to an odd integer power. f32
   // integers of magnitude 2^24 and above are even.
-  Value *ty = intr(b, llvm::Intrinsic::trunc, yd);
-  Value *ay = intr(b, llvm::Intrinsic::fabs, yd);
+  Value *ty = intrinsic(b, llvm::Intrinsic::trunc, yd);
+  Value *ay = intrinsic(b, llvm::Intrinsic::fabs, yd);
   Value *inRange = b.CreateFCmpOLT(ay, constLike(ay, 16777216.0));
   Value *yi = b.CreateFPToSI(b.CreateSelect(inRange, ty, constLike(ty, 0.0)), it);
   Value *odd = b.CreateAnd(b.CreateAnd(inRange, b.CreateFCmpOEQ(ty, yd)),
