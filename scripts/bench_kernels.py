@@ -2,6 +2,7 @@
 """Native kernels, measured side by side in one run (docs/codegen.md, perf.md).
 
     /usr/bin/python3 scripts/bench_kernels.py [--reps N] [--mcpu CPU] [--nimblec P] [--nimble-run P]
+                                              [--sections 1,2,3,4,5,6]
 
 Prints, on this machine (CPU model and features in the header):
 
@@ -23,6 +24,9 @@ Prints, on this machine (CPU model and features in the header):
 6. The models' other products at one thread, native against oneDNN: the
    LSTMs' one-token x . W^T (300 and 512 inputs) and BERT-base's attention
    batch_matmuls at sequence 128 (scores q . k^T, context p . v).
+
+--sections runs some of them (2 and 3 are one table; 4 needs 1's bandwidth,
+so it runs 1 too).
 
 Kernel times come from nimble-run --profile over --benchmark runs (total
 kernel time / runs; 1 microsecond resolution over all runs); the whole call's
@@ -143,14 +147,35 @@ def main():
     ap.add_argument("--mcpu", default="")
     ap.add_argument("--nimblec", default=os.path.join(REPO, "bazel-bin", "tools", "nimblec"))
     ap.add_argument("--nimble-run", default=os.path.join(REPO, "bazel-bin", "tools", "nimble-run"))
+    ap.add_argument("--sections", default="1,2,3,4,5,6", help="which sections to run (default: all)")
     args = ap.parse_args()
+    sections = {int(x) for x in args.sections.split(",") if x}
+    if sections - set(range(1, 7)):
+        ap.error("--sections takes numbers from 1 to 6")
+    if 4 in sections:
+        sections.add(1)
+    if sections & {2, 3}:
+        sections |= {2, 3}
     work = tempfile.mkdtemp(prefix="nimble-bench-kernels-")
     print("CPU: " + cpu_header())
     print("load average before: %.2f" % os.getloadavg()[0])
-    copy, add = bandwidth(max(3, args.reps // 4))
-    print("bandwidth (numpy, 1 thread, 256 MiB): copy %.1f GB/s, add %.1f GB/s" % (copy, add))
-
     rng = np.random.default_rng(0)
+    if 1 in sections:
+        copy, add = bandwidth(max(3, args.reps // 4))
+        print("bandwidth (numpy, 1 thread, 256 MiB): copy %.1f GB/s, add %.1f GB/s" % (copy, add))
+    if 2 in sections:
+        gate_table(args, work, rng)
+    if 4 in sections:
+        gemv_section(args, work, rng, copy)
+    if 5 in sections:
+        gemm_section(args, work, rng)
+    if 6 in sections:
+        others_section(args, work, rng)
+    print("load average after: %.2f" % os.getloadavg()[0])
+    return 0
+
+
+def gate_table(args, work, rng):
     print("\ngate group (add, sigmoid, tanh, mul): kernel time per call in microseconds (whole call in"
           " parentheses), symbolic/static and reference/native ratios of the kernel time:")
     print("%9s %19s %19s %9s %19s %9s %8s" % ("n", "static", "symbolic", "sym/stat", "reference", "ref/sym", "GB/s"))
@@ -173,6 +198,8 @@ def main():
                                                       ratio(k_dyn, k_st), cell(k_ref, c_ref),
                                                       ratio(k_ref, k_dyn), gbs))
 
+
+def gemv_section(args, work, rng, copy):
     print("\nGEMV 1x512 . (2048x512)^T (4 MiB weight, warm in cache across calls), kernel time per call:")
     x = os.path.join(work, "gx.npy")
     w = os.path.join(work, "gw.npy")
@@ -188,6 +215,8 @@ def main():
     _, t_lib = timings(args.nimble_run, nat, [x, w], args.reps, ("--threads=1", "--kernels=library"))
     print("library (oneDNN) %.4f ms (%.1f GB/s of weight)" % (t_lib, 4 * 2048 * 512 / (t_lib * 1e-3) / 1e9))
 
+
+def gemm_section(args, work, rng):
     print("\nGEMM + bias, M = 128 (BERT-base at sequence 128), GFLOP/s of the kernel time:")
     print("%16s %12s %12s %12s %12s %10s" % ("K x N", "native 1t", "oneDNN 1t", "native 2t", "oneDNN 2t",
                                               "lib/nat 1t"))
@@ -224,6 +253,8 @@ def main():
     print("oneDNN primitive cache miss (768x768 + bias, median of 5): %.3f ms to create the primitive;"
           " a cached call takes %.3f ms" % (miss, cached))
 
+
+def others_section(args, work, rng):
     # The issue's other shapes (docs/perf.md, "Library kernels"): the LSTMs'
     # one-token products and BERT-base's attention batch_matmuls at 128.
     print("\nThe models' other products, 1 thread, GFLOP/s of the kernel time:")
@@ -250,8 +281,6 @@ def main():
             _, t = timings(args.nimble_run, nbc, ins, max(5, args.reps // 2), ("--threads=1", "--kernels=" + impl))
             rate[impl] = flop / (t * 1e-3) / 1e9
         print("%-44s %10.1f %10.1f %10.2f" % (name, rate["native"], rate["library"], rate["library"] / rate["native"]))
-    print("load average after: %.2f" % os.getloadavg()[0])
-    return 0
 
 
 if __name__ == "__main__":

@@ -116,17 +116,59 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
   auto fma = [&](Value *x, Value *y, Value *acc) {
     return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {acc->getType()}, {x, y, acc});
   };
-  // One tile at (i0, j0) of mr x nc, as loops over k; writes C.
-  auto tile = [&](Value *aOff, Value *bOff, Value *cOff, Value *i0, Value *j0, unsigned mr, unsigned nc) {
-    if (!tb) {
+  // Tile sizes: 4 rows x 2 vectors (outer product: 8 accumulators + 2 loads
+  // + 1 broadcast of 16 vector registers), 4 x 4 dot products (16
+  // accumulators + 8 loads: fits AVX-512's 32 registers; on AVX2 LLVM spills
+  // a few, still ahead of one dot product at a time).
+  const unsigned MR = 4, NV = 2, ND = 4;
+  const bool outer = !tb;
+  const unsigned colStep = tb ? ND : NV * vf_;
+  // Outer-product tiles are cache-blocked the GotoBLAS way: k in blocks of
+  // KC, columns in blocks of JB, so that one KC x JB block of B (128 KiB:
+  // half of Zen 3's L2) serves every row tile; when at least kPackRows rows
+  // share it, the block is first packed into a contiguous buffer on the
+  // stack, tile by tile (KC x colStep each), so the inner loop streams it
+  // with no stride. Accumulators go through C between k blocks, so every
+  // output is the same chain of fmas in k order as without blocking: blocked
+  // and packed results are bit-identical to the unblocked ones.
+  // Dot-product tiles (`transpose_b`: B stored as [N, K], the models'
+  // x . W^T) block k by KD = 768 f32 (24 KiB of f32 for a tile's 4 + 4 rows:
+  // they stay in L1 across the block): each block's horizontal sums are
+  // added to C, so K <= KD gives the unblocked results exactly.
+  // (Packing B^T transposed for outer-product tiles was measured and lost to
+  // these: the transposing copy costs more than the strided rows.)
+  const int64_t KC = 256;
+  const int64_t KD = 3072 / esize;
+  const int64_t JB = std::max<int64_t>(NV * vf_, (int64_t(131072 / esize) / KC) / (NV * vf_) * (NV * vf_));
+  const int64_t kPackRows = 4 * MR;
+  // One tile at (i0, j0) of mr x nc over k in [kBegin, kEnd); `first` (i1)
+  // starts the accumulators at 0, else at C's values; `packed` (or null) is
+  // the tile's KC x colStep panel of B. Writes C.
+  auto tile = [&](Value *aOff, Value *bOff, Value *cOff, Value *i0, Value *j0, unsigned mr, unsigned nc,
+                  Value *kBegin, Value *kEnd, Value *first, Value *packed) {
+    if (outer) {
       // nc vectors of VF columns; accumulators [r][c].
+      auto cAt = [&](unsigned r, unsigned c) {
+        return ptrAt(carry[0], b_.CreateAdd(cOff, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), N),
+                                                                b_.CreateAdd(j0, i64(c * vf_)))));
+      };
       std::vector<Value *> init(mr * nc, llvm::Constant::getNullValue(vt));
-      std::vector<Value *> acc = forLoopCarried(i64(0), K, i64(1), init, "mmk",
+      if (!llvm::isa<llvm::ConstantInt>(first))
+        for (unsigned r = 0; r < mr; ++r)
+          for (unsigned c = 0; c < nc; ++c)
+            init[r * nc + c] = b_.CreateSelect(first, init[r * nc + c], b_.CreateAlignedLoad(vt, cAt(r, c), align));
+      std::vector<Value *> acc = forLoopCarried(kBegin, kEnd, i64(1), init, "mmk",
           [&](Value *k, const std::vector<Value *> &cur) {
             std::vector<Value *> bv(nc);
-            Value *bk = b_.CreateAdd(bOff, b_.CreateAdd(b_.CreateMul(k, bRow), j0));
-            for (unsigned c = 0; c < nc; ++c)
-              bv[c] = b_.CreateAlignedLoad(vt, ptrAt(data_[bb], b_.CreateAdd(bk, i64(c * vf_))), align);
+            if (packed) {
+              Value *pk = b_.CreateMul(b_.CreateSub(k, kBegin), i64(colStep));
+              for (unsigned c = 0; c < nc; ++c)
+                bv[c] = b_.CreateAlignedLoad(vt, ptrAt(packed, b_.CreateAdd(pk, i64(c * vf_))), align);
+            } else {
+              Value *bk = b_.CreateAdd(bOff, b_.CreateAdd(b_.CreateMul(k, bRow), j0));
+              for (unsigned c = 0; c < nc; ++c)
+                bv[c] = b_.CreateAlignedLoad(vt, ptrAt(data_[bb], b_.CreateAdd(bk, i64(c * vf_))), align);
+            }
             std::vector<Value *> out(cur.size());
             for (unsigned r = 0; r < mr; ++r) {
               Value *ai = b_.CreateAdd(i0, i64(r));
@@ -137,20 +179,18 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
             return out;
           });
       for (unsigned r = 0; r < mr; ++r)
-        for (unsigned c = 0; c < nc; ++c) {
-          Value *co = b_.CreateAdd(cOff, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), N),
-                                                      b_.CreateAdd(j0, i64(c * vf_))));
-          b_.CreateAlignedStore(acc[r * nc + c], ptrAt(carry[0], co), align);
-        }
+        for (unsigned c = 0; c < nc; ++c) b_.CreateAlignedStore(acc[r * nc + c], cAt(r, c), align);
       return;
     }
-    // Dot-product tile: mr rows of A x nc rows of B (= columns of C).
-    Value *kMain = b_.CreateSub(K, b_.CreateSRem(K, i64(vf_)));
+    // Dot-product tile: mr rows of A x nc rows of B (= columns of C), over
+    // k in [kBegin, kEnd): vector steps, horizontal sums, the scalar tail;
+    // added to C unless `first`.
+    Value *kMain = b_.CreateSub(kEnd, b_.CreateSRem(b_.CreateSub(kEnd, kBegin), i64(vf_)));
     std::vector<Value *> init(mr * nc, llvm::Constant::getNullValue(vt));
     auto rowPtr = [&](uint32_t o, Value *off, Value *row, Value *stride, Value *k) {
       return ptrAt(data_[o], b_.CreateAdd(off, b_.CreateAdd(b_.CreateMul(row, stride), k)));
     };
-    std::vector<Value *> vacc = forLoopCarried(i64(0), kMain, i64(vf_), init, "mmdot",
+    std::vector<Value *> vacc = forLoopCarried(kBegin, kMain, i64(vf_), init, "mmdot",
         [&](Value *k, const std::vector<Value *> &cur) {
           std::vector<Value *> av(mr), bv(nc), out(cur.size());
           for (unsigned r = 0; r < mr; ++r)
@@ -168,7 +208,7 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
       sums[i] = b_.CreateFAddReduce(llvm::ConstantFP::get(et, 0.0), vacc[i]);
       llvm::cast<llvm::Instruction>(sums[i])->setFastMathFlags(fmf);
     }
-    sums = forLoopCarried(kMain, K, i64(1), sums, "mmtail", [&](Value *k, const std::vector<Value *> &cur) {
+    sums = forLoopCarried(kMain, kEnd, i64(1), sums, "mmtail", [&](Value *k, const std::vector<Value *> &cur) {
       std::vector<Value *> out(cur.size());
       for (unsigned r = 0; r < mr; ++r) {
         Value *x = b_.CreateLoad(et, rowPtr(a, aOff, b_.CreateAdd(i0, i64(r)), aRow, k));
@@ -183,37 +223,112 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
       for (unsigned c = 0; c < nc; ++c) {
         Value *co = b_.CreateAdd(cOff, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), N),
                                                     b_.CreateAdd(j0, i64(c))));
-        b_.CreateStore(sums[r * nc + c], ptrAt(carry[0], co));
+        Value *sum = sums[r * nc + c];
+        if (!llvm::isa<llvm::ConstantInt>(first))
+          sum = b_.CreateSelect(first, sum, b_.CreateFAdd(b_.CreateLoad(et, ptrAt(carry[0], co)), sum));
+        b_.CreateStore(sum, ptrAt(carry[0], co));
       }
   };
-  // Tile sizes: 4 rows x 2 vectors (outer product: 8 accumulators + 2 loads
-  // + 1 broadcast of 16 vector registers), 4 x 4 dot products (16
-  // accumulators + 8 loads: fits AVX-512's 32 registers; on AVX2 LLVM spills
-  // a few, still ahead of one dot product at a time).
-  const unsigned MR = 4, NV = 2, NC = tb ? 4 : NV * vf_;
-  const unsigned colStep = tb ? NC : NV * vf_;
-  // A column-block size whose slice of B fits in 256 KiB (a multiple of the
-  // tile width), and the full-tile extent of the rows and columns.
+  // The column-block size (a multiple of the tile width): JB for
+  // outer-product tiles; for dot-product tiles, one whose slice of B (of
+  // min(K, KD) elements a row) fits in 256 KiB. And the full-tile extent of
+  // the rows and columns.
   Value *jb, *mMain, *nMain;
   auto blocking = [&] {
-    Value *jbRaw = b_.CreateSDiv(i64(65536), b_.CreateAdd(K, i64(1)));
-    jb = b_.CreateSub(jbRaw, b_.CreateSRem(jbRaw, i64(colStep)));
-    jb = b_.CreateSelect(b_.CreateICmpSLT(jb, i64(colStep)), i64(colStep), jb);
+    if (outer) {
+      jb = i64(JB);
+    } else {
+      Value *kd = b_.CreateSelect(b_.CreateICmpSLT(K, i64(KD)), K, i64(KD));
+      Value *jbRaw = b_.CreateSDiv(i64(65536), b_.CreateAdd(kd, i64(1)));
+      jb = b_.CreateSub(jbRaw, b_.CreateSRem(jbRaw, i64(colStep)));
+      jb = b_.CreateSelect(b_.CreateICmpSLT(jb, i64(colStep)), i64(colStep), jb);
+    }
     mMain = b_.CreateSub(M, b_.CreateSRem(M, i64(MR)));
     nMain = b_.CreateSub(N, b_.CreateSRem(N, i64(colStep)));
   };
+  // The bound of the k-block loops: at least one block, so that K = 0 still
+  // stores its zeros.
+  auto kBlocksEnd = [&] { return b_.CreateSelect(b_.CreateICmpEQ(K, i64(0)), i64(1), K); };
+  // if (cond) then() else otherwise(), in the current function.
+  auto ifElse = [&](Value *cond, const std::function<void()> &then, const std::function<void()> &otherwise) {
+    llvm::BasicBlock *tBB = llvm::BasicBlock::Create(ctx_, "mm.then", fn_);
+    llvm::BasicBlock *eBB = llvm::BasicBlock::Create(ctx_, "mm.else", fn_);
+    llvm::BasicBlock *join = llvm::BasicBlock::Create(ctx_, "mm.join", fn_);
+    b_.CreateCondBr(cond, tBB, eBB);
+    b_.SetInsertPoint(tBB);
+    then();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(eBB);
+    otherwise();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+  };
   // Column blocks [bBegin, bEnd) of one batch element: every row tile of a
-  // block before the next (cache blocking: B streams from memory once).
+  // block before the next (B's block streams from memory once).
   auto blocks = [&](Value *aOff, Value *bOff, Value *cOff, Value *bBegin, Value *bEnd) {
+    if (!outer) {
+      forLoop(bBegin, bEnd, i64(1), "mmjb", [&](Value *blk) {
+        Value *j1 = b_.CreateMul(blk, jb);
+        Value *jEnd = b_.CreateAdd(j1, jb);
+        jEnd = b_.CreateSelect(b_.CreateICmpSLT(jEnd, nMain), jEnd, nMain);
+        forLoop(i64(0), kBlocksEnd(), i64(KD), "mmkb", [&](Value *kb) {
+          Value *ke = b_.CreateAdd(kb, i64(KD));
+          ke = b_.CreateSelect(b_.CreateICmpSLT(ke, K), ke, K);
+          Value *first = b_.CreateICmpEQ(kb, i64(0));
+          auto block = [&](Value *i0, unsigned mr) {
+            forLoop(j1, jEnd, i64(colStep), "mmj",
+                    [&](Value *j0) { tile(aOff, bOff, cOff, i0, j0, mr, ND, kb, ke, first, nullptr); });
+          };
+          forLoop(i64(0), mMain, i64(MR), "mmi", [&](Value *i0) { block(i0, MR); });
+          forLoop(mMain, M, i64(1), "mmir", [&](Value *i0) { block(i0, 1); });
+        });
+      });
+      return;
+    }
+    // The packing buffer: KC x JB elements in this function's frame (the
+    // kernel's, or a parallel part's on its worker).
+    llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    llvm::AllocaInst *pack = eb.CreateAlloca(et, i64(KC * JB));
+    pack->setAlignment(llvm::Align(64));
+    Value *doPack = b_.CreateICmpSGE(M, i64(kPackRows));
     forLoop(bBegin, bEnd, i64(1), "mmjb", [&](Value *blk) {
       Value *j1 = b_.CreateMul(blk, jb);
       Value *jEnd = b_.CreateAdd(j1, jb);
       jEnd = b_.CreateSelect(b_.CreateICmpSLT(jEnd, nMain), jEnd, nMain);
-      auto block = [&](Value *i0, unsigned mr) {
-        forLoop(j1, jEnd, i64(colStep), "mmj", [&](Value *j0) { tile(aOff, bOff, cOff, i0, j0, mr, tb ? NC : NV); });
-      };
-      forLoop(i64(0), mMain, i64(MR), "mmi", [&](Value *i0) { block(i0, MR); });
-      forLoop(mMain, M, i64(1), "mmir", [&](Value *i0) { block(i0, 1); });
+      forLoop(i64(0), kBlocksEnd(), i64(KC), "mmkb", [&](Value *kb) {
+        Value *ke = b_.CreateAdd(kb, i64(KC));
+        ke = b_.CreateSelect(b_.CreateICmpSLT(ke, K), ke, K);
+        Value *first = b_.CreateICmpEQ(kb, i64(0));
+        // The panel of the column tile at j0 in the packing buffer.
+        auto panel = [&](Value *j0) {
+          Value *t = b_.CreateSDiv(b_.CreateSub(j0, j1), i64(colStep));
+          return ptrAt(pack, b_.CreateMul(t, i64(KC * colStep)));
+        };
+        auto rows = [&](bool packed) {
+          auto block = [&](Value *i0, unsigned mr) {
+            forLoop(j1, jEnd, i64(colStep), "mmj", [&](Value *j0) {
+              tile(aOff, bOff, cOff, i0, j0, mr, NV, kb, ke, first, packed ? panel(j0) : nullptr);
+            });
+          };
+          forLoop(i64(0), mMain, i64(MR), "mmi", [&](Value *i0) { block(i0, MR); });
+          forLoop(mMain, M, i64(1), "mmir", [&](Value *i0) { block(i0, 1); });
+        };
+        auto packBlock = [&] {
+          forLoop(j1, jEnd, i64(colStep), "mmpj", [&](Value *j0) {
+            Value *dst = panel(j0);
+            forLoop(kb, ke, i64(1), "mmpk", [&](Value *k) {
+              Value *src = b_.CreateAdd(bOff, b_.CreateAdd(b_.CreateMul(k, bRow), j0));
+              Value *d = b_.CreateMul(b_.CreateSub(k, kb), i64(colStep));
+              for (unsigned c = 0; c < NV; ++c) {
+                Value *x = b_.CreateAlignedLoad(vt, ptrAt(data_[bb], b_.CreateAdd(src, i64(c * vf_))), align);
+                b_.CreateAlignedStore(x, b_.CreateInBoundsGEP(et, dst, b_.CreateAdd(d, i64(c * vf_))), align);
+              }
+            });
+          });
+          rows(true);
+        };
+        ifElse(doPack, packBlock, [&] { rows(false); });
+      });
     });
   };
   // The columns after the full tiles: (outer product) single vectors, then
@@ -223,7 +338,8 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
       Value *j = nMain;
       if (!tb) {
         Value *vMain = b_.CreateSub(N, b_.CreateSRem(N, i64(vf_)));
-        forLoop(nMain, vMain, i64(vf_), "mmjv", [&](Value *j0) { tile(aOff, bOff, cOff, i0, j0, 1, 1); });
+        forLoop(nMain, vMain, i64(vf_), "mmjv",
+                [&](Value *j0) { tile(aOff, bOff, cOff, i0, j0, 1, 1, i64(0), K, b_.getTrue(), nullptr); });
         j = vMain;
       }
       forLoop(j, N, i64(1), "mmjs", [&](Value *j0) {

@@ -58,8 +58,12 @@ def tile_cases(seed):
     rng = np.random.default_rng(seed)
     cases = []
     # (6, 2000, 100): K large enough that the columns split into cache blocks.
+    # (37, 600, 300) and (16, 257, 160): at least 16 rows, so B's blocks are
+    # packed; k in blocks of 256 with a partial last one (and one of a single
+    # k); several column blocks of 128 and a partial one, then edge columns.
+    # (20, 0, 40): K = 0 (zeros; the k-block loops still run once).
     sizes = [(1, 17, 33), (3, 16, 16), (4, 15, 32), (5, 40, 17), (9, 1, 65), (8, 33, 64), (13, 70, 50),
-             (6, 2000, 100)]
+             (6, 2000, 100), (37, 600, 300), (16, 257, 160), (20, 0, 40)]
     for m, k, n in sizes:
         for ta, tb in ((False, False), (True, False), (False, True), (True, True)):
             a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
@@ -68,7 +72,7 @@ def tile_cases(seed):
             sa = np.ascontiguousarray(a.T) if ta else a
             sb = np.ascontiguousarray(b.T) if tb else b
             cases.append(Case("matmul", "f32", [sa, sb], [want], attrs={"transpose_a": ta, "transpose_b": tb}))
-    for (sa_, sb_) in (((2, 5, 19), (2, 19, 33)), ((3, 1, 6, 17), (1, 2, 17, 20))):
+    for (sa_, sb_) in (((2, 5, 19), (2, 19, 33)), ((3, 1, 6, 17), (1, 2, 17, 20)), ((2, 20, 300), (2, 300, 70))):
         for tb in (False, True):
             a = rng.uniform(-1, 1, sa_).astype(np.float64)
             b = rng.uniform(-1, 1, sb_).astype(np.float64)
