@@ -4,7 +4,7 @@ and size (issue 23; docs/perf.md, "Compile time at scale").
 
     python3 scripts/bench_compile.py [--shapes a,b,...] [--sizes 1000,10000,...]
         [--levels 0,2] [--reps R] [--timeout S] [--nimblec PATH] [--passes]
-        [--json FILE] [--markdown]
+        [--kernels reference|native] [--json FILE] [--markdown]
     python3 scripts/bench_compile.py --check-ratio 5000,20000,8 [--shapes ...]
     python3 scripts/bench_compile.py --emit SHAPE SIZE        # print the program
 
@@ -26,8 +26,12 @@ count is exact and reported: every op line, terminators included):
   big-adt          an ADT with N/3 constructors and a function that matches
                    on it, one case block per constructor
 
-For each shape, size and -O level it runs `nimblec -O<l> --time-passes` (the
-output bytecode goes to a temporary file), taking the minimum CPU time (user +
+For each shape, size and -O level it runs `nimblec -O<l> --time-passes
+--kernels=K` (the output bytecode goes to a temporary file; K is `reference`
+unless --kernels says otherwise: the IR pipeline and the bytecode, which
+issue 23's bounds are about and which every figure in docs/perf.md's compile
+tables measured; `native`, nimblec's default, adds LLVM's code generation of
+every distinct kernel), taking the minimum CPU time (user +
 system, from the child's rusage) over `--reps` runs (the machine is shared: on
 a loaded 2-core box wall time counts other processes too, so it is printed but
 not used) and the peak resident set of the child (ru_maxrss), and prints the
@@ -245,12 +249,15 @@ def find_nimblec():
     return "nimblec"
 
 
+KERNELS = "reference"  # nimblec --kernels (--kernels)
+
+
 def run_once(nimblec, src, level, timeout):
     """One compilation: (seconds, peak RSS bytes, {pass: seconds}) or None on timeout."""
     with tempfile.TemporaryDirectory(prefix="bench_compile.") as tmp:
         out = os.path.join(tmp, "out.nbc")
         t0 = time.perf_counter()
-        proc = subprocess.Popen([nimblec, f"-O{level}", "--time-passes", src, "-o", out],
+        proc = subprocess.Popen([nimblec, f"-O{level}", "--time-passes", "--kernels=" + KERNELS, src, "-o", out],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = t0 + timeout
         stderr = b""
@@ -378,6 +385,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per compilation")
     ap.add_argument("--nimblec", default=None)
     ap.add_argument("--passes", action="store_true", help="print the slowest passes of each run")
+    ap.add_argument("--kernels", default="reference", choices=["reference", "native"],
+                    help="nimblec --kernels (default %(default)s: the pipeline and bytecode alone)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--markdown", action="store_true", help="print a table for docs/perf.md")
     ap.add_argument("--check-ratio", default=None, metavar="N1,N2,MAX")
@@ -394,6 +403,8 @@ def main():
     args.levels = [int(l) for l in args.levels.split(",")]
     sizes = [int(s) for s in args.sizes.split(",")]
     nimblec = args.nimblec or find_nimblec()
+    global KERNELS
+    KERNELS = args.kernels
 
     with tempfile.TemporaryDirectory(prefix="bench_compile.") as workdir:
         if args.check_ratio:

@@ -51,10 +51,10 @@ OPTIONS:
                               after the pipeline), llvm (the native kernels' optimised LLVM
                               IR), obj (their relocatable ELF object, for objdump -d),
                               ptx (the cuda kernels' PTX; implies --target=cuda)
-  --kernels=<kind>            reference (default for now): the .nbc carries no native code;
-                              native: generate an LLVM kernel for every kernel the
-                              generator handles and embed the linked shared object
-                              (cpu target only; docs/codegen.md)
+  --kernels=<kind>            native (default for --target=cpu): generate an LLVM kernel
+                              for every kernel the generator handles and embed the linked
+                              shared object (docs/codegen.md); reference: the .nbc carries
+                              no native code (nimble-run runs its reference kernels)
   --mcpu=<name>               CPU of the native kernels (default: this machine's), e.g.
                               znver3, znver4, skylake-avx512, x86-64-v3
   --mattr=<features>          LLVM target features, e.g. +avx2,+fma,-avx512f
@@ -82,7 +82,8 @@ Exit status: 0 on success, 1 when the input is invalid or cannot be compiled
 
 struct Options {
   std::string input = "-", output, emit = "bytecode", weightsDir, target = "cpu";
-  std::string kernels = "reference", mcpu, mattr;
+  std::string kernels; // empty: native for --target=cpu, none of ours for cuda
+  std::string mcpu, mattr;
   std::string cudaArch = "sm_80", ptxas;
   int optLevel = 2;
   bool stats = false, printPipeline = false, printBatching = false;
@@ -174,6 +175,9 @@ int parseArgs(int argc, char **argv, Options &o) {
   }
   if (o.kernels == "native" && o.target != "cpu")
     return usageError("--kernels=native generates cpu code; --target=" + o.target + " has no native kernels yet");
+  // The default: native cpu kernels wherever the generator handles a kernel
+  // (docs/codegen.md); the cuda target generates its own (PTX, cuBLAS).
+  if (o.kernels.empty()) o.kernels = o.target == "cpu" ? "native" : "reference";
   if (o.output.empty()) o.output = "-";
   for (const auto &names : {o.pm.printBefore, o.pm.printAfter})
     for (const std::string &n : names)

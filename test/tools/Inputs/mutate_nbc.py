@@ -2,7 +2,7 @@
 """Runs nimble-run on many mutated copies of a real .nbc file.
 
     mutate_nbc.py --nimble-run=PATH --nbc=FILE --workdir=DIR [--full]
-                  [--seed=N] [--timeout=S] -- NIMBLE_RUN_ARGS...
+                  [--stale-only] [--seed=N] [--timeout=S] -- NIMBLE_RUN_ARGS...
 
 FILE is an executable compiled by nimblec. The mutations (each applied twice
 where it matters: with the header checksum left stale, which the loader must
@@ -29,6 +29,14 @@ first failing mutation (in the order above) is reported with the reason, its
 stderr, and the mutated file kept in DIR for reproduction; the status is then
 1. Otherwise it prints a summary (counts of runs per outcome).
 
+--stale-only keeps the mutations that leave the checksum stale (a change
+after the header or to the checksum itself, or a truncation without the size
+patched) and requires every one to be refused
+with an error: what protects a file with native code in the default kernel
+mode, where nimble-run maps that code (native code is trusted code,
+docs/VM.md; with the checksum recomputed, a mutated object may do anything
+it likes, so such files are mutated with --kernels=reference).
+
 The header layout and the checksum (CRC-32C of every byte after the 40-byte
 header, zero-extended to 64 bits) mirror vm/Format.h.
 """
@@ -45,7 +53,8 @@ import sys
 HEADER = 40
 ENTRY = 24
 OFF_MAJOR, OFF_MINOR, OFF_FLAGS, OFF_SIZE, OFF_CRC, OFF_COUNT = 8, 10, 12, 16, 24, 32
-SECTION_NAMES = {1: "strings", 2: "adts", 3: "signatures", 4: "constants", 5: "kernels", 6: "functions"}
+SECTION_NAMES = {1: "strings", 2: "adts", 3: "signatures", 4: "constants", 5: "kernels", 6: "functions",
+                 7: "kernel locations", 8: "native code", 9: "cuda code", 10: "batching"}
 
 # ---------------------------------------------------------------- CRC-32C --
 _POLY = 0x82F63B78
@@ -269,6 +278,8 @@ def main():
     ap.add_argument("--nbc", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--full", action="store_true", help="every byte and word, not a sample")
+    ap.add_argument("--stale-only", action="store_true",
+                    help="only the mutations a stale checksum or size must refuse; each must be an error")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--jobs", type=int, default=max(2, os.cpu_count() or 2))
@@ -296,6 +307,13 @@ def main():
 
     rng = random.Random(o.seed)
     muts = build_mutations(data, o.full, rng)
+    if o.stale_only:
+        # The checksum covers every byte after the header; the header's own
+        # fields (a newer minor version, one section fewer) may be legal.
+        def stale(m):
+            covered = m.length is not None or any(p >= HEADER or OFF_CRC <= p < OFF_CRC + 8 for p in m.changes)
+            return not m.reseal and covered and apply(data, m, None) != data
+        muts = [m for m in muts if stale(m)]
     reseal_ctx = FastReseal(data)
 
     def job(i):
@@ -304,6 +322,8 @@ def main():
         with open(path, "wb") as f:
             f.write(apply(data, m, reseal_ctx))
         res = run_one(o.nimble_run, o.args, path, o.timeout, use_rlimit)
+        if o.stale_only and res[0] == "ok":
+            res = ("bad", "a stale checksum or size was accepted", res[2])
         if res[0] in ("ok", "error"):
             os.unlink(path)
         return res
