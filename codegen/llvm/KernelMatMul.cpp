@@ -141,8 +141,8 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
   const int64_t KD = 3072 / esize;
   const int64_t JB = std::max<int64_t>(NV * vf_, (int64_t(131072 / esize) / KC) / (NV * vf_) * (NV * vf_));
   const int64_t kPackRows = 4 * MR;
-  // One tile at (i0, j0) of mr x nc over k in [kBegin, kEnd); `first` (i1)
-  // starts the accumulators at 0, else at C's values; `packed` (or null) is
+  // One tile at (i0, j0) of mr x nc over k in [kBegin, kEnd); `first` (i1,
+  // a constant where known) starts the accumulators at 0, else at C's values; `packed` (or null) is
   // the tile's KC x colStep panel of B. Writes C.
   auto tile = [&](Value *aOff, Value *bOff, Value *cOff, Value *i0, Value *j0, unsigned mr, unsigned nc,
                   Value *kBegin, Value *kEnd, Value *first, Value *packed) {
@@ -153,10 +153,12 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
                                                                 b_.CreateAdd(j0, i64(c * vf_)))));
       };
       std::vector<Value *> init(mr * nc, llvm::Constant::getNullValue(vt));
-      if (!llvm::isa<llvm::ConstantInt>(first))
+      if (first != b_.getTrue())
         for (unsigned r = 0; r < mr; ++r)
-          for (unsigned c = 0; c < nc; ++c)
-            init[r * nc + c] = b_.CreateSelect(first, init[r * nc + c], b_.CreateAlignedLoad(vt, cAt(r, c), align));
+          for (unsigned c = 0; c < nc; ++c) {
+            Value *prev = b_.CreateAlignedLoad(vt, cAt(r, c), align);
+            init[r * nc + c] = first == b_.getFalse() ? prev : b_.CreateSelect(first, init[r * nc + c], prev);
+          }
       std::vector<Value *> acc = forLoopCarried(kBegin, kEnd, i64(1), init, "mmk",
           [&](Value *k, const std::vector<Value *> &cur) {
             std::vector<Value *> bv(nc);
@@ -224,8 +226,10 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
         Value *co = b_.CreateAdd(cOff, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), N),
                                                     b_.CreateAdd(j0, i64(c))));
         Value *sum = sums[r * nc + c];
-        if (!llvm::isa<llvm::ConstantInt>(first))
-          sum = b_.CreateSelect(first, sum, b_.CreateFAdd(b_.CreateLoad(et, ptrAt(carry[0], co)), sum));
+        if (first != b_.getTrue()) {
+          Value *added = b_.CreateFAdd(b_.CreateLoad(et, ptrAt(carry[0], co)), sum);
+          sum = first == b_.getFalse() ? added : b_.CreateSelect(first, sum, added);
+        }
         b_.CreateStore(sum, ptrAt(carry[0], co));
       }
   };
@@ -271,17 +275,20 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
         Value *j1 = b_.CreateMul(blk, jb);
         Value *jEnd = b_.CreateAdd(j1, jb);
         jEnd = b_.CreateSelect(b_.CreateICmpSLT(jEnd, nMain), jEnd, nMain);
-        forLoop(i64(0), kBlocksEnd(), i64(KD), "mmkb", [&](Value *kb) {
+        // The first k block stores its sums (peeled: no load of C when K <=
+        // KD, the common case), the others add theirs.
+        auto kBlock = [&](Value *kb, Value *first) {
           Value *ke = b_.CreateAdd(kb, i64(KD));
           ke = b_.CreateSelect(b_.CreateICmpSLT(ke, K), ke, K);
-          Value *first = b_.CreateICmpEQ(kb, i64(0));
           auto block = [&](Value *i0, unsigned mr) {
             forLoop(j1, jEnd, i64(colStep), "mmj",
                     [&](Value *j0) { tile(aOff, bOff, cOff, i0, j0, mr, ND, kb, ke, first, nullptr); });
           };
           forLoop(i64(0), mMain, i64(MR), "mmi", [&](Value *i0) { block(i0, MR); });
           forLoop(mMain, M, i64(1), "mmir", [&](Value *i0) { block(i0, 1); });
-        });
+        };
+        kBlock(i64(0), b_.getTrue());
+        forLoop(i64(KD), K, i64(KD), "mmkb", [&](Value *kb) { kBlock(kb, b_.getFalse()); });
       });
       return;
     }
