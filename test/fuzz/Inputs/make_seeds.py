@@ -4,8 +4,11 @@ usage: make_seeds.py nir OUT_DIR NIR_FILE...
        make_seeds.py nbc OUT_DIR NIMBLEC NIR_FILE...
 
 nir: copies each .nir file (the fuzzer splits lit files at `// -----`).
-nbc: compiles each .nir with nimblec at -O0 and -O2 (reference kernels) and
-keeps the executables up to MAX_NBC bytes (models with big weights would only
+nbc: compiles each .nir with nimblec at -O0 and -O2 with reference kernels
+(bytecode only) and at -O2 with native kernels (nimblec's default: the
+native-code section, its symbol table and the shared object are input to the
+fuzzer's reader too; the fuzzer never maps the code) and keeps the
+executables up to MAX_NBC bytes (models with big weights would only
 slow the fuzzer); files nimblec rejects (negative tests, external weights)
 are skipped, chunk by chunk for split files. Prints how many seeds it wrote.
 """
@@ -47,9 +50,9 @@ def main():
                 parts = chunks(f.read())
             base = path.strip("/").replace("/", "_")
             for i, text in enumerate(parts):
-                for level in ("-O0", "-O2"):
-                    dst = os.path.join(out, "%s.%d%s.nbc" % (base, i, level))
-                    p = subprocess.run([nimblec, level, "-", "-o", dst], input=text.encode(),
+                for level, kernels in (("-O0", "reference"), ("-O2", "reference"), ("-O2", "native")):
+                    dst = os.path.join(out, "%s.%d%s-%s.nbc" % (base, i, level, kernels))
+                    p = subprocess.run([nimblec, level, "--kernels=" + kernels, "-", "-o", dst], input=text.encode(),
                                        capture_output=True, cwd=os.path.dirname(os.path.abspath(path)))
                     if p.returncode != 0 or not os.path.exists(dst):
                         continue
