@@ -19,6 +19,10 @@ program with inputs, the first of each other directory), a few minutes on
 two cores. `--full`: every file, every pair, 30 random orders.
 `--max-files=N` keeps the first N files of the sample (the ASan build, whose
 tools run about four times slower, checks 4: with stride 3 each pair still runs on one or two files).
+nimblec runs with --kernels=reference and nimble-run with the reference
+kernels: what is checked is the passes (their IR, compiled and run
+bit for bit), not the native code generator, which would only add LLVM's
+time to every one of the thousands of compilations.
 Exits 1 on any failure, printing the file, the pipeline and the error.
 """
 import os
@@ -96,7 +100,7 @@ def main():
         text = open(path).read()
         if "--verify-diagnostics" in text or "// -----" in text or "NO-ROUNDTRIP" in text:
             continue
-        if run([nimblec, "-O0", path, "-o", os.path.join(tmp, "probe.nbc")]).returncode:
+        if run([nimblec, "-O0", "--kernels=reference", path, "-o", os.path.join(tmp, "probe.nbc")]).returncode:
             continue  # invalid on purpose, or needs generated weights
         candidates.append((rel, path, nimble_run_args(path)))
     if not full:
@@ -128,7 +132,7 @@ def main():
             mine.append([rng.choice(passes) for _ in range(rng.randint(3, 6))])
         ref = {}
         orig = os.path.join(tmp, "orig.nbc")
-        run([nimblec, "-O0", path, "-o", orig])
+        run([nimblec, "-O0", "--kernels=reference", path, "-o", orig])
         for args in runs:
             p = run([nimble_run, orig, "--kernels=reference"] + args)
             ref[tuple(args)] = (p.returncode, p.stdout)
@@ -144,7 +148,7 @@ def main():
                 exe = os.path.join(work, "out%s.nbc" % level)
                 # External weights resolve against the original's directory
                 # (a path like ../lstm/small/x.safetensors leaves `work`).
-                q = run([nimblec, level, out, "--weights-dir=" + src_dir, "-o", exe])
+                q = run([nimblec, level, "--kernels=reference", out, "--weights-dir=" + src_dir, "-o", exe])
                 if q.returncode:
                     problem = "nimblec %s failed: %s" % (level, q.stderr.strip()[:400])
                     break
