@@ -269,23 +269,39 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
   };
   // Column blocks [bBegin, bEnd) of one batch element: every row tile of a
   // block before the next (B's block streams from memory once).
+  // Columns [j1, jEnd) of column block `blk` (full tiles only).
+  auto colBlock = [&](Value *blk, Value *&j1, Value *&jEnd) {
+    j1 = b_.CreateMul(blk, jb);
+    jEnd = b_.CreateAdd(j1, jb);
+    jEnd = b_.CreateSelect(b_.CreateICmpSLT(jEnd, nMain), jEnd, nMain);
+  };
+  // min(kb + step, K): the end of the k block at kb.
+  auto kBlockEnd = [&](Value *kb, int64_t step) {
+    Value *ke = b_.CreateAdd(kb, i64(step));
+    return b_.CreateSelect(b_.CreateICmpSLT(ke, K), ke, K);
+  };
+  // Every tile of columns [j1, jEnd): full row tiles, then single rows.
+  auto rowTiles = [&](Value *j1, Value *jEnd, const std::function<void(Value *, Value *, unsigned)> &tileAt) {
+    auto block = [&](Value *i0, unsigned mr) {
+      forLoop(j1, jEnd, i64(colStep), "mmj", [&](Value *j0) { tileAt(i0, j0, mr); });
+    };
+    forLoop(i64(0), mMain, i64(MR), "mmi", [&](Value *i0) { block(i0, MR); });
+    forLoop(mMain, M, i64(1), "mmir", [&](Value *i0) { block(i0, 1); });
+  };
+  // Column blocks [bBegin, bEnd) of one batch element: every row tile of a
+  // block before the next (B's block streams from memory once).
   auto blocks = [&](Value *aOff, Value *bOff, Value *cOff, Value *bBegin, Value *bEnd) {
     if (!outer) {
       forLoop(bBegin, bEnd, i64(1), "mmjb", [&](Value *blk) {
-        Value *j1 = b_.CreateMul(blk, jb);
-        Value *jEnd = b_.CreateAdd(j1, jb);
-        jEnd = b_.CreateSelect(b_.CreateICmpSLT(jEnd, nMain), jEnd, nMain);
+        Value *j1, *jEnd;
+        colBlock(blk, j1, jEnd);
         // The first k block stores its sums (peeled: no load of C when K <=
         // KD, the common case), the others add theirs.
         auto kBlock = [&](Value *kb, Value *first) {
-          Value *ke = b_.CreateAdd(kb, i64(KD));
-          ke = b_.CreateSelect(b_.CreateICmpSLT(ke, K), ke, K);
-          auto block = [&](Value *i0, unsigned mr) {
-            forLoop(j1, jEnd, i64(colStep), "mmj",
-                    [&](Value *j0) { tile(aOff, bOff, cOff, i0, j0, mr, ND, kb, ke, first, nullptr); });
-          };
-          forLoop(i64(0), mMain, i64(MR), "mmi", [&](Value *i0) { block(i0, MR); });
-          forLoop(mMain, M, i64(1), "mmir", [&](Value *i0) { block(i0, 1); });
+          Value *ke = kBlockEnd(kb, KD);
+          rowTiles(j1, jEnd, [&](Value *i0, Value *j0, unsigned mr) {
+            tile(aOff, bOff, cOff, i0, j0, mr, ND, kb, ke, first, nullptr);
+          });
         };
         kBlock(i64(0), b_.getTrue());
         forLoop(i64(KD), K, i64(KD), "mmkb", [&](Value *kb) { kBlock(kb, b_.getFalse()); });
@@ -299,12 +315,10 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
     pack->setAlignment(llvm::Align(64));
     Value *doPack = b_.CreateICmpSGE(M, i64(kPackRows));
     forLoop(bBegin, bEnd, i64(1), "mmjb", [&](Value *blk) {
-      Value *j1 = b_.CreateMul(blk, jb);
-      Value *jEnd = b_.CreateAdd(j1, jb);
-      jEnd = b_.CreateSelect(b_.CreateICmpSLT(jEnd, nMain), jEnd, nMain);
+      Value *j1, *jEnd;
+      colBlock(blk, j1, jEnd);
       forLoop(i64(0), kBlocksEnd(), i64(KC), "mmkb", [&](Value *kb) {
-        Value *ke = b_.CreateAdd(kb, i64(KC));
-        ke = b_.CreateSelect(b_.CreateICmpSLT(ke, K), ke, K);
+        Value *ke = kBlockEnd(kb, KC);
         Value *first = b_.CreateICmpEQ(kb, i64(0));
         // The panel of the column tile at j0 in the packing buffer.
         auto panel = [&](Value *j0) {
@@ -312,13 +326,9 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
           return ptrAt(pack, b_.CreateMul(t, i64(KC * colStep)));
         };
         auto rows = [&](bool packed) {
-          auto block = [&](Value *i0, unsigned mr) {
-            forLoop(j1, jEnd, i64(colStep), "mmj", [&](Value *j0) {
-              tile(aOff, bOff, cOff, i0, j0, mr, NV, kb, ke, first, packed ? panel(j0) : nullptr);
-            });
-          };
-          forLoop(i64(0), mMain, i64(MR), "mmi", [&](Value *i0) { block(i0, MR); });
-          forLoop(mMain, M, i64(1), "mmir", [&](Value *i0) { block(i0, 1); });
+          rowTiles(j1, jEnd, [&](Value *i0, Value *j0, unsigned mr) {
+            tile(aOff, bOff, cOff, i0, j0, mr, NV, kb, ke, first, packed ? panel(j0) : nullptr);
+          });
         };
         auto packBlock = [&] {
           forLoop(j1, jEnd, i64(colStep), "mmpj", [&](Value *j0) {

@@ -32,7 +32,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <sstream>
 
@@ -82,7 +81,6 @@ std::string functionText(const Case &c, size_t index, bool dynamic) {
 struct Compiled {
   std::shared_ptr<vm::Executable> exe;
   std::unique_ptr<vm::NativeKernels> native;
-  unsigned nativeKernels = 0;
 };
 
 /// nimblec -O0 --kernels=native --mcpu=cpu, in-process.
@@ -111,7 +109,6 @@ struct Compiled {
   out.native = std::make_unique<vm::NativeKernels>();
   if (!out.native->load(*exe, error)) return ::testing::AssertionFailure() << "cannot map: " << error;
   out.exe = std::move(exe);
-  out.nativeKernels = res.nativeKernels;
   return ::testing::AssertionSuccess();
 }
 
