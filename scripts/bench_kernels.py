@@ -14,10 +14,14 @@ Prints, on this machine (CPU model and features in the header):
    width. Ratio symbolic / static of the median latency (goal: <= 1.05).
 3. Native vs reference on the same kernels, and the effective GB/s of the
    large ones (bytes read and written / time) against the measured bandwidth.
-4. The GEMV of the LSTM (1x512 . 512x2048, a 4 MiB f32 weight): native vs
-   reference, GB/s of the weight stream.
+4. The GEMV of the LSTM (1x512 . 512x2048, a 4 MiB f32 weight): native,
+   oneDNN and reference, GB/s of the weight stream, warm (one weight, in
+   cache across calls; against the read bandwidth of a 4 MiB working set,
+   scripts/floors.py) and cold (16 weights in turn, 64 MiB: each streams from
+   DRAM; against section 1's bandwidth).
 5. The GEMMs of BERT-base at sequence 128 (M = 128; 768x768, 768x3072,
-   3072x768, bias added in the same kernel) and the GEMV, on the generated
+   3072x768, bias added in the same kernel; B stored [N, K] as the models do,
+   and [K, N]), on the generated
    kernel (--kernels=native) and on oneDNN (--kernels=library), at 1 and 2
    threads: GFLOP/s of the kernel time. Then the cost of a oneDNN primitive
    cache miss: the first call's kernel time minus a later call's.
@@ -50,6 +54,8 @@ for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import floors  # noqa: E402
 
 GATE = """func @main(%x: tensor<{n}xf32>, %h: tensor<{n}xf32>) -> tensor<{n}xf32> {{
   %s = add %x, %h
@@ -74,6 +80,13 @@ BMM = """func @main(%p: tensor<12x?x?xf32>, %v: tensor<12x?x64xf32>) -> tensor<1
 
 GEMM = """func @main(%x: tensor<?x{k}xf32>, %w: tensor<{n}x{k}xf32>, %b: tensor<{n}xf32>) -> tensor<?x{n}xf32> {{
   %m = matmul %x, %w, transpose_b=true
+  %y = add %m, %b
+  ret %y
+}}
+"""
+
+GEMM_KN = """func @main(%x: tensor<?x{k}xf32>, %w: tensor<{k}x{n}xf32>, %b: tensor<{n}xf32>) -> tensor<?x{n}xf32> {{
+  %m = matmul %x, %w
   %y = add %m, %b
   ret %y
 }}
@@ -200,7 +213,13 @@ def gate_table(args, work, rng):
 
 
 def gemv_section(args, work, rng, copy):
-    print("\nGEMV 1x512 . (2048x512)^T (4 MiB weight, warm in cache across calls), kernel time per call:")
+    # Warm: one 4 MiB weight, in this CPU's L2 / L3 across calls, against the
+    # read bandwidth of a 4 MiB working set (scripts/floors.py). Cold: 16
+    # different 4 MiB weights one after another (64 MiB, more than any L3 of
+    # these machines), so every product streams its weight from DRAM, against
+    # the 256 MiB bandwidth (issue 12: at least 80% of it).
+    wbytes = 4 * 2048 * 512
+    print("\nGEMV 1x512 . (2048x512)^T, a 4 MiB weight, kernel time per product:")
     x = os.path.join(work, "gx.npy")
     w = os.path.join(work, "gw.npy")
     np.save(x, rng.standard_normal((1, 512)).astype(np.float32))
@@ -209,25 +228,48 @@ def gemv_section(args, work, rng, copy):
     ref = compile_nir(args.nimblec, GEMV, os.path.join(work, "gemv_ref.nbc"), "reference", "")
     _, t_nat = timings(args.nimble_run, nat, [x, w], args.reps)
     _, t_ref = timings(args.nimble_run, ref, [x, w], max(3, args.reps // 4), ("--threads=1", "--kernels=reference"))
-    print("native %.4f ms (%.1f GB/s of weight, %.0f%% of numpy copy bandwidth), reference %.4f ms, "
-          "native speedup %.1fx" % (t_nat, 4 * 2048 * 512 / (t_nat * 1e-3) / 1e9,
-                                    100 * (4 * 2048 * 512 / (t_nat * 1e-3) / 1e9) / copy, t_ref, t_ref / t_nat))
     _, t_lib = timings(args.nimble_run, nat, [x, w], args.reps, ("--threads=1", "--kernels=library"))
-    print("library (oneDNN) %.4f ms (%.1f GB/s of weight)" % (t_lib, 4 * 2048 * 512 / (t_lib * 1e-3) / 1e9))
+    warm_copy, warm_dot = floors.read_bandwidth(wbytes, 1, max(5, args.reps // 2))
+    warm_bw = max(warm_copy, warm_dot)
+    gbs = lambda t: wbytes / (t * 1e-3) / 1e9  # noqa: E731
+    print("warm: read bandwidth of a 4 MiB working set %.1f GB/s (numpy copy %.1f, dot %.1f)" % (
+        warm_bw, warm_copy, warm_dot))
+    print("warm: native %.4f ms (%.1f GB/s, %.0f%% of it), oneDNN %.4f ms (%.1f GB/s), reference %.4f ms "
+          "(native %.1fx faster)" % (t_nat, gbs(t_nat), 100 * gbs(t_nat) / warm_bw, t_lib, gbs(t_lib), t_ref,
+                                     t_ref / t_nat))
+    copies = 16
+    params = ", ".join("%%w%d: tensor<2048x512xf32>" % i for i in range(copies))
+    body = "\n".join("  %%y%d = matmul %%x, %%w%d, transpose_b=true" % (i, i) for i in range(copies))
+    text = "func @main(%%x: tensor<1x512xf32>, %s) -> (%s) {\n%s\n  ret %s\n}\n" % (
+        params, ", ".join(["tensor<1x2048xf32>"] * copies), body, ", ".join("%%y%d" % i for i in range(copies)))
+    cold = compile_nir(args.nimblec, text, os.path.join(work, "gemv_cold.nbc"), "native", args.mcpu)
+    ws = []
+    for i in range(copies):
+        ws.append(os.path.join(work, "gw%d.npy" % i))
+        np.save(ws[-1], rng.standard_normal((2048, 512)).astype(np.float32))
+    _, c_nat = timings(args.nimble_run, cold, [x] + ws, max(5, args.reps // 2))
+    _, c_lib = timings(args.nimble_run, cold, [x] + ws, max(5, args.reps // 2), ("--threads=1", "--kernels=library"))
+    c_nat, c_lib = c_nat / copies, c_lib / copies
+    print("cold (%d weights in turn, %d MiB): native %.4f ms (%.1f GB/s, %.0f%% of the DRAM copy bandwidth %.1f), "
+          "oneDNN %.4f ms (%.1f GB/s)" % (copies, copies * wbytes >> 20, c_nat, gbs(c_nat), 100 * gbs(c_nat) / copy,
+                                          copy, c_lib, gbs(c_lib)))
 
 
 def gemm_section(args, work, rng):
-    print("\nGEMM + bias, M = 128 (BERT-base at sequence 128), GFLOP/s of the kernel time:")
+    print("\nGEMM + bias, M = 128 (BERT-base at sequence 128), GFLOP/s of the kernel time; B as the models"
+          " store it ([N, K], transpose_b) and as [K, N]:")
     print("%16s %12s %12s %12s %12s %10s" % ("K x N", "native 1t", "oneDNN 1t", "native 2t", "oneDNN 2t",
                                               "lib/nat 1t"))
-    for k, n in ((768, 768), (768, 3072), (3072, 768)):
-        nbc = compile_nir(args.nimblec, GEMM.format(k=k, n=n), os.path.join(work, "gemm%dx%d.nbc" % (k, n)),
+    for k, n, layout in ((768, 768, "NK"), (768, 3072, "NK"), (3072, 768, "NK"),
+                         (768, 768, "KN"), (768, 3072, "KN"), (3072, 768, "KN")):
+        text = (GEMM if layout == "NK" else GEMM_KN).format(k=k, n=n)
+        nbc = compile_nir(args.nimblec, text, os.path.join(work, "gemm%s%dx%d.nbc" % (layout, k, n)),
                           "native", args.mcpu)
         xs = os.path.join(work, "gemm_x%d.npy" % k)
-        ws = os.path.join(work, "gemm_w%dx%d.npy" % (n, k))
+        ws = os.path.join(work, "gemm_w%s%dx%d.npy" % (layout, n, k))
         bs = os.path.join(work, "gemm_b%d.npy" % n)
         np.save(xs, rng.standard_normal((128, k)).astype(np.float32))
-        np.save(ws, rng.standard_normal((n, k)).astype(np.float32))
+        np.save(ws, rng.standard_normal((n, k) if layout == "NK" else (k, n)).astype(np.float32))
         np.save(bs, rng.standard_normal(n).astype(np.float32))
         flop = 2.0 * 128 * k * n
         rates = {}
@@ -237,9 +279,9 @@ def gemm_section(args, work, rng):
                                ("--threads=%d" % threads, "--kernels=" + impl))
                 rates[impl, threads] = flop / (t * 1e-3) / 1e9
         print("%16s %12.1f %12.1f %12.1f %12.1f %10.2f" % (
-            "%dx%d" % (k, n), rates["native", 1], rates["library", 1], rates["native", 2],
+            "%dx%d %s" % (k, n, layout), rates["native", 1], rates["library", 1], rates["native", 2],
             rates["library", 2], rates["library", 1] / rates["native", 1]))
-        if (k, n) == (768, 768):
+        if (k, n, layout) == (768, 768, "NK"):
             # A cache miss: the time oneDNN took to create the primitive
             # (nimble-run --profile reports it), against a cached call.
             cmd = [args.nimble_run, nbc, "--profile", "--threads=1", "--kernels=library",

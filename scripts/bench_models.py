@@ -97,6 +97,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
 import benchlib  # noqa: E402
+import floors  # noqa: E402
 from bench_worker import rel_err  # noqa: E402
 from models.common import tools  # noqa: E402
 from models.common.registry import FULL, REPO_ROOT, VARIANTS  # noqa: E402
@@ -608,6 +609,8 @@ def parse_args(argv):
                     help="write the header and tables as markdown (into FILE's generated section when it has one)")
     ap.add_argument("--nimblec", default=tools.default_tool("nimblec"))
     ap.add_argument("--nimble-run", dest="nimble_run", default=tools.default_tool("nimble-run"))
+    ap.add_argument("--no-floors", dest="floors", action="store_false",
+                    help="do not measure the floors (scripts/floors.py: bandwidth by working set, GEMM rates)")
     ap.add_argument("--keep", metavar="DIR", help="keep inputs, .nbc, .onnx, .vmfb and outputs in DIR")
     args = ap.parse_args(argv)
     batch = args.batch is not None
@@ -641,6 +644,21 @@ def parse_args(argv):
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         ap.error("--plot needs matplotlib (Debian: python3-matplotlib; bash scripts/setup.sh)")
     return args
+
+
+def floor_rows(doc, measured, threads):
+    """The floors of the fixed-size rows Nimble ran, and what they came from (JSON-ready)."""
+    rows = {}
+    for r in doc["rows"]:
+        if r["system"] != "nimble" or r["table"] != "fixed":
+            continue
+        f = floors.floor_for(r["model"], r["length"], r["threads"], measured, trees=r["inputs"])
+        if f:
+            rows["%s/%d/%d" % (r["model"], r["length"], r["threads"])] = round(f, 4)
+    return {"rows": rows, "describe": floors.describe(measured, threads),
+            "bandwidth_gbs": {str(T): {k: round(v, 2) for k, v in bw.items()} for T, bw in measured["bandwidth"].items()},
+            "gemm_gflops": {"%dx%d" % kn: {"%s/%d" % it: round(v, 1) for it, v in r.items()}
+                            for kn, r in measured["gemm"].items()}}
 
 
 def make_doc(args):
@@ -680,7 +698,10 @@ def report(doc, args, out=sys.stdout):
             print("%s on %s: not run (%s)" % (benchlib.SYSTEM_LABEL[p], m, why), file=out)
     print("\nFixed sizes: figure (cores used); LSTM us/token, BERT ms/sequence, Tree-LSTM us/node over the seeded "
           "trees", file=out)
-    print("\n".join(benchlib.table(doc["rows"], "fixed", systems, doc["splits"])), file=out)
+    for line in doc.get("floors", {}).get("describe", []):
+        print(line, file=out)
+    print("\n".join(benchlib.table(doc["rows"], "fixed", systems, doc["splits"],
+                                   floors=doc.get("floors", {}).get("rows"))), file=out)
     if any(r["table"] == "mixed" for r in doc["rows"]):
         print("\nMixed-length aggregate (seeded inputs; sum of medians / total tokens): figure (cores used)", file=out)
         print("\n".join(benchlib.table(doc["rows"], "mixed", systems)), file=out)
@@ -699,7 +720,11 @@ def write_markdown(doc, path, plots):
     lines += ["%s on %s: not run (%s)" % (benchlib.SYSTEM_LABEL[p], m, why)
               for p, per in doc["notes"].items() for m, why in per.items()]
     lines += ["```", "", "Fixed sizes (figure (cores used)):", ""]
-    lines += benchlib.table(doc["rows"], "fixed", systems, doc["splits"], markdown=True)
+    lines += benchlib.table(doc["rows"], "fixed", systems, doc["splits"], markdown=True,
+                            floors=doc.get("floors", {}).get("rows"))
+    if doc.get("floors"):
+        lines += ["", "Floors (scripts/floors.py, measured in this run before the models):", "", "```"]
+        lines += doc["floors"]["describe"] + ["```"]
     if any(r["table"] == "mixed" for r in doc["rows"]):
         lines += ["", "Mixed-length aggregate (the seeded inputs; sum of medians / total tokens):", ""]
         lines += benchlib.table(doc["rows"], "mixed", systems, markdown=True)
@@ -739,7 +764,14 @@ def main(argv):
         print("%s: missing (%s)" % (benchlib.SYSTEM_LABEL[p], why), flush=True)
     work_dir = args.keep or tempfile.mkdtemp(prefix="bench_models.")
     os.makedirs(work_dir, exist_ok=True)
+    measured = None
     try:
+        if args.floors and not args.batch and "nimble" in args.systems:
+            try:
+                measured = floors.measure(args.nimblec, args.nimble_run, args.threads, work=work_dir,
+                                          progress=progress)
+            except (RuntimeError, subprocess.CalledProcessError, AttributeError) as e:
+                doc["failures"].append("floors: %s" % e)
         for n in args.models:
             before = len(doc["failures"])
             try:
@@ -752,6 +784,8 @@ def main(argv):
     finally:
         if not args.keep:
             shutil.rmtree(work_dir, ignore_errors=True)
+    if measured:
+        doc["floors"] = floor_rows(doc, measured, args.threads)
     if args.batch:
         batch_report(doc, args)
     else:

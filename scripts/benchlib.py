@@ -212,9 +212,11 @@ def _digits(unit):
     return 2 if unit.startswith("ms") else 1
 
 
-def table(rows, which, systems, splits=None, markdown=False):
+def table(rows, which, systems, splits=None, markdown=False, floors=None):
     """Rows of one table ("fixed" / "mixed") pivoted: one line per (model, length, threads),
-    one column per system with 'figure (cores used)', then PyTorch / Nimble."""
+    one column per system with 'figure (cores used)', then PyTorch / Nimble, ONNX Runtime / Nimble
+    (when it ran), and with `floors` ({"model/length/threads": floor in the row's unit}) the floor
+    and Nimble / floor."""
     sel = [r for r in rows if r["table"] == which]
     keys = []
     for r in sel:
@@ -224,6 +226,11 @@ def table(rows, which, systems, splits=None, markdown=False):
     by = {(r["model"], r["length"], r["threads"], r["system"]): r for r in sel}
     cols = ["model", "length" if which == "fixed" else "tokens/nodes", "threads", "unit"]
     cols += ["%s (cores)" % SYSTEM_LABEL[s] for s in systems] + ["PyTorch/Nimble"]
+    with_ort = "onnxruntime" in systems
+    if with_ort:
+        cols.append("ORT/Nimble")
+    if floors is not None:
+        cols += ["floor", "Nimble/floor"]
     if splits is not None:
         cols.append("Nimble kernels/shape/other")
     out = []
@@ -233,6 +240,14 @@ def table(rows, which, systems, splits=None, markdown=False):
         cells += [_cell(by.get((model, length, threads, s)), _digits(some["unit"])) for s in systems]
         nim, pt = by.get((model, length, threads, "nimble")), by.get((model, length, threads, "pytorch"))
         cells.append("%.2fx" % (pt["median_ms"] / nim["median_ms"]) if nim and pt and nim["median_ms"] > 0 else "-")
+        if with_ort:
+            ort = by.get((model, length, threads, "onnxruntime"))
+            cells.append("%.2fx" % (ort["median_ms"] / nim["median_ms"]) if nim and ort and nim["median_ms"] > 0
+                         else "-")
+        if floors is not None:
+            fl = floors.get("%s/%d/%d" % (model, length, threads))
+            cells.append("%.*f" % (_digits(some["unit"]), fl) if fl else "-")
+            cells.append("%.2fx" % (nim["per_unit"] / fl) if fl and nim else "-")
         if splits is not None:
             sp = splits.get("%s/%d" % (model, threads))
             cells.append("%.1f%% / %.1f%% / %.1f%%" % (sp["kernels"], sp["shape"], sp["other"]) if sp else "-")

@@ -103,7 +103,9 @@ int64_t Tensor::scalarInt() const {
 std::string Tensor::typeString() const { return formatSig({dtype_, shape_}); }
 
 TensorRef makeTensor(DType dtype, std::vector<int64_t> shape) {
+#ifndef NDEBUG
   for (int64_t d : shape) assert(d >= 0 && "makeTensor with a negative dimension");
+#endif
   // Past the size limit (ir/Limits.h) no allocator could serve the request:
   // the same answer as out of memory, without a wrapped size.
   int64_t checkedBytes = 0;

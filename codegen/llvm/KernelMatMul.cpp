@@ -116,16 +116,26 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
   auto fma = [&](Value *x, Value *y, Value *acc) {
     return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {acc->getType()}, {x, y, acc});
   };
-  // Tile sizes: 4 rows x 2 vectors (outer product: 8 accumulators + 2 loads
-  // + 1 broadcast of 16 vector registers), 4 x 4 dot products (16
-  // accumulators + 8 loads: fits AVX-512's 32 registers; on AVX2 LLVM spills
-  // a few, still ahead of one dot product at a time).
-  const unsigned MR = 4, NV = 2, ND = 4;
+  // Dot-product tiles are 4 x 4 (16 accumulators + 8 loads: fits AVX-512's
+  // 32 registers; on AVX2 LLVM spills a few, still ahead of one dot product
+  // at a time).
+  // The outer-product tile by vector registers: on AVX-512 (32 of them) 8
+  // rows x 3 vectors of f32 (24 accumulators + 3 loads + 1 broadcast: enough
+  // independent fmas to cover two pipes of 4-cycle latency); on AVX2 (16) 6 x
+  // 2 of f32; 4 x 2 otherwise (f64 and narrower lanes).
+  // With a static N that 3 vectors do not divide but 2 do (BERT's heads of
+  // 64), 8 x 2: the columns past the last full tile run one row at a time.
+  const bool wide = vf_ >= 16 && esize == 4;
+  const int64_t staticN = vals_[v].dims[R - 1];
+  const bool wideBy2 = wide && staticN != kDynamic && staticN % (3 * vf_) != 0 && staticN % (2 * vf_) == 0;
+  const unsigned MR = wide ? 8 : (vf_ == 8 && esize == 4 ? 6 : 4);
+  const unsigned NV = wide && !wideBy2 ? 3 : 2, ND = 4;
+  const unsigned RT = tb ? 4 : MR; // rows of a full tile (dot-product tiles: 4 x ND)
   const bool outer = !tb;
   const unsigned colStep = tb ? ND : NV * vf_;
   // Outer-product tiles are cache-blocked the GotoBLAS way: k in blocks of
   // KC, columns in blocks of JB, so that one KC x JB block of B (128 KiB:
-  // half of Zen 3's L2) serves every row tile; when at least kPackRows rows
+  // a quarter of Zen 3's L2) serves every row tile; when at least kPackRows rows
   // share it, the block is first packed into a contiguous buffer on the
   // stack, tile by tile (KC x colStep each), so the inner loop streams it
   // with no stride. Accumulators go through C between k blocks, so every
@@ -140,7 +150,7 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
   const int64_t KC = 256;
   const int64_t KD = 3072 / esize;
   const int64_t JB = std::max<int64_t>(NV * vf_, (int64_t(131072 / esize) / KC) / (NV * vf_) * (NV * vf_));
-  const int64_t kPackRows = 4 * MR;
+  const int64_t kPackRows = 16;
   // One tile at (i0, j0) of mr x nc over k in [kBegin, kEnd); `first` (i1,
   // a constant where known) starts the accumulators at 0, else at C's values; `packed` (or null) is
   // the tile's KC x colStep panel of B. Writes C.
@@ -247,7 +257,7 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
       jb = b_.CreateSub(jbRaw, b_.CreateSRem(jbRaw, i64(colStep)));
       jb = b_.CreateSelect(b_.CreateICmpSLT(jb, i64(colStep)), i64(colStep), jb);
     }
-    mMain = b_.CreateSub(M, b_.CreateSRem(M, i64(MR)));
+    mMain = b_.CreateSub(M, b_.CreateSRem(M, i64(RT)));
     nMain = b_.CreateSub(N, b_.CreateSRem(N, i64(colStep)));
   };
   // The bound of the k-block loops: at least one block, so that K = 0 still
@@ -285,8 +295,14 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
     auto block = [&](Value *i0, unsigned mr) {
       forLoop(j1, jEnd, i64(colStep), "mmj", [&](Value *j0) { tileAt(i0, j0, mr); });
     };
-    forLoop(i64(0), mMain, i64(MR), "mmi", [&](Value *i0) { block(i0, MR); });
-    forLoop(mMain, M, i64(1), "mmir", [&](Value *i0) { block(i0, 1); });
+    forLoop(i64(0), mMain, i64(RT), "mmi", [&](Value *i0) { block(i0, RT); });
+    Value *rest = mMain;
+    if (RT > 4) {
+      // The rows past the last full tile: 4-row tiles, then single rows.
+      rest = b_.CreateAdd(mMain, b_.CreateAnd(b_.CreateSub(M, mMain), i64(~int64_t(3))));
+      forLoop(mMain, rest, i64(4), "mmi4", [&](Value *i0) { block(i0, 4); });
+    }
+    forLoop(rest, M, i64(1), "mmir", [&](Value *i0) { block(i0, 1); });
   };
   // Column blocks [bBegin, bEnd) of one batch element: every row tile of a
   // block before the next (B's block streams from memory once).

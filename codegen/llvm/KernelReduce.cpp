@@ -229,17 +229,26 @@ void KernelLowering::emitRowStage(uint32_t v, Value *dest) {
   Value *n = dims_[x][axis];
   // f32 rows along the contiguous axis: vectorized passes (emitVectorRow).
   const bool vectorRows = vals_[v].dtype == DType::F32 && axis == static_cast<int64_t>(R) - 1 && vf_ > 1;
-  const size_t outerRow = axis == 0 ? 1 : 0; // NVPTX: rows over the grid
+  // The outermost row dimension in parts: over the grid on NVPTX, on the
+  // thread pool on the CPU (when the rows are work enough). A CPU part is a
+  // function of its own: the destination comes through the closure and the
+  // row length is derived again there.
+  const size_t outerRow = axis == 0 ? 1 : 0;
   std::function<void(size_t)> rows = [&](size_t d) {
     if (d < R) {
       if (static_cast<int64_t>(d) == axis) return rows(d + 1);
-      if (gpu_ && d == outerRow) {
-        std::vector<Value *> none;
-        parallel("rows", dims_[v][d], numElements(v), none, [&](Value *begin, Value *end) {
+      if (d == outerRow) {
+        std::vector<Value *> carry = {dest};
+        parallel("rows", dims_[v][d], numElements(v), carry, [&](Value *begin, Value *end) {
+          Value *outerDest = dest, *outerN = n;
+          dest = carry[0];
+          n = dims_[x][axis];
           forLoop(begin, end, i64(1), "row", [&](Value *iv) {
             idx[d] = {iv, i64(0)};
             rows(d + 1);
           });
+          dest = outerDest;
+          n = outerN;
         });
         return;
       }

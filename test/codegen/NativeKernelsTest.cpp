@@ -406,7 +406,13 @@ TEST(NativeKernels, Injective) {
 TEST(NativeKernels, MatMul) {
   std::vector<Case> cases;
   struct S { int64_t m, k, n; };
-  for (S s : {S{1, 17, 33}, S{4, 15, 32}, S{5, 40, 17}, S{17, 300, 40}, S{20, 0, 9}})
+  // The tiles (KernelMatMul.cpp): AVX-512 f32 outer products are 8 rows x 3
+  // vectors, or 8 x 2 when a static N is a multiple of 32 but not of 48; the
+  // rows past the last 8 in 4-row tiles, then single rows; B packed from 16
+  // rows and blocked by 256 in k. 29 x 300 x 100 has all of them (two k
+  // blocks, 3 full rows tiles + a 4-row tile + a row, 2 column tiles + 4 edge
+  // columns), 21 x 64 x 64 the 8 x 2 form.
+  for (S s : {S{1, 17, 33}, S{4, 15, 32}, S{5, 40, 17}, S{17, 300, 40}, S{20, 0, 9}, S{29, 300, 100}, S{21, 64, 64}})
     for (bool tb : {false, true})
       for (DType dt : {DType::F32, DType::F64}) {
         std::vector<int64_t> b = tb ? std::vector<int64_t>{s.n, s.k} : std::vector<int64_t>{s.k, s.n};

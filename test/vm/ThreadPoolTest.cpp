@@ -6,7 +6,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <new>
 #include <set>
+#include <thread>
 
 using namespace nimble::vm;
 

@@ -62,8 +62,10 @@ def tile_cases(seed):
     # packed; k in blocks of 256 with a partial last one (and one of a single
     # k); several column blocks of 128 and a partial one, then edge columns.
     # (20, 0, 40): K = 0 (zeros; the k-block loops still run once).
+    # (29, 300, 100): AVX-512's 8 x 3 tiles, then a 4-row tile and a row;
+    # (21, 64, 64): its 8 x 2 form (a static N of 64).
     sizes = [(1, 17, 33), (3, 16, 16), (4, 15, 32), (5, 40, 17), (9, 1, 65), (8, 33, 64), (13, 70, 50),
-             (6, 2000, 100), (37, 600, 300), (16, 257, 160), (20, 0, 40)]
+             (6, 2000, 100), (37, 600, 300), (16, 257, 160), (20, 0, 40), (29, 300, 100), (21, 64, 64)]
     for m, k, n in sizes:
         for ta, tb in ((False, False), (True, False), (False, True), (True, True)):
             a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
@@ -91,6 +93,21 @@ def tile_cases(seed):
         var = ((x64 - mu) ** 2).mean(axis=-1, keepdims=True)
         want = ((x64 - mu) / np.sqrt(var + 1e-5) * g + bt).astype(np.float32)
         cases.append(Case("layer_norm", "f32", [x, g, bt], [want], attrs={"eps": 1e-5}))
+    # Rows enough (over 65,536 elements) to run in parts on the thread pool:
+    # contiguous rows of a rank-3 softmax and of layer_norm, and softmax over
+    # axis 0 (rows across the outer dimension, parts over the inner one).
+    for shape, axis in (((4, 5, 3300), -1), ((300, 230), 0)):
+        x = rng.uniform(-6, 6, shape).astype(np.float32)
+        e = np.exp(x.astype(np.float64) - x.max(axis=axis, keepdims=True))
+        cases.append(Case("softmax", "f32", [x], [(e / e.sum(axis=axis, keepdims=True)).astype(np.float32)],
+                          attrs={"axis": axis}))
+    x = rng.uniform(-6, 6, (70, 1000)).astype(np.float32)
+    g = rng.uniform(-1, 1, 1000).astype(np.float32)
+    bt = rng.uniform(-1, 1, 1000).astype(np.float32)
+    x64 = x.astype(np.float64)
+    mu = x64.mean(axis=-1, keepdims=True)
+    want = ((x64 - mu) / np.sqrt(((x64 - mu) ** 2).mean(axis=-1, keepdims=True) + 1e-5) * g + bt).astype(np.float32)
+    cases.append(Case("layer_norm", "f32", [x, g, bt], [want], attrs={"eps": 1e-5}))
     # Rows with -inf (its exp is 0) and NaN (the row becomes NaN, as numpy).
     x = rng.uniform(-3, 3, (2, 20)).astype(np.float32)
     x[0, 3] = -np.inf

@@ -7,6 +7,7 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, sys.argv[1])
 import benchlib  # noqa: E402
+import floors  # noqa: E402
 
 SPR = """processor\t: 0
 model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
@@ -81,6 +82,27 @@ rows = [benchlib.make_row(s, "lstm_1l", "lstm", "fixed", 8, 1, 1, ms, 3, c, 1.0)
 for line in benchlib.table(rows, "fixed", ["nimble", "pytorch"], {"lstm_1l/1": {"kernels": 98.0, "shape": 0.5,
                                                                                "other": 1.5}}, markdown=True):
     print(line)
+
+rows.append(benchlib.make_row("onnxruntime", "lstm_1l", "lstm", "fixed", 8, 1, 1, 20.0, 3, 1.0, 1.0))
+for line in benchlib.table(rows, "fixed", ["nimble", "pytorch", "onnxruntime"], markdown=True,
+                           floors={"lstm_1l/8/1": 1500.0}):
+    print(line)
+
+print("== floors")
+# Made-up rates: every GEMM 200 GFLOP/s (oneDNN) and 100 (generated) at 1 thread, 400 / 150 at 2.
+gemm = {kn: {("library", 1): 200.0, ("native", 1): 100.0, ("library", 2): 400.0, ("native", 2): 150.0}
+        for kn in floors.GEMM_SHAPES}
+print("BERT-base GFLOP at 128: %.2f" % (sum(floors.bert_gemm_flops(128).values()) / 1e9))
+print("BERT-base GFLOP at 16: %.3f" % (sum(floors.bert_gemm_flops(16).values()) / 1e9))
+m = {"gemm": gemm, "bandwidth": {1: {"lstm_1l": 100.0, "lstm_2l": 80.0, "treelstm": 200.0, "dram": 30.0},
+                                 2: {"lstm_1l": 200.0, "lstm_2l": 160.0, "treelstm": 400.0, "dram": 40.0}}}
+for T in (1, 2):
+    print("T=%d: bert_base 128 %.3f ms; lstm_1l %.2f us/token; lstm_2l %.2f us/token; treelstm 9 nodes in 1 tree "
+          "%.3f us/node; bert_small %s" % (T, floors.floor_for("bert_base", 128, T, m),
+                                            floors.floor_for("lstm_1l", 32, T, m), floors.floor_for("lstm_2l", 32, T, m),
+                                            floors.floor_for("treelstm", 9, T, m, trees=1),
+                                            floors.floor_for("bert_small", 16, T, m)))
+print("tree weights %d bytes" % floors.tree_weight_bytes())
 
 print("== doc section")
 text = "intro\n%s\nold table\n%s\nrest\n" % (benchlib.BEGIN, benchlib.END)

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""The floors the performance issues measure Nimble against (issues 12 and 13),
+measured on this machine in the same run as the figures they bound.
+
+    /usr/bin/python3 scripts/floors.py [--threads 1,2] [--reps 20]
+
+prints what bench_models.py uses (it imports this module):
+
+* read bandwidth by working set: for each size, T processes (T = threads) each
+  stream their share of the working set, warm, over and over; the best of
+  numpy copy (bytes read + written) and numpy dot (bytes read) per
+  repetition, summed over the processes, best repetition kept. A floor is
+  tighter the higher the bandwidth it assumes, so the best of the two is used.
+  256 MiB is DRAM; the models' weights (0.9 MB for Tree-LSTM, 4 MiB per LSTM
+  layer) sit in this CPU's L2 / L3 across calls, and their floors use the
+  bandwidth at their own working set.
+* GEMM rate of oneDNN and of the generated kernel at M = 128 (BERT-base's
+  768x768, 768x3072 and 3072x768 with bias, and the LSTMs' input
+  projections), from `nimble-run --profile` kernel time at T threads.
+
+and the floors, per model (docs/perf.md, "Floors"):
+
+* BERT-base at n tokens: its GEMM arithmetic (12 layers: Q, K, V and output
+  projections n x 768 x 768 each, FFN n x 768 x 3072 and back, attention
+  2 x n x n x 768) at oneDNN's rate for the matching shape at M = 128
+  (issue 12: "22.4 GFLOP at the GEMM rate the same script measures for
+  oneDNN"; attention at the 768x768 rate). At n = 128 this is 22.35 GFLOP.
+* LSTM, L layers, hidden 512, per token: every layer's W_hh (4 MiB) read
+  once at the bandwidth of L x 4 MiB, plus the input projections (batched
+  over the sequence: 2 x in x 2048 FLOP per token and layer) at oneDNN's rate
+  for that shape at M = 128 (issue 13).
+* Tree-LSTM (300 -> 150, child-sum, binary trees): a leaf reads W_iou
+  (450 x 300), an internal node U_iou (450 x 150) and U_f (150 x 150, used
+  for both children); per node the larger of bytes / bandwidth and FLOP /
+  GEMM rate (a roofline: tighter than issue 13's sum of the two), at the
+  bandwidth of the weights' 0.9 MB working set.
+"""
+
+import argparse
+import multiprocessing
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MiB = 1024 * 1024
+
+GEMM = """func @main(%x: tensor<?x{k}xf32>, %w: tensor<{n}x{k}xf32>, %b: tensor<{n}xf32>) -> tensor<?x{n}xf32> {{
+  %m = matmul %x, %w, transpose_b=true
+  %y = add %m, %b
+  ret %y
+}}
+"""
+
+# (K, N) of the GEMMs whose rates the floors use; M = 128.
+GEMM_SHAPES = ((768, 768), (768, 3072), (3072, 768), (300, 2048), (512, 2048))
+
+TREE_IN, TREE_HIDDEN = 300, 150
+LSTM_HIDDEN = 512
+
+
+# ---- bandwidth ------------------------------------------------------------------------------------
+
+
+def _stream(nbytes, reps, barrier, out):
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    n = max(16, nbytes // 8)  # two arrays of half the share each
+    a = np.ones(n, np.float32)
+    b = np.ones(n, np.float32)
+    inner = max(1, int(64 * MiB // max(nbytes, 1)))  # enough work per timing for small sets
+    for _ in range(3):
+        np.copyto(a, b)
+        float(np.dot(a, b))
+    barrier.wait()
+    best_copy = best_dot = 0.0
+    for _ in range(reps):
+        t = time.perf_counter()
+        for _ in range(inner):
+            np.copyto(a, b)
+        dt = time.perf_counter() - t
+        best_copy = max(best_copy, inner * 2 * a.nbytes / dt)
+        t = time.perf_counter()
+        for _ in range(inner):
+            float(np.dot(a, b))
+        dt = time.perf_counter() - t
+        best_dot = max(best_dot, inner * 2 * a.nbytes / dt)
+    out.put((best_copy, best_dot))
+
+
+def read_bandwidth(nbytes, threads=1, reps=10):
+    """(copy GB/s, dot GB/s) over a warm working set of nbytes, split over `threads` processes."""
+    ctx = multiprocessing.get_context("fork")
+    barrier, out = ctx.Barrier(threads), ctx.Queue()
+    procs = [ctx.Process(target=_stream, args=(nbytes // threads, reps, barrier, out)) for _ in range(threads)]
+    for p in procs:
+        p.start()
+    res = [out.get() for _ in procs]
+    for p in procs:
+        p.join()
+    return sum(r[0] for r in res) / 1e9, sum(r[1] for r in res) / 1e9
+
+
+# ---- GEMM rates -----------------------------------------------------------------------------------
+
+
+def _kernel_ms(nimble_run, nbc, inputs, reps, threads, kernels):
+    cmd = [nimble_run, nbc, "--benchmark=%d" % reps, "--profile", "--threads=%d" % threads,
+           "--kernels=" + kernels] + ["--input=@" + i for i in inputs]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError("%s failed (exit %d): %s" % (" ".join(cmd), p.returncode, p.stderr[-2000:]))
+    runs = int(re.search(r"Kernel profile \((\d+) runs?\)", p.stderr).group(1))
+    kernels_ms = float(re.search(r"Time split: kernels ([0-9.]+) ms", p.stderr).group(1))
+    return kernels_ms / runs
+
+
+def gemm_rates(nimblec, nimble_run, threads, reps=20, work=None, shapes=GEMM_SHAPES, m=128):
+    """{(K, N): {(impl, T): GFLOP/s}} for impl in native, library at each T in threads."""
+    work = work or tempfile.mkdtemp(prefix="nimble-floors-")
+    rng = np.random.default_rng(0)
+    rates = {}
+    for k, n in shapes:
+        base = os.path.join(work, "floor_gemm_%dx%d" % (k, n))
+        with open(base + ".nir", "w") as f:
+            f.write(GEMM.format(k=k, n=n))
+        subprocess.run([nimblec, base + ".nir", "-o", base + ".nbc"], check=True)
+        ins = []
+        for name, shape in (("x", (m, k)), ("w", (n, k)), ("b", (n,))):
+            path = "%s.%s.npy" % (base, name)
+            np.save(path, rng.standard_normal(shape).astype(np.float32))
+            ins.append(path)
+        flop = 2.0 * m * k * n
+        rates[k, n] = {}
+        for T in threads:
+            for impl in ("native", "library"):
+                ms = _kernel_ms(nimble_run, base + ".nbc", ins, reps, T, impl)
+                rates[k, n][impl, T] = flop / (ms * 1e-3) / 1e9 if ms > 0 else float("nan")
+    return rates
+
+
+# ---- the floors -----------------------------------------------------------------------------------
+
+
+def bert_gemm_flops(n, layers=12, hidden=768, ffn=3072):
+    """{(K, N) rate key: FLOP} of BERT-base's GEMMs at n tokens."""
+    return {(768, 768): layers * (4 * 2.0 * n * hidden * hidden + 2 * 2.0 * n * n * hidden),
+            (768, 3072): layers * 2.0 * n * hidden * ffn,
+            (3072, 768): layers * 2.0 * n * ffn * hidden}
+
+
+def bert_floor_ms(n, rates, T):
+    return sum(f / (rates[key]["library", T] * 1e9) for key, f in bert_gemm_flops(n).items()) * 1e3
+
+
+def lstm_floor_us(layers, inp, rates, bw, T):
+    """Per token: each layer's W_hh read once at bw (GB/s), plus the batched input projections."""
+    w_hh = 4 * LSTM_HIDDEN * LSTM_HIDDEN * 4
+    t = layers * w_hh / (bw * 1e9)
+    for i in range(layers):
+        k = inp if i == 0 else LSTM_HIDDEN
+        t += 2.0 * k * 4 * LSTM_HIDDEN / (rates[k, 4 * LSTM_HIDDEN]["library", T] * 1e9)
+    return t * 1e6
+
+
+def tree_weight_bytes():
+    return 4 * (3 * TREE_HIDDEN * TREE_IN + 3 * TREE_HIDDEN * TREE_HIDDEN + TREE_HIDDEN * TREE_HIDDEN)
+
+
+def treelstm_floor_us(nodes, trees, gemv_rate, bw):
+    """Per node over `trees` full binary trees of `nodes` nodes in all (leaves = (nodes + trees) / 2);
+    gemv_rate: the GFLOP/s a one-row product reaches (the larger of the generated kernel's and oneDNN's)."""
+    leaves = (nodes + trees) / 2
+    inner = nodes - leaves
+    leaf_bytes, leaf_flop = 4 * 3 * TREE_HIDDEN * TREE_IN, 2.0 * 3 * TREE_HIDDEN * TREE_IN
+    node_bytes = 4 * (3 * TREE_HIDDEN * TREE_HIDDEN + TREE_HIDDEN * TREE_HIDDEN)
+    node_flop = 2.0 * 3 * TREE_HIDDEN * TREE_HIDDEN + 2 * 2.0 * TREE_HIDDEN * TREE_HIDDEN
+    leaf = max(leaf_bytes / (bw * 1e9), leaf_flop / (gemv_rate * 1e9))
+    node = max(node_bytes / (bw * 1e9), node_flop / (gemv_rate * 1e9))
+    return (leaves * leaf + inner * node) / nodes * 1e6
+
+
+def measure(nimblec, nimble_run, threads, reps=10, work=None, progress=lambda s: None):
+    """Everything the floors need, at each thread count: {"bandwidth": {T: {bytes: GB/s}},
+    "bandwidth_detail": ..., "gemm": {(K, N): {(impl, T): GFLOP/s}}}."""
+    sizes = {"treelstm": tree_weight_bytes(), "lstm_1l": 4 * MiB, "lstm_2l": 8 * MiB, "dram": 256 * MiB}
+    bw, detail = {}, {}
+    for T in threads:
+        bw[T], detail[T] = {}, {}
+        for name, size in sizes.items():
+            progress("floors: read bandwidth over %.1f MiB at %d thread%s" % (size / MiB, T, "" if T == 1 else "s"))
+            copy, dot = read_bandwidth(size, T, reps if size < 64 * MiB else max(3, reps // 3))
+            bw[T][name], detail[T][name] = max(copy, dot), (copy, dot, size)
+    progress("floors: GEMM rates at M = 128 (%s)" % ", ".join("%dx%d" % s for s in GEMM_SHAPES))
+    gemm = gemm_rates(nimblec, nimble_run, threads, reps=max(5, reps), work=work)
+    return {"bandwidth": bw, "bandwidth_detail": detail, "gemm": gemm}
+
+
+def floor_for(model, length, T, m, trees=None):
+    """The floor of one table row (same unit as the row: us/token, ms/sequence, us/node)."""
+    bw, gemm = m["bandwidth"][T], m["gemm"]
+    if model == "bert_base":
+        return bert_floor_ms(length, gemm, T)
+    if model in ("lstm_1l", "lstm_2l"):
+        return lstm_floor_us(1 if model == "lstm_1l" else 2, 300, gemm, bw[model], T)
+    if model == "treelstm":
+        # The one-row product's rate: the 512-input LSTM GEMV shape is the nearest measured; a roofline
+        # with the GEMM rate at M = 128 would be far lower than any one-row product reaches.
+        return treelstm_floor_us(length, trees, max(gemm[512, 2048]["library", T], gemm[512, 2048]["native", T]),
+                                 bw["treelstm"])
+    return None
+
+
+def describe(m, threads):
+    lines = []
+    for T in threads:
+        parts = ["%s %.1f MiB: %.1f GB/s (copy %.1f, dot %.1f)" % (name, d[2] / MiB, m["bandwidth"][T][name], d[0], d[1])
+                 for name, d in m["bandwidth_detail"][T].items()]
+        lines.append("read bandwidth, %d thread%s: %s" % (T, "" if T == 1 else "s", "; ".join(parts)))
+    for (k, n), r in m["gemm"].items():
+        lines.append("GEMM M=128 K=%d N=%d GFLOP/s: %s" % (k, n, ", ".join(
+            "%s %dt %.1f" % ("oneDNN" if impl == "library" else impl, T, v) for (impl, T), v in sorted(r.items()))))
+    return lines
+
+
+def main():
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    from models.common import tools
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--nimblec", default=tools.default_tool("nimblec"))
+    ap.add_argument("--nimble-run", default=tools.default_tool("nimble-run"))
+    args = ap.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    m = measure(args.nimblec, args.nimble_run, threads, args.reps,
+                progress=lambda s: print(s, file=sys.stderr, flush=True))
+    print("\n".join(describe(m, threads)))
+    for T in threads:
+        print("floors at %d thread%s: BERT-base 128 tokens %.2f ms (16: %.2f, 64: %.2f); LSTM-1L %.1f us/token; "
+              "LSTM-2L %.1f us/token; Tree-LSTM %.2f us/node (trees of 5-40 leaves)" % (
+                  T, "" if T == 1 else "s", floor_for("bert_base", 128, T, m), floor_for("bert_base", 16, T, m),
+                  floor_for("bert_base", 64, T, m), floor_for("lstm_1l", 0, T, m), floor_for("lstm_2l", 0, T, m),
+                  floor_for("treelstm", 554, T, m, trees=12)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
