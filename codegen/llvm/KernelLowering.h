@@ -81,8 +81,12 @@ private:
   Value *dim(uint32_t v, size_t d) { return dims_[v][d]; }
   Value *numElements(uint32_t v);
   // --- threads
+  // `work`: a rough count of the stage's inner operations; the region runs
+  // on the pool from `minWork` on (KernelParallel.cpp).
+  static constexpr int64_t kParallelWork = 1 << 16;
+  static constexpr int64_t kParallelMatMulWork = 1 << 20;
   void parallel(const char *name, Value *n, Value *work, std::vector<Value *> &carry,
-                const std::function<void(Value *, Value *)> &body);
+                const std::function<void(Value *, Value *)> &body, int64_t minWork = kParallelWork);
   Value *closureField(llvm::StructType *ty, Value *closure, unsigned field, size_t index);
   // --- NVPTX: thread ids and barriers (target hooks, docs/codegen.md "CUDA")
   Value *sreg(llvm::Intrinsic::ID id) { return b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), b_.getInt64Ty()); }

@@ -393,7 +393,7 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
       derive();
       blocking();
       blocks(i64(0), i64(0), i64(0), begin, end);
-    });
+    }, kParallelMatMulWork);
     derive();
     blocking();
     edges(i64(0), i64(0), i64(0));
@@ -422,7 +422,7 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
       batch[0] = {iv, i64(0)};
       batches(1);
     });
-  });
+  }, kParallelMatMulWork);
   return true;
 }
 

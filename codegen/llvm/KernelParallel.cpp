@@ -22,17 +22,23 @@ using namespace lowering;
 // strides are loaded again from the descriptors, so no value of the caller
 // is used across the function boundary. The caller calls
 // ctx->parallel_for(pool, n, body, closure) when the pool exists and `work`
-// (a rough count of inner operations) is at least kParallelWork, and the body
+// (a rough count of inner operations) is at least minWork, and the body
 // directly with [0, n) otherwise; an error in any part sets the flag, which
 // the caller turns into its own error exit.
+// minWork: kParallelWork (2^16) for element-wise and row stages, whose
+// points cost a few cycles each; kParallelMatMulWork (2^20 multiply-adds,
+// tens of microseconds) for matmuls: a region costs about a microsecond to
+// start even on spinning threads and splits a product whose operands sit in
+// one core's cache, which a one-row product of a few microseconds never
+// wins back (Tree-LSTM's 1x300 . (450x300)^T split over two threads made a
+// node 13.8 us against 6.0 on one; docs/perf.md).
 // &closure.field[index] of a {ptr, [V x ptr], i32, [C x ptr]} closure.
 Value *KernelLowering::closureField(llvm::StructType *ty, Value *closure, unsigned field, size_t index) {
   return b_.CreateInBoundsGEP(ty, closure, {b_.getInt32(0), b_.getInt32(field), b_.getInt32(static_cast<uint32_t>(index))});
 }
 
 void KernelLowering::parallel(const char *name, Value *n, Value *work, std::vector<Value *> &carry,
-                              const std::function<void(Value *, Value *)> &body) {
-  constexpr int64_t kParallelWork = 1 << 16;
+                              const std::function<void(Value *, Value *)> &body, int64_t minWork) {
   if (inParallel_) { // no nesting: a body runs its inner loops itself
     body(i64(0), n);
     return;
@@ -109,7 +115,7 @@ void KernelLowering::parallel(const char *name, Value *n, Value *work, std::vect
   Value *pf = b_.CreateLoad(ptr, b_.CreateStructGEP(ctxTy, kctx, 0));
   Value *pool = b_.CreateLoad(ptr, b_.CreateStructGEP(ctxTy, kctx, 1));
   Value *usePool = b_.CreateAnd(b_.CreateIsNotNull(pf),
-                                b_.CreateAnd(b_.CreateICmpSGE(work, i64(kParallelWork)), b_.CreateICmpSGT(n, i64(1))));
+                                b_.CreateAnd(b_.CreateICmpSGE(work, i64(minWork)), b_.CreateICmpSGT(n, i64(1))));
   llvm::BasicBlock *viaPool = llvm::BasicBlock::Create(ctx_, "par.pool", fn_);
   llvm::BasicBlock *direct = llvm::BasicBlock::Create(ctx_, "par.direct", fn_);
   llvm::BasicBlock *after = llvm::BasicBlock::Create(ctx_, "par.after", fn_);
