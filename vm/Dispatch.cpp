@@ -166,7 +166,21 @@ KernelDispatcher::KernelDispatcher(const Executable &exe, KernelMode mode, const
                                    LibraryKernels *library, TuningTable *tuning)
     : exe_(exe), mode_(mode), native_(mode == KernelMode::Reference ? nullptr : native),
       library_(mode == KernelMode::Reference || mode == KernelMode::Native ? nullptr : library),
-      tuning_(tuning), memos_(exe.kernels.size()) {}
+      tuning_(tuning), memos_(exe.kernels.size()), last_(exe.kernels.size()) {}
+
+namespace {
+bool sameDims(const std::vector<Tensor *> &ins, const std::vector<int64_t> &dims) {
+  size_t at = 0;
+  for (const Tensor *t : ins) {
+    const std::vector<int64_t> &s = t->shape();
+    if (at + 1 + s.size() > dims.size() || dims[at] != static_cast<int64_t>(s.size())) return false;
+    for (size_t d = 0; d < s.size(); ++d)
+      if (dims[at + 1 + d] != s[d]) return false;
+    at += 1 + s.size();
+  }
+  return at == dims.size();
+}
+} // namespace
 
 bool KernelDispatcher::runImpl(KernelImpl impl, uint32_t k, const std::vector<Tensor *> &ins,
                                const std::vector<Tensor *> &outs, KernelContext &ctx,
@@ -234,14 +248,32 @@ Status KernelDispatcher::run(uint32_t k, const std::vector<Tensor *> &ins, const
   KernelImpl choice = hasLibrary ? KernelImpl::Library : hasNative ? KernelImpl::Native : KernelImpl::Reference;
   if (mode_ == KernelMode::Native && !hasNative) choice = KernelImpl::Reference;
   if (mode_ == KernelMode::Auto && hasNative && hasLibrary) {
-    const std::string &name = exe_.kernels[k].name;
-    std::string bucket = shapeBucket(ins);
-    if (!tuning_ || !tuning_->lookup(name, bucket, choice)) {
+    LastChoice &last = last_[k];
+    if (last.valid && sameDims(ins, last.dims)) {
+      choice = last.impl;
+    } else {
+      const std::string &name = exe_.kernels[k].name;
+      std::string bucket = shapeBucket(ins);
       bool written = false;
-      choice = tune(k, ins, outs, ctx, &written);
+      if (!tuning_ || !tuning_->lookup(name, bucket, choice)) {
+        choice = tune(k, ins, outs, ctx, &written);
+        if (tuning_ && choice != KernelImpl::Reference) {
+          tuning_->set(name, bucket, choice);
+          tuning_->noteMeasured();
+        }
+      }
+      // Remembered once the table holds the decision (the same shapes give
+      // the same bucket, so the same answer); a measurement that found no
+      // implementation is retried by the next call, as before.
+      last.valid = false;
       if (tuning_ && choice != KernelImpl::Reference) {
-        tuning_->set(name, bucket, choice);
-        tuning_->noteMeasured();
+        last.dims.clear();
+        for (const Tensor *t : ins) {
+          last.dims.push_back(static_cast<int64_t>(t->rank()));
+          last.dims.insert(last.dims.end(), t->shape().begin(), t->shape().end());
+        }
+        last.impl = choice;
+        last.valid = true;
       }
       if (written) {
         *ran = choice;

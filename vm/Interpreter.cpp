@@ -61,15 +61,22 @@ TensorRef VirtualMachine::constant(uint32_t index) {
   return t;
 }
 
-TensorRef VirtualMachine::scalarConstant(int64_t v) {
-  auto it = scalars_.find(v);
-  if (it != scalars_.end()) return it->second;
+ObjectRef VirtualMachine::scalarConstant(int64_t v) {
+  // The small non-negative values (offsets into a frame's arena, loop
+  // bounds, steps, axes) from an array, the others from a map; one reference count taken, for the register.
+  const bool small = v >= 0 && v < static_cast<int64_t>(kSmallScalars);
+  if (small && smallScalars_[static_cast<size_t>(v)]) return ObjectRef(smallScalars_[static_cast<size_t>(v)].get());
+  if (!small) {
+    auto it = scalars_.find(v);
+    if (it != scalars_.end()) return ObjectRef(it->second.get());
+  }
   // Read-only, like the constant pool: no kernel may take it as an output.
   auto bytes = std::make_shared<int64_t>(v);
   Ref<Storage> st(new Storage(bytes.get(), sizeof(int64_t), bytes));
   TensorRef t(new Tensor(DType::I64, {}, st, 0));
-  if (scalars_.size() < 4096) scalars_.emplace(v, t);
-  return t;
+  if (small) smallScalars_[static_cast<size_t>(v)] = t;
+  else if (scalars_.size() < 4096) scalars_.emplace(v, t);
+  return ObjectRef(t.get());
 }
 
 Status VirtualMachine::errorAt(uint32_t func, uint32_t pc, const std::string &msg,
@@ -612,7 +619,7 @@ dispatch:
   }
   CASE(LoadConsti) {
     int64_t v = static_cast<int64_t>(uint64_t(code[pc + 2]) | (uint64_t(code[pc + 3]) << 32));
-    R(code[pc + 1]) = ObjectRef(scalarConstant(v).get());
+    R(code[pc + 1]) = scalarConstant(v);
     NEXT(4);
   }
   CASE(ShapeOf) {

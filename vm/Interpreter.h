@@ -24,6 +24,7 @@
 #include "vm/Kernel.h"
 #include "vm/Object.h"
 
+#include <array>
 #include <iosfwd>
 #include <map>
 #include <memory>
@@ -179,8 +180,10 @@ private:
   /// LoadConsti's scalar for `v`: one read-only tensor per value, made once
   /// (offsets and sizes repeat on every call; allocating each was a third
   /// of the VM's allocations on Tree-LSTM).
-  TensorRef scalarConstant(int64_t v);
+  ObjectRef scalarConstant(int64_t v);
   std::unordered_map<int64_t, TensorRef> scalars_;
+  static constexpr size_t kSmallScalars = 4096;
+  std::array<TensorRef, kSmallScalars> smallScalars_;
 
   std::shared_ptr<const Executable> exe_;
   VMOptions opts_;

@@ -188,6 +188,22 @@ void inputKey(const std::vector<Tensor *> &ins, std::vector<int64_t> &key) {
   }
 }
 
+/// inputKey(ins) == key, without building it (every call of a loop body or
+/// a recursion asks this).
+bool sameInputKey(const std::vector<Tensor *> &ins, const std::vector<int64_t> &key) {
+  size_t at = 0;
+  for (const Tensor *t : ins) {
+    const std::vector<int64_t> &s = t->shape();
+    if (at + 2 + s.size() > key.size() || key[at] != static_cast<int64_t>(t->dtype()) ||
+        key[at + 1] != static_cast<int64_t>(s.size()))
+      return false;
+    for (size_t d = 0; d < s.size(); ++d)
+      if (key[at + 2 + d] != s[d]) return false;
+    at += 2 + s.size();
+  }
+  return at == key.size();
+}
+
 /// Fills memo.sigs (values, then outputs), memo.strides and memo.bufs (no
 /// data pointers yet); false when a shape check fails.
 bool describeCall(const KernelDesc &k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
@@ -226,10 +242,7 @@ Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vect
       if (opInfo(mem.op).shapeMode == ShapeMode::DataDependent) m.state = NativeCallMemo::NotCacheable;
   }
   bool hit = false;
-  if (memo && m.state == NativeCallMemo::Cacheable && m.valid) {
-    inputKey(ins, m.scratch);
-    hit = m.scratch == m.key;
-  }
+  if (memo && m.state == NativeCallMemo::Cacheable && m.valid) hit = sameInputKey(ins, m.key);
   if (hit) {
     // The shapes repeat: only the outputs need checking (the program may
     // pass other buffers).

@@ -67,7 +67,7 @@ struct NativeCallMemo {
   enum State : uint8_t { Unknown, Cacheable, NotCacheable };
   State state = Unknown;
   bool valid = false;
-  std::vector<int64_t> key, scratch; // dtype, rank and dims of every input
+  std::vector<int64_t> key; // dtype, rank and dims of every input
   std::vector<TensorSig> sigs;       // every value of the kernel, then every output
   std::vector<std::vector<int64_t>> strides;
   std::vector<nimble_buffer> bufs;
