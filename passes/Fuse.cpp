@@ -55,8 +55,10 @@
 //
 // An OutputFusable op only joins a group of (elementwise/broadcast) ops, so
 // two OutputFusable ops never share a group; an elementwise producer never
-// joins a group containing a matmul (TVM does not fuse into a matmul's
-// inputs either).
+// joins a group containing a matmul through the matmul's inputs (TVM does
+// not fuse into a matmul's inputs either), but does join one whose
+// element-wise epilogue alone uses it (`joinsEpilogue`: an operand of the
+// epilogue computed point by point, like the epilogue).
 //
 // The paper's policy (Nimble paper §3.2, last paragraph: "a basic operator
 // with a data dependent or upper bound shape function cannot be fused to
@@ -152,6 +154,25 @@ struct Group {
   FusionPattern pattern;
 };
 
+/// An element-wise (or broadcast) producer whose uses are all element-wise
+/// members of an OutputFusable group, none of them the matmul: it computes
+/// an operand of the epilogue (Tree-LSTM's `i * u + f * c` after the forget
+/// gate's matmul, with `i = sigmoid(..)` and `u = tanh(..)`), so it fuses
+/// there like the epilogue itself, evaluated per output point; what feeds
+/// the matmul's own operands still never fuses (rule 2's table).
+bool joinsEpilogue(const Operation &op, const Group &g) {
+  FusionPattern p = op.info().fusion;
+  if (g.pattern != FusionPattern::OutputFusable ||
+      (p != FusionPattern::ElemWise && p != FusionPattern::Broadcast))
+    return false;
+  for (const Value *r : op.results())
+    for (const OpOperand &u : r->uses()) {
+      FusionPattern up = u.owner()->info().fusion;
+      if (up != FusionPattern::ElemWise && up != FusionPattern::Broadcast) return false;
+    }
+  return true;
+}
+
 class FusePass : public Pass {
 public:
   std::string_view name() const override { return "fuse"; }
@@ -222,7 +243,7 @@ std::vector<Group> FusePass::formGroups(Block &b) const {
         }
       if (!target) return std::nullopt;
       const Group &g = groups[*target];
-      if (!patternAllows(info.fusion, g.pattern)) return std::nullopt;
+      if (!patternAllows(info.fusion, g.pattern) && !joinsEpilogue(*op, g)) return std::nullopt;
       if (g.members.size() >= maxGroupSize_) return std::nullopt;
       return target;
     };
