@@ -204,6 +204,37 @@ TEST(PoolAllocator, SizeClasses) {
   EXPECT_EQ(poolSizeClass(huge), huge);
 }
 
+TEST(PoolAllocator, EveryClassKeepsItsOwnFreeList) {
+  // One block of each class from 64 bytes to 1 GiB's neighbourhood (the
+  // class's smallest and largest size), freed, then asked for again: each
+  // comes back from its own list, and a block of one class never serves
+  // another (the free lists are an array indexed by class arithmetic).
+  Allocator &a = allocatorOf(AllocatorKind::Pool);
+  a.releaseCached();
+  std::vector<std::pair<size_t, size_t>> classes; // (smallest size, class)
+  for (size_t size = 1, prev = 0; size <= (size_t(1) << 24);) {
+    size_t c = poolSizeClass(size);
+    if (c != prev) classes.push_back({size, c});
+    prev = c;
+    size = c + 1;
+  }
+  ASSERT_EQ(classes.size(), 16u + 4 * 14) << "64-byte steps to 1 KiB, then 4 per power of two to 16 MiB";
+  std::vector<void *> blocks;
+  for (auto [size, c] : classes) {
+    blocks.push_back(a.allocate(c, 64)); // the largest size of the class
+    ASSERT_NE(blocks.back(), nullptr) << c;
+  }
+  for (size_t i = 0; i < classes.size(); ++i) a.deallocate(blocks[i], classes[i].second, 64);
+  a.resetStats();
+  for (size_t i = classes.size(); i-- > 0;) { // the other way round
+    void *p = a.allocate(classes[i].first, 64); // the smallest size of the class
+    EXPECT_EQ(p, blocks[i]) << "class " << classes[i].second;
+    a.deallocate(p, classes[i].first, 64);
+  }
+  EXPECT_EQ(a.stats().poolHits, classes.size());
+  a.releaseCached();
+}
+
 TEST(PoolAllocator, RecyclesFreedBlocksOfTheSameClass) {
   Allocator &a = allocatorOf(AllocatorKind::Pool);
   a.resetStats();
