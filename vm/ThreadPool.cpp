@@ -22,8 +22,9 @@
 
 #include "vm/ThreadPool.h"
 
-#include <omp.h>
-
+// No <omp.h>: the region is a pragma, and a build without -fopenmp (the
+// libFuzzer targets, build_defs/fuzz.bzl) ignores it and runs the chunks on
+// the calling thread, which is correct, only serial.
 #include <algorithm>
 #include <atomic>
 #include <new>
@@ -44,7 +45,7 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain,
   const int64_t threads = threads_;
   const int64_t chunk = std::max(grain, (n + 4 * threads - 1) / (4 * threads));
   const int64_t chunks = (n + chunk - 1) / chunk;
-  const int team = static_cast<int>(std::min<int64_t>(threads, chunks));
+  [[maybe_unused]] const int team = static_cast<int>(std::min<int64_t>(threads, chunks));
   std::atomic<bool> allocFailed{false};
 #pragma omp parallel for schedule(dynamic, 1) num_threads(team)
   for (int64_t c = 0; c < chunks; ++c) {
