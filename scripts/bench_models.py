@@ -6,7 +6,7 @@ paper's models, with the thread count of every system held and shown.
         [--threads 1,2] [--lengths 8,32,128] [--bert-lengths 16,64,128] [--count 12]
         [--reps 10] [--warmup 2] [--profile-reps 2] [--systems nimble,pytorch,onnxruntime,iree]
         [--json FILE] [--plot DIR] [--markdown FILE] [--peers-venv DIR]
-        [--quiet-load 1.0] [--max-wait 60]
+        [--quiet-load 1.0] [--max-wait 60] [--no-floors]
 
 Each system and thread count T runs in its own process, started with
 OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = MKL_NUM_THREADS = T (torch.set_num_threads
@@ -34,6 +34,14 @@ inputs generated here), Tree-LSTM over the seeded trees of models/make_all.sh
 in us/node (sum of medians / nodes). Then the mixed-length aggregate: the
 first --count seeded inputs of LSTM and BERT (8-128 and 16-128 tokens),
 sum of medians / total tokens. PyTorch/Nimble > 1: Nimble is faster.
+
+Floors (issues 12 and 13; scripts/floors.py, skipped with --no-floors): before
+the first model, the read bandwidth of each model's working set and the GEMM
+rates of oneDNN and the generated kernel at M = 128 are measured at each T,
+and every fixed-size Nimble row gets a floor (BERT-base's GEMM arithmetic at
+oneDNN's rates; one read of each LSTM layer's W_hh per token plus the batched
+input projections; Tree-LSTM's per-node roofline) and Nimble / floor. With
+ONNX Runtime in the run the table also has ORT / Nimble.
 
 Before each model block the 1-minute load is read (the benchmark waits up to
 --max-wait seconds for it to drop to --quiet-load, then runs anyway) and
