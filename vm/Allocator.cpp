@@ -193,7 +193,8 @@ public:
     Timer t(timing_, stats_.nanoseconds);
     if (align > kPoolAlign || size > kMaxPooled) return allocateFromSystem(size, align);
     size_t cls = poolSizeClass(size);
-    assert(classIndex(cls) < kNumClasses && classSize(classIndex(cls)) == cls && "a size class without a list");
+    assert(classIndex(cls) < kNumClasses && classSize(classIndex(cls)) == cls &&
+           "a size class without a list");
     std::vector<void *> &list = free_[classIndex(cls)];
     if (!list.empty()) {
       void *p = list.back();

@@ -63,9 +63,11 @@ TensorRef VirtualMachine::constant(uint32_t index) {
 
 ObjectRef VirtualMachine::scalarConstant(int64_t v) {
   // The small non-negative values (offsets into a frame's arena, loop
-  // bounds, steps, axes) from an array, the others from a map; one reference count taken, for the register.
+  // bounds, steps, axes) from an array, the others from a map; one
+  // reference count taken, for the register.
   const bool small = v >= 0 && v < static_cast<int64_t>(kSmallScalars);
-  if (small && smallScalars_[static_cast<size_t>(v)]) return ObjectRef(smallScalars_[static_cast<size_t>(v)].get());
+  if (small && smallScalars_[static_cast<size_t>(v)])
+    return ObjectRef(smallScalars_[static_cast<size_t>(v)].get());
   if (!small) {
     auto it = scalars_.find(v);
     if (it != scalars_.end()) return ObjectRef(it->second.get());
