@@ -78,12 +78,7 @@ BMM = """func @main(%p: tensor<12x?x?xf32>, %v: tensor<12x?x64xf32>) -> tensor<1
 }
 """
 
-GEMM = """func @main(%x: tensor<?x{k}xf32>, %w: tensor<{n}x{k}xf32>, %b: tensor<{n}xf32>) -> tensor<?x{n}xf32> {{
-  %m = matmul %x, %w, transpose_b=true
-  %y = add %m, %b
-  ret %y
-}}
-"""
+GEMM = floors.GEMM  # x . W^T + bias, W stored [N, K] as the models store it
 
 GEMM_KN = """func @main(%x: tensor<?x{k}xf32>, %w: tensor<{k}x{n}xf32>, %b: tensor<{n}xf32>) -> tensor<?x{n}xf32> {{
   %m = matmul %x, %w
@@ -142,16 +137,7 @@ def compile_nir(nimblec, text, path, kernels, mcpu):
     return path
 
 
-def timings(nimble_run, nbc, inputs, reps, extra=("--threads=1", "--kernels=native")):
-    """(median ms per call, kernel ms per call) from --benchmark and --profile:
-    the first includes the VM's work around the kernels (allocation, shape
-    functions, dispatch), the second is the kernels' time alone."""
-    cmd = [nimble_run, nbc, "--benchmark=%d" % reps, "--profile", *extra] + ["--input=@" + i for i in inputs]
-    p = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    median = float(re.search(r"median ([0-9.]+) ms", p.stdout).group(1))
-    runs = int(re.search(r"Kernel profile \((\d+) runs?\)", p.stderr).group(1))
-    kernels = float(re.search(r"Time split: kernels ([0-9.]+) ms", p.stderr).group(1))
-    return median, kernels / runs
+timings = floors.timings
 
 
 def main():

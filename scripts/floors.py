@@ -113,15 +113,18 @@ def read_bandwidth(nbytes, threads=1, reps=10):
 # ---- GEMM rates -----------------------------------------------------------------------------------
 
 
-def _kernel_ms(nimble_run, nbc, inputs, reps, threads, kernels):
-    cmd = [nimble_run, nbc, "--benchmark=%d" % reps, "--profile", "--threads=%d" % threads,
-           "--kernels=" + kernels] + ["--input=@" + i for i in inputs]
+def timings(nimble_run, nbc, inputs, reps, extra=("--threads=1", "--kernels=native")):
+    """(median ms per call, kernel ms per call) from `nimble-run --benchmark=reps --profile`: the
+    first includes the VM's work around the kernels (allocation, shape functions, dispatch), the
+    second is the kernels' time alone. Inputs are .npy paths."""
+    cmd = [nimble_run, nbc, "--benchmark=%d" % reps, "--profile", *extra] + ["--input=@" + i for i in inputs]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError("%s failed (exit %d): %s" % (" ".join(cmd), p.returncode, p.stderr[-2000:]))
+    median = float(re.search(r"median ([0-9.]+) ms", p.stdout).group(1))
     runs = int(re.search(r"Kernel profile \((\d+) runs?\)", p.stderr).group(1))
     kernels_ms = float(re.search(r"Time split: kernels ([0-9.]+) ms", p.stderr).group(1))
-    return kernels_ms / runs
+    return median, kernels_ms / runs
 
 
 def gemm_rates(nimblec, nimble_run, threads, reps=20, work=None, shapes=GEMM_SHAPES, m=128):
@@ -145,7 +148,8 @@ def gemm_rates(nimblec, nimble_run, threads, reps=20, work=None, shapes=GEMM_SHA
             for impl in ("native", "library"):
                 # The best of three runs: a rate is a capability, and one slow
                 # run on a shared machine would lower every floor built on it.
-                ms = min(_kernel_ms(nimble_run, base + ".nbc", ins, reps, T, impl) for _ in range(3))
+                ms = min(timings(nimble_run, base + ".nbc", ins, reps, ("--threads=%d" % T, "--kernels=" + impl))[1]
+                         for _ in range(3))
                 rates[k, n][impl, T] = flop / (ms * 1e-3) / 1e9 if ms > 0 else float("nan")
     return rates
 

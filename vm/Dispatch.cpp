@@ -168,20 +168,6 @@ KernelDispatcher::KernelDispatcher(const Executable &exe, KernelMode mode, const
       library_(mode == KernelMode::Reference || mode == KernelMode::Native ? nullptr : library),
       tuning_(tuning), memos_(exe.kernels.size()), last_(exe.kernels.size()) {}
 
-namespace {
-bool sameDims(const std::vector<Tensor *> &ins, const std::vector<int64_t> &dims) {
-  size_t at = 0;
-  for (const Tensor *t : ins) {
-    const std::vector<int64_t> &s = t->shape();
-    if (at + 1 + s.size() > dims.size() || dims[at] != static_cast<int64_t>(s.size())) return false;
-    for (size_t d = 0; d < s.size(); ++d)
-      if (dims[at + 1 + d] != s[d]) return false;
-    at += 1 + s.size();
-  }
-  return at == dims.size();
-}
-} // namespace
-
 bool KernelDispatcher::runImpl(KernelImpl impl, uint32_t k, const std::vector<Tensor *> &ins,
                                const std::vector<Tensor *> &outs, KernelContext &ctx,
                                size_t *failedMember, Status &st) {
@@ -249,7 +235,7 @@ Status KernelDispatcher::run(uint32_t k, const std::vector<Tensor *> &ins, const
   if (mode_ == KernelMode::Native && !hasNative) choice = KernelImpl::Reference;
   if (mode_ == KernelMode::Auto && hasNative && hasLibrary) {
     LastChoice &last = last_[k];
-    if (last.valid && sameDims(ins, last.dims)) {
+    if (last.valid && sameInputKey(ins, last.key)) {
       choice = last.impl;
     } else {
       const std::string &name = exe_.kernels[k].name;
@@ -267,11 +253,7 @@ Status KernelDispatcher::run(uint32_t k, const std::vector<Tensor *> &ins, const
       // implementation is retried by the next call, as before.
       last.valid = false;
       if (tuning_ && choice != KernelImpl::Reference) {
-        last.dims.clear();
-        for (const Tensor *t : ins) {
-          last.dims.push_back(static_cast<int64_t>(t->rank()));
-          last.dims.insert(last.dims.end(), t->shape().begin(), t->shape().end());
-        }
+        inputKey(ins, last.key);
         last.impl = choice;
         last.valid = true;
       }

@@ -101,12 +101,12 @@ private:
   LibraryKernels *library_;
   TuningTable *tuning_;
   std::vector<NativeCallMemo> memos_; // per kernel (vm/NativeKernels.h)
-  /// Per kernel, --kernels=auto: the input dims of the last call and the
+  /// Per kernel, --kernels=auto: the input types of the last call and the
   /// implementation chosen for them, so that a call with the same shapes
   /// (every call of a loop or a recursion) finds its choice without building
   /// its bucket's name and searching the table.
   struct LastChoice {
-    std::vector<int64_t> dims; // per input: rank, then the dims
+    std::vector<int64_t> key; // inputKey (vm/NativeKernels.h)
     KernelImpl impl = KernelImpl::Reference;
     bool valid = false;
   };

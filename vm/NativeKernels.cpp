@@ -177,8 +177,6 @@ bool kernelValueSigs(const KernelDesc &k, const std::vector<Tensor *> &ins,
   return true;
 }
 
-namespace {
-
 void inputKey(const std::vector<Tensor *> &ins, std::vector<int64_t> &key) {
   key.clear();
   for (const Tensor *t : ins) {
@@ -188,8 +186,6 @@ void inputKey(const std::vector<Tensor *> &ins, std::vector<int64_t> &key) {
   }
 }
 
-/// inputKey(ins) == key, without building it (every call of a loop body or
-/// a recursion asks this).
 bool sameInputKey(const std::vector<Tensor *> &ins, const std::vector<int64_t> &key) {
   size_t at = 0;
   for (const Tensor *t : ins) {
@@ -203,6 +199,8 @@ bool sameInputKey(const std::vector<Tensor *> &ins, const std::vector<int64_t> &
   }
   return at == key.size();
 }
+
+namespace {
 
 /// Fills memo.sigs (values, then outputs), memo.strides and memo.bufs (no
 /// data pointers yet); false when a shape check fails.

@@ -57,6 +57,13 @@ bool cpuHasFeature(const std::string &name);
 bool kernelValueSigs(const KernelDesc &k, const std::vector<Tensor *> &ins,
                      const std::vector<Tensor *> &outs, std::vector<TensorSig> &sigs);
 
+/// The key of a call's input types: dtype, rank and dims of every input
+/// (NativeCallMemo, and the dispatcher's last decision per kernel).
+void inputKey(const std::vector<Tensor *> &ins, std::vector<int64_t> &key);
+/// inputKey(ins) == key, without building it (every call of a loop body or
+/// a recursion asks this).
+bool sameInputKey(const std::vector<Tensor *> &ins, const std::vector<int64_t> &key);
+
 /// What runNativeKernel derived from the last input shapes of one kernel: the
 /// type of every value and the descriptors' shapes and strides. While the
 /// shapes repeat (every iteration of a loop, every node of a tree) the
