@@ -126,7 +126,7 @@ inline constexpr int kNumOpCodes = 0
 enum class Relation : uint8_t {
   Unary, Broadcast, Compare, Select, Cast, MatMul, BatchMatMul, Reduce, ArgReduce,
   LayerNorm, Reshape, DynReshape, Transpose, Concat, Split, Slice, DynamicSlice,
-  Take, ExpandDims, Squeeze, BroadcastTo, Constant, Zeros, Full, Arange, Unique,
+  DynamicUpdateSlice, Take, ExpandDims, Squeeze, BroadcastTo, Constant, Zeros, Full, Arange, Unique,
   Nonzero, ShapeOf, Dim, StorageSize, Structural,
 };
 enum class ShapeMode : uint8_t { None, DataIndependent, DataDependent, UpperBound };

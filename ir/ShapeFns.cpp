@@ -540,6 +540,38 @@ bool relDynamicSlice(Ctx &c) {
   return true;
 }
 
+bool relDynamicUpdateSlice(Ctx &c) {
+  if (!c.sameDType(0, 1)) return false;
+  if (!c.requireScalar(2, "start")) return false;
+  if (!isInteger(c.ops[2].dtype))
+    return c.fail("start (operand 2) must be an integer, got " + formatSig(c.ops[2]), 2);
+  int64_t r = c.rank(0);
+  int64_t ax;
+  if (!c.axis(c.intAttr("axis"), r, ax, "axis")) return false;
+  if (c.rank(1) != r)
+    return c.fail("update (operand 1) has rank " + std::to_string(c.rank(1)) +
+                      " but operand 0 has rank " + std::to_string(r),
+                  1);
+  std::vector<int64_t> out = c.ops[0].dims;
+  for (int64_t k = 0; k < r; ++k) {
+    int64_t u = c.ops[1].dims[static_cast<size_t>(k)];
+    int64_t &o = out[static_cast<size_t>(k)];
+    if (k == ax) {
+      if (o != kDynamic && u != kDynamic && u > o)
+        return c.fail("update (operand 1) has " + std::to_string(u) + " entries along axis " +
+                          std::to_string(ax) + ", more than operand 0's " + std::to_string(o),
+                      1);
+    } else if (!c.unify(u, o, o, "dimension " + std::to_string(k) +
+                                     " of the update (operand 1) and operand 0")) {
+      c.r.errorOperand = 1;
+      return false;
+    }
+  }
+  c.defer("start + the update's size must lie within dimension " + std::to_string(ax));
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
 bool relTake(Ctx &c) {
   if (!isInteger(c.ops[1].dtype))
     return c.fail("indices (operand 1) must have an integer element type, got " +
@@ -713,6 +745,7 @@ bool apply(Ctx &c) {
   case Relation::Split: return relSplit(c);
   case Relation::Slice: return relSlice(c);
   case Relation::DynamicSlice: return relDynamicSlice(c);
+  case Relation::DynamicUpdateSlice: return relDynamicUpdateSlice(c);
   case Relation::Take: return relTake(c);
   case Relation::ExpandDims: return relExpandDims(c);
   case Relation::Squeeze: return relSqueeze(c);

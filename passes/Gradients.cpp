@@ -447,6 +447,28 @@ bool AdjointEmitter::emit(const Operation &o, const std::vector<Value *> &result
     dx[0] = padAxis(g, a, st, 0, after, 0);
     break;
   }
+  case OpCode::DynamicUpdateSlice: {
+    // y = x with the window [s, s + n) along a replaced by u: the window's
+    // adjoint goes to u, the rest to x.
+    int64_t a = normAxis(o.intAttr("axis"), yt.rank());
+    Value *start = X(2);
+    if (diff(0)) dx[0] = op(OpCode::DynamicUpdateSlice, {g, zerosLike(x(1)), start}, {{"axis", Attr::getInt(a)}});
+    if (diff(1)) {
+      int64_t n = x(1)->type().dims()[static_cast<size_t>(a)];
+      if (n != kDynamic) {
+        dx[1] = op(OpCode::DynamicSlice, {g, start}, {{"axis", Attr::getInt(a)}, {"size", Attr::getInt(n)}});
+      } else {
+        Value *s64 = start->type().dtype() == DType::I64
+                         ? start
+                         : op(OpCode::Cast, {start}, {{"dtype", Attr::getDType(DType::I64)}});
+        Value *len = op(OpCode::Dim, {X(1)}, {{"axis", Attr::getInt(a)}});
+        Value *stop = op(OpCode::Add, {s64, len});
+        dx[1] = op(OpCode::Take, {g, op(OpCode::Arange, {s64, stop, b_.constantI64(1)})},
+                   {{"axis", Attr::getInt(a)}});
+      }
+    }
+    break;
+  }
   case OpCode::Take: {
     // Scatter-add as a product with the one-hot matrix of the indices, for
     // any axis a, rank r and index shape: with M = numel(indices), the

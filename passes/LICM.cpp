@@ -44,7 +44,7 @@ bool isSpeculatable(const Operation &op) {
   if (op.is(OpCode::Constant)) return true;
   const OpInfo &info = op.info();
   if (info.shapeMode != ShapeMode::DataIndependent) return false;
-  if (op.is(OpCode::Take) || op.is(OpCode::DynamicSlice)) return false;
+  if (op.is(OpCode::Take) || op.is(OpCode::DynamicSlice) || op.is(OpCode::DynamicUpdateSlice)) return false;
   for (unsigned i = 0; i < op.numOperands(); ++i) {
     Type t = op.operand(i)->type();
     if (!t.isTensor() || !t.hasStaticShape()) return false;

@@ -15,6 +15,61 @@ bool Loop::isInvariant(const Value *v) const {
   return true; // a global
 }
 
+bool isI64Constant(const Value *val, int64_t v) {
+  const Operation *op = val->definingOp();
+  if (!op || !op->is(OpCode::Constant)) return false;
+  Type t = op->result(0)->type();
+  if (!t.isTensor() || t.dtype() != DType::I64 || t.rank() != 0) return false;
+  const DenseValue &d = op->attr(0).getDense();
+  return d.numElements() == 1 && d.getInt(0) == v;
+}
+
+Value *passedTo(const Operation *term, const Block *target, unsigned i) {
+  for (const Successor &s : term->successors())
+    if (s.block == target && i < s.operandCount) return term->operand(s.operandBegin + i);
+  return nullptr;
+}
+
+CountedLoop matchCountedLoop(const Loop &loop) {
+  Block *h = loop.header;
+  if (!loop.preheader) return {};
+  Operation *term = h->back();
+  if (!term || !term->is(OpCode::CondBr) || term->successors().size() != 2) return {};
+  const Operation *cmp = term->operand(0)->definingOp();
+  if (!cmp || cmp->block() != h || cmp->numOperands() != 2) return {};
+  Block *onTrue = term->successors()[0].block, *onFalse = term->successors()[1].block;
+  bool exitOnTrue;
+  if (cmp->is(OpCode::GreaterEqual)) exitOnTrue = true;
+  else if (cmp->is(OpCode::Less)) exitOnTrue = false;
+  else return {};
+  if (loop.contains(exitOnTrue ? onTrue : onFalse) || !loop.contains(exitOnTrue ? onFalse : onTrue))
+    return {};
+  auto *t = dyn_cast<BlockArgument>(cmp->operand(0));
+  if (!t || t->owner() != h) return {};
+  const Operation *dim = cmp->operand(1)->definingOp();
+  if (!dim || !dim->is(OpCode::Dim) || dim->attr(0).getInt() != 0 || !loop.isInvariant(dim->result(0)))
+    return {};
+  Value *x = dim->operand(0);
+  // Starts at 0, steps by 1 on every back edge.
+  Value *init = passedTo(loop.preheader->back(), h, t->index());
+  if (!init || !isI64Constant(init, 0)) return {};
+  for (Block *latch : loop.latches) {
+    Operation *lt = latch->back();
+    if (!lt || !lt->is(OpCode::Br)) return {};
+    const Operation *inc = passedTo(lt, h, t->index()) ? passedTo(lt, h, t->index())->definingOp() : nullptr;
+    if (!inc || !inc->is(OpCode::Add)) return {};
+    bool ok = (inc->operand(0) == t && isI64Constant(inc->operand(1), 1)) ||
+              (inc->operand(1) == t && isI64Constant(inc->operand(0), 1));
+    if (!ok) return {};
+  }
+  CountedLoop c;
+  c.counter = t;
+  c.rows = x;
+  c.compare = const_cast<Operation *>(cmp);
+  c.exit = exitOnTrue ? onTrue : onFalse;
+  return c;
+}
+
 std::vector<Loop> findLoops(Function &f, const DominanceInfo &dom) {
   std::vector<Block *> rpo = f.reversePostOrder();
   std::unordered_map<const Block *, size_t> order;

@@ -37,6 +37,33 @@ struct Loop {
   bool isInvariant(const ir::Value *v) const;
 };
 
+/// A loop over the rows of a tensor X, in the form `batch-input-projection`
+/// and `loop-distribute` rewrite:
+///
+///   ^pre:  ... br ^h(%zero, ...)          %zero = constant 0 : tensor<i64>
+///   ^h(%t: tensor<i64>, ...):
+///     %done = greater_equal %t, %n        (or %more = less %t, %n, the body
+///     cond_br %done, ^exit, ^body          on the true side)
+///   ...    br ^h(%t1, ...)                 %t1 = add %t, %one  (every latch)
+///                                          %one = constant 1 : tensor<i64>
+///   with %n = dim %X, axis=0 and %X defined outside the loop.
+///
+/// The loop must have a preheader. `counter` is null when the loop is not of
+/// this form.
+struct CountedLoop {
+  ir::BlockArgument *counter = nullptr; // %t
+  ir::Value *rows = nullptr;            // %X
+  ir::Operation *compare = nullptr;     // the header's greater_equal / less
+  ir::Block *exit = nullptr;            // the header's successor outside the loop
+};
+CountedLoop matchCountedLoop(const Loop &loop);
+
+/// True when `val` is a constant scalar i64 equal to `v`.
+bool isI64Constant(const ir::Value *val, int64_t v);
+
+/// The operand that terminator `term` passes to argument `i` of `target`.
+ir::Value *passedTo(const ir::Operation *term, const ir::Block *target, unsigned i);
+
 /// The loops of `f`, innermost first (fewer blocks first). Unreachable blocks
 /// belong to no loop.
 std::vector<Loop> findLoops(ir::Function &f, const ir::DominanceInfo &dom);

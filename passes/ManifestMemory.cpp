@@ -30,6 +30,21 @@
 // / LoadConsti), shape_of (ShapeOf), reshape and dyn_reshape (ReshapeTensor:
 // a view), device_copy (DeviceCopy), storage_size, and the structural ops.
 //
+// In-place updates: `dynamic_update_slice %x, %u, %s` (bare, or the call of a
+// primitive function that is only that op) gets %x itself as its output, no
+// new storage, when overwriting %x's buffer cannot be observed: %x's may-alias
+// class (its reshape views, the block arguments it flows into and out of, and
+// earlier in-place updates of it, to a fixpoint by union-find) holds no
+// function argument, constant, global, call result, tuple/ADT field or value
+// that a call, tuple or constructor captured, and no value of the class that
+// the update's result does not dominate is live after it (Liveness). The
+// kernel then writes only the window (vm/kernels/Shape.cpp). This is the
+// usual destination-passing reuse (XLA's in-place dynamic-update-slice,
+// IREE's tied operands), decided here before any op of the function is
+// lowered, on the program's own values. It makes an accumulator carried by
+// a loop (`loop-distribute`'s stacked rows) O(row) per iteration, not
+// O(all rows).
+//
 // Devices: every storage is placed on the pass's `device` option (default
 // "cpu"); heterogeneous placement is a later pass.
 //
@@ -42,14 +57,18 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Analysis.h"
+#include "passes/Liveness.h"
 #include "passes/Pass.h"
 #include "passes/Statistic.h"
 
 #include "ir/Builder.h"
 #include "ir/Limits.h"
 #include "ir/Printer.h"
+#include "ir/Verifier.h"
 
 #include <map>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace nimble::passes {
 namespace {
@@ -62,6 +81,7 @@ NIMBLE_STATISTIC(NumShapeFuncCalls, "manifest-memory", "Number of shape function
 NIMBLE_STATISTIC(NumStaticAllocs, "manifest-memory", "Number of kernel output storages of static size");
 NIMBLE_STATISTIC(NumDynamicAllocs, "manifest-memory", "Number of kernel output storages of run-time size");
 NIMBLE_STATISTIC(NumKills, "manifest-memory", "Number of kills inserted");
+NIMBLE_STATISTIC(NumInPlace, "manifest-memory", "Number of dynamic_update_slice calls made in place");
 
 
 
@@ -73,6 +93,169 @@ bool escapes(const OpOperand &use) {
     return true;
   default: return false;
   }
+}
+
+
+/// The operand of `op` whose buffer a dynamic_update_slice would overwrite in
+/// place: operand 0 of a bare one, or the call operand bound to the updated
+/// argument of a primitive function that is only `dynamic_update_slice`.
+Value *updatedOperand(Module &m, Operation &op) {
+  if (op.is(OpCode::DynamicUpdateSlice)) return op.operand(0);
+  if (!op.is(OpCode::Call) || op.numResults() != 1) return nullptr;
+  Function *callee = m.lookupFunction(op.strAttr("callee"));
+  if (!callee || !isPrimitive(*callee) || callee->blocks().size() != 1) return nullptr;
+  Block *body = callee->entry();
+  Operation *first = body->empty() ? nullptr : &*body->begin();
+  if (!first || !first->is(OpCode::DynamicUpdateSlice)) return nullptr;
+  Operation *ret = first->nextOp();
+  if (!ret || !ret->is(OpCode::Ret) || ret->nextOp() || ret->numOperands() != 1 ||
+      ret->operand(0) != first->result(0))
+    return nullptr;
+  auto *arg = dyn_cast<BlockArgument>(first->operand(0));
+  if (!arg || arg->owner() != body || arg->index() >= op.numOperands()) return nullptr;
+  return op.operand(arg->index());
+}
+
+constexpr size_t kMaxInPlaceClass = 256;
+
+/// The updates of `f` that may run in place (see the header).
+std::unordered_set<const Operation *> inPlaceUpdates(Module &m, Function &f) {
+  std::unordered_set<const Operation *> result;
+  std::vector<std::pair<Operation *, Value *>> updates;
+  for (auto &b : f.blocks())
+    for (Operation &op : *b)
+      if (Value *x = updatedOperand(m, op)) updates.emplace_back(&op, x);
+  if (updates.empty()) return result;
+
+  // May-alias classes (union-find) and which classes are foreign: shared with
+  // the caller, the constant pool or a data structure.
+  std::unordered_map<const Value *, const Value *> parent;
+  std::function<const Value *(const Value *)> find = [&](const Value *v) -> const Value * {
+    auto it = parent.find(v);
+    if (it == parent.end() || it->second == v) return v;
+    const Value *r = find(it->second);
+    parent[v] = r;
+    return r;
+  };
+  auto unite = [&](const Value *a, const Value *b) {
+    const Value *ra = find(a), *rb = find(b);
+    if (ra != rb) parent[ra] = rb;
+  };
+  std::vector<const Value *> foreign;
+  for (auto &b : f.blocks()) {
+    bool entry = b.get() == f.entry();
+    for (unsigned i = 0; i < b->numArguments(); ++i)
+      if (entry) foreign.push_back(b->argument(i));
+    for (Operation &op : *b) {
+      switch (op.code()) {
+      case OpCode::Reshape: case OpCode::DynReshape: case OpCode::DeviceCopy:
+      case OpCode::DynamicUpdateSlice:
+        unite(op.result(0), op.operand(0));
+        break;
+      case OpCode::Constant: case OpCode::GetTuple:
+        foreign.push_back(op.result(0));
+        break;
+      case OpCode::Br: case OpCode::CondBr:
+        for (unsigned s = 0; s < op.successors().size(); ++s) {
+          std::vector<Value *> ins = op.successorOperands(s);
+          Block *to = op.successors()[s].block;
+          for (unsigned k = 0; k < ins.size() && k < to->numArguments(); ++k)
+            unite(to->argument(k), ins[k]);
+        }
+        break;
+      case OpCode::Match:
+        for (const Successor &s : op.successors())
+          for (unsigned k = 0; k < s.block->numArguments(); ++k) foreign.push_back(s.block->argument(k));
+        break;
+      case OpCode::Call: case OpCode::Tuple: case OpCode::Construct: {
+        Function *callee = op.is(OpCode::Call) ? m.lookupFunction(op.strAttr("callee")) : nullptr;
+        bool kernel = callee && isPrimitive(*callee);
+        if (kernel && updatedOperand(m, op)) {
+          unite(op.result(0), updatedOperand(m, op));
+          break;
+        }
+        if (kernel) break; // reads its inputs, writes fresh outputs
+        for (Value *v : op.operands()) foreign.push_back(v);
+        for (Value *r : op.results()) foreign.push_back(r);
+        break;
+      }
+      default: break;
+      }
+      for (Value *v : op.operands())
+        if (isa<Global>(v)) foreign.push_back(v);
+    }
+  }
+  std::unordered_set<const Value *> foreignRoots;
+  for (const Value *v : foreign) foreignRoots.insert(find(v));
+
+  // Members of each class that matter: those whose liveness is checked.
+  std::unordered_map<const Value *, std::vector<Value *>> members;
+  for (auto &b : f.blocks()) {
+    for (unsigned i = 0; i < b->numArguments(); ++i)
+      if (parent.count(b->argument(i))) members[find(b->argument(i))].push_back(b->argument(i));
+    for (Operation &op : *b)
+      for (Value *r : op.results())
+        if (parent.count(r)) members[find(r)].push_back(r);
+  }
+
+  Liveness live(f);
+  DominanceInfo dom(f);
+  for (auto [op, x] : updates) {
+    const Value *root = find(x);
+    if (foreignRoots.count(root) || isa<Global>(x)) continue;
+    Block *blk = op->block();
+    if (!dom.isReachable(blk)) continue;
+    int pos = 0;
+    for (Operation &o : *blk) {
+      if (&o == op) break;
+      ++pos;
+    }
+    const std::vector<int32_t> &last = live.lastUses(blk);
+    bool observed = false;
+    auto check = [&](Value *v) {
+      if (v == op->result(0)) return;
+      // Defined after the update where its result dominates: derived from
+      // the new contents, or from a value live across it (caught there).
+      if (Operation *d = v->definingOp())
+        if (dom.valueDominates(op->result(0), d)) return;
+      if (auto *a = dyn_cast<BlockArgument>(v))
+        if (a->owner() != blk && dom.dominates(blk, a->owner())) return;
+      int id = live.id(v);
+      if (id < 0) { observed = true; return; }
+      if (live.isLiveOut(blk, id) || last[static_cast<size_t>(id)] > pos) observed = true;
+    };
+    check(x); // a class of one has no entry in `members`
+    auto it = members.find(root);
+    // Each update scans its class: bounded, so that thousands of updates of
+    // one buffer stay linear (beyond the bound they copy, still correct).
+    if (it != members.end() && it->second.size() > kMaxInPlaceClass) observed = true;
+    if (!observed && it != members.end())
+      for (Value *v : it->second) {
+        check(v);
+        if (observed) break;
+      }
+    if (!observed) result.insert(op);
+  }
+  return result;
+}
+
+/// A `kill` after the last use of `v` when every use is in its block and none
+/// lets it escape (frees across blocks are plan-memory's).
+void killAfterLastUse(Module &m, Value *v) {
+  Operation *def = v->definingOp();
+  if (!def) return;
+  Block *blk = def->block();
+  Operation *last = def;
+  for (OpOperand &u : v->uses()) {
+    if (u.owner()->block() != blk || escapes(u) || u.owner()->isTerminator()) return;
+    if (last->isBeforeInBlock(u.owner())) last = u.owner();
+  }
+  Operation *next = last->nextOp();
+  if (!next) return;
+  Builder kb(m, last->loc());
+  kb.setInsertionPoint(next);
+  kb.create(OpCode::Kill, {v});
+  ++NumKills;
 }
 
 class ManifestMemoryPass : public Pass {
@@ -91,7 +274,8 @@ public:
     std::vector<Function *> funcs;
     for (auto &f : m.functions())
       if (!isPrimitive(*f)) funcs.push_back(f.get());
-    for (Function *f : funcs)
+    for (Function *f : funcs) {
+      inPlace_ = inPlaceUpdates(m, *f);
       for (auto &b : f->blocks())
         for (Operation *op : b->opsSnapshot()) {
           Function *prim = nullptr;
@@ -105,6 +289,8 @@ public:
           if (failed(manifest(m, *op, *prim, diag))) return failure();
           changed = true;
         }
+    }
+    inPlace_.clear();
     return success();
   }
 
@@ -115,6 +301,7 @@ private:
 
   std::string device_ = "cpu";
   std::map<std::string, Function *> outlined_;
+  std::unordered_set<const Operation *> inPlace_;
 };
 
 /// A one-op primitive function for `op`; identical ops (same op, attributes
@@ -170,6 +357,34 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
   b.setInsertionPoint(&op);
   std::vector<Value *> temps; // storages and shape tensors to kill after use
   std::vector<Value *> ins = op.operands();
+
+  // In place: the updated operand is the output (no shape function, no
+  // storage; the tensor keeps its storage alive). The kernel checks the
+  // update's shape against it.
+  if (inPlace_.count(&op)) {
+    Value *x = updatedOperand(m, op);
+    std::vector<Value *> operands = ins;
+    operands.push_back(x);
+    b.create(OpCode::InvokeMut, operands,
+             {{"callee", Attr::getSym(prim.name())},
+              {"num_inputs", Attr::getInt(static_cast<int64_t>(ins.size()))}});
+    ++NumKernelCalls;
+    ++NumInPlace;
+    if (x->name().empty()) x->setName(op.result(0)->name());
+    op.result(0)->replaceAllUsesWith(x);
+    op.erase();
+    // %x now lives as long as the result did: its kill (placed when %x was
+    // made, before the result's uses were its own) moves.
+    std::vector<Operation *> kills;
+    for (Operation *u : x->users())
+      if (u->is(OpCode::Kill)) kills.push_back(u);
+    if (!kills.empty()) {
+      for (Operation *k : kills) k->erase();
+      killAfterLastUse(m, x);
+    }
+    return success();
+  }
+
 
   // Which kernel inputs the shape function needs as values, and whether any
   // member is upper-bound.
@@ -295,23 +510,8 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
   // Frees. Temporaries: after their last use in this block (all their uses
   // are here by construction). Outputs: the same, unless a use escapes or
   // lies in another block.
-  auto killAfterLastUse = [&](Value *v) {
-    Operation *def = v->definingOp();
-    Block *blk = def->block();
-    Operation *last = def;
-    for (OpOperand &u : v->uses()) {
-      if (u.owner()->block() != blk || escapes(u) || u.owner()->isTerminator()) return;
-      if (last->isBeforeInBlock(u.owner())) last = u.owner();
-    }
-    Operation *next = last->nextOp();
-    if (!next) return;
-    Builder kb(m, last->loc());
-    kb.setInsertionPoint(next);
-    kb.create(OpCode::Kill, {v});
-    ++NumKills;
-  };
-  for (Value *t : temps) killAfterLastUse(t);
-  for (Value *r : results) killAfterLastUse(r);
+  for (Value *t : temps) killAfterLastUse(m, t);
+  for (Value *r : results) killAfterLastUse(m, r);
   return success();
 }
 

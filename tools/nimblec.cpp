@@ -198,11 +198,15 @@ int parseArgs(int argc, char **argv, Options &o) {
 std::string pipelineFor(int level, const std::string &target, bool batchRemarks = false) {
   std::string place = ",place-devices{target=" + target + "}";
   std::string batch = target != "cpu" ? "" : batchRemarks ? ",auto-batch{remarks=true}" : ",auto-batch";
+  // dynamic_update_slice, which distribution stacks rows with, has no device
+  // form yet: on cuda the split loops would copy through the host.
+  std::string distribute = target != "cpu" ? "" : "loop-distribute,";
   switch (level) {
   case 0: return "type-infer,manifest-memory" + place;
   case 1: return "type-infer,canonicalize,cse,dce,manifest-memory" + place + batch;
   default:
-    return "inline,type-infer,canonicalize,cse,dce,licm,batch-input-projection,cse,dce,type-infer,fuse,manifest-memory" +
+    return "inline,type-infer,canonicalize,cse,dce,licm," + distribute +
+           "batch-input-projection,cse,dce,type-infer,fuse,manifest-memory" +
            place + ",plan-memory" + batch;
   }
 }

@@ -106,6 +106,11 @@ bool KernelLowering::analyze(std::string &reason) {
     case OpCode::Unique: case OpCode::Nonzero: case OpCode::DeviceCopy: case OpCode::Constant:
       reason = "'" + std::string(opInfo(mem.op).mnemonic) + "' has no native form";
       return false;
+    case OpCode::DynamicUpdateSlice:
+      // Two memcpys, the first skipped when it runs in place: the reference
+      // kernel is what a generated one would be.
+      reason = "'dynamic_update_slice' runs as its reference kernel (in place when planned so)";
+      return false;
     case OpCode::Sum: case OpCode::Mean: case OpCode::Max: case OpCode::Min: case OpCode::ArgMax:
     case OpCode::MatMul: case OpCode::BatchMatMul: case OpCode::Softmax: case OpCode::LayerNorm:
     case OpCode::Reshape: case OpCode::DynReshape: case OpCode::Transpose: case OpCode::Concat:

@@ -25,7 +25,7 @@ the oracle compares it exactly.
 Ops of ir/Ops.def generated: every element-wise, comparison, logical,
 select, cast, matmul, batch_matmul, reduction, softmax, layer_norm, shape
 op (reshape, dyn_reshape, transpose, concat, split, slice, dynamic_slice,
-take, expand_dims, squeeze, broadcast_to), creation (constant, zeros, full,
+dynamic_update_slice, take, expand_dims, squeeze, broadcast_to), creation (constant, zeros, full,
 arange, unique, nonzero), shape_of, dim, storage_size, and the structural
 ops (call, br, cond_br, match, ret, construct, tuple, get_tuple). Not
 generated: the explicit-memory ops (alloc_storage, alloc_tensor,
@@ -173,7 +173,7 @@ class Func:
         rng = self.rng
         kinds = ["unary", "unary", "unary", "unary", "binary", "binary", "compare", "select", "cast", "matmul", "bmm", "reduce",
                  "argmax", "softmax", "layernorm", "reshape", "dynreshape", "transpose", "concat", "split",
-                 "slice", "dynslice", "take", "expand", "squeeze", "bcast", "zeros", "full", "arange",
+                 "slice", "dynslice", "dynupdate", "take", "expand", "squeeze", "bcast", "zeros", "full", "arange",
                  "unique", "nonzero", "shapeof", "dim", "storagesize", "tuple"]
         for _ in range(10):
             v = getattr(self, "g_" + rng.choice(kinds))()
@@ -406,6 +406,25 @@ class Func:
         dims = list(a.dims)
         dims[ax] = (size, True)
         return self.op("dynamic_slice %s, %s, axis=%d, size=%d" % (a.name, start.name, ax, size), a.dt, dims)
+
+    def g_dynupdate(self):
+        # The update is a window of %a itself (sometimes negated), written
+        # back at another start: in place when %a dies here, a copy if not.
+        a = self.pick(lambda v: v.rank >= 1 and any(s > 0 for s in v.sizes))
+        if a is None:
+            return None
+        ax = self.rng.choice([i for i in range(a.rank) if a.sizes[i] > 0])
+        n = a.sizes[ax]
+        size = self.rng.randint(1, n)
+        src = self.scalar_i64(self.rng.randint(0, n - size))
+        dims = list(a.dims)
+        dims[ax] = (size, True)
+        u = self.op("dynamic_slice %s, %s, axis=%d, size=%d" % (a.name, src.name, ax, size), a.dt, dims)
+        if a.dt != "i1" and self.rng.random() < 0.5:
+            u = self.op("neg %s" % u.name, a.dt, dims)
+        start = self.scalar_i64(self.rng.randint(0, n - size))
+        return self.op("dynamic_update_slice %s, %s, %s, axis=%d" % (a.name, u.name, start.name, ax), a.dt,
+                       a.dims)
 
     def g_take(self):
         a = self.pick(lambda v: v.rank >= 1 and all(s > 0 for s in v.sizes))

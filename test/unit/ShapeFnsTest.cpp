@@ -516,6 +516,32 @@ TEST(DynamicSlice, FixedSizeRunTimeStart) {
                "start (operand 1) must be an integer", 1);
 }
 
+TEST(DynamicUpdateSlice, KeepsTheOperandShape) {
+  ShapeFnResult r = run(OpCode::DynamicUpdateSlice, {F({10, 4}), F({2, 4}), I64({})});
+  EXPECT_OK_SIG(r, F({10, 4}));
+  EXPECT_EQ(r.deferred.size(), 1u) << "start + the update's size is checked at run time";
+  // A `?` in the operand stays; one in the update along another axis takes
+  // the operand's size (checked at run time).
+  EXPECT_OK_SIG(run(OpCode::DynamicUpdateSlice, {F({Q, 512}), F({1, 512}), T(DType::I32, {})}),
+                F({Q, 512}));
+  EXPECT_OK_SIG(run(OpCode::DynamicUpdateSlice, {F({3, 4}), F({3, Q}), I64({})}, {{"axis", i(-1)}}),
+                F({3, 4}));
+  EXPECT_ERROR(run(OpCode::DynamicUpdateSlice, {F({10, 4}), F({11, 4}), I64({})}),
+               "update (operand 1) has 11 entries along axis 0, more than operand 0's 10", 1);
+  EXPECT_ERROR(run(OpCode::DynamicUpdateSlice, {F({10, 4}), F({2, 3}), I64({})}),
+               "dimension 1 of the update (operand 1) and operand 0 must be equal, got 3 and 4", 1);
+  EXPECT_ERROR(run(OpCode::DynamicUpdateSlice, {F({10, 4}), F({4}), I64({})}),
+               "update (operand 1) has rank 1 but operand 0 has rank 2", 1);
+  EXPECT_ERROR(run(OpCode::DynamicUpdateSlice, {F({10, 4}), I64({2, 4}), I64({})}),
+               "operand 1 has element type i64 but operand 0 has f32", 1);
+  EXPECT_ERROR(run(OpCode::DynamicUpdateSlice, {F({10, 4}), F({2, 4}), I64({1})}),
+               "start (operand 2) must be a scalar tensor", 2);
+  EXPECT_ERROR(run(OpCode::DynamicUpdateSlice, {F({10, 4}), F({2, 4}), F({})}),
+               "start (operand 2) must be an integer", 2);
+  EXPECT_ERROR(run(OpCode::DynamicUpdateSlice, {F({10, 4}), F({2, 4}), I64({})}, {{"axis", i(2)}}),
+               "axis 2 is out of range", -1);
+}
+
 TEST(Take, GathersAlongOneAxis) {
   ShapeFnResult r = run(OpCode::Take, {F({5, 6}), I64({3})});
   EXPECT_OK_SIG(r, F({3, 6}));

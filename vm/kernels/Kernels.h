@@ -33,6 +33,7 @@
 #define NIMBLE_HAS_KERNEL_Split(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Slice(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_DynamicSlice(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_DynamicUpdateSlice(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Take(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_ExpandDims(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Squeeze(Yes, No, Id) Yes(Id)

@@ -157,6 +157,41 @@ Status dynamicSliceImpl(const KernelArgs &args) {
   return Status::success();
 }
 
+/// In place when the output is the operand's own buffer (manifest-memory
+/// passes %x as the output when no alias of it is live afterwards): then only
+/// the window is written, O(size of the update) instead of O(size of %x).
+Status dynamicUpdateSliceImpl(const KernelArgs &args) {
+  const Tensor &x = *args.inputs[0], &u = *args.inputs[1];
+  Tensor &y = *args.outputs[0];
+  int64_t axis = normAxis(intAttr(args, OpCode::DynamicUpdateSlice, "axis"), x.rank());
+  int64_t d = x.dim(static_cast<size_t>(axis));
+  int64_t size = u.rank() == x.rank() ? u.dim(static_cast<size_t>(axis)) : 0;
+  // Checked here, not only by the shape function: an in-place call has none.
+  bool fits = u.rank() == x.rank() && y.shape() == x.shape() && size <= d;
+  for (int64_t k = 0; fits && k < x.rank(); ++k)
+    fits = k == axis || u.dim(static_cast<size_t>(k)) == x.dim(static_cast<size_t>(k));
+  if (!fits)
+    return Status::error("the update " + sig(u) + " does not fit " + sig(x) + " along axis " +
+                         std::to_string(axis) + " (every other dimension must be equal)");
+  int64_t start = loadInt(*args.inputs[2], 0);
+  if (start < 0 || start > d - size)
+    return Status::error("start " + std::to_string(start) + " is out of range [0, " +
+                         std::to_string(d - size) + "] for an update of size " +
+                         std::to_string(size) + " along axis " + std::to_string(axis) +
+                         " of size " + std::to_string(d) + " (input " + sig(x) + ", update " +
+                         sig(u) + ")");
+  size_t es = dtypeSize(x.dtype());
+  if (y.rawData() != x.rawData() && x.numElements() > 0)
+    std::memcpy(y.rawData(), x.rawData(), static_cast<size_t>(x.numElements()) * es);
+  int64_t outer, inner;
+  outerInner(x.shape(), axis, outer, inner);
+  int64_t run = size * inner, outRun = d * inner;
+  for (int64_t o = 0; o < outer && run > 0; ++o)
+    std::memcpy(y.rawData() + static_cast<size_t>(o * outRun + start * inner) * es,
+                u.rawData() + static_cast<size_t>(o * run) * es, static_cast<size_t>(run) * es);
+  return Status::success();
+}
+
 Status takeImpl(const KernelArgs &args) {
   const Tensor &x = *args.inputs[0], &idx = *args.inputs[1];
   Tensor &y = *args.outputs[0];
@@ -202,6 +237,7 @@ NIMBLE_SHAPE_KERNEL(BroadcastTo, broadcastToImpl)
 NIMBLE_SHAPE_KERNEL(Concat, concatImpl)
 NIMBLE_SHAPE_KERNEL(Split, splitImpl)
 NIMBLE_SHAPE_KERNEL(DynamicSlice, dynamicSliceImpl)
+NIMBLE_SHAPE_KERNEL(DynamicUpdateSlice, dynamicUpdateSliceImpl)
 NIMBLE_SHAPE_KERNEL(Take, takeImpl)
 #undef NIMBLE_SHAPE_KERNEL
 

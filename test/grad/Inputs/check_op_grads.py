@@ -127,6 +127,10 @@ def cases(rng):
             out.append(Case("slice", ["%y0 = slice %x0, axes=[1], starts=[-3], ends=[-1]"], [(r(4, 5), True)]))
         out.append(Case("dynamic_slice", ["%y0 = dynamic_slice %x0, %x1, axis=0, size=2"],
                         [(r(5, 3), True), (np.array(2, np.int64), False)], dyn=dyn))
+        out.append(Case("dynamic_update_slice", ["%y0 = dynamic_update_slice %x0, %x1, %x2, axis=0"],
+                        [(r(5, 3), True), (r(2, 3), True), (np.array(1, np.int64), False)], dyn=dyn))
+        out.append(Case("dynamic_update_slice", ["%y0 = dynamic_update_slice %x0, %x1, %x2, axis=-1"],
+                        [(r(2, 4), True), (r(2, 1), True), (np.array(3, np.int32), False)], dyn=dyn))
         out.append(Case("take", ["%y0 = take %x0, %x1, axis=0"],
                         [(r(5, 3), True), (np.array([4, 0, 4, 2], np.int64), False)], dyn=dyn))
         out.append(Case("take", ["%y0 = take %x0, %x1"],

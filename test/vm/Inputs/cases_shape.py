@@ -57,6 +57,17 @@ def movement_cases(rng):
             want = np.take(x, range(start, start + size), axis=a)
             cases.append(Case("dynamic_slice", dt, [x, np.array(start, NP[sdt])], [want],
                               attrs={"axis": axis, "size": size}))
+        for shape, ushape, axis, start, sdt in (((5, 3), (2, 3), 0, 3, "i64"), ((5, 3), (5, 1), -1, 2, "i32"),
+                                                ((2, 6, 2), (2, 3, 2), 1, 0, "i8"), ((4,), (0,), 0, 4, "i64"),
+                                                ((4,), (4,), 0, 0, "i64"), ((0, 3), (0, 3), 0, 0, "i64")):
+            x, u = r(shape), r(ushape)
+            a = axis % x.ndim
+            want = x.copy()
+            window = [slice(None)] * x.ndim
+            window[a] = slice(start, start + ushape[a])
+            want[tuple(window)] = u
+            cases.append(Case("dynamic_update_slice", dt, [x, u, np.array(start, NP[sdt])], [want],
+                              attrs={"axis": axis}))
         for shape, idx, axis in (((4, 3), [[0, -1], [2, 2]], 0), ((4, 3), [2, 0], -1),
                                  ((4, 3), 1, 0), ((4, 3), np.zeros((0,), int), 0),
                                  ((0, 3), np.zeros((0,), int), 0), ((2, 3, 2), [[1], [-2]], 1)):
@@ -83,6 +94,9 @@ def movement_cases(rng):
     for start in (4, -1, 100):
         cases.append(Case("dynamic_slice", "f32", [x, np.array(start, np.int64)],
                           attrs={"axis": 0, "size": 2}, error="start %d is out of range [0, 3]" % start))
+    for start in (4, -1, 2**40):
+        cases.append(Case("dynamic_update_slice", "f32", [x, x[:2], np.array(start, np.int64)],
+                          attrs={"axis": 0}, error="start %d is out of range [0, 3]" % start))
     for idx in ([0, 5], [-6], [2**40]):
         cases.append(Case("take", "f32", [x, np.array(idx, np.int64)], attrs={"axis": 0},
                           error="index %d is out of range [-5, 5)" % [i for i in idx if i >= 5 or i < -5][0]))
