@@ -360,6 +360,22 @@ LogicalResult FunctionGrad::buildReverseBody(BlockGrad &bg) {
       any |= resultAdj.back() != nullptr;
     }
     if (!any) continue;
+    // A slice of something with a running adjoint (the token matrix an LSTM
+    // slices per iteration): add into the window, not a full-size padding.
+    if (op.is(OpCode::DynamicSlice) && resultAdj[0]) {
+      Value *x = op.operand(0), **acc = nullptr;
+      if (auto *g = dyn_cast<Global>(x)) {
+        auto ci = constIndex_.find(g);
+        if (ci != constIndex_.end()) acc = &accs[ci->second];
+      } else if (varied(x) && lookup(x)) {
+        acc = &adj[x];
+      }
+      if (acc && *acc)
+        if (Value *r = em.coerce(em.addToWindow(op, *acc, resultAdj[0]), (*acc)->type())) {
+          *acc = r;
+          continue;
+        }
+    }
     std::vector<Value *> dx;
     if (!em.emit(op, resultAdj, dx)) {
       diag_.error(op.loc(), "grad: " + em.error());

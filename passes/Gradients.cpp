@@ -65,6 +65,15 @@ Value *AdjointEmitter::op(OpCode c, const std::vector<Value *> &ops,
   return o->result();
 }
 
+Value *AdjointEmitter::addToWindow(const Operation &slice, Value *acc, Value *g) {
+  int64_t a = normAxis(slice.intAttr("axis"), slice.result(0)->type().rank());
+  Value *start = fwd(slice.operand(1));
+  Value *win = op(OpCode::DynamicSlice, {acc, start},
+                  {{"axis", Attr::getInt(a)}, {"size", Attr::getInt(slice.intAttr("size"))}});
+  Value *sum = win ? add(win, g) : nullptr;
+  return op(OpCode::DynamicUpdateSlice, {acc, sum, start}, {{"axis", Attr::getInt(a)}});
+}
+
 Value *AdjointEmitter::scalar(Type like, double v) {
   return b_.splat(b_.context().tensor(like.dtype(), {}), v);
 }

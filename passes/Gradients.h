@@ -60,6 +60,13 @@ public:
   /// `v` typed as `t` (a subtype of it), through a reshape when inference
   /// lost static sizes that `t` has; null when that is not possible.
   ir::Value *coerce(ir::Value *v, ir::Type t);
+  /// `acc` plus the adjoint `g` of `slice = dynamic_slice %x, %start`, where
+  /// `acc` is a running adjoint of %x: `g` is added into the window
+  /// (`dynamic_update_slice acc, dynamic_slice(acc) + g, start`) instead of
+  /// being padded to %x's size, so a loop that slices a row per iteration
+  /// accumulates in O(row) per iteration (in place, manifest-memory). Null
+  /// when an op does not type-check.
+  ir::Value *addToWindow(const ir::Operation &slice, ir::Value *acc, ir::Value *g);
 
 private:
   ir::Value *op(OpCode c, const std::vector<ir::Value *> &ops,
