@@ -23,7 +23,9 @@
 //   an op of the body;
 // - the body's dependence graph (ops and header arguments; an argument
 //   depends on the op computing its next value) has at least two
-//   recurrences (strongly connected components with a cycle);
+//   recurrences (strongly connected components with a cycle), and no op
+//   reads a header argument of another partition (the previous iteration's
+//   value of another recurrence) or the header's exit test;
 // - profitability: some value stacked for a later loop is operand 0 of a
 //   `matmul` there whose operand 1 is loop-invariant (so
 //   `batch-input-projection` turns it into one GEMM). Distribution alone
@@ -243,8 +245,17 @@ bool Planner::run(Plan &plan) {
     part[static_cast<size_t>(n)] = p;
   }
   for (int n = 0; n < numNodes; ++n)
-    for (int d : deps[static_cast<size_t>(n)])
+    for (int d : deps[static_cast<size_t>(n)]) {
       if (part[static_cast<size_t>(d)] > part[static_cast<size_t>(n)]) return false;
+      // A later loop reading another loop's carried argument would see its
+      // final value, not the iteration's (that would need the rows shifted).
+      if (d >= numOpNodes && n < numOpNodes && part[static_cast<size_t>(d)] != part[static_cast<size_t>(n)])
+        return false;
+    }
+  // The header's own results (the exit test) mean nothing after the loop.
+  for (Operation *op : plan.ops)
+    for (Value *v : op->operands())
+      if (const Operation *d = v->definingOp(); d && d->block() == h) return false;
 
   for (int n = 0; n < numOpNodes; ++n) plan.part[nodeOp[static_cast<size_t>(n)]] = part[static_cast<size_t>(n)];
   plan.argPart.assign(numArgs, -1);
