@@ -118,14 +118,23 @@ Value *updatedOperand(Module &m, Operation &op) {
 
 constexpr size_t kMaxInPlaceClass = 256;
 
+struct InPlacePlan {
+  std::unordered_set<const Operation *> updates;
+  /// Constants to give a private copy first (a splat of zeros starting an
+  /// accumulator): constants are shared, so they are never written, but a
+  /// copy made once per call can be.
+  std::vector<Operation *> privatize;
+};
+
 /// The updates of `f` that may run in place (see the header).
-std::unordered_set<const Operation *> inPlaceUpdates(Module &m, Function &f) {
-  std::unordered_set<const Operation *> result;
+InPlacePlan inPlaceUpdates(Module &m, Function &f) {
+  InPlacePlan plan;
+  std::unordered_set<const Operation *> &result = plan.updates;
   std::vector<std::pair<Operation *, Value *>> updates;
   for (auto &b : f.blocks())
     for (Operation &op : *b)
       if (Value *x = updatedOperand(m, op)) updates.emplace_back(&op, x);
-  if (updates.empty()) return result;
+  if (updates.empty()) return plan;
 
   // May-alias classes (union-find) and which classes are foreign: shared with
   // the caller, the constant pool or a data structure.
@@ -138,10 +147,14 @@ std::unordered_set<const Operation *> inPlaceUpdates(Module &m, Function &f) {
     return r;
   };
   auto unite = [&](const Value *a, const Value *b) {
+    // Both get an entry, roots included: `members` lists a class from them.
+    parent.emplace(a, a);
+    parent.emplace(b, b);
     const Value *ra = find(a), *rb = find(b);
     if (ra != rb) parent[ra] = rb;
   };
   std::vector<const Value *> foreign;
+  std::vector<Operation *> constants;
   for (auto &b : f.blocks()) {
     bool entry = b.get() == f.entry();
     for (unsigned i = 0; i < b->numArguments(); ++i)
@@ -152,7 +165,10 @@ std::unordered_set<const Operation *> inPlaceUpdates(Module &m, Function &f) {
       case OpCode::DynamicUpdateSlice:
         unite(op.result(0), op.operand(0));
         break;
-      case OpCode::Constant: case OpCode::GetTuple:
+      case OpCode::Constant:
+        constants.push_back(&op);
+        break;
+      case OpCode::GetTuple:
         foreign.push_back(op.result(0));
         break;
       case OpCode::Br: case OpCode::CondBr:
@@ -187,6 +203,9 @@ std::unordered_set<const Operation *> inPlaceUpdates(Module &m, Function &f) {
   }
   std::unordered_set<const Value *> foreignRoots;
   for (const Value *v : foreign) foreignRoots.insert(find(v));
+  std::unordered_map<const Value *, std::vector<Operation *>> constantsOf;
+  for (Operation *c : constants) constantsOf[find(c->result(0))].push_back(c);
+  std::unordered_set<const Operation *> privatized;
 
   // Members of each class that matter: those whose liveness is checked.
   std::unordered_map<const Value *, std::vector<Value *>> members;
@@ -234,9 +253,31 @@ std::unordered_set<const Operation *> inPlaceUpdates(Module &m, Function &f) {
         check(v);
         if (observed) break;
       }
-    if (!observed) result.insert(op);
+    if (observed) continue;
+    result.insert(op);
+    if (auto ci = constantsOf.find(root); ci != constantsOf.end())
+      for (Operation *c : ci->second)
+        if (privatized.insert(c).second) plan.privatize.push_back(c);
   }
-  return result;
+  return plan;
+}
+
+/// `%c2 = broadcast_to %c` (a kernel: a fresh copy) after constant `c`, and
+/// every use of `c` reads the copy. Sound for a constant in an in-place
+/// class: no value of the class (c included) is live after the update, so
+/// every read of `c` precedes the write.
+void privatizeConstant(Module &m, Operation &c) {
+  Builder b(m, c.loc());
+  Operation *next = c.nextOp();
+  if (next) b.setInsertionPoint(next);
+  else b.setInsertionPointToEnd(c.block());
+  Value *v = c.result(0);
+  Operation *copy = b.create(OpCode::BroadcastTo, {v}, {{"shape", Attr::getInts(v->type().dims())}});
+  if (!v->name().empty()) copy->result(0)->setName(v->name() + ".copy");
+  std::vector<std::pair<Operation *, unsigned>> uses;
+  for (OpOperand &u : v->uses())
+    if (u.owner() != copy) uses.push_back({u.owner(), u.index()});
+  for (auto [o, i] : uses) o->setOperand(i, copy->result(0));
 }
 
 /// A `kill` after the last use of `v` when every use is in its block and none
@@ -275,7 +316,9 @@ public:
     for (auto &f : m.functions())
       if (!isPrimitive(*f)) funcs.push_back(f.get());
     for (Function *f : funcs) {
-      inPlace_ = inPlaceUpdates(m, *f);
+      InPlacePlan plan = inPlaceUpdates(m, *f);
+      for (Operation *c : plan.privatize) privatizeConstant(m, *c);
+      inPlace_ = std::move(plan.updates);
       for (auto &b : f->blocks())
         for (Operation *op : b->opsSnapshot()) {
           Function *prim = nullptr;
