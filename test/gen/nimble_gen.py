@@ -395,17 +395,23 @@ class Func:
         dims[ax] = (max(0, hi - lo), a.dims[ax][1])
         return self.op("slice %s, axes=[%d], starts=[%d], ends=[%d]" % (a.name, ax, st, en), a.dt, dims)
 
-    def g_dynslice(self):
-        a = self.pick(lambda v: v.rank >= 1 and v.sizes[0] > 0)
-        if a is None:
-            return None
+    def window(self, a):
+        """`dynamic_slice` of a random window of %a along an axis of non-zero
+        size: (the slice, its axis, the axis' size, the window's size)."""
         ax = self.rng.choice([i for i in range(a.rank) if a.sizes[i] > 0])
         n = a.sizes[ax]
         size = self.rng.randint(1, n)
         start = self.scalar_i64(self.rng.randint(0, n - size))
         dims = list(a.dims)
         dims[ax] = (size, True)
-        return self.op("dynamic_slice %s, %s, axis=%d, size=%d" % (a.name, start.name, ax, size), a.dt, dims)
+        v = self.op("dynamic_slice %s, %s, axis=%d, size=%d" % (a.name, start.name, ax, size), a.dt, dims)
+        return v, ax, n, size
+
+    def g_dynslice(self):
+        a = self.pick(lambda v: v.rank >= 1 and v.sizes[0] > 0)
+        if a is None:
+            return None
+        return self.window(a)[0]
 
     def g_dynupdate(self):
         # The update is a window of %a itself (sometimes negated), written
@@ -413,15 +419,9 @@ class Func:
         a = self.pick(lambda v: v.rank >= 1 and any(s > 0 for s in v.sizes))
         if a is None:
             return None
-        ax = self.rng.choice([i for i in range(a.rank) if a.sizes[i] > 0])
-        n = a.sizes[ax]
-        size = self.rng.randint(1, n)
-        src = self.scalar_i64(self.rng.randint(0, n - size))
-        dims = list(a.dims)
-        dims[ax] = (size, True)
-        u = self.op("dynamic_slice %s, %s, axis=%d, size=%d" % (a.name, src.name, ax, size), a.dt, dims)
+        u, ax, n, size = self.window(a)
         if a.dt != "i1" and self.rng.random() < 0.5:
-            u = self.op("neg %s" % u.name, a.dt, dims)
+            u = self.op("neg %s" % u.name, a.dt, u.dims)
         start = self.scalar_i64(self.rng.randint(0, n - size))
         return self.op("dynamic_update_slice %s, %s, %s, axis=%d" % (a.name, u.name, start.name, ax), a.dt,
                        a.dims)
