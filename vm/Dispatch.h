@@ -16,8 +16,9 @@
 // not in nimblec, because a .nbc built on one machine runs on others (Zen 3,
 // Zen 4, Xeon differ in what wins): at the first call of a kernel whose input
 // shapes fall in a new bucket (each dimension rounded up to a power of two),
-// each candidate runs twice on the actual inputs, and the faster (by its
-// second run) serves every later call in the bucket. Decisions can be saved
+// each candidate runs once untimed and then three times timed on the actual
+// inputs, alternating with the other, and the faster (by its fastest run)
+// serves every later call in the bucket. Decisions can be saved
 // and loaded (--tuning=FILE), which makes dispatch deterministic: a stored
 // decision is used as is, never re-measured.
 //
