@@ -26,9 +26,10 @@
 //   recurrences (strongly connected components with a cycle), and no op
 //   reads a header argument of another partition (the previous iteration's
 //   value of another recurrence) or the header's exit test;
-// - profitability: some value stacked for a later loop is operand 0 of a
-//   `matmul` there whose operand 1 is loop-invariant (so
-//   `batch-input-projection` turns it into one GEMM). Distribution alone
+// - profitability: some value stacked for a later loop is one row (a
+//   leading dimension of 1) and operand 0 of a `matmul` there whose operand
+//   1 is loop-invariant (so `batch-input-projection` turns it into one
+//   GEMM). Distribution alone
 //   only adds a loop and the stacking copies.
 //
 // Partitions: the recurrences in dependence order (Tarjan's algorithm emits
@@ -276,8 +277,11 @@ bool Planner::run(Plan &plan) {
         if (uit->second > pit->second &&
             std::find(readers.begin(), readers.end(), uit->second) == readers.end())
           readers.push_back(uit->second);
+        // One row per iteration (d0 = 1) is what batch-input-projection
+        // turns into a GEMM.
         if (uit->second > pit->second && u->is(OpCode::MatMul) && u->operand(0) == r &&
-            !u->boolAttr("transpose_a") && loop_.isInvariant(u->operand(1)))
+            !u->boolAttr("transpose_a") && loop_.isInvariant(u->operand(1)) && r->type().isTensor() &&
+            r->type().rank() >= 1 && r->type().dims()[0] == 1)
           profitable = true;
       }
       if (readers.empty()) continue;
