@@ -401,7 +401,7 @@ void LoopDistributePass::distribute(Module &m, Function &f, const Loop &loop, co
   // Header arguments of partitions > 0 move to their loop's header.
   std::vector<std::vector<Value *>> inits(static_cast<size_t>(K)), nexts(static_cast<size_t>(K));
   std::vector<unsigned> moved;
-  for (unsigned i = 0; i < h->numArguments(); ++i) {
+  for (unsigned i = 0; i < plan.argPart.size(); ++i) {
     int p = plan.argPart[i];
     if (p <= 0) continue;
     BlockArgument *old = h->argument(i);
@@ -437,7 +437,7 @@ void LoopDistributePass::distribute(Module &m, Function &f, const Loop &loop, co
   for (Operation *op : plan.ops)
     if (auto it = plan.part.find(op); it != plan.part.end() && it->second > 0) need(it->second, op);
   for (int k = 1; k < K; ++k)
-    for (unsigned i = 0; i < h->numArguments(); ++i) // carried values computed by t-only ops
+    for (unsigned i = 0; i < plan.argPart.size(); ++i) // the original arguments (h has the stacks too now)
       if (plan.argPart[i] == k)
         if (Operation *d = passedTo(latch, h, i)->definingOp(); d && plan.tOnly.count(d)) {
           needT[static_cast<size_t>(k)][pos[d]] = true;
