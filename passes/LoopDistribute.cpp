@@ -69,7 +69,6 @@
 #include "passes/Statistic.h"
 
 #include <algorithm>
-#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -426,12 +425,19 @@ void LoopDistributePass::distribute(Module &m, Function &f, const Loop &loop, co
   // Which t-only ops each partition needs (transitively, through operands).
   std::unordered_map<const Operation *, size_t> pos;
   for (size_t i = 0; i < plan.ops.size(); ++i) pos[plan.ops[i]] = i;
-  std::function<void(int, Operation *)> need = [&](int k, Operation *op) {
-    for (Value *v : op->operands()) {
-      Operation *d = v->definingOp();
-      if (!d || !plan.tOnly.count(d) || needT[static_cast<size_t>(k)][pos[d]]) continue;
-      needT[static_cast<size_t>(k)][pos[d]] = true;
-      need(k, d);
+  // A worklist, not recursion: a chain of t-only ops can be as long as the
+  // body.
+  auto need = [&](int k, Operation *root) {
+    std::vector<Operation *> work{root};
+    while (!work.empty()) {
+      Operation *op = work.back();
+      work.pop_back();
+      for (Value *v : op->operands()) {
+        Operation *d = v->definingOp();
+        if (!d || !plan.tOnly.count(d) || needT[static_cast<size_t>(k)][pos[d]]) continue;
+        needT[static_cast<size_t>(k)][pos[d]] = true;
+        work.push_back(d);
+      }
     }
   };
   for (Operation *op : plan.ops)

@@ -35,9 +35,11 @@
 // new storage, when overwriting %x's buffer cannot be observed: %x's may-alias
 // class (its reshape views, the block arguments it flows into and out of, and
 // earlier in-place updates of it, to a fixpoint by union-find) holds no
-// function argument, constant, global, call result, tuple/ADT field or value
-// that a call, tuple or constructor captured, and no value of the class that
-// the update's result does not dominate is live after it (Liveness). The
+// function argument, global, call result, tuple/ADT field or value that a
+// call, tuple or constructor captured, and no value of the class that the
+// update's result does not dominate is live after it (Liveness). A constant
+// in the class (shared by every call, so never written) gets a private copy
+// first (broadcast_to, once). The
 // kernel then writes only the window (vm/kernels/Shape.cpp). This is the
 // usual destination-passing reuse (XLA's in-place dynamic-update-slice,
 // IREE's tied operands), decided here before any op of the function is
@@ -139,11 +141,17 @@ InPlacePlan inPlaceUpdates(Module &m, Function &f) {
   // May-alias classes (union-find) and which classes are foreign: shared with
   // the caller, the constant pool or a data structure.
   std::unordered_map<const Value *, const Value *> parent;
-  std::function<const Value *(const Value *)> find = [&](const Value *v) -> const Value * {
-    auto it = parent.find(v);
-    if (it == parent.end() || it->second == v) return v;
-    const Value *r = find(it->second);
-    parent[v] = r;
+  // Iterative, with path compression: a chain of 100,000 block arguments
+  // must not recurse (issue 23).
+  auto find = [&](const Value *v) -> const Value * {
+    const Value *r = v;
+    for (auto it = parent.find(r); it != parent.end() && it->second != r; it = parent.find(r)) r = it->second;
+    while (v != r) {
+      auto it = parent.find(v);
+      const Value *next = it->second;
+      it->second = r;
+      v = next;
+    }
     return r;
   };
   auto unite = [&](const Value *a, const Value *b) {
