@@ -194,8 +194,8 @@ InPlacePlan inPlaceUpdates(Module &m, Function &f) {
       case OpCode::Call: case OpCode::Tuple: case OpCode::Construct: {
         Function *callee = op.is(OpCode::Call) ? m.lookupFunction(op.strAttr("callee")) : nullptr;
         bool kernel = callee && isPrimitive(*callee);
-        if (kernel && updatedOperand(m, op)) {
-          unite(op.result(0), updatedOperand(m, op));
+        if (Value *x = kernel ? updatedOperand(m, op) : nullptr) {
+          unite(op.result(0), x);
           break;
         }
         if (kernel) break; // reads its inputs, writes fresh outputs
