@@ -566,6 +566,11 @@ LogicalResult FunctionEmitter::emitTerminator(const Operation &op) {
     regList(regs(op.operands()));
     return success();
   }
+  case OpCode::Unreachable: {
+    begin(Opcode::Fatal, loc);
+    word(me_.string("reached 'unreachable'"));
+    return success();
+  }
   case OpCode::Br: {
     parallelMove(regs(op.successorOperands(0)), regs(op.successors()[0].block->arguments()), loc);
     size_t at = begin(Opcode::Goto, loc);

@@ -121,10 +121,12 @@ public:
       return failure();
     }
     std::vector<Type> params = f->argTypes();
+    AggregateAdjoints types(m, "");
+    auto carries = [&](Type t) { return types.carries(t); };
     std::vector<unsigned> wrt = wrt_;
     if (!wrtSet_)
       for (unsigned i = 0; i < params.size(); ++i)
-        if (isDifferentiableType(params[i])) wrt.push_back(i);
+        if (carries(params[i])) wrt.push_back(i);
     for (unsigned i : wrt) {
       if (i >= params.size()) {
         diag.error(f->loc(), "grad: wrt index " + std::to_string(i) + " is out of range: @" + func_ +
@@ -132,11 +134,11 @@ public:
                                  (params.size() == 1 ? "" : "s"));
         return failure();
       }
-      if (!isDifferentiableType(params[i])) {
+      if (!carries(params[i])) {
         BlockArgument *a = f->entry()->argument(i);
         diag.error(a->argLoc(), "grad: cannot differentiate with respect to parameter " +
                                     std::to_string(i) + " (%" + a->name() + ") of type " +
-                                    params[i].str() + ": not a floating-point tensor");
+                                    params[i].str() + ": it holds no floating-point tensor");
         return failure();
       }
     }
@@ -181,7 +183,8 @@ public:
     GradBuilder gb(m, diag, gname, consts, mode_);
     // Names: the wrapper, and fwd/bwd/tape of every function f can reach.
     {
-      std::vector<std::string> names = {gname};
+      std::vector<std::string> names = gb.aggregates().helperNames();
+      names.push_back(gname);
       std::vector<Function *> work = {f};
       std::set<const Function *> seen = {f};
       while (!work.empty()) {
@@ -200,16 +203,9 @@ public:
         }
     }
 
-    // f is differentiated with respect to wrt only, unless it calls itself:
-    // then its calls need every parameter's adjoint.
-    std::vector<unsigned> adjParams = wrt;
-    if (cg.isRecursive(f)) {
-      adjParams.clear();
-      for (unsigned i = 0; i < params.size(); ++i)
-        if (isDifferentiableType(params[i])) adjParams.push_back(i);
-    }
-    std::sort(adjParams.begin(), adjParams.end());
-    FuncGrad *fg = gb.declare(f, adjParams);
+    // f is differentiated with respect to wrt, and whatever its recursive
+    // calls pass it from there (found by the builder over the call graph).
+    FuncGrad *fg = gb.declareRoot(f, wrt);
     if (failed(gb.buildAll())) return failure();
     buildWrapper(m, *f, *fg, wrt, consts, gname);
     changed = true;

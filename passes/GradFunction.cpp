@@ -31,6 +31,14 @@
 // rev.B recomputes the rest from them. Loops carry one record per iteration
 // either way, so the trade is the intermediates of each iteration.
 //
+// Tuples and ADT values carry adjoints of their own type (GradAggregates.h):
+// the adjoint of `match %t` is rebuilt on each edge as the case's
+// constructor over the adjoints of its fields; `construct` splits the reverse
+// block at a `match` of its result's adjoint; `tuple`/`get_tuple` pack and
+// unpack. Which parameters of each function get adjoints is found over the
+// call graph first (interprocedural activity), so a recursion over a tree
+// computes the tree's adjoint only when something asks for it.
+//
 // Calls: `call @h` becomes `call @<root>.<h>.fwd`, whose tape is a field of
 // the caller's record; the reverse calls `@<root>.<h>.bwd` with it. Recursion
 // (Tree-LSTM) needs nothing more. Const adjoints are threaded through every
@@ -49,6 +57,7 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -76,6 +85,12 @@ struct BlockGrad {
   std::string ctor;
   std::vector<Value *> outs; // V(B)
   Block *rev = nullptr;
+  /// Where rev.B's code continues: rev.B, or the last block it was split
+  /// into (a `construct`'s adjoint is unpacked by a `match`).
+  Block *revEnd = nullptr;
+  /// For a `match` case: the adjoint of the matched value from this case
+  /// (its constructor over the fields' adjoints), or null.
+  Value *matchAdj = nullptr;
   std::vector<Value *> accIn;
   Value *rest = nullptr;
   std::vector<Field> fields;
@@ -91,8 +106,8 @@ struct BlockGrad {
 class FunctionGrad {
 public:
   FunctionGrad(Module &m, DiagnosticEngine &diag, FuncGrad &fg, const std::vector<Global *> &consts,
-               Checkpoint mode, std::function<FuncGrad *(Function *)> declareCallee)
-      : m_(m), ctx_(m.context()), diag_(diag), fg_(fg), consts_(consts), mode_(mode),
+               Checkpoint mode, AggregateAdjoints &agg, std::function<FuncGrad *(Function *)> declareCallee)
+      : m_(m), ctx_(m.context()), diag_(diag), fg_(fg), consts_(consts), mode_(mode), agg_(agg),
         declareCallee_(std::move(declareCallee)) {}
 
   LogicalResult run();
@@ -108,6 +123,22 @@ private:
   Value *field(BlockGrad &bg, Value *v, bool shape);
   Value *fwdValue(BlockGrad &bg, Builder &b, Value *v);
   Value *zerosFor(Builder &b, Value *v, Value *shapeField);
+  /// The zero adjoint of `v` at the end of an edge block of P, from P's
+  /// record fields (`fieldArgs`).
+  Value *zerosFromFields(Builder &b, BlockGrad &P, Value *v, const std::vector<Value *> &fieldArgs);
+  /// Sum of two adjoints of one value (tensors, tuples, ADTs).
+  Value *addAdj(Builder &b, AdjointEmitter &em, Value *x, Value *y) {
+    if (!x) return y;
+    if (!y) return x;
+    return x->type().isTensor() ? em.add(x, y) : agg_.add(b, x, y);
+  }
+  Value *coerceAdj(Builder &b, AdjointEmitter &em, Value *v, Type t) {
+    return agg_.coerce(b, v, t, [&](Value *x, Type u) { return em.coerce(x, u); });
+  }
+  /// The fields of a match case's adjoint: the forward record of the case's
+  /// arguments where they have no adjoint.
+  void buildMatchAdjoint(BlockGrad &bg, Builder &b, AdjointEmitter &em,
+                         std::unordered_map<const Value *, Value *> &adj);
   bool varied(const Value *v) const { return varied_.count(v) != 0; }
   BlockGrad &info(const Block *b) { return blocks_[index_.at(b)]; }
   Block *unreachableBlock();
@@ -118,6 +149,7 @@ private:
   FuncGrad &fg_;
   const std::vector<Global *> &consts_;
   Checkpoint mode_;
+  AggregateAdjoints &agg_;
   std::function<FuncGrad *(Function *)> declareCallee_;
 
   std::unordered_map<const Operation *, FuncGrad *> calls_;
@@ -129,6 +161,9 @@ private:
   std::vector<Value *> seedArgs_, accArgs_;
   Value *tapeArg_ = nullptr;
   Block *unreachable_ = nullptr;
+  /// Blocks whose predecessor's `match` targets them.
+  std::unordered_map<const Block *, std::vector<Block *>> matchPreds_;
+  unsigned splits_ = 0;
   bool ok_ = true;
 };
 
@@ -175,47 +210,76 @@ LogicalResult FunctionGrad::cloneAndRewriteCalls() {
 
 //===-- Activity ---------------------------------------------------------------===//
 
-// A value is varied when it is a floating-point tensor that depends on a
-// differentiated parameter or const (forward activity analysis, to a fixed
-// point over the CFG). Only varied values get adjoints, and a NonDiff op is an
-// error only when one of its operands is varied.
-LogicalResult FunctionGrad::analyzeActivity() {
-  Function &fwd = *fg_.fwd;
-  auto mark = [&](Value *v, bool &changed) {
-    if (isDifferentiableType(v->type()) && varied_.insert(v).second) changed = true;
-  };
+// A value is varied when it carries an adjoint (a floating-point tensor, or
+// a tuple or ADT holding one) and depends on a differentiated parameter or
+// const (forward activity analysis, to a fixed point over the CFG). Only
+// varied values get adjoints, and a NonDiff op is an error only when one of
+// its operands is varied. `tapeCall(op)` is true for the calls whose last
+// result is a tape (the forward copy's), which is never varied.
+void propagateActivity(Function &f, std::unordered_set<const Value *> &varied, bool withConsts,
+                       AggregateAdjoints &agg, const std::function<bool(const Operation &)> &tapeCall,
+                       const std::function<void(const Operation &)> &onNonDiff) {
   bool changed = false;
-  for (unsigned p : fg_.adjParams) mark(fwd.entry()->argument(p), changed);
-  for (Global *g : consts_) varied_.insert(g);
-  std::vector<Block *> rpo = fwd.reversePostOrder();
-  std::unordered_set<const Operation *> reported;
+  auto mark = [&](Value *v) {
+    if (agg.carries(v->type()) && varied.insert(v).second) changed = true;
+  };
+  auto isVaried = [&](const Value *v) { return varied.count(v) != 0; };
+  std::vector<Block *> rpo = f.reversePostOrder();
   do {
     changed = false;
     for (Block *b : rpo)
       for (Operation &op : *b) {
         bool any = false;
-        for (Value *v : op.operands()) any |= varied(v);
-        if (op.is(OpCode::Call)) {
-          if (any || !consts_.empty())
-            for (Value *r : op.results()) mark(r, changed);
-        } else if (op.is(OpCode::Br) || op.is(OpCode::CondBr)) {
+        for (Value *v : op.operands()) any |= isVaried(v);
+        switch (op.code()) {
+        case OpCode::Call:
+          if (any || withConsts)
+            for (unsigned i = 0; i < op.numResults() - (tapeCall(op) ? 1u : 0u); ++i) mark(op.result(i));
+          break;
+        case OpCode::Br:
+        case OpCode::CondBr:
           for (unsigned s = 0; s < op.successors().size(); ++s) {
             std::vector<Value *> vals = op.successorOperands(s);
             for (unsigned k = 0; k < vals.size(); ++k)
-              if (varied(vals[k])) mark(op.successors()[s].block->argument(k), changed);
+              if (isVaried(vals[k])) mark(op.successors()[s].block->argument(k));
           }
-        } else if (gradKind(op.code()) == GradKind::Rule) {
+          break;
+        case OpCode::Match:
           if (any)
-            for (Value *r : op.results()) mark(r, changed);
-        } else if (gradKind(op.code()) == GradKind::NonDiff && any && reported.insert(&op).second) {
-          diag_.error(op.loc(), "grad: cannot differentiate through '" + std::string(op.name()) +
-                                    "' in @" + fg_.src->name() + " (" +
-                                    std::string(gradFormula(op.code())) +
-                                    "); an operand depends on a differentiated value");
-          ok_ = false;
+            for (const Successor &s : op.successors())
+              for (Value *a : s.block->arguments()) mark(a);
+          break;
+        case OpCode::Construct:
+        case OpCode::Tuple:
+        case OpCode::GetTuple:
+          if (any) mark(op.result());
+          break;
+        default:
+          if (gradKind(op.code()) == GradKind::Rule) {
+            if (any)
+              for (Value *r : op.results()) mark(r);
+          } else if (gradKind(op.code()) == GradKind::NonDiff && any) {
+            onNonDiff(op);
+          }
         }
       }
   } while (changed);
+}
+
+LogicalResult FunctionGrad::analyzeActivity() {
+  Function &fwd = *fg_.fwd;
+  for (unsigned p : fg_.adjParams) varied_.insert(fwd.entry()->argument(p));
+  for (Global *g : consts_) varied_.insert(g);
+  std::unordered_set<const Operation *> reported;
+  propagateActivity(
+      fwd, varied_, !consts_.empty(), agg_, [&](const Operation &op) { return calls_.count(&op) != 0; },
+      [&](const Operation &op) {
+        if (!reported.insert(&op).second) return;
+        diag_.error(op.loc(), "grad: cannot differentiate through '" + std::string(op.name()) + "' in @" +
+                                  fg_.src->name() + " (" + std::string(gradFormula(op.code())) +
+                                  "); an operand depends on a differentiated value");
+        ok_ = false;
+      });
   return success(ok_);
 }
 
@@ -247,7 +311,7 @@ Value *FunctionGrad::fwdValue(BlockGrad &bg, Builder &b, Value *v) {
         IRMapping map;
         for (Value *o : op->operands()) map.values[o] = fwdValue(bg, b, o);
         std::unique_ptr<Operation> c = cloneOp(*op, map);
-        Operation *placed = bg.rev->push_back(std::move(c));
+        Operation *placed = bg.revEnd->push_back(std::move(c));
         for (unsigned i = 0; i < op->numResults(); ++i) bg.recomputed[op->result(i)] = placed->result(i);
         return bg.recomputed.at(v);
       }
@@ -269,7 +333,7 @@ void FunctionGrad::buildReverseBlocks() {
     Operation *t = b->terminator();
     if (t->is(OpCode::Ret) || t->is(OpCode::Br) || t->is(OpCode::CondBr))
       for (unsigned i = t->numNonSuccessorOperands(); i < t->numOperands(); ++i) addOut(t->operand(i));
-    if (t->is(OpCode::Ret))
+    if (t->is(OpCode::Ret) || t->is(OpCode::Match))
       for (Value *v : t->operands()) addOut(v);
     for (int id : live_->liveOut(b)) addOut(live_->value(id));
     index_[b] = blocks_.size();
@@ -297,7 +361,7 @@ void FunctionGrad::buildReverseBlocks() {
   for (BlockGrad &bg : blocks_) {
     auto blk = std::make_unique<Block>("rev." + sanitize(blockLabelOrDefault(*bg.fwd)));
     blk->setLoc(bg.fwd->loc());
-    bg.rev = bwd.addBlock(std::move(blk));
+    bg.rev = bg.revEnd = bwd.addBlock(std::move(blk));
     for (Value *v : bg.outs) bg.rev->addArgument(v->type(), v->loc())->setName("d." + v->name());
     for (Global *g : consts_) {
       BlockArgument *a = bg.rev->addArgument(g->type(), g->declLoc());
@@ -327,7 +391,7 @@ LogicalResult FunctionGrad::buildReverseBody(BlockGrad &bg) {
       if (it != constIndex_.end()) accs[it->second] = em.coerce(em.add(accs[it->second], d), g->type());
       return;
     }
-    if (varied(x)) adj[x] = em.add(lookup(x), d);
+    if (varied(x)) adj[x] = addAdj(b, em, lookup(x), d);
   };
 
   std::vector<Operation *> ops = bg.fwd->opsSnapshot();
@@ -342,14 +406,71 @@ LogicalResult FunctionGrad::buildReverseBody(BlockGrad &bg) {
       if (!any && consts_.empty()) continue;
       std::vector<Value *> args = {fwdValue(bg, b, op.result(op.numResults() - 1))};
       for (unsigned r : h->seedResults) {
-        Value *s = lookup(op.result(r));
-        args.push_back(em.coerce(s ? s : em.zerosLike(op.result(r)), op.result(r)->type()));
+        Value *res = op.result(r), *s = lookup(res);
+        if (!s) s = res->type().isTensor() ? em.zerosLike(res) : agg_.zerosLike(b, fwdValue(bg, b, res));
+        args.push_back(coerceAdj(b, em, s, res->type()));
       }
       args.insert(args.end(), accs.begin(), accs.end());
       std::vector<Type> types = h->bwd->resultTypes();
       Operation *c = b.create(OpCode::Call, args, {{"callee", Attr::getSym(h->bwd->name())}}, types);
       for (size_t k = 0; k < h->adjParams.size(); ++k) accumulate(op.operand(h->adjParams[k]), c->result(static_cast<unsigned>(k)));
       for (size_t k = 0; k < accs.size(); ++k) accs[k] = c->result(static_cast<unsigned>(h->adjParams.size() + k));
+      continue;
+    }
+    if (op.is(OpCode::Tuple)) {
+      if (Value *d = lookup(op.result()))
+        for (unsigned i = 0; i < op.numOperands(); ++i)
+          if (varied(op.operand(i)))
+            accumulate(op.operand(i), b.create(OpCode::GetTuple, {d}, {{"index", Attr::getInt(i)}})->result());
+      continue;
+    }
+    if (op.is(OpCode::GetTuple)) {
+      Value *d = lookup(op.result());
+      if (!d) continue;
+      // The tuple's adjoint: d at the index, zeros (or the primal, for an
+      // element that carries none) elsewhere.
+      Value *x = op.operand(0);
+      std::vector<Type> ts = x->type().elems();
+      int64_t at = op.intAttr("index");
+      std::vector<Value *> elems;
+      Value *xf = nullptr;
+      for (size_t j = 0; j < ts.size(); ++j) {
+        if (static_cast<int64_t>(j) == at) {
+          elems.push_back(coerceAdj(b, em, d, ts[j]));
+          continue;
+        }
+        if (ts[j].isTensor() && ts[j].hasStaticShape() && agg_.carries(ts[j])) {
+          elems.push_back(b.splat(ts[j], 0.0)); // no need for the forward tuple
+          continue;
+        }
+        if (!xf) xf = fwdValue(bg, b, x);
+        Value *e = b.create(OpCode::GetTuple, {xf}, {{"index", Attr::getInt(static_cast<int64_t>(j))}})->result();
+        elems.push_back(agg_.zerosLike(b, e));
+      }
+      accumulate(x, b.create(OpCode::Tuple, elems, {}, {x->type()})->result());
+      continue;
+    }
+    if (op.is(OpCode::Construct)) {
+      Value *d = lookup(op.result());
+      bool any = false;
+      for (Value *v : op.operands()) any |= varied(v);
+      if (!d || !any) continue;
+      // Unpack the adjoint by matching it (same constructor as the forward
+      // value) and go on in the case block.
+      const AdtDecl *adt = m_.lookupAdt(op.strAttr("adt"));
+      const AdtDecl::Ctor &ctor = adt->ctors[static_cast<size_t>(adt->ctorIndex(op.strAttr("ctor")))];
+      auto blk = std::make_unique<Block>(bg.rev->label() + "." + sanitize(ctor.name) + "." +
+                                         std::to_string(splits_++));
+      blk->setLoc(op.loc());
+      Block *k = fg_.bwd->addBlock(std::move(blk));
+      for (Type ft : ctor.fields) k->addArgument(ft, op.loc());
+      std::vector<Successor> cases = {{k, 0, 0, ctor.name, {}}};
+      if (adt->ctors.size() > 1) cases.push_back({unreachableBlock(), 0, 0, "", {}});
+      b.create(OpCode::Match, {d}, {}, {}, cases);
+      bg.revEnd = k;
+      b.setInsertionPointToEnd(k);
+      for (unsigned i = 0; i < op.numOperands(); ++i)
+        if (varied(op.operand(i))) accumulate(op.operand(i), k->argument(i));
       continue;
     }
     if (gradKind(op.code()) != GradKind::Rule) continue;
@@ -383,9 +504,36 @@ LogicalResult FunctionGrad::buildReverseBody(BlockGrad &bg) {
     }
     for (unsigned i = 0; i < op.numOperands(); ++i) accumulate(op.operand(i), dx[i]);
   }
+  buildMatchAdjoint(bg, b, em, adj);
   bg.inAdj = std::move(adj);
   bg.accOut = std::move(accs);
   return success();
+}
+
+void FunctionGrad::buildMatchAdjoint(BlockGrad &bg, Builder &b, AdjointEmitter &em,
+                                     std::unordered_map<const Value *, Value *> &adj) {
+  // bg.fwd is a case of P's `match %t` (its one predecessor, checked in
+  // run()): %t's adjoint from here is the case's constructor over the
+  // adjoints of the fields (its block arguments). A `_` case binds no
+  // fields: nothing to rebuild.
+  for (Block *p : matchPreds_[bg.fwd]) {
+    Operation *t = p->terminator();
+    Value *v = t->operand(0);
+    if (!varied(v)) continue;
+    for (const Successor &s : t->successors()) {
+      if (s.block != bg.fwd || s.label.empty()) continue;
+      std::vector<Value *> fields;
+      for (Value *a : bg.fwd->arguments()) {
+        auto it = adj.find(a);
+        if (!agg_.carries(a->type())) fields.push_back(fwdValue(bg, b, a));
+        else if (it != adj.end()) fields.push_back(coerceAdj(b, em, it->second, a->type()));
+        else fields.push_back(a->type().isTensor() ? em.zerosLike(a) : agg_.zerosLike(b, fwdValue(bg, b, a)));
+      }
+      bg.matchAdj = b.create(OpCode::Construct, fields,
+                             {{"adt", Attr::getSym(v->type().adtName())}, {"ctor", Attr::getStr(s.label)}},
+                             {v->type()})->result();
+    }
+  }
 }
 
 Value *FunctionGrad::zerosFor(Builder &b, Value *v, Value *shapeField) {
@@ -393,22 +541,20 @@ Value *FunctionGrad::zerosFor(Builder &b, Value *v, Value *shapeField) {
   return b.create(OpCode::Zeros, {shapeField}, {{"dtype", Attr::getDType(v->type().dtype())}})->result();
 }
 
+Value *FunctionGrad::zerosFromFields(Builder &b, BlockGrad &P, Value *v, const std::vector<Value *> &fieldArgs) {
+  if (!v->type().isTensor()) return agg_.zerosLike(b, fieldArgs[P.fieldIndex.at({v, false})]);
+  return zerosFor(b, v, v->type().hasStaticShape() ? nullptr : fieldArgs[P.fieldIndex.at({v, true})]);
+}
+
 Block *FunctionGrad::unreachableBlock() {
-  // Never taken: the tape below a record is always a record of a predecessor
-  // (the forward function built it). A match must still cover every
-  // constructor; this default returns zeros (empty where a dim is `?`).
+  // Never taken: the tape below a record is always a record of a
+  // predecessor (the forward function built it), and an adjoint has its
+  // forward value's constructor. A match must still cover every one.
   if (unreachable_) return unreachable_;
   unreachable_ = fg_.bwd->addBlock(std::make_unique<Block>("rev.unreachable"));
   Builder b(m_, fg_.src->loc());
   b.setInsertionPointToEnd(unreachable_);
-  std::vector<Value *> vals;
-  for (Type t : fg_.bwd->resultTypes()) {
-    std::vector<int64_t> dims = t.dims();
-    for (int64_t &d : dims)
-      if (d == kDynamic) d = 0;
-    vals.push_back(b.splat(ctx_.tensor(t.dtype(), dims), 0.0));
-  }
-  b.create(OpCode::Ret, vals, {}, {});
+  b.create(OpCode::Unreachable, {});
   return unreachable_;
 }
 
@@ -433,6 +579,7 @@ void FunctionGrad::buildEdges() {
         auto it = B.inAdj.find(v);
         if (it != B.inAdj.end()) parts.push_back(it->second);
       }
+      if (t->is(OpCode::Match) && v == t->operand(0) && B.matchAdj) parts.push_back(B.matchAdj);
       if (!t->is(OpCode::Match))
         for (unsigned s = 0; s < t->successors().size(); ++s) {
           if (t->successors()[s].block != B.fwd) continue;
@@ -454,31 +601,39 @@ void FunctionGrad::buildEdges() {
     for (Block *p : preds[B.fwd]) {
       BlockGrad &P = info(p);
       std::vector<std::vector<Value *>> g = gather(P, B);
-      for (size_t i = 0; i < g.size(); ++i)
-        if (g[i].empty() && !P.outs[i]->type().hasStaticShape()) field(P, P.outs[i], true);
+      for (size_t i = 0; i < g.size(); ++i) {
+        Value *v = P.outs[i];
+        if (!g[i].empty()) continue;
+        if (!v->type().isTensor()) field(P, v, false);
+        else if (!v->type().hasStaticShape()) field(P, v, true);
+      }
     }
   }
   {
     BlockGrad &E = info(fwd.entry());
     for (unsigned p : fg_.adjParams) {
       Value *a = fwd.entry()->argument(p);
-      if (!E.inAdj.count(a) && !a->type().hasStaticShape()) field(E, a, true);
+      if (E.inAdj.count(a)) continue;
+      if (!a->type().isTensor()) field(E, a, false);
+      else if (!a->type().hasStaticShape()) field(E, a, true);
     }
   }
 
   // Pass 2: terminators of the reverse blocks and the edge blocks.
   for (BlockGrad &B : blocks_) {
     Builder b(m_, B.fwd->loc());
-    b.setInsertionPointToEnd(B.rev);
+    b.setInsertionPointToEnd(B.revEnd);
     if (B.fwd->isEntry()) {
       std::vector<Value *> vals;
       AdjointEmitter em(b, [&](Value *v) { return v; });
       for (unsigned p : fg_.adjParams) {
         Value *a = fwd.entry()->argument(p);
         auto it = B.inAdj.find(a);
-        Value *d = it != B.inAdj.end() ? it->second
-                                       : zerosFor(b, a, a->type().hasStaticShape() ? nullptr : field(B, a, true));
-        vals.push_back(em.coerce(d, a->type()));
+        Value *d = nullptr;
+        if (it != B.inAdj.end()) d = it->second;
+        else if (!a->type().isTensor()) d = agg_.zerosLike(b, field(B, a, false));
+        else d = zerosFor(b, a, a->type().hasStaticShape() ? nullptr : field(B, a, true));
+        vals.push_back(coerceAdj(b, em, d, a->type()));
       }
       vals.insert(vals.end(), B.accOut.begin(), B.accOut.end());
       b.create(OpCode::Ret, vals, {}, {});
@@ -508,13 +663,9 @@ void FunctionGrad::buildEdges() {
       for (size_t i = 0; i < g.size(); ++i) {
         Value *v = P.outs[i];
         Value *d = nullptr;
-        for (Value *part : g[i]) d = em.add(d, part);
-        if (!d) {
-          Value *shape = nullptr;
-          if (!v->type().hasStaticShape()) shape = fieldArgs[P.fieldIndex.at({v, true})];
-          d = zerosFor(eb, v, shape);
-        }
-        operands.push_back(em.coerce(d, v->type()));
+        for (Value *part : g[i]) d = addAdj(eb, em, d, part);
+        if (!d) d = zerosFromFields(eb, P, v, fieldArgs);
+        operands.push_back(coerceAdj(eb, em, d, v->type()));
       }
       operands.insert(operands.end(), B.accOut.begin(), B.accOut.end());
       operands.push_back(below);
@@ -548,11 +699,10 @@ void FunctionGrad::buildEdges() {
     std::vector<Value *> operands;
     for (Value *v : R.outs) {
       Value *sum = nullptr;
-      for (size_t k = 0; k < fg_.seedResults.size(); ++k)
-        if (t->operand(fg_.seedResults[k]) == v)
-          sum = sum ? eb.create(OpCode::Add, {sum, seedArgs_[k]})->result() : seedArgs_[k];
       AdjointEmitter em(eb, [&](Value *x) { return x; });
-      operands.push_back(em.coerce(sum, v->type()));
+      for (size_t k = 0; k < fg_.seedResults.size(); ++k)
+        if (t->operand(fg_.seedResults[k]) == v) sum = addAdj(eb, em, sum, seedArgs_[k]);
+      operands.push_back(coerceAdj(eb, em, sum, v->type()));
     }
     operands.insert(operands.end(), accArgs_.begin(), accArgs_.end());
     operands.push_back(below);
@@ -659,8 +809,13 @@ LogicalResult FunctionGrad::run() {
   }
   std::unordered_map<const Block *, unsigned> matchPreds, otherPreds;
   for (auto &b : fg_.fwd->blocks())
-    for (const Successor &s : b->terminator()->successors())
+    for (const Successor &s : b->terminator()->successors()) {
       ++(b->terminator()->is(OpCode::Match) ? matchPreds : otherPreds)[s.block];
+      if (b->terminator()->is(OpCode::Match)) {
+        auto &p = matchPreds_[s.block];
+        if (std::find(p.begin(), p.end(), b.get()) == p.end()) p.push_back(b.get());
+      }
+    }
   for (auto &[blk, n] : matchPreds)
     if (n > 1 || otherPreds.count(blk)) {
       diag_.error(blk->loc(), "grad: block ^" + blockLabelOrDefault(*blk) +
@@ -686,6 +841,39 @@ std::vector<std::string> GradBuilder::namesFor(const Function &f) const {
   return {base + ".fwd", base + ".bwd", base + ".tape"};
 }
 
+FuncGrad *GradBuilder::declareRoot(Function *f, const std::vector<unsigned> &wrt) {
+  // Interprocedural activity: a function's parameter gets an adjoint when
+  // some call passes it a varied value (or it is the root's wrt), to a fixed
+  // point over the call graph (a function is re-analysed when one of its
+  // parameters becomes varied).
+  std::map<const Function *, std::set<unsigned>> params;
+  std::vector<Function *> work = {f};
+  params[f].insert(wrt.begin(), wrt.end());
+  while (!work.empty()) {
+    Function *g = work.back();
+    work.pop_back();
+    if (g->blocks().empty() || isPrimitive(*g)) continue;
+    std::unordered_set<const Value *> varied;
+    for (unsigned p : params[g]) varied.insert(g->entry()->argument(p));
+    for (Global *c : consts_) varied.insert(c);
+    propagateActivity(*g, varied, !consts_.empty(), agg_, [](const Operation &) { return false; },
+                      [](const Operation &) {});
+    for (auto &b : g->blocks())
+      for (Operation &op : *b) {
+        if (!op.is(OpCode::Call)) continue;
+        Function *h = m_.lookupFunction(op.strAttr("callee"));
+        if (!h) continue;
+        bool fresh = !params.count(h), grew = false;
+        std::set<unsigned> &hp = params[h];
+        for (unsigned i = 0; i < op.numOperands(); ++i)
+          if (varied.count(op.operand(i)) && hp.insert(i).second) grew = true;
+        if (fresh || grew) work.push_back(h);
+      }
+  }
+  for (auto &[g, ps] : params) variedParams_[g] = std::vector<unsigned>(ps.begin(), ps.end());
+  return declare(f, variedParams_[f]);
+}
+
 FuncGrad *GradBuilder::declare(Function *f, std::vector<unsigned> adjParams) {
   auto it = funcs_.find(f->name());
   if (it != funcs_.end()) return &it->second;
@@ -701,7 +889,7 @@ FuncGrad *GradBuilder::declare(Function *f, std::vector<unsigned> adjParams) {
   fg.tapeType = ctx.adt(names[2]);
   std::vector<Type> params = f->argTypes(), results = f->resultTypes();
   for (unsigned i = 0; i < results.size(); ++i)
-    if (isDifferentiableType(results[i])) fg.seedResults.push_back(i);
+    if (agg_.carries(results[i])) fg.seedResults.push_back(i);
   std::vector<Type> fwdResults = results;
   fwdResults.push_back(fg.tapeType);
   fg.fwd = m_.addFunction(std::make_unique<Function>(names[0], ctx.func(params, fwdResults), f->loc()));
@@ -719,17 +907,14 @@ FuncGrad *GradBuilder::declare(Function *f, std::vector<unsigned> adjParams) {
 
 LogicalResult GradBuilder::buildAll() {
   auto declareCallee = [&](Function *h) {
-    std::vector<unsigned> all;
-    std::vector<Type> params = h->argTypes();
-    for (unsigned i = 0; i < params.size(); ++i)
-      if (isDifferentiableType(params[i])) all.push_back(i);
-    return declare(h, all);
+    auto it = variedParams_.find(h);
+    return declare(h, it != variedParams_.end() ? it->second : std::vector<unsigned>{});
   };
   for (size_t i = 0; i < order_.size(); ++i) {
     FuncGrad &fg = *order_[i];
     if (fg.built) continue;
     fg.built = true;
-    FunctionGrad fgr(m_, diag_, fg, consts_, mode_, declareCallee);
+    FunctionGrad fgr(m_, diag_, fg, consts_, mode_, agg_, declareCallee);
     if (failed(fgr.run())) return failure();
   }
   return success();

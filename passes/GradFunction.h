@@ -14,6 +14,7 @@
 #define NIMBLE_PASSES_GRADFUNCTION_H
 
 #include "ir/IR.h"
+#include "passes/GradAggregates.h"
 
 #include <map>
 #include <string>
@@ -40,8 +41,15 @@ class GradBuilder {
 public:
   GradBuilder(ir::Module &m, ir::DiagnosticEngine &diag, std::string prefix,
               std::vector<ir::Global *> consts, Checkpoint mode)
-      : m_(m), diag_(diag), prefix_(std::move(prefix)), consts_(std::move(consts)), mode_(mode) {}
+      : m_(m), diag_(diag), prefix_(prefix), consts_(std::move(consts)), mode_(mode),
+        agg_(m, std::move(prefix)) {}
 
+  /// Declares the function being differentiated with respect to its
+  /// parameters `wrt`: finds, over the call graph, which parameters of every
+  /// function it reaches receive a varied value (interprocedural activity),
+  /// then declares `f` with those of its own (wrt, plus what its recursive
+  /// calls pass). Returns the declaration; bodies are built by buildAll().
+  FuncGrad *declareRoot(ir::Function *f, const std::vector<unsigned> &wrt);
   /// Declares fwd/bwd/tape of `f` (once), differentiating with respect to
   /// `adjParams`; the body is built by buildAll().
   FuncGrad *declare(ir::Function *f, std::vector<unsigned> adjParams);
@@ -52,6 +60,8 @@ public:
   const std::vector<ir::Global *> &consts() const { return consts_; }
   /// The names the pass would create for `f`, to check for clashes first.
   std::vector<std::string> namesFor(const ir::Function &f) const;
+  /// Tuples' and ADTs' adjoints (which types carry one, their helpers).
+  AggregateAdjoints &aggregates() { return agg_; }
 
 private:
   ir::LogicalResult build(FuncGrad &fg);
@@ -61,6 +71,9 @@ private:
   std::string prefix_;
   std::vector<ir::Global *> consts_;
   Checkpoint mode_;
+  AggregateAdjoints agg_;
+  /// Parameters of each reachable function that receive a varied value.
+  std::map<const ir::Function *, std::vector<unsigned>> variedParams_;
   std::map<std::string, FuncGrad> funcs_;
   std::vector<FuncGrad *> order_;
 };

@@ -19,9 +19,10 @@ every gradient is compared: relative error max|got - want| / max|want|
 measured against that largest gradient instead. Prints one line per model with the worst error
 and where; exits 1 above the tolerance or on a tool failure.
 
-Gradients with respect to inputs: the LSTM's token matrix. Tree-LSTM takes an
-ADT (its leaves are data, not differentiated) and BERT integer ids, so their
-input gradients are those of the embedding weights.
+Gradients with respect to inputs: the LSTM's token matrix; the Tree-LSTM's
+tree, whose adjoint is a tree of the same shape with each leaf's gradient
+(printed by nimble-run as value text, compared leaf by leaf). BERT takes
+integer ids, so its input gradients are those of the embedding weights.
 
 Full-size variants (lstm_1l, lstm_2l, treelstm, bert_base) need
 models/make_all.sh first; the small ones use the committed fixtures.
@@ -41,7 +42,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from models.common import tools  # noqa: E402
+from models.common import nimble_io, tools  # noqa: E402
 from models.common.compare import rel_err  # noqa: E402
 from models.common.registry import VARIANTS  # noqa: E402
 
@@ -86,8 +87,27 @@ def torch_params(family, model, key):
 
 
 def wrt_inputs(family):
-    """Indices of @main's parameters to differentiate (float tensors)."""
-    return [0] if family == "lstm" else []
+    """Indices of @main's parameters to differentiate (those holding floats)."""
+    return [0] if family in ("lstm", "treelstm") else []
+
+
+def tree_leaves(tree):
+    """The leaves of a tree (("Leaf", x) / ("Node", l, r)), left to right."""
+    out, stack = [], [tree]
+    while stack:
+        t = stack.pop()
+        if t[0] == "Leaf":
+            out.append(t[1])
+        else:
+            stack.extend([t[2], t[1]])
+    return out
+
+
+def leaves_with_grad(tree):
+    """The tree with every leaf a fresh tensor that requires grad."""
+    if tree[0] == "Leaf":
+        return ("Leaf", tree[1].clone().requires_grad_(True))
+    return ("Node", leaves_with_grad(tree[1]), leaves_with_grad(tree[2]))
 
 
 def reference_grads(v, model, inp_path, seeds, consts):
@@ -100,7 +120,10 @@ def reference_grads(v, model, inp_path, seeds, consts):
             p.requires_grad_(True)
             p.grad = None
     xs = []
-    if wrt_inputs(v.family):
+    if wrt_inputs(v.family) and v.family == "treelstm":
+        x = leaves_with_grad(x)
+        xs = tree_leaves(x)
+    elif wrt_inputs(v.family):
         x = x.clone().requires_grad_(True)
         xs = [x]
     with torch.enable_grad():
@@ -111,6 +134,8 @@ def reference_grads(v, model, inp_path, seeds, consts):
         if live:
             torch.autograd.backward([o for o, _ in live], [s for _, s in live])
     grads = [t.grad.numpy().copy() if t.grad is not None else np.zeros(tuple(t.shape), np.float32) for t in xs]
+    if v.family == "treelstm" and xs:
+        grads = [np.concatenate(grads, axis=0)]  # the leaves' gradients, one row each
     for group in params:
         g = sum((p.grad if p.grad is not None else torch.zeros_like(p)) for p in group)
         grads.append(g.detach().numpy().copy())
@@ -160,8 +185,14 @@ def check_model(v, args, work_dir):
             np.save(path, s)
             seed_files.append("@" + path)
         outs = [os.path.join(model_dir, "%s.%s.npy" % (inp.name, n)) for n in names_out + names_grad]
-        tools.run_model(args.nimble_run, nbc, v.reference.nimble_inputs(inp.path) + seed_files, outs,
-                        extra=["--function=main_grad"])
+        # A tree's adjoint is printed (value text), not written as .npy.
+        tree_out = len(names_out) if v.family == "treelstm" and wrt else None
+        run_outs = [("-" if k == tree_out else o) for k, o in enumerate(outs)]
+        p = tools.run_model(args.nimble_run, nbc, v.reference.nimble_inputs(inp.path) + seed_files, run_outs,
+                            extra=["--function=main_grad"])
+        if tree_out is not None:
+            leaves = tree_leaves(nimble_io.parse_tree(p.stdout))
+            np.save(outs[tree_out], np.concatenate([np.asarray(x, np.float32) for x in leaves], axis=0))
         want_out, want_grad = reference_grads(v, model, inp.path, seeds, consts)
         # A gradient that is zero in exact arithmetic (BERT's key biases:
         # softmax ignores a shift of a row of scores) is float32 round-off on

@@ -169,7 +169,7 @@ def parse_tensor(text):
     parts = head.strip().split("x")
     dt = _NIR_NP[parts[-1]]
     shape = tuple(int(p) for p in parts[:-1])
-    vals = body.split()
+    vals = body.replace("[", " ").replace("]", " ").split()  # nimble-run prints [[...]]
     count = int(np.prod(shape, dtype=np.int64))
     if len(vals) == 1 and count != 1:
         return np.full(shape, np.array(vals[0], dtype=np.float64).astype(dt), dtype=dt)

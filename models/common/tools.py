@@ -44,12 +44,13 @@ def compile_model(nimblec, nir, out, opt="-O2", extra=()):
 def run_model(nimble_run, nbc, inputs, outputs, threads=1, benchmark=0, profile=False, extra=()):
     """Runs @main once (plus `benchmark` timed runs after a warm-up when > 0).
 
-    inputs: --input values; outputs: .npy paths, one per result.
+    inputs: --input values; outputs: .npy paths, one per result ("-": printed
+    to stdout as value text, for results that are not tensors).
     Returns the CompletedProcess (stdout has the latency line, stderr the profile).
     """
     cmd = [nimble_run, nbc]
     cmd += ["--input=" + v for v in inputs]
-    cmd += ["--output=@" + o for o in outputs]
+    cmd += ["--output=" + (o if o == "-" else "@" + o) for o in outputs]
     cmd += ["--threads=%d" % threads]
     if benchmark:
         cmd += ["--benchmark=%d" % benchmark]
