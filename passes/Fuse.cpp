@@ -24,21 +24,26 @@
 // visited last to first; each kernel op either joins the group of its
 // consumers or starts a new group. A producer P joins group G when
 //   1. every use of every result of P is a member of G, all in P's block
-//      (so a group has exactly one output op, whose results are the group's
-//      results: several only for a `split`; no other member's value leaves
-//      the group, i.e. no multi-output groups: a value also needed outside
-//      the group keeps its producer out);
+//      (a value also needed outside the group is left to the multi-output
+//      step below);
 //   2. the fusion patterns of ir/Ops.def allow it (table below), judged
 //      against G's pattern, the "worst" of its members (ElemWise < Broadcast
 //      < Injective < Reduction < OutputFusable < Opaque), which is what G may
 //      still absorb;
 //   3. the paper's policy allows it (below);
 //   4. G has fewer than `max-group-size` members.
-// Because a producer joins only when all its uses are in the group, the group
-// is convex in the block's dataflow: replacing it by one `call` at the
-// position of its output op (the last member) keeps SSA dominance (every
-// group input is defined before that op, every other member's result is used
-// only inside the group). Visiting last to first, every user of P in P's
+// Multi-output fusion (XLA's pass of that name): then a formed group P
+// whose results are read by a later group C, and otherwise only after C's
+// output op (or in other blocks), merges into C, whose call also returns
+// P's results used outside (the LSTM cell's c', carried to the next
+// iteration and read by h' = o * tanh(c'), comes from the same kernel as
+// h'); see mergeMultiOutput.
+// Because every use of a member outside its group comes after the group's
+// output op, the group is convex in the block's dataflow (no path leaves
+// the group and re-enters it: an op after the output op feeds no member):
+// replacing it by one `call` at the position of its output op (the last
+// member) keeps SSA dominance (every group input is defined before that op;
+// every member result used outside is a result of the call, used after it). Visiting last to first, every user of P in P's
 // block has been placed in a group before P is considered, so the decision
 // is deterministic and needs no iteration.
 //
@@ -47,7 +52,7 @@
 //   producer          joins a group (of consumers) whose pattern is
 //   ElemWise          ElemWise, Broadcast, Injective, Reduction
 //   Broadcast         ElemWise, Broadcast, Injective, Reduction
-//   Injective         ElemWise, Injective
+//   Injective         ElemWise, Broadcast, Injective
 //   Reduction         ElemWise            (a reduction absorbs elementwise
 //                                          consumers, not broadcasting ones)
 //   OutputFusable     ElemWise, Broadcast (matmul + bias add + activation)
@@ -58,7 +63,9 @@
 // joins a group containing a matmul through the matmul's inputs (TVM does
 // not fuse into a matmul's inputs either), but does join one whose
 // element-wise epilogue alone uses it (`joinsEpilogue`: an operand of the
-// epilogue computed point by point, like the epilogue).
+// epilogue computed point by point, like the epilogue; an injective op
+// such as the `split` of the gates is computed point by point too, by
+// rewriting the index).
 //
 // The paper's policy (Nimble paper §3.2, last paragraph: "a basic operator
 // with a data dependent or upper bound shape function cannot be fused to
@@ -93,7 +100,7 @@
 // `call` is structural, so it neither joins nor absorbs a group.
 //
 // Option: fuse{max-group-size=N}, 1 <= N <= 4096 (the bytecode's limit on
-// kernel members; 1 disables fusion), default 16.
+// kernel members; 1 disables fusion), default 32.
 //
 //===----------------------------------------------------------------------===//
 
@@ -141,7 +148,7 @@ bool patternAllows(FusionPattern p, FusionPattern g) {
   case P::ElemWise:
   case P::Broadcast:
     return g == P::ElemWise || g == P::Broadcast || g == P::Injective || g == P::Reduction;
-  case P::Injective: return g == P::ElemWise || g == P::Injective;
+  case P::Injective: return g == P::ElemWise || g == P::Broadcast || g == P::Injective;
   case P::Reduction: return g == P::ElemWise;
   case P::OutputFusable: return g == P::ElemWise || g == P::Broadcast;
   case P::Opaque: return false;
@@ -152,6 +159,7 @@ bool patternAllows(FusionPattern p, FusionPattern g) {
 struct Group {
   std::vector<Operation *> members; // in the order they joined (last op first)
   FusionPattern pattern;
+  size_t rootPos = 0; // the output op's position in the block
 };
 
 /// An element-wise (or broadcast) producer whose uses are all element-wise
@@ -160,15 +168,19 @@ struct Group {
 /// gate's matmul, with `i = sigmoid(..)` and `u = tanh(..)`), so it fuses
 /// there like the epilogue itself, evaluated per output point; what feeds
 /// the matmul's own operands still never fuses (rule 2's table).
-bool joinsEpilogue(const Operation &op, const Group &g) {
+bool joinsEpilogue(const Operation &op, const Group &g,
+                   const std::unordered_map<const Operation *, size_t> &groupOf, size_t gi) {
   FusionPattern p = op.info().fusion;
   if (g.pattern != FusionPattern::OutputFusable ||
-      (p != FusionPattern::ElemWise && p != FusionPattern::Broadcast))
+      (p != FusionPattern::ElemWise && p != FusionPattern::Broadcast && p != FusionPattern::Injective))
     return false;
   for (const Value *r : op.results())
     for (const OpOperand &u : r->uses()) {
+      auto it = groupOf.find(u.owner());
+      if (it == groupOf.end() || it->second != gi) continue; // a use outside: an extra output
       FusionPattern up = u.owner()->info().fusion;
-      if (up != FusionPattern::ElemWise && up != FusionPattern::Broadcast) return false;
+      if (up != FusionPattern::ElemWise && up != FusionPattern::Broadcast && up != FusionPattern::Injective)
+        return false;
     }
   return true;
 }
@@ -212,15 +224,19 @@ private:
     return false;
   }
   std::vector<Group> formGroups(Block &b) const;
+  void mergeMultiOutput(std::vector<Group> &groups, std::unordered_map<const Operation *, size_t> &groupOf,
+                        const std::unordered_map<const Operation *, size_t> &pos, const Block &b) const;
   void outline(Module &m, Group &g);
 
-  size_t maxGroupSize_ = 16;
+  size_t maxGroupSize_ = 32;
 };
 
 std::vector<Group> FusePass::formGroups(Block &b) const {
   std::vector<Group> groups;
   std::unordered_map<const Operation *, size_t> groupOf;
   std::vector<Operation *> ops = b.opsSnapshot();
+  std::unordered_map<const Operation *, size_t> pos;
+  for (size_t i = 0; i < ops.size(); ++i) pos[ops[i]] = i;
   for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
     Operation *op = *it;
     if (!isKernelOp(*op)) continue;
@@ -243,7 +259,7 @@ std::vector<Group> FusePass::formGroups(Block &b) const {
         }
       if (!target) return std::nullopt;
       const Group &g = groups[*target];
-      if (!patternAllows(info.fusion, g.pattern) && !joinsEpilogue(*op, g)) return std::nullopt;
+      if (!patternAllows(info.fusion, g.pattern) && !joinsEpilogue(*op, g, groupOf, *target)) return std::nullopt;
       if (g.members.size() >= maxGroupSize_) return std::nullopt;
       return target;
     };
@@ -255,12 +271,79 @@ std::vector<Group> FusePass::formGroups(Block &b) const {
       groupOf[op] = *t;
     } else {
       groupOf[op] = groups.size();
-      groups.push_back(Group{{op}, info.fusion});
+      groups.push_back(Group{{op}, info.fusion, pos.at(op)});
     }
   }
+  mergeMultiOutput(groups, groupOf, pos, b);
   // Groups in block order of their output op (the first member found).
   std::reverse(groups.begin(), groups.end());
+  groups.erase(std::remove_if(groups.begin(), groups.end(), [](const Group &g) { return g.members.empty(); }),
+               groups.end());
   return groups;
+}
+
+// Multi-output fusion (XLA's pass of that name, after its instruction
+// fusion): a group P whose results are read by a later group C, and
+// otherwise only after C's output op (or in other blocks), merges into C;
+// C's call then also returns the results of P that are used outside. Groups
+// are visited consumers first (latest output op first), so chains merge in
+// one pass. The pattern table decides as for a single producer (P's pattern
+// joining C's), with the epilogue case: an element-wise, broadcast or
+// injective P whose users in C are all epilogue members. Done after the
+// single-output grouping so that a matmul keeps its epilogue: a group that
+// merges is already formed.
+void FusePass::mergeMultiOutput(std::vector<Group> &groups,
+                                std::unordered_map<const Operation *, size_t> &groupOf,
+                                const std::unordered_map<const Operation *, size_t> &pos,
+                                const Block &b) const {
+  for (size_t pi = 0; pi < groups.size(); ++pi) {
+    Group &P = groups[pi];
+    if (P.members.empty()) continue;
+    bool upper = false;
+    for (const Operation *op : P.members) upper |= op->info().shapeMode == ShapeMode::UpperBound;
+    if (upper) continue;
+    // The consumer group with the earliest output op.
+    std::optional<size_t> target;
+    for (const Operation *op : P.members)
+      for (const Value *r : op->results())
+        for (const OpOperand &u : r->uses()) {
+          auto g = groupOf.find(u.owner());
+          if (u.owner()->block() != &b || g == groupOf.end() || g->second == pi) continue;
+          if (!target || groups[g->second].rootPos < groups[*target].rootPos) target = g->second;
+        }
+    if (!target) continue;
+    Group &C = groups[*target];
+    if (P.members.size() + C.members.size() > maxGroupSize_) continue;
+    bool ok = true, epilogueUsers = true;
+    for (const Operation *op : P.members)
+      for (const Value *r : op->results())
+        for (const OpOperand &u : r->uses()) {
+          const Operation *user = u.owner();
+          auto g = groupOf.find(user);
+          if (g != groupOf.end() && g->second == pi) continue;
+          if (g != groupOf.end() && g->second == *target) {
+            ShapeMode um = user->info().shapeMode;
+            if (um == ShapeMode::DataDependent || um == ShapeMode::UpperBound) ok = false;
+            FusionPattern up = user->info().fusion;
+            if (up != FusionPattern::ElemWise && up != FusionPattern::Broadcast && up != FusionPattern::Injective)
+              epilogueUsers = false;
+            continue;
+          }
+          if (user->block() == &b && pos.at(user) < C.rootPos) ok = false;
+        }
+    bool epilogue = C.pattern == FusionPattern::OutputFusable && epilogueUsers &&
+                    (P.pattern == FusionPattern::ElemWise || P.pattern == FusionPattern::Broadcast ||
+                     P.pattern == FusionPattern::Injective);
+    if (!ok || !(patternAllows(P.pattern, C.pattern) || epilogue)) continue;
+    for (Operation *op : P.members) {
+      C.members.push_back(op);
+      groupOf[op] = *target;
+    }
+    P.members.clear();
+    C.pattern = worst(C.pattern, P.pattern);
+    std::sort(C.members.begin(), C.members.end(),
+              [&](const Operation *x, const Operation *y) { return pos.at(x) > pos.at(y); });
+  }
 }
 
 void FusePass::outline(Module &m, Group &g) {
@@ -280,9 +363,22 @@ void FusePass::outline(Module &m, Group &g) {
       if (seen.insert(v).second) inputs.push_back(v);
     }
 
+  // Outputs: the output op's results, then every other member result that
+  // is used outside the group (multi-output fusion), in block order.
+  std::vector<Value *> results;
+  for (Value *r : root->results()) results.push_back(r);
+  for (Operation *op : members) {
+    if (op == root) continue;
+    for (Value *r : op->results())
+      for (OpOperand &u : r->uses())
+        if (!inGroup.count(u.owner())) {
+          results.push_back(r);
+          break;
+        }
+  }
   std::vector<Type> ins, outs;
   for (Value *v : inputs) ins.push_back(v->type());
-  for (Value *r : root->results()) outs.push_back(r->type());
+  for (Value *r : results) outs.push_back(r->type());
 
   std::string fname = m.freshFunctionName("fused_" + std::string(members.front()->name()));
   auto owned = std::make_unique<Function>(fname, ctx.func(ins, outs), members.front()->loc());
@@ -297,7 +393,7 @@ void FusePass::outline(Module &m, Group &g) {
   }
   for (Operation *op : members) entry->push_back(cloneOp(*op, map));
   std::vector<Value *> rets;
-  for (Value *r : root->results()) rets.push_back(map.lookup(r));
+  for (Value *r : results) rets.push_back(map.lookup(r));
   entry->push_back(Operation::create(OpCode::Ret, root->loc(), rets, {}, defaultAttrs(OpCode::Ret)));
 
   // The call replaces the members, at the output op.
@@ -305,9 +401,9 @@ void FusePass::outline(Module &m, Group &g) {
   attrs[static_cast<unsigned>(opInfo(OpCode::Call).attrIndex("callee"))] = Attr::getSym(fname);
   Operation *call =
       root->block()->insertBefore(root, Operation::create(OpCode::Call, root->loc(), inputs, outs, attrs));
-  for (unsigned i = 0; i < root->numResults(); ++i) {
-    call->result(i)->setName(root->result(i)->name());
-    root->result(i)->replaceAllUsesWith(call->result(i));
+  for (unsigned i = 0; i < results.size(); ++i) {
+    call->result(i)->setName(results[i]->name());
+    results[i]->replaceAllUsesWith(call->result(i));
   }
   for (auto it = members.rbegin(); it != members.rend(); ++it) (*it)->erase();
 

@@ -167,7 +167,7 @@ TEST(OpTable, ShapeModesFollowThePaper) {
   EXPECT_EQ(shapeModeName(ShapeMode::UpperBound), "upper-bound");
 }
 
-TEST(OpTable, TerminatorsAreExactlyBranchesMatchAndRet) {
+TEST(OpTable, TerminatorsAreExactlyBranchesMatchRetAndUnreachable) {
   std::set<OpCode> terms;
   for (OpCode c : allOpCodes()) {
     const OpInfo &info = opInfo(c);
@@ -176,7 +176,7 @@ TEST(OpTable, TerminatorsAreExactlyBranchesMatchAndRet) {
     EXPECT_EQ(info.numResults, 0) << info.mnemonic << ": terminators produce no values";
   }
   EXPECT_EQ(terms,
-            (std::set<OpCode>{OpCode::Br, OpCode::CondBr, OpCode::Match, OpCode::Ret}));
+            (std::set<OpCode>{OpCode::Br, OpCode::CondBr, OpCode::Match, OpCode::Ret, OpCode::Unreachable}));
 }
 
 TEST(OpTable, EffectFlagsAreExclusive) {
