@@ -135,8 +135,9 @@ private:
   Value *coerceAdj(Builder &b, AdjointEmitter &em, Value *v, Type t) {
     return agg_.coerce(b, v, t, [&](Value *x, Type u) { return em.coerce(x, u); });
   }
-  /// The fields of a match case's adjoint: the forward record of the case's
-  /// arguments where they have no adjoint.
+  /// For a `match` case: the matched value's adjoint from this case, its
+  /// constructor over the arguments' adjoints (zeros where one has none;
+  /// the forward value for an argument that holds no float).
   void buildMatchAdjoint(BlockGrad &bg, Builder &b, AdjointEmitter &em,
                          std::unordered_map<const Value *, Value *> &adj);
   bool varied(const Value *v) const { return varied_.count(v) != 0; }
