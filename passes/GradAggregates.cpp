@@ -152,18 +152,27 @@ std::vector<std::string> AggregateAdjoints::helperNames() const {
   return r;
 }
 
+Function *AggregateAdjoints::helper(const AdtDecl &adt, const std::string &kind,
+                                    const std::vector<std::string> &params) {
+  Context &ctx = m_.context();
+  Type t = ctx.adt(adt.name);
+  std::vector<Type> types(params.size(), t);
+  Function *f = m_.addFunction(
+      std::make_unique<Function>(prefix_ + "." + kind + "." + adt.name, ctx.func(types, {t}), adt.loc));
+  Block *entry = f->addBlock(std::make_unique<Block>("entry"));
+  entry->setLoc(adt.loc);
+  for (const std::string &n : params) entry->addArgument(t, adt.loc)->setName(n);
+  return f;
+}
+
 Function *AggregateAdjoints::zerosFn(const AdtDecl &adt) {
   auto it = zeros_.find(adt.name);
   if (it != zeros_.end()) return it->second;
-  Context &ctx = m_.context();
-  Type t = ctx.adt(adt.name);
-  Function *f = m_.addFunction(
-      std::make_unique<Function>(prefix_ + ".zeros." + adt.name, ctx.func({t}, {t}), adt.loc));
+  Type t = m_.context().adt(adt.name);
+  Function *f = helper(adt, "zeros", {"x"});
   zeros_[adt.name] = f; // before the body: the body may call it
-  Block *entry = f->addBlock(std::make_unique<Block>("entry"));
-  entry->setLoc(adt.loc);
-  BlockArgument *x = entry->addArgument(t, adt.loc);
-  x->setName("x");
+  Block *entry = f->entry();
+  Value *x = entry->argument(0);
   std::vector<Successor> cases;
   for (const AdtDecl::Ctor &c : adt.ctors) {
     Block *cb = f->addBlock(std::make_unique<Block>(c.name));
@@ -189,16 +198,11 @@ Function *AggregateAdjoints::zerosFn(const AdtDecl &adt) {
 Function *AggregateAdjoints::addFn(const AdtDecl &adt) {
   auto it = add_.find(adt.name);
   if (it != add_.end()) return it->second;
-  Context &ctx = m_.context();
-  Type t = ctx.adt(adt.name);
-  Function *f = m_.addFunction(
-      std::make_unique<Function>(prefix_ + ".add." + adt.name, ctx.func({t, t}, {t}), adt.loc));
+  Type t = m_.context().adt(adt.name);
+  Function *f = helper(adt, "add", {"a", "b"});
   add_[adt.name] = f;
-  Block *entry = f->addBlock(std::make_unique<Block>("entry"));
-  entry->setLoc(adt.loc);
-  BlockArgument *x = entry->addArgument(t, adt.loc), *y = entry->addArgument(t, adt.loc);
-  x->setName("a");
-  y->setName("b");
+  Block *entry = f->entry();
+  Value *x = entry->argument(0), *y = entry->argument(1);
   // Both adjoints are of one forward value: same constructor everywhere.
   Block *bad = nullptr;
   if (adt.ctors.size() > 1) {

@@ -53,6 +53,9 @@ public:
   std::vector<std::string> helperNames() const;
 
 private:
+  /// A new @<prefix>.<kind>.<T>(params: @T...) -> @T with an empty entry.
+  ir::Function *helper(const ir::AdtDecl &adt, const std::string &kind,
+                       const std::vector<std::string> &params);
   ir::Function *zerosFn(const ir::AdtDecl &adt);
   ir::Function *addFn(const ir::AdtDecl &adt);
   ir::Value *tensorZeros(ir::Builder &b, ir::Value *x);
