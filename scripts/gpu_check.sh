@@ -5,11 +5,11 @@
 # CUDA when torch sees a GPU).
 #
 # IT HAS NEVER RUN: it was written on machines without a GPU, where the CUDA
-# back end could only be compiled and assembled (docs/codegen.md#cuda), and
-# where nimble-run does not yet execute on a device at all. On such a machine
-# (or while the runtime lacks device execution) it stops at the first step
-# with nimble-run's one-line reason and exit 1; it never reports a GPU figure
-# it did not measure (docs/perf.md).
+# back end could only be compiled and assembled, and nimble-run's device
+# runtime (vm/CudaRuntime.h) could only run against a fake driver
+# (docs/codegen.md#cuda). On such a machine it stops at the first step with
+# nimble-run's one-line reason and exit 1; it never reports a GPU figure it
+# did not measure (docs/perf.md).
 #
 #   bash scripts/gpu_check.sh            # build, check the device, run, table
 #   NIMBLE_CUDA_ARCH=sm_90 bash scripts/gpu_check.sh
@@ -26,7 +26,7 @@ out="$(mktemp -d "${TMPDIR:-/tmp}/nimble-gpu-check.XXXXXX")"
 trap 'rm -rf "$out"' EXIT
 
 # 1. Is there a device this runtime can execute on? (One line of nimble-run
-# says what is missing: the driver, a device, or device execution itself.)
+# says what is missing: the driver, a device, cuBLAS.)
 "$bin/nimblec" test/cuda/Inputs/scale.nir --target=cuda --cuda-arch="$arch" -o "$out/probe.nbc"
 if ! "$bin/nimble-run" "$out/probe.nbc" --input=1x4xf32=1 --input=4x4xf32=1 >"$out/probe.txt" 2>&1; then
   echo "==> no GPU run is possible here:"

@@ -113,6 +113,9 @@ if lit_config.params.get("nimblec_flags"):
     _pattern, _path = config.substitutions[-2]
     config.substitutions[-2] = (_pattern, _path + " " + lit_config.params["nimblec_flags"])
     config.available_features.add("nimblec-flags")
+    # test/e2e:lit_cuda_host: programs placed for cuda, run on the host.
+    if "--target=cuda" in lit_config.params["nimblec_flags"]:
+        config.available_features.add("target-cuda")
 # `--param nimble_run_flags=--kernels=library` likewise for every nimble-run
 # call (a RUN line that passes the tool to a script as an argument cannot take
 # flags: such tests say `UNSUPPORTED: nimble-run-flags`).
@@ -137,6 +140,15 @@ if os.path.exists(_ptxas):
     config.substitutions.append(("%ptxas", _ptxas))
 else:
     lit_config.note("no ptxas at %s: the tests that need it are skipped" % _ptxas)
+# The toolkit's headers (test/cuda/cuda-abi.test checks vm/CudaApi.h against
+# them) and a host C++ compiler to read them.
+_cuda_include = lit_config.params.get("cuda_include") or "/usr/local/cuda/include"
+if os.path.exists(os.path.join(_cuda_include, "cuda.h")) and os.path.exists("/usr/bin/g++"):
+    config.available_features.add("cuda-headers")
+    config.substitutions.append(("%cuda_include", _cuda_include))
+    config.substitutions.append(("%host_cxx", "/usr/bin/g++"))
+else:
+    lit_config.note("no CUDA headers at %s: the ABI check is skipped" % _cuda_include)
 config.substitutions.append(("%python", _PYTHON))
 # `%expect-exit N cmd args...`: cmd must exit with status N and not crash
 # (lit's internal shell has no `$?`).

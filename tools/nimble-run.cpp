@@ -10,7 +10,7 @@
 
 #include "tools/ToolSupport.h"
 #include "vm/Allocator.h"
-#include "vm/CudaDriver.h"
+#include "vm/CudaRuntime.h"
 #include "vm/Disassembler.h"
 #include "vm/FailAlloc.h"
 #include "vm/Format.h"
@@ -89,18 +89,21 @@ OPTIONS:
                              library: oneDNN for the dense kernels it can run, native
                                elsewhere where present, else reference
                              reference: reference kernels only; never maps native code
-                               (the mode for .nbc files you do not trust)
+                               (the mode for .nbc files you do not trust); runs a
+                               program compiled for cuda on the host, loading no
+                               CUDA driver or device code
   --tuning=<file>            Decisions of --kernels=auto: read from <file> when it
                              exists (used as is, so dispatch is deterministic), and
                              written back with any new ones after the run
   --allocator=<pool|system>  Memory for storages: size-class pool that recycles freed
                              blocks (default), or one malloc per allocation
   --device=<cpu|cuda[:N]>    Device to run on (default cpu). A program compiled with
-                             nimblec --target=cuda needs a CUDA device whatever this
-                             says; the driver (libcuda.so.1) is loaded only then, and
-                             its absence, or a missing device, is one error line (exit 1).
-                             This runtime does not execute on a device yet
-                             (docs/codegen.md#cuda)
+                             nimblec --target=cuda runs its device part on a CUDA
+                             device whatever this says (cuda:N chooses which); the
+                             driver (libcuda.so.1) and cuBLAS are loaded only then, and
+                             a missing one, or a missing device, is one error line
+                             (exit 1). Never run on a GPU yet: tested against a fake
+                             driver only (docs/nimble-run.md)
   --threads=<n>              Threads for kernels, generated and oneDNN alike (default:
                              the cores this process may run on)
   --max-call-depth=<n>       Limit on nested calls before an error (default 10000)
@@ -110,7 +113,8 @@ OPTIONS:
 
 Environment: NIMBLE_FAIL_ALLOC=<k> makes the k-th allocation fail (tests of the
 out-of-memory paths; 0 prints the count of allocations at exit).
-NIMBLE_CUDA_DRIVER=<library> is opened instead of libcuda.so.1.
+NIMBLE_CUDA_DRIVER=<library> is opened instead of libcuda.so.1, and
+NIMBLE_CUBLAS_LIBRARY=<library> instead of libcublas.so.13/.12/.11.
 
 Exit status: 0 on success, 1 on an invalid executable or input, a run-time error
 (out of memory included) or a failed expectation, 2 on a usage error.
@@ -372,6 +376,24 @@ void printProfile(const VirtualMachine &vm, int runs, const LibraryKernels *libr
                a.kindName(), perRun(s.allocations), perRun(s.poolHits), perRun(s.systemAllocations),
                perRun(s.bytesAllocated), static_cast<unsigned long long>(s.peakBytes),
                static_cast<unsigned long long>(s.peakReserved), static_cast<double>(s.nanoseconds) / 1e6 / runs);
+  if (cuda::DeviceRuntime *dev = vm.options().device) {
+    // Device kernels run asynchronously: their rows above time the launch
+    // (or the cuBLAS call's return), not the work on the device.
+    const cuda::DeviceStats &d = dev->stats();
+    AllocStats ds = dev->allocator().stats();
+    std::fprintf(stderr,
+                 "Device cuda:%d (%s), all runs: %llu kernel launches, %llu cuBLAS calls, %llu kernels on the host "
+                 "(no device code), %llu host operands staged, %llu bytes to the device, %llu to the host, %llu synchronizations; "
+                 "device pool: %llu allocations (%llu pool hits), peak %llu bytes live, peak %llu bytes reserved "
+                 "(launch times only: the device runs asynchronously)\n",
+                 dev->device().ordinal, dev->device().name.c_str(), static_cast<unsigned long long>(d.launches),
+                 static_cast<unsigned long long>(d.cublasCalls), static_cast<unsigned long long>(d.hostFallbacks),
+                 static_cast<unsigned long long>(d.stagedOperands),
+                 static_cast<unsigned long long>(d.bytesToDevice), static_cast<unsigned long long>(d.bytesToHost),
+                 static_cast<unsigned long long>(d.synchronizations), static_cast<unsigned long long>(ds.allocations),
+                 static_cast<unsigned long long>(ds.poolHits), static_cast<unsigned long long>(ds.peakBytes),
+                 static_cast<unsigned long long>(ds.peakReserved));
+  }
 }
 
 /// Where the value of type `t` that starts at `line[pos]` ends: a tensor
@@ -636,31 +658,33 @@ void operator delete[](void *p, const std::nothrow_t &) noexcept { std::free(p);
 namespace {
 
 // A program with device code (nimblec --target=cuda), or --device=cuda[:N],
-// needs the CUDA driver and a device: opened here, before anything runs, so
-// that a machine without them gets one line naming what is missing. With
-// both present the run still stops: this runtime does not execute on
-// devices yet (no device allocator, copies, launches or cuBLAS calls), and
-// says so rather than running the device's kernels on the CPU.
-int checkCuda(const Options &o, const Executable &exe) {
+// runs its device part on a CUDA device (vm/CudaRuntime.h): the driver, the
+// device, the module and (for cuBLAS entries) cuBLAS are opened here, before
+// anything runs, so that a machine without them gets one line naming what is
+// missing. --kernels=reference instead runs such a program entirely on the
+// host (device storages in host memory, every kernel's reference
+// implementation) and never loads the driver or the device code.
+int openCuda(const Options &o, const Executable &exe, std::unique_ptr<cuda::DeviceRuntime> &rt, bool &hostDevices) {
   const bool wanted = o.device != "cpu";
+  if (o.kernels == KernelMode::Reference) {
+    if (wanted) {
+      std::cerr << "nimble-run: error: --kernels=reference runs every kernel on the host; it does not take --device="
+                << o.device << "\n";
+      return kExitUsage;
+    }
+    hostDevices = !exe.cuda.empty();
+    return kExitOk;
+  }
   if (exe.cuda.empty() && !wanted) return kExitOk;
   int ordinal = o.device.size() > 5 ? std::stoi(o.device.substr(5)) : 0;
   std::string who = exe.cuda.empty() ? "--device=" + o.device : o.file + " (compiled for cuda " + exe.cuda.arch + ")";
-  cuda::Device dev;
   std::string error;
-  if (!cuda::openDevice(ordinal, dev, error)) {
+  rt = cuda::DeviceRuntime::open(exe, ordinal, error);
+  if (!rt) {
     std::cerr << "nimble-run: error: " << who << " needs CUDA: " << error << "\n";
     return kExitError;
   }
-  cuda::CUmodule module = nullptr;
-  if (!exe.cuda.empty() && !cuda::loadModule(exe.cuda, module, error)) {
-    std::cerr << "nimble-run: error: " << o.file << ": " << error << "\n";
-    return kExitError;
-  }
-  std::cerr << "nimble-run: error: CUDA device cuda:" << dev.ordinal << " (" << dev.name
-            << ") is present, but this runtime does not execute programs on a device yet "
-               "(docs/codegen.md#cuda)\n";
-  return kExitError;
+  return kExitOk;
 }
 
 int runTool(int argc, char **argv) {
@@ -670,12 +694,16 @@ int runTool(int argc, char **argv) {
   setDefaultAllocatorKind(o.allocator);
 
   auto exe = std::make_shared<Executable>();
+  // Declared before every value of the run: device storages go back to its
+  // pool, so it must outlive them.
+  std::unique_ptr<cuda::DeviceRuntime> device;
   std::string error;
   if (!readExecutableFile(o.file, *exe, error)) {
     std::cerr << "nimble-run: error: " << error << "\n";
     return kExitError;
   }
-  if (int rc = checkCuda(o, *exe); rc != kExitOk) return rc;
+  bool hostDevices = false;
+  if (int rc = openCuda(o, *exe, device, hostDevices); rc != kExitOk) return rc;
   int fi = exe->findFunction(o.function);
   if (fi < 0) {
     std::string names;
@@ -756,6 +784,8 @@ int runTool(int argc, char **argv) {
   vo.kernels = o.kernels;
   vo.tuning = &tuning;
   vo.threads = threads;
+  vo.device = device.get();
+  vo.hostDevices = hostDevices;
   vo.maxCallDepth = o.maxDepth;
   vo.maxInstructions = o.maxInstructions;
   vo.profile = o.profile;

@@ -402,7 +402,9 @@ Status VirtualMachine::runInstances(const std::string &name, std::vector<std::ve
   if (f < 0) return Status::error("no function @" + name + " in the executable");
   out.assign(instances.size(), InstanceOutcome{});
   profile_.batch.instances += instances.size();
-  if (!autoBatch) {
+  // The scheduler stacks and scatters rows in host memory: a program with a
+  // device part runs its instances one after another (docs/autobatch.md).
+  if (!autoBatch || opts_.device) {
     for (size_t i = 0; i < instances.size(); ++i)
       out[i].status = run(name, std::move(instances[i]), out[i].results);
     return Status::success();

@@ -14,9 +14,10 @@ namespace {
 constexpr const char *kDriverLibrary = "libcuda.so.1";
 
 template <typename F>
-bool resolve(void *lib, const char *name, F &fn, const std::string &path, std::string &error) {
+bool resolve(void *lib, const char *name, F &fn, const std::string &path, std::string &error,
+             const char *what = "the CUDA driver") {
   fn = reinterpret_cast<F>(dlsym(lib, name));
-  if (!fn) error = "the CUDA driver " + path + " has no " + name;
+  if (!fn) error = std::string(what) + " " + path + " has no " + name;
   return fn != nullptr;
 }
 
@@ -36,8 +37,15 @@ bool loadOnce(Driver &d, std::string &error) {
       !resolve(lib, "cuDeviceGetName", d.deviceGetName, d.path, error) ||
       !resolve(lib, "cuDevicePrimaryCtxRetain", d.primaryCtxRetain, d.path, error) ||
       !resolve(lib, "cuCtxSetCurrent", d.ctxSetCurrent, d.path, error) ||
+      !resolve(lib, "cuCtxSynchronize", d.ctxSynchronize, d.path, error) ||
       !resolve(lib, "cuModuleLoadData", d.moduleLoadData, d.path, error) ||
-      !resolve(lib, "cuModuleGetFunction", d.moduleGetFunction, d.path, error))
+      !resolve(lib, "cuModuleGetFunction", d.moduleGetFunction, d.path, error) ||
+      !resolve(lib, "cuMemAlloc_v2", d.memAlloc, d.path, error) ||
+      !resolve(lib, "cuMemFree_v2", d.memFree, d.path, error) ||
+      !resolve(lib, "cuMemcpyHtoDAsync_v2", d.memcpyHtoDAsync, d.path, error) ||
+      !resolve(lib, "cuMemcpyDtoH_v2", d.memcpyDtoH, d.path, error) ||
+      !resolve(lib, "cuMemcpyDtoDAsync_v2", d.memcpyDtoDAsync, d.path, error) ||
+      !resolve(lib, "cuLaunchKernel", d.launchKernel, d.path, error))
     return false;
   if (CUresult r = d.init(0); r != 0) {
     error = "the CUDA driver " + d.path + " failed to initialise: " + d.errorName(r);
@@ -56,18 +64,26 @@ std::string Driver::errorName(CUresult r) const {
   return "CUDA error " + std::to_string(r);
 }
 
-const Driver *loadDriver(std::string &error) {
-  static Driver driver;
+namespace {
+
+/// A library opened once per process by `load`; later calls get the first
+/// outcome (the library, or its error).
+template <class Library, bool (*Load)(Library &, std::string &)> const Library *openOnce(std::string &error) {
+  static Library lib;
   static std::string firstError;
   static bool ok = false;
   static std::once_flag once;
-  std::call_once(once, [] { ok = loadOnce(driver, firstError); });
+  std::call_once(once, [] { ok = Load(lib, firstError); });
   if (!ok) {
     error = firstError;
     return nullptr;
   }
-  return &driver;
+  return &lib;
 }
+
+} // namespace
+
+const Driver *loadDriver(std::string &error) { return openOnce<Driver, loadOnce>(error); }
 
 bool openDevice(int ordinal, Device &out, std::string &error) {
   const Driver *d = loadDriver(error);
@@ -101,7 +117,8 @@ bool openDevice(int ordinal, Device &out, std::string &error) {
   return true;
 }
 
-bool loadModule(const CudaCode &code, CUmodule &module, std::string &error) {
+bool loadModule(const CudaCode &code, CUmodule &module, std::vector<CUfunction> &functions,
+                std::string &error) {
   const Driver *d = loadDriver(error);
   if (!d) return false;
   // The cubin when ptxas made one; else the PTX (NUL-terminated), which the
@@ -113,15 +130,59 @@ bool loadModule(const CudaCode &code, CUmodule &module, std::string &error) {
             code.arch + ": " + d->errorName(r);
     return false;
   }
-  for (const CudaCode::Entry &en : code.entries) {
+  functions.assign(code.entries.size(), nullptr);
+  for (size_t i = 0; i < code.entries.size(); ++i) {
+    const CudaCode::Entry &en = code.entries[i];
     if (en.kind != CudaCode::Kind::Generated) continue;
-    CUfunction f = nullptr;
-    if (CUresult r = d->moduleGetFunction(&f, module, en.symbol.c_str()); r != 0) {
+    if (CUresult r = d->moduleGetFunction(&functions[i], module, en.symbol.c_str()); r != 0 || !functions[i]) {
       error = "the CUDA module has no kernel '" + en.symbol + "': " + d->errorName(r);
       return false;
     }
   }
   return true;
 }
+
+namespace {
+
+bool loadCublasOnce(Cublas &b, std::string &error) {
+  const char *env = std::getenv("NIMBLE_CUBLAS_LIBRARY");
+  std::vector<std::string> names;
+  if (env && *env) names = {env};
+  else names = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
+  void *lib = nullptr;
+  std::string tried;
+  for (const std::string &n : names) {
+    lib = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib) {
+      b.path = n;
+      break;
+    }
+    const char *why = dlerror();
+    tried += (tried.empty() ? "" : "; ") + std::string(why ? why : n);
+  }
+  if (!lib) {
+    error = "cannot load cuBLAS (" + tried + ")";
+    return false;
+  }
+  const char *what = "cuBLAS";
+  if (!resolve(lib, "cublasCreate_v2", b.create, b.path, error, what) ||
+      !resolve(lib, "cublasDestroy_v2", b.destroy, b.path, error, what) ||
+      !resolve(lib, "cublasSetStream_v2", b.setStream, b.path, error, what) ||
+      !resolve(lib, "cublasSgemm_v2", b.sgemm, b.path, error, what) ||
+      !resolve(lib, "cublasSgemmStridedBatched", b.sgemmStridedBatched, b.path, error, what))
+    return false;
+  b.getStatusName = reinterpret_cast<PFN_cublasGetStatusName>(dlsym(lib, "cublasGetStatusName"));
+  return true;
+}
+
+} // namespace
+
+std::string Cublas::statusName(cublasStatus s) const {
+  const char *name = getStatusName ? getStatusName(s) : nullptr;
+  if (name && *name) return std::string(name) + " (" + std::to_string(s) + ")";
+  return "cuBLAS status " + std::to_string(s);
+}
+
+const Cublas *loadCublas(std::string &error) { return openOnce<Cublas, loadCublasOnce>(error); }
 
 } // namespace nimble::vm::cuda

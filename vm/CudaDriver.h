@@ -12,41 +12,47 @@
 // environment variable NIMBLE_CUDA_DRIVER replaces the library's name (the
 // tests point it at the toolkit's stub, which loads but has no device).
 //
-// Status: opening the driver and the device, and loading the cuda-code
-// module, are written against the driver API's documented signatures; on the
-// machines this was built on there is no GPU, so only the failure paths have
-// run (test/vm/cuda-driver.test). Device execution (the device allocator,
-// copies, launches, cuBLAS) is not part of this runtime yet: docs/codegen.md.
+// cuBLAS (libcublas.so.13, .12 or .11; NIMBLE_CUBLAS_LIBRARY replaces the
+// name) is opened the same way, only by a program whose kernel table has a
+// cuBLAS entry.
+//
+// Status: written against the documented signatures (checked against the
+// toolkit's headers by test/cuda/cuda-abi.test); on the machines this was
+// built on there is no GPU, so the calls have run against the fake driver and
+// fake cuBLAS of test/cuda only (docs/codegen.md#cuda).
 //
 //===----------------------------------------------------------------------===//
 #ifndef NIMBLE_VM_CUDADRIVER_H
 #define NIMBLE_VM_CUDADRIVER_H
 
+#include "vm/CudaApi.h"
 #include "vm/Executable.h"
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace nimble::vm::cuda {
-
-using CUresult = int;
-using CUdevice = int;
-using CUcontext = void *;
-using CUmodule = void *;
-using CUfunction = void *;
 
 /// The driver entry points this runtime uses (cuda.h names, _v2 ABI where the
 /// driver exports one).
 struct Driver {
-  CUresult (*init)(unsigned flags) = nullptr;                           // cuInit
-  CUresult (*getErrorName)(CUresult, const char **) = nullptr;          // cuGetErrorName
-  CUresult (*deviceGetCount)(int *) = nullptr;                          // cuDeviceGetCount
-  CUresult (*deviceGet)(CUdevice *, int) = nullptr;                     // cuDeviceGet
-  CUresult (*deviceGetName)(char *, int, CUdevice) = nullptr;           // cuDeviceGetName
-  CUresult (*primaryCtxRetain)(CUcontext *, CUdevice) = nullptr;        // cuDevicePrimaryCtxRetain
-  CUresult (*ctxSetCurrent)(CUcontext) = nullptr;                       // cuCtxSetCurrent
-  CUresult (*moduleLoadData)(CUmodule *, const void *) = nullptr;       // cuModuleLoadData
-  CUresult (*moduleGetFunction)(CUfunction *, CUmodule, const char *) = nullptr; // cuModuleGetFunction
+  PFN_cuInit init = nullptr;
+  PFN_cuGetErrorName getErrorName = nullptr;
+  PFN_cuDeviceGetCount deviceGetCount = nullptr;
+  PFN_cuDeviceGet deviceGet = nullptr;
+  PFN_cuDeviceGetName deviceGetName = nullptr;
+  PFN_cuDevicePrimaryCtxRetain primaryCtxRetain = nullptr;
+  PFN_cuCtxSetCurrent ctxSetCurrent = nullptr;
+  PFN_cuCtxSynchronize ctxSynchronize = nullptr;
+  PFN_cuModuleLoadData moduleLoadData = nullptr;
+  PFN_cuModuleGetFunction moduleGetFunction = nullptr;
+  PFN_cuMemAlloc memAlloc = nullptr;
+  PFN_cuMemFree memFree = nullptr;
+  PFN_cuMemcpyHtoDAsync memcpyHtoDAsync = nullptr;
+  PFN_cuMemcpyDtoH memcpyDtoH = nullptr;
+  PFN_cuMemcpyDtoDAsync memcpyDtoDAsync = nullptr;
+  PFN_cuLaunchKernel launchKernel = nullptr;
   std::string path; // the library that was opened
 
   /// "CUDA_ERROR_NO_DEVICE (100)", or the bare number when the driver
@@ -72,8 +78,28 @@ bool openDevice(int ordinal, Device &out, std::string &error);
 
 /// Loads the cuda-code section's module on the current context (the cubin
 /// when there is one, else the PTX for the driver to compile) and resolves
-/// every generated entry. `error` carries the driver's error name.
-bool loadModule(const CudaCode &code, CUmodule &module, std::string &error);
+/// every generated entry into `functions` (indexed like code.entries; null
+/// for cuBLAS entries). `error` carries the driver's error name.
+bool loadModule(const CudaCode &code, CUmodule &module, std::vector<CUfunction> &functions,
+                std::string &error);
+
+/// The cuBLAS entry points the runtime calls.
+struct Cublas {
+  PFN_cublasCreate create = nullptr;
+  PFN_cublasDestroy destroy = nullptr;
+  PFN_cublasSetStream setStream = nullptr;
+  PFN_cublasGetStatusName getStatusName = nullptr; // optional (cuBLAS >= 11.4)
+  PFN_cublasSgemm sgemm = nullptr;
+  PFN_cublasSgemmStridedBatched sgemmStridedBatched = nullptr;
+  std::string path;
+
+  /// "CUBLAS_STATUS_NOT_SUPPORTED (15)", or the bare number.
+  std::string statusName(cublasStatus s) const;
+};
+
+/// Opens cuBLAS (once per process). Returns null with `error` naming what is
+/// missing: the library (every name tried) or an entry point.
+const Cublas *loadCublas(std::string &error);
 
 } // namespace nimble::vm::cuda
 

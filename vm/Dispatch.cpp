@@ -26,6 +26,7 @@ const char *kernelImplName(KernelImpl i) {
   case KernelImpl::Reference: return "reference";
   case KernelImpl::Native: return "native";
   case KernelImpl::Library: return "library";
+  case KernelImpl::Cuda: return "cuda";
   }
   return "?";
 }
@@ -188,6 +189,7 @@ bool KernelDispatcher::runImpl(KernelImpl impl, uint32_t k, const std::vector<Te
     st = library_->run(k, ins, outs, failedMember, &declined);
     return !declined;
   }
+  case KernelImpl::Cuda: return false; // the VM launches device kernels itself
   }
   return false;
 }

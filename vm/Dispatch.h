@@ -43,8 +43,10 @@ class NativeKernels;
 class LibraryKernels;
 
 enum class KernelMode : uint8_t { Reference, Native, Library, Auto };
-enum class KernelImpl : uint8_t { Reference, Native, Library };
-constexpr unsigned kNumKernelImpls = 3;
+/// What ran a kernel call: the three host implementations, or the CUDA
+/// device (vm/CudaRuntime.h; never chosen by the dispatcher or --tuning).
+enum class KernelImpl : uint8_t { Reference, Native, Library, Cuda };
+constexpr unsigned kNumKernelImpls = 4;
 
 const char *kernelImplName(KernelImpl i);
 /// "reference", "native", "library", "auto"; false for anything else.

@@ -15,6 +15,7 @@
 #include "ir/Limits.h"
 #include "ir/ShapeFns.h"
 #include "vm/Bytecode.h"
+#include "vm/CudaRuntime.h"
 #include "vm/Disassembler.h"
 #include "vm/Format.h"
 #include "vm/ThreadPool.h"
@@ -161,6 +162,15 @@ Status VirtualMachine::run(const std::string &name, std::vector<ObjectRef> args,
     main_.regs.shrink_to_fit();
     st = errorAt(func, pc, "out of memory");
   }
+  if (opts_.device || opts_.hostDevices) {
+    // The device's last kernels, and results still on the device.
+    if (st.ok()) {
+      st = finishDevice(results);
+    } else if (opts_.device) {
+      cuda::LaunchSite ignored;
+      (void)opts_.device->synchronize(&ignored);
+    }
+  }
   profile_.totalSeconds += std::chrono::duration<double>(Clock::now() - t0).count();
   // What leaves the VM has the function's declared result types (the
   // compiler's promise; a hostile executable may break it).
@@ -208,13 +218,112 @@ std::string shapesKey(const std::vector<Tensor *> &ts) {
 }
 } // namespace
 
+Status VirtualMachine::finishDevice(std::vector<ObjectRef> &results) {
+  cuda::LaunchSite failed;
+  if (opts_.device)
+    if (Status st = opts_.device->synchronize(&failed); !st.ok())
+      return failed.set ? errorAt(failed.func, failed.pc, st.message) : Status::error("error: " + st.message);
+  // Tensors on the device, at the top or inside ADT values (an explicit
+  // stack: values may be deep trees).
+  std::vector<ObjectRef *> stack;
+  for (ObjectRef &r : results) stack.push_back(&r);
+  while (!stack.empty()) {
+    ObjectRef *slot = stack.back();
+    stack.pop_back();
+    if (Tensor *t = asTensor(slot->get()); t && t->device() != Device::CPU) {
+      TensorRef host;
+      cuda::LaunchSite earlier;
+      if (opts_.device) {
+        if (Status st = opts_.device->copy(*t, Device::CPU, host, &earlier); !st.ok())
+          return earlier.set ? errorAt(earlier.func, earlier.pc, st.message) : Status::error("error: " + st.message);
+      } else {
+        // hostDevices: the bytes are in host memory already; the copy is
+        // what makes the result a cpu tensor.
+        host = makeTensor(t->dtype(), t->shape());
+        if (!host) return Status::error("error: out of memory allocating " + std::to_string(t->numBytes()) + " bytes");
+        if (t->numBytes()) std::memcpy(host->rawData(), t->rawData(), t->numBytes());
+      }
+      *slot = ObjectRef(host.get());
+    } else if (Adt *a = asAdt(slot->get())) {
+      for (ObjectRef &f : a->mutableFields()) stack.push_back(&f);
+    }
+  }
+  return Status::success();
+}
+
+Status VirtualMachine::callDeviceKernel(uint32_t kernel, const std::vector<Tensor *> &ti,
+                                        const std::vector<Tensor *> &to, uint32_t &func, uint32_t &pc,
+                                        KernelImpl &ran, size_t &failed) {
+  cuda::DeviceRuntime &dev = *opts_.device;
+  cuda::LaunchSite earlier;
+  // An error that is an earlier launch's failure is reported at that launch.
+  auto located = [&](Status st) {
+    if (!st.ok() && earlier.set) {
+      func = earlier.func;
+      pc = earlier.pc;
+      failed = SIZE_MAX;
+    }
+    return st;
+  };
+  // A kernel that reads only its inputs' shapes (dim, shape_of: a loop's
+  // bound, a sequence length) runs on the host, where the shapes are, with
+  // no launch and no copy of its inputs; only its result goes to the device.
+  const KernelDesc &kd = exe_->kernels[kernel];
+  bool shapeOnly = !kd.members.empty();
+  for (const KernelDesc::Member &m : kd.members) {
+    shapeOnly &= m.op == OpCode::Dim || m.op == OpCode::ShapeOf;
+    for (uint32_t v : m.operands) shapeOnly &= v < kd.numInputs;
+  }
+  if (dev.runsOnDevice(kernel) && !shapeOnly) {
+    ran = KernelImpl::Cuda;
+    return located(dev.launch(kernel, ti, to, cuda::LaunchSite{kernel, func, pc, false}, &earlier));
+  }
+  // No device form (nimblec --stats counts these): the host runs it on
+  // copies of its operands, and its outputs go back into their device
+  // storages.
+  std::vector<TensorRef> hostIns, hostOuts;
+  std::vector<Tensor *> hi, ho;
+  for (size_t i = 0; i < ti.size() + to.size(); ++i) {
+    Tensor *t = i < ti.size() ? ti[i] : to[i - ti.size()];
+    TensorRef h(t);
+    if (t->device() != Device::CPU && !(shapeOnly && i < ti.size())) {
+      if (i < ti.size()) {
+        if (Status st = dev.copy(*t, Device::CPU, h, &earlier); !st.ok()) return located(st);
+      } else {
+        h = makeTensor(t->dtype(), t->shape());
+        if (!h) return Status::error("out of memory allocating " + std::to_string(t->numBytes()) + " bytes");
+      }
+    }
+    (i < ti.size() ? hostIns : hostOuts).push_back(h);
+    (i < ti.size() ? hi : ho).push_back(h.get());
+  }
+  Status st = dispatch_.run(kernel, hi, ho, kctx_, &failed, &ran);
+  if (!st.ok()) return st;
+  for (size_t i = 0; i < to.size(); ++i)
+    if (to[i]->device() != Device::CPU)
+      if (Status c = dev.copyInto(*ho[i], *to[i], &earlier); !c.ok()) return located(c);
+  if (!shapeOnly) dev.noteHostFallback();
+  return Status::success();
+}
+
 Status VirtualMachine::callKernel(uint32_t kernel, const std::vector<Tensor *> &ti,
                                   const std::vector<Tensor *> &to, uint32_t func, uint32_t pc) {
   const KernelDesc &k = exe_->kernels[kernel];
   auto t0 = opts_.profile ? Clock::now() : Clock::time_point();
   size_t failed = SIZE_MAX;
   KernelImpl ran = KernelImpl::Reference;
-  Status st = dispatch_.run(kernel, ti, to, kctx_, &failed, &ran);
+  bool onDevice = false;
+  if (opts_.device) {
+    for (const Tensor *t : ti) onDevice |= t->device() != Device::CPU;
+    for (const Tensor *t : to) onDevice |= t->device() != Device::CPU;
+  }
+  Status st = onDevice ? callDeviceKernel(kernel, ti, to, func, pc, ran, failed)
+                       : dispatch_.run(kernel, ti, to, kctx_, &failed, &ran);
+  if (onDevice) {
+    // Device kernels report no failing member: the instruction (or the
+    // earlier launch callDeviceKernel named) is the location.
+    failed = SIZE_MAX;
+  }
   if (opts_.profile) {
     double s = std::chrono::duration<double>(Clock::now() - t0).count();
     KernelProfile &kp = profile_.kernels[kernel];
@@ -251,6 +360,7 @@ Status VirtualMachine::execute(std::vector<ObjectRef> &results, uint32_t &func, 
 #define FAIL(msg) return errorAt(func, pc, (msg))
 #define SCALAR_OR_FAIL(var, tensor, what)                                                           \
   int64_t var;                                                                                     \
+  if (!hostReadable(*(tensor))) FAIL(std::string(what) + " is on " + deviceName((tensor)->device()) + ", not on the cpu"); \
   if (std::string serr; !scalarIntOf(*(tensor), what, var, serr)) FAIL(serr);
 // A scalar i64 result into register `reg` (out of memory ends the run).
 #define SCALAR_TO(reg, value)                                                                      \
@@ -475,6 +585,10 @@ dispatch:
         Status st = callKernel(kidx, ti, to, func, pc);
         if (!st.ok()) return st;
       } else {
+        for (const Tensor *t : ti)
+          if (!hostReadable(*t)) FAIL("a shape function's input is on " + std::string(deviceName(t->device())) + ", not on the cpu");
+        for (const Tensor *t : to)
+          if (!hostReadable(*t)) FAIL("a shape function's output is on " + std::string(deviceName(t->device())) + ", not on the cpu");
         auto t0 = opts_.profile ? Clock::now() : Clock::time_point();
         size_t failed = SIZE_MAX;
         Status st = runShapeFunc(k, ti, to, &failed);
@@ -500,10 +614,15 @@ dispatch:
     if (size > limits::kMaxTensorBytes)
       FAIL("storage size " + std::to_string(size) + " bytes is more than the limit of " +
            std::to_string(limits::kMaxTensorBytes) + " (2^48)");
-    if (dev != Device::CPU) FAIL(std::string("device ") + deviceName(dev) + " is not available in this runtime");
-    Allocator &a = defaultAllocator(dev);
+    // A device storage lives on the device (nimble-run --device), or in
+    // host memory when every kernel runs on the host (hostDevices).
+    if (dev != Device::CPU && !opts_.device && !opts_.hostDevices)
+      FAIL(std::string("device ") + deviceName(dev) + " is not available in this run (nimble-run --device)");
+    Allocator &a = dev != Device::CPU && opts_.device ? opts_.device->allocator() : defaultAllocator(Device::CPU);
     void *p = a.allocate(static_cast<size_t>(size), align);
-    if (!p) FAIL("out of memory allocating " + std::to_string(size) + " bytes");
+    if (!p)
+      FAIL("out of memory allocating " + std::to_string(size) + " bytes" +
+           (dev != Device::CPU && opts_.device ? std::string(" on ") + deviceName(dev) : std::string()));
     R(code[pc + 1]) = ObjectRef(new Storage(&a, p, static_cast<size_t>(size), dev, align));
     NEXT(5);
   }
@@ -512,6 +631,7 @@ dispatch:
     DType dt = static_cast<DType>(code[pc + 3]);
     uint64_t align = code[pc + 4];
     if (sh->rank() != 1 || sh->dtype() != DType::I64) FAIL("storage_size needs a 1-D i64 shape, got " + sh->typeString());
+    if (!hostReadable(*sh)) FAIL("storage_size: the shape is on " + std::string(deviceName(sh->device())) + ", not on the cpu");
     int64_t bytes = 0;
     { // locals die here: computed goto would skip their destructors
       std::vector<int64_t> dims(sh->data<int64_t>(), sh->data<int64_t>() + sh->dim(0));
@@ -539,6 +659,7 @@ dispatch:
       if (fromReg) {
         TENSOR_OR_FAIL(sh, code[pc + 5]);
         if (sh->rank() != 1 || sh->dtype() != DType::I64) FAIL("alloc_tensor needs a 1-D i64 shape, got " + sh->typeString());
+    if (!hostReadable(*sh)) FAIL("alloc_tensor: the shape is on " + std::string(deviceName(sh->device())) + ", not on the cpu");
         if (sh->dim(0) > int64_t(limits::kMaxRank))
           FAIL("alloc_tensor shape of rank " + std::to_string(sh->dim(0)) + " is more than the limit of " +
                std::to_string(limits::kMaxRank));
@@ -642,6 +763,7 @@ dispatch:
       TENSOR_OR_FAIL(t, code[pc + 2]);
       TENSOR_OR_FAIL(sh, code[pc + 3]);
       if (sh->rank() != 1 || !isInteger(sh->dtype())) FAIL("reshape needs a 1-D integer shape, got " + sh->typeString());
+      if (!hostReadable(*sh)) FAIL("reshape: the shape is on " + std::string(deviceName(sh->device())) + ", not on the cpu");
       if (sh->dim(0) > int64_t(limits::kMaxRank))
         FAIL("reshape target of rank " + std::to_string(sh->dim(0)) + " is more than the limit of " +
              std::to_string(limits::kMaxRank));
@@ -672,11 +794,26 @@ dispatch:
     { // locals die here: computed goto would skip their destructors
       TENSOR_OR_FAIL(t, code[pc + 2]);
       Device from = static_cast<Device>(code[pc + 3]), to = static_cast<Device>(code[pc + 4]);
-      if (from != Device::CPU || to != Device::CPU)
-        FAIL(std::string("device_copy from ") + deviceName(from) + " to " + deviceName(to) + ": only the CPU is available in this runtime");
-      TensorRef c = makeTensor(t->dtype(), t->shape());
-      if (!c) FAIL("out of memory allocating " + std::to_string(t->numBytes()) + " bytes");
-      if (t->numBytes()) std::memcpy(c->rawData(), t->rawData(), t->numBytes());
+      if ((from != Device::CPU || to != Device::CPU) && !opts_.device && !opts_.hostDevices)
+        FAIL(std::string("device_copy from ") + deviceName(from) + " to " + deviceName(to) +
+             ": device " + deviceName(from != Device::CPU ? from : to) + " is not available in this run (nimble-run --device)");
+      // The tensor's own device is the source: place-devices leaves
+      // constants where they are (a constant may reach a copy "from cuda"
+      // through a block argument while still in the executable's memory).
+      from = t->device();
+      TensorRef c;
+      if (opts_.device && (from != Device::CPU || to != Device::CPU)) {
+        cuda::LaunchSite earlier;
+        Status st = opts_.device->copy(*t, to, c, &earlier);
+        if (!st.ok()) return earlier.set ? errorAt(earlier.func, earlier.pc, st.message) : errorAt(func, pc, st.message);
+      } else {
+        // Host memory on both sides (hostDevices keeps the device's tag).
+        Allocator &a = defaultAllocator(Device::CPU);
+        void *p = a.allocate(t->numBytes(), 64);
+        if (!p) FAIL("out of memory allocating " + std::to_string(t->numBytes()) + " bytes");
+        c = TensorRef(new Tensor(t->dtype(), t->shape(), Ref<Storage>(new Storage(&a, p, t->numBytes(), to)), 0));
+        if (t->numBytes()) std::memcpy(c->rawData(), t->rawData(), t->numBytes());
+      }
       R(code[pc + 1]) = ObjectRef(c.get());
       step = 5;
     }
@@ -695,13 +832,13 @@ dispatch:
       TENSOR_OR_FAIL(a, code[pc + 3]);
       TENSOR_OR_FAIL(b, code[pc + 4]);
       const bool cmp = scalarOpCompares(sop);
-      auto scalarI64 = [](const Tensor *t) {
-        return t->dtype() == DType::I64 && t->rank() == 0 && t->device() == Device::CPU;
+      auto scalarI64 = [this](const Tensor *t) {
+        return t->dtype() == DType::I64 && t->rank() == 0 && hostReadable(*t);
       };
       if (!scalarI64(a) || !scalarI64(b))
         FAIL(std::string("ScalarI64 ") + scalarOpName(sop) + " needs scalar i64 operands, got " +
              a->typeString() + " and " + b->typeString());
-      if (out->dtype() != (cmp ? DType::I1 : DType::I64) || out->rank() != 0 || out->device() != Device::CPU ||
+      if (out->dtype() != (cmp ? DType::I1 : DType::I64) || out->rank() != 0 || !hostReadable(*out) ||
           out->storage()->readOnly())
         FAIL(std::string("ScalarI64 ") + scalarOpName(sop) + " writes a writable scalar " +
              (cmp ? "i1" : "i64") + " tensor, got " + out->typeString() +

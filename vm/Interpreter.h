@@ -37,6 +37,9 @@ namespace nimble::vm {
 class ThreadPool;
 class NativeKernels;
 class LibraryKernels;
+namespace cuda {
+class DeviceRuntime;
+}
 
 struct VMOptions {
   /// Native kernels mapped from the executable (vm/NativeKernels.h), or null:
@@ -53,6 +56,14 @@ struct VMOptions {
   /// guard against a program that never ends.
   uint64_t maxInstructions = 0;
   unsigned threads = 1;
+  /// The CUDA device the program's device part runs on (vm/CudaRuntime.h),
+  /// or null. With it, storages placed on `cuda` live on the device, kernels
+  /// with device code run there, and run() returns host values.
+  cuda::DeviceRuntime *device = nullptr;
+  /// Without a device: storages placed on `cuda` live in host memory and
+  /// every kernel runs on the host (nimble-run --kernels=reference on a
+  /// program compiled for cuda: the device code is never loaded).
+  bool hostDevices = false;
   bool profile = false;
   /// Print each instruction as it executes (to `traceStream`).
   bool trace = false;
@@ -123,6 +134,7 @@ public:
   const Profile &profile() const { return profile_; }
   void resetProfile();
   const Executable &executable() const { return *exe_; }
+  const VMOptions &options() const { return opts_; }
 
 private:
   struct Frame {
@@ -172,6 +184,17 @@ private:
   /// pc), with profiling and the failing member's location on error.
   Status callKernel(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
                     uint32_t func, uint32_t pc);
+  /// Runs kernel `k`, whose operands are on the device, there; or on the host
+  /// through copies when it has no device code.
+  /// `func` and `pc` come back changed when the error is an earlier
+  /// launch's failure (found at a synchronisation).
+  Status callDeviceKernel(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
+                          uint32_t &func, uint32_t &pc, KernelImpl &ran, size_t &failed);
+  /// The host may read `t`'s elements (shapes, sizes, conditions).
+  bool hostReadable(const Tensor &t) const { return t.device() == Device::CPU || opts_.hostDevices; }
+  /// After a run on a device: waits for it, reports a kernel's failure at
+  /// its launch, and copies device tensors among `results` to the host.
+  Status finishDevice(std::vector<ObjectRef> &results);
   /// `at`, when given, replaces the instruction's own location (the member
   /// of a fused kernel that failed).
   Status errorAt(uint32_t func, uint32_t pc, const std::string &msg,

@@ -146,6 +146,8 @@ public:
       : Object(Kind::Adt), tag_(tag), fields_(std::move(fields)) {}
   uint32_t tag() const { return tag_; }
   const std::vector<Ref<Object>> &fields() const { return fields_; }
+  /// For replacing a field in place (device results copied to the host).
+  std::vector<Ref<Object>> &mutableFields() { return fields_; }
 
 private:
   friend class Object; // destroy() takes the fields apart without recursion
