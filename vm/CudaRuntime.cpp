@@ -9,6 +9,7 @@
 
 #include "ir/Limits.h"
 #include "vm/KernelABI.h"
+#include "vm/NativeKernels.h"
 
 #include <algorithm>
 #include <climits>
@@ -276,7 +277,7 @@ Status DeviceRuntime::synchronize(LaunchSite *failed) {
 }
 
 Status DeviceRuntime::launch(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
-                             const LaunchSite &site, LaunchSite *earlier) {
+                             const LaunchSite &site, LaunchSite *earlier, bool *declined) {
   const KernelDesc &kd = exe_->kernels[k];
   if (!runsOnDevice(k)) return Status::error("kernel '" + kd.name + "' has no device code");
   // Operands in host memory: place-devices leaves constants (weights, and
@@ -287,7 +288,8 @@ Status DeviceRuntime::launch(uint32_t k, const std::vector<Tensor *> &ins, const
   bool staged = false;
   for (const Tensor *t : ins) staged |= t->device() != vm::Device::CUDA;
   for (const Tensor *t : outs) staged |= t->device() != vm::Device::CUDA;
-  if (!staged) return launchOnDevice(k, ins, outs, site, earlier);
+  *declined = false;
+  if (!staged) return launchOnDevice(k, ins, outs, site, earlier, declined);
   std::vector<TensorRef> keep;
   std::vector<Tensor *> dins(ins), douts(outs);
   for (Tensor *&t : dins) {
@@ -319,7 +321,7 @@ Status DeviceRuntime::launch(uint32_t k, const std::vector<Tensor *> &ins, const
     keep.push_back(d);
     t = d.get();
   }
-  if (Status st = launchOnDevice(k, dins, douts, site, earlier); !st.ok()) return st;
+  if (Status st = launchOnDevice(k, dins, douts, site, earlier, declined); !st.ok() || *declined) return st;
   for (size_t i = 0; i < outs.size(); ++i)
     if (outs[i] != douts[i])
       if (Status st = copyInto(*douts[i], *outs[i], earlier); !st.ok()) return st;
@@ -328,15 +330,49 @@ Status DeviceRuntime::launch(uint32_t k, const std::vector<Tensor *> &ins, const
 
 Status DeviceRuntime::launchOnDevice(uint32_t k, const std::vector<Tensor *> &ins,
                                      const std::vector<Tensor *> &outs, const LaunchSite &site,
-                                     LaunchSite *earlier) {
+                                     LaunchSite *earlier, bool *declined) {
   const KernelDesc &kd = exe_->kernels[k];
   const CudaCode::Entry &en = exe_->cuda.entries[static_cast<size_t>(entryOf_[k])];
-  if (en.kind != CudaCode::Kind::Generated) return gemm(k, ins, outs);
+  if (en.kind != CudaCode::Kind::Generated) {
+    std::vector<TensorSig> sigs; // the shape check (no data read: matmul's shapes are static relations)
+    if (!kernelValueSigs(kd, ins, outs, sigs)) {
+      *declined = true;
+      return Status::success();
+    }
+    return gemm(k, ins, outs);
+  }
 
-  // The descriptors, then each buffer's shape and strides (vm/KernelABI.h).
-  const size_t n = ins.size() + outs.size();
+  // The descriptors (vm/KernelABI.h, as runNativeKernel passes them): one
+  // per value of the kernel (its inputs, then every member's results, with
+  // the types the members' shape functions give on these inputs; the
+  // kernel computes the intermediate ones itself, so their data is null),
+  // then one per output; then each descriptor's shape and strides.
+  // kernelValueSigs reads the inputs of data-dependent members (a shape
+  // operand): those on the device are read through host copies.
+  std::vector<Tensor *> sigIns(ins);
+  std::vector<TensorRef> hostCopies;
+  for (const KernelDesc::Member &m : kd.members) {
+    if (opInfo(m.op).shapeMode != ShapeMode::DataDependent) continue;
+    for (uint32_t v : m.operands) {
+      if (v >= ins.size() || sigIns[v]->device() == vm::Device::CPU) continue;
+      TensorRef h;
+      if (Status st = copy(*ins[v], vm::Device::CPU, h, earlier); !st.ok()) return st;
+      hostCopies.push_back(h);
+      sigIns[v] = h.get();
+    }
+  }
+  std::vector<TensorSig> sigs;
+  if (!kernelValueSigs(kd, sigIns, outs, sigs)) {
+    // A shape check failed (the host path words it exactly) or a member's
+    // shape depends on a value computed inside the kernel.
+    *declined = true;
+    return Status::success();
+  }
+  const size_t nv = sigs.size();
+  for (const Tensor *o : outs) sigs.push_back({o->dtype(), o->shape()});
+  const size_t n = sigs.size();
   size_t bytes = n * NIMBLE_BUFFER_SIZE;
-  for (size_t i = 0; i < n; ++i) bytes += 2 * sizeof(int64_t) * (i < ins.size() ? ins[i] : outs[i - ins.size()])->shape().size();
+  for (const TensorSig &sg : sigs) bytes += 2 * sizeof(int64_t) * sg.dims.size();
   bytes = (bytes + 255) / 256 * 256;
   if (pending_.size() == kStatusWords || ringUsed_ + bytes > ringSize_)
     if (Status st = synchronize(earlier); !st.ok()) return st; // an earlier launch failed
@@ -351,12 +387,12 @@ Status DeviceRuntime::launchOnDevice(uint32_t k, const std::vector<Tensor *> &in
   block_.assign(bytes, 0);
   size_t extra = n * NIMBLE_BUFFER_SIZE;
   for (size_t i = 0; i < n; ++i) {
-    const Tensor *t = i < ins.size() ? ins[i] : outs[i - ins.size()];
-    const auto &shape = t->shape();
+    const std::vector<int64_t> &shape = sigs[i].dims;
+    const Tensor *t = i < ins.size() ? ins[i] : i >= nv ? outs[i - nv] : nullptr;
     nimble_buffer b{};
-    b.data = reinterpret_cast<void *>(static_cast<uintptr_t>(devicePtr(*t)));
+    b.data = t ? reinterpret_cast<void *>(static_cast<uintptr_t>(devicePtr(*t))) : nullptr;
     b.rank = static_cast<int32_t>(shape.size());
-    b.dtype = static_cast<int32_t>(t->dtype());
+    b.dtype = static_cast<int32_t>(sigs[i].dtype);
     b.shape = reinterpret_cast<const int64_t *>(static_cast<uintptr_t>(base + extra));
     if (!shape.empty()) std::memcpy(block_.data() + extra, shape.data(), shape.size() * sizeof(int64_t));
     extra += shape.size() * sizeof(int64_t);

@@ -87,10 +87,13 @@ public:
   Status copyInto(const Tensor &src, Tensor &dst, LaunchSite *earlier);
   /// A kernel without device code ran on the host (counted for --profile).
   void noteHostFallback() { ++stats_.hostFallbacks; }
-  /// Runs kernel `k` on the device; every operand must be on the device.
-  /// `*earlier` as for copy().
+  /// Runs kernel `k` on the device (host operands are uploaded for the
+  /// call; constants once). `*earlier` as for copy(). `*declined`: the
+  /// members' shape functions did not accept the operands (or a shape
+  /// depends on a value the kernel computes): nothing ran, and the caller
+  /// runs the kernel on the host, whose reference path words any error.
   Status launch(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
-                const LaunchSite &site, LaunchSite *earlier);
+                const LaunchSite &site, LaunchSite *earlier, bool *declined);
   /// Waits for the device and checks every launch since the last check. On
   /// a kernel's failure, `*failed` names its launch.
   Status synchronize(LaunchSite *failed);
@@ -100,7 +103,7 @@ public:
 private:
   DeviceRuntime() = default;
   Status launchOnDevice(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
-                        const LaunchSite &site, LaunchSite *earlier);
+                        const LaunchSite &site, LaunchSite *earlier, bool *declined);
   Status gemm(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs);
   Status driverError(const char *what, CUresult r) const;
   Status zero(CUdeviceptr p, size_t bytes);

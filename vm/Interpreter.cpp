@@ -276,11 +276,14 @@ Status VirtualMachine::callDeviceKernel(uint32_t kernel, const std::vector<Tenso
   }
   if (dev.runsOnDevice(kernel) && !shapeOnly) {
     ran = KernelImpl::Cuda;
-    return located(dev.launch(kernel, ti, to, cuda::LaunchSite{kernel, func, pc, false}, &earlier));
+    bool declined = false;
+    Status st = dev.launch(kernel, ti, to, cuda::LaunchSite{kernel, func, pc, false}, &earlier, &declined);
+    if (!st.ok() || !declined) return located(st);
   }
-  // No device form (nimblec --stats counts these): the host runs it on
-  // copies of its operands, and its outputs go back into their device
-  // storages.
+  // No device form (nimblec --stats counts these), or the device path
+  // declined the operands: the host runs it on copies of its operands (the
+  // reference path words any error), and its outputs go back into their
+  // device storages.
   std::vector<TensorRef> hostIns, hostOuts;
   std::vector<Tensor *> hi, ho;
   for (size_t i = 0; i < ti.size() + to.size(); ++i) {

@@ -222,8 +222,11 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
       len += snprintf(line + len, sizeof line - (size_t)len, "%s%lld", d ? "x" : "", (long long)shape[d]);
     }
     if (b.rank == 0) len += snprintf(line + len, sizeof line - (size_t)len, "scalar");
-    if (elems > 0 && !inside(b.data, (size_t)elems * (size_t)dtypeBytes[b.dtype])) ok = 0;
-    len += snprintf(line + len, sizeof line - (size_t)len, "%s]", ok ? "" : " BAD");
+    /* A null data pointer: a value the kernel computes itself (an
+     * intermediate of a fused group), which the runtime describes but does
+     * not allocate. */
+    if (b.data != 0 && elems > 0 && !inside(b.data, (size_t)elems * (size_t)dtypeBytes[b.dtype])) ok = 0;
+    len += snprintf(line + len, sizeof line - (size_t)len, "%s%s]", b.data ? "" : " null", ok ? "" : " BAD");
   }
   trace("%s%s\n", line, ok ? "" : " bad arguments");
   if (!ok) return 1;
