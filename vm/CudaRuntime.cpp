@@ -22,6 +22,7 @@ namespace {
 
 constexpr unsigned kThreadsPerBlock = 256;
 constexpr unsigned kMaxBlocks = 1u << 20; // grid-stride loops cover the rest
+constexpr int64_t kMaxRowBlocks = 65535;  // block-per-row kernels loop over rows past it
 constexpr size_t kStatusWords = 4096;     // launches between two status checks
 constexpr size_t kRingBytes = size_t(4) << 20;
 constexpr CUresult kOutOfMemory = 2;      // CUDA_ERROR_OUT_OF_MEMORY
@@ -409,11 +410,17 @@ Status DeviceRuntime::launchOnDevice(uint32_t k, const std::vector<Tensor *> &in
     return driverError("passing a kernel's arguments", r);
   ringUsed_ += bytes;
 
+  // The grid (the kernels loop over whatever grid they get: this is speed).
   unsigned blocks = 1;
+  const int64_t elems = outs.empty() ? 1 : outs[0]->numElements();
   if (en.flags & CudaCode::kMultiBlock) {
-    int64_t elems = outs.empty() ? 1 : outs[0]->numElements();
     int64_t want = (elems + kThreadsPerBlock - 1) / kThreadsPerBlock;
     blocks = static_cast<unsigned>(std::clamp<int64_t>(want, 1, kMaxBlocks));
+  } else if (en.flags & CudaCode::kBlockPerOutput) {
+    blocks = static_cast<unsigned>(std::clamp<int64_t>(elems, 1, kMaxRowBlocks));
+  } else if (en.flags & CudaCode::kBlockPerRow) {
+    const int64_t last = outs.empty() || outs[0]->rank() == 0 ? 1 : outs[0]->shape().back();
+    blocks = static_cast<unsigned>(std::clamp<int64_t>(last ? elems / last : 0, 1, kMaxRowBlocks));
   }
   CUdeviceptr bufs = base;
   int32_t count = static_cast<int32_t>(n);

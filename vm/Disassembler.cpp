@@ -357,7 +357,11 @@ std::string disassemble(const Executable &exe, const DisasmOptions &opts) {
         for (const CudaCode::Entry &en : exe.cuda.entries) {
           if (en.kernel != i) continue;
           if (en.kind == CudaCode::Kind::Generated)
-            r += " cuda " + quote(en.symbol) + ((en.flags & CudaCode::kMultiBlock) ? " multi-block" : " one-block");
+            r += " cuda " + quote(en.symbol) +
+                 ((en.flags & CudaCode::kMultiBlock)       ? " multi-block"
+                  : (en.flags & CudaCode::kBlockPerOutput) ? " block-per-output"
+                  : (en.flags & CudaCode::kBlockPerRow)    ? " block-per-row"
+                                                           : " one-block");
           else
             r += en.kind == CudaCode::Kind::CublasGemm ? " cuda cublasSgemm" : " cuda cublasSgemmStridedBatched";
         }

@@ -167,7 +167,11 @@ struct CudaCode {
     CublasBatched = 2, // a lone f32 batch_matmul: cublasSgemmStridedBatched
   };
   static constexpr uint8_t kNumKinds = 3;
-  static constexpr uint8_t kMultiBlock = 1; // flags: may run on many blocks
+  // flags (at most one of them):
+  static constexpr uint8_t kMultiBlock = 1;     // may run on any number of blocks: ceil(n / 256) for n output elements
+  static constexpr uint8_t kBlockPerOutput = 2; // a block per output element (a row reduction)
+  static constexpr uint8_t kBlockPerRow = 4;    // a block per row of the output's last axis (softmax, layer_norm)
+  static constexpr uint8_t kLaunchFlags = kMultiBlock | kBlockPerOutput | kBlockPerRow;
   struct Entry {
     uint32_t kernel = 0; // index into Executable::kernels
     Kind kind = Kind::Generated;

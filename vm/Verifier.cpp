@@ -512,7 +512,7 @@ bool checkNativeCode(const Executable &e, std::string &error) {
 // the architecture is sm_<digits>; a generated entry names a PTX entry (a C
 // identifier); a cuBLAS entry has no symbol and implements a kernel that is
 // exactly one f32 matmul (CublasGemm) or batch_matmul (CublasBatched); flags
-// hold only kMultiBlock. (The PTX and cubin are checked by the driver when
+// hold at most one of the launch flags, and only on a generated entry. (The PTX and cubin are checked by the driver when
 // nimble-run loads them: vm/CudaRuntime.cpp.)
 bool checkCudaCode(const Executable &e, std::string &error) {
   const CudaCode &c = e.cuda;
@@ -528,7 +528,7 @@ bool checkCudaCode(const Executable &e, std::string &error) {
     const CudaCode::Entry &en = c.entries[i];
     std::string where = "cuda-code section, entry " + std::to_string(i);
     if (!checkEntryKernel(e, where, en.kernel, i > 0 ? int64_t(c.entries[i - 1].kernel) : -1, error)) return false;
-    if (en.flags & ~CudaCode::kMultiBlock)
+    if ((en.flags & ~CudaCode::kLaunchFlags) || (en.flags & (en.flags - 1)))
       return fail(error, where + ": unknown flags " + std::to_string(en.flags));
     const KernelDesc &k = e.kernels[en.kernel];
     if (k.upperBound)
@@ -539,6 +539,7 @@ bool checkCudaCode(const Executable &e, std::string &error) {
     }
     OpCode want = en.kind == CudaCode::Kind::CublasGemm ? OpCode::MatMul : OpCode::BatchMatMul;
     if (!en.symbol.empty()) return fail(error, where + ": a cuBLAS entry has a symbol");
+    if (en.flags) return fail(error, where + ": a cuBLAS entry has launch flags " + std::to_string(en.flags));
     if (k.members.size() != 1 || k.members[0].op != want || k.inputDTypes.size() != 2 ||
         k.inputDTypes[0] != DType::F32 || k.inputDTypes[1] != DType::F32)
       return fail(error, where + ": kernel " + std::to_string(en.kernel) + " is not a single f32 " +

@@ -44,6 +44,15 @@ bool lowerKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function 
                  const KernelTarget &target, const std::string &symbol, std::string &reason,
                  bool *multiBlock = nullptr);
 
+/// NVPTX only (CudaBlockRows.cpp): a lone f32 reduction over trailing axes
+/// (sum, mean, max, min), softmax over the last axis or layer_norm, as a
+/// kernel that gives each row to a block (threads stride over the row,
+/// partials combined in a shared-memory tree). Returns false, adding
+/// nothing, for any other kernel. `perOutput`: one row per output element
+/// (reductions), else one per row of the output's last axis.
+bool lowerBlockRowKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function &f,
+                         const std::string &symbol, bool *perOutput);
+
 } // namespace nimble::codegen
 
 #endif // NIMBLE_CODEGEN_LLVM_KERNELGEN_H
