@@ -366,6 +366,10 @@ void printProfile(const VirtualMachine &vm, int runs, const LibraryKernels *libr
                          "%zu cached\n",
                  static_cast<unsigned long long>(library->primitivesCreated()), library->creationSeconds() * 1e3,
                  library->primitivesCached());
+  if (library && library->weightsPacked())
+    std::fprintf(stderr, "Library weights (oneDNN): %llu constants packed (all runs) into %llu bytes in %.3f ms\n",
+                 static_cast<unsigned long long>(library->weightsPacked()),
+                 static_cast<unsigned long long>(library->packedBytes()), library->packSeconds() * 1e3);
   // Counts per run; peaks over all runs.
   const Allocator &a = defaultAllocator(Device::CPU);
   AllocStats s = a.stats();

@@ -29,6 +29,13 @@
 // to the VM's --threads, so the VM's pool (idle while a library kernel runs)
 // and oneDNN never have more than n threads running between them.
 //
+// Weights: a right-hand side that is a constant (read-only storage: the
+// executable's data, every linear layer's W) is given to the primitive in
+// the layout it prefers (format `any`), reordered once at its first use and
+// kept for the process (memory: one packed copy of each such weight, shown
+// by --profile), instead of in its own layout, which oneDNN repacks block
+// by block on every call.
+//
 // Errors: a primitive oneDNN cannot create for a shape (unsupported
 // broadcast, out of memory) is remembered and the caller falls back; a
 // failed execution is reported as a run-time error of the kernel's matmul.
@@ -78,6 +85,11 @@ public:
   uint64_t primitivesCreated() const;
   double creationSeconds() const;
   size_t primitivesCached() const;
+  /// Constant weights reordered into a primitive's packed layout (once per
+  /// constant and layout), the bytes they hold, the time spent reordering.
+  uint64_t weightsPacked() const;
+  uint64_t packedBytes() const;
+  double packSeconds() const;
 
   /// Bound of the primitive cache.
   static constexpr size_t kCacheCapacity = 256;

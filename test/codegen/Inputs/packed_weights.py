@@ -1,0 +1,38 @@
+"""Writes the program and data of test/codegen/library-packed.test.
+
+Usage: packed_weights.py DIR -> DIR/packed.nir (a dense layer whose weight
+and bias are constants, and the same layer taking them as parameters),
+DIR/x.npy (128 rows), DIR/y.npy (numpy's x @ w^T + b in float64, as f32),
+DIR/w.npy, DIR/b.npy, and the first 8 rows as x8.npy / y8.npy.
+"""
+import sys, numpy as np
+out = sys.argv[1]
+N, K, M = 48, 64, 128
+rng = np.random.default_rng(3)
+w = (rng.standard_normal((N, K)) * 0.25).astype(np.float32)
+b = (rng.standard_normal(N) * 0.25).astype(np.float32)
+x = rng.standard_normal((M, K)).astype(np.float32)
+def lit(a):
+    if a.ndim == 1: return "[" + ", ".join(repr(float(v)) for v in a) + "]"
+    return "[" + ", ".join(lit(r) for r in a) + "]"
+with open(f"{out}/packed.nir", "w") as f:
+    f.write(f"""func @dense(%x: tensor<?x{K}xf32>) -> tensor<?x{N}xf32> {{
+  %w = constant {lit(w)} : tensor<{N}x{K}xf32>
+  %b = constant {lit(b)} : tensor<{N}xf32>
+  %m = matmul %x, %w, transpose_b=true
+  %a = add %m, %b
+  ret %a
+}}
+
+func @dense_param(%x: tensor<?x{K}xf32>, %w: tensor<{N}x{K}xf32>, %b: tensor<{N}xf32>) -> tensor<?x{N}xf32> {{
+  %m = matmul %x, %w, transpose_b=true
+  %a = add %m, %b
+  ret %a
+}}
+""")
+np.save(f"{out}/w.npy", w)
+np.save(f"{out}/b.npy", b)
+np.save(f"{out}/x.npy", x)
+np.save(f"{out}/y.npy", (x.astype(np.float64) @ w.T.astype(np.float64) + b).astype(np.float32))
+np.save(f"{out}/x8.npy", x[:8])
+np.save(f"{out}/y8.npy", (x[:8].astype(np.float64) @ w.T.astype(np.float64) + b).astype(np.float32))
