@@ -138,10 +138,12 @@ struct Entry {
   std::list<std::string>::iterator lru;
 };
 
-/// A constant's bytes in one packed layout.
+/// A constant's bytes, seen as `from` (its dims and strides in this use: a
+/// square weight may be read transposed by one kernel and not by another),
+/// in one packed layout `desc`.
 struct Packed {
   const void *data = nullptr;
-  dnnl::memory::desc desc;
+  dnnl::memory::desc from, desc;
   dnnl::memory mem;
 };
 
@@ -221,12 +223,16 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
   for (int64_t d : out->shape())
     if (d == 0) return Status::success();
 
-  // The cache key: the kernel and every input's shape.
+  // The cache key: the kernel, every input's shape, and whether the weights
+  // are a constant (packed, below: a weight computed by the program, e.g.
+  // one a training loop updates, is read in its own layout, since its
+  // memory is reused for other values).
   std::string key = std::to_string(k);
   for (const Tensor *t : ins) {
     key += '|';
     for (int64_t d : t->shape()) key += std::to_string(d) + ',';
   }
+  if (ins[p.rhs]->storage()->readOnly()) key += "|const";
   auto it = impl_->cache.find(key);
   if (it == impl_->cache.end()) {
     // Check the shapes with the shape functions before building anything.
@@ -307,10 +313,11 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
     if (e.packWeights) {
       const void *data = ins[p.rhs]->rawData();
       std::vector<Packed> &forms = impl_->packed[data];
-      auto f = std::find_if(forms.begin(), forms.end(), [&](const Packed &pk) { return pk.desc == e.packedDesc; });
+      auto f = std::find_if(forms.begin(), forms.end(),
+                            [&](const Packed &pk) { return pk.from == e.descs[1] && pk.desc == e.packedDesc; });
       if (f == forms.end()) {
         auto t0 = std::chrono::steady_clock::now();
-        Packed pk{data, e.packedDesc, dnnl::memory(e.packedDesc, impl_->engine)};
+        Packed pk{data, e.descs[1], e.packedDesc, dnnl::memory(e.packedDesc, impl_->engine)};
         dnnl::memory plain(e.descs[1], impl_->engine, ins[p.rhs]->rawData());
         dnnl::reorder(plain, pk.mem).execute(impl_->stream, plain, pk.mem);
         impl_->stream.wait();

@@ -34,7 +34,11 @@
 // the layout it prefers (format `any`), reordered once at its first use and
 // kept for the process (memory: one packed copy of each such weight, shown
 // by --profile), instead of in its own layout, which oneDNN repacks block
-// by block on every call.
+// by block on every call. A packed copy stands for the constant's bytes read
+// in one layout (a square weight read transposed and not has two). A weight
+// the program computes is never packed (its memory is reused for other
+// values: a copy found by address could be stale), so constant and computed
+// weights get different primitives.
 //
 // Errors: a primitive oneDNN cannot create for a shape (unsupported
 // broadcast, out of memory) is remembered and the caller falls back; a

@@ -34,6 +34,8 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
 
 #include <functional>
 
@@ -246,6 +248,7 @@ private:
     b_.CreateStore(v, slot(tid_));
     barrier();
     // for (s = nt / 2; s > 0; s /= 2) { if (tid < s) p[tid] = comb(p[tid], p[tid + s]); barrier }
+    Value *half = b_.CreateLShr(nt_, 1);
     llvm::BasicBlock *pre = b_.GetInsertBlock();
     llvm::BasicBlock *head = llvm::BasicBlock::Create(ctx_, "tree.head", fn_);
     llvm::BasicBlock *step = llvm::BasicBlock::Create(ctx_, "tree.step", fn_);
@@ -255,7 +258,7 @@ private:
     b_.CreateBr(head);
     b_.SetInsertPoint(head);
     llvm::PHINode *s = b_.CreatePHI(b_.getInt64Ty(), 2, "s");
-    s->addIncoming(b_.CreateLShr(nt_, 1), pre);
+    s->addIncoming(half, pre);
     b_.CreateCondBr(b_.CreateICmpUGT(s, i64(0)), step, done);
     b_.SetInsertPoint(step);
     b_.CreateCondBr(b_.CreateICmpULT(tid_, s), add, sync);
@@ -359,13 +362,22 @@ private:
 
 } // namespace
 
-bool lowerBlockRowKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function &f,
-                         const std::string &symbol, bool *perOutput) {
+BlockRows lowerBlockRowKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function &f,
+                              const std::string &symbol, bool *perOutput, std::string &reason) {
   RowPlan p;
-  if (!plan(k, f, p)) return false;
-  Emitter(mod, k, p).emit(symbol);
+  if (!plan(k, f, p)) return BlockRows::NotApplicable;
+  llvm::Function *fn = Emitter(mod, k, p).emit(symbol);
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyFunction(*fn, &os)) {
+    reason = "internal error: the generated block-per-row function is invalid: " + os.str();
+    llvm::GlobalVariable *partials = mod.getGlobalVariable(symbol + ".partials", true);
+    fn->eraseFromParent();
+    if (partials) partials->eraseFromParent();
+    return BlockRows::Failed;
+  }
   *perOutput = p.op != RowOp::Softmax && p.op != RowOp::LayerNorm;
-  return true;
+  return BlockRows::Done;
 }
 
 } // namespace nimble::codegen

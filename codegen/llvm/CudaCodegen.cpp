@@ -189,15 +189,16 @@ bool generateCudaKernels(const ir::Module &m, vm::Executable &exe, const CudaOpt
     const ir::Function *f = m.lookupFunction(k.name);
     std::string reason, sym = kernelSymbol(i, k.name);
     bool multiBlock = false, perOutput = false;
+    BlockRows rows = BlockRows::NotApplicable;
     if (!f) {
       reason = "no primitive function @" + k.name;
-    } else if (lowerBlockRowKernel(*mod, k, *f, sym, &perOutput)) {
+    } else if ((rows = lowerBlockRowKernel(*mod, k, *f, sym, &perOutput, reason)) == BlockRows::Done) {
       en.symbol = sym;
       en.flags = perOutput ? vm::CudaCode::kBlockPerOutput : vm::CudaCode::kBlockPerRow;
       cuda.entries.push_back(en);
       ++out.generated;
       continue;
-    } else if (lowerKernel(*mod, k, *f, nvptx, sym, reason, &multiBlock)) {
+    } else if (rows == BlockRows::NotApplicable && lowerKernel(*mod, k, *f, nvptx, sym, reason, &multiBlock)) {
       en.symbol = sym;
       en.flags = multiBlock ? vm::CudaCode::kMultiBlock : 0;
       cuda.entries.push_back(en);

@@ -47,11 +47,14 @@ bool lowerKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function 
 /// NVPTX only (CudaBlockRows.cpp): a lone f32 reduction over trailing axes
 /// (sum, mean, max, min), softmax over the last axis or layer_norm, as a
 /// kernel that gives each row to a block (threads stride over the row,
-/// partials combined in a shared-memory tree). Returns false, adding
+/// partials combined in a shared-memory tree). NotApplicable, adding
 /// nothing, for any other kernel. `perOutput`: one row per output element
-/// (reductions), else one per row of the output's last axis.
-bool lowerBlockRowKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function &f,
-                         const std::string &symbol, bool *perOutput);
+/// (reductions), else one per row of the output's last axis. Failed (with
+/// `reason`, nothing added) when the generated function does not verify: a
+/// compiler bug, reported as the kernel's reason for having no device form.
+enum class BlockRows { NotApplicable, Done, Failed };
+BlockRows lowerBlockRowKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function &f,
+                              const std::string &symbol, bool *perOutput, std::string &reason);
 
 } // namespace nimble::codegen
 
