@@ -320,13 +320,11 @@ Status VirtualMachine::callKernel(uint32_t kernel, const std::vector<Tensor *> &
     for (const Tensor *t : ti) onDevice |= t->device() != Device::CPU;
     for (const Tensor *t : to) onDevice |= t->device() != Device::CPU;
   }
+  // A device kernel reports no failing member: its error is located at the
+  // instruction, or at the earlier launch callDeviceKernel names; a kernel
+  // it ran on the host reports its member as here.
   Status st = onDevice ? callDeviceKernel(kernel, ti, to, func, pc, ran, failed)
                        : dispatch_.run(kernel, ti, to, kctx_, &failed, &ran);
-  if (onDevice) {
-    // Device kernels report no failing member: the instruction (or the
-    // earlier launch callDeviceKernel named) is the location.
-    failed = SIZE_MAX;
-  }
   if (opts_.profile) {
     double s = std::chrono::duration<double>(Clock::now() - t0).count();
     KernelProfile &kp = profile_.kernels[kernel];
