@@ -303,10 +303,13 @@ Status DeviceRuntime::launch(uint32_t k, const std::vector<Tensor *> &ins, const
       if (it == constants_.end()) {
         TensorRef whole;
         if (Status st = copy(*t, vm::Device::CUDA, whole, earlier); !st.ok()) return st;
-        it = constants_.emplace(key, whole).first;
+        // The host storage is kept with its copy: read-only bytes that stay
+        // alive cannot change, and their address cannot be reused for other
+        // bytes (a scalar the VM does not cache is freed with its tensor).
+        it = constants_.emplace(key, CachedConstant{whole, t->storage()}).first;
       }
       // The cached bytes under this call's dtype and shape.
-      d = TensorRef(new Tensor(t->dtype(), t->shape(), it->second->storage(), it->second->offset()));
+      d = TensorRef(new Tensor(t->dtype(), t->shape(), it->second.device->storage(), it->second.device->offset()));
     } else if (Status st = copy(*t, vm::Device::CUDA, d, earlier); !st.ok()) {
       return st;
     }

@@ -130,7 +130,11 @@ private:
     size_t bytes;
     bool operator<(const ConstantKey &o) const { return data != o.data ? data < o.data : bytes < o.bytes; }
   };
-  std::map<ConstantKey, TensorRef> constants_;
+  struct CachedConstant {
+    TensorRef device;
+    Ref<Storage> host; // kept alive: its address stays these bytes'
+  };
+  std::map<ConstantKey, CachedConstant> constants_;
   DeviceStats stats_;
 };
 

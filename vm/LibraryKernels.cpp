@@ -142,7 +142,7 @@ struct Entry {
 /// square weight may be read transposed by one kernel and not by another),
 /// in one packed layout `desc`.
 struct Packed {
-  const void *data = nullptr;
+  Ref<Storage> source; // kept alive: the address keeps standing for these bytes
   dnnl::memory::desc from, desc;
   dnnl::memory mem;
 };
@@ -317,7 +317,7 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
                             [&](const Packed &pk) { return pk.from == e.descs[1] && pk.desc == e.packedDesc; });
       if (f == forms.end()) {
         auto t0 = std::chrono::steady_clock::now();
-        Packed pk{data, e.descs[1], e.packedDesc, dnnl::memory(e.packedDesc, impl_->engine)};
+        Packed pk{ins[p.rhs]->storage(), e.descs[1], e.packedDesc, dnnl::memory(e.packedDesc, impl_->engine)};
         dnnl::memory plain(e.descs[1], impl_->engine, ins[p.rhs]->rawData());
         dnnl::reorder(plain, pk.mem).execute(impl_->stream, plain, pk.mem);
         impl_->stream.wait();
