@@ -35,7 +35,8 @@
 // kept for the process (memory: one packed copy of each such weight, shown
 // by --profile), instead of in its own layout, which oneDNN repacks block
 // by block on every call. A packed copy stands for the constant's bytes read
-// in one layout (a square weight read transposed and not has two). A weight
+// in one layout (a square weight read transposed and not has two), and keeps
+// the constant's storage alive (its address then cannot name other bytes). A weight
 // the program computes is never packed (its memory is reused for other
 // values: a copy found by address could be stale), so constant and computed
 // weights get different primitives.
