@@ -370,6 +370,9 @@ void printProfile(const VirtualMachine &vm, int runs, const LibraryKernels *libr
     std::fprintf(stderr, "Library weights (oneDNN): %llu constants packed (all runs) into %llu bytes in %.3f ms\n",
                  static_cast<unsigned long long>(library->weightsPacked()),
                  static_cast<unsigned long long>(library->packedBytes()), library->packSeconds() * 1e3);
+  if (library && library->splitCalls())
+    std::fprintf(stderr, "Library threads (oneDNN): %llu calls (all runs) split by output columns, a block per thread\n",
+                 static_cast<unsigned long long>(library->splitCalls()));
   // Counts per run; peaks over all runs.
   const Allocator &a = defaultAllocator(Device::CPU);
   AllocStats s = a.stats();

@@ -186,7 +186,7 @@ bool KernelDispatcher::runImpl(KernelImpl impl, uint32_t k, const std::vector<Te
   case KernelImpl::Library: {
     if (!library_ || !library_->supports(k)) return false;
     bool declined = true;
-    st = library_->run(k, ins, outs, failedMember, &declined);
+    st = library_->run(k, ins, outs, ctx.pool, failedMember, &declined);
     return !declined;
   }
   case KernelImpl::Cuda: return false; // the VM launches device kernels itself

@@ -9,16 +9,22 @@
 #include "vm/LibraryKernels.h"
 
 #include "vm/NativeKernels.h"
+#include "vm/ThreadPool.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <chrono>
 #include <list>
 #include <new>
 #include <unordered_map>
 
 extern "C" void omp_set_num_threads(int); // libgomp: oneDNN's threading runtime here
+extern "C" int omp_get_max_threads(void);
 
 namespace nimble::vm {
 
@@ -126,6 +132,27 @@ dnnl::memory::desc operandDesc(const std::vector<int64_t> &shape, size_t rank, b
   return dnnl::memory::desc(phys, dnnl::memory::data_type::f32, strides);
 }
 
+/// One block of output columns [begin, begin + count) of a split matmul
+/// (LibraryKernels.h, "Threads"): a one-thread primitive over the weights'
+/// columns in their own layout, writing the output's columns in place
+/// (strided). The post-ops take the forms oneDNN's strided-output GEMM
+/// runs: a bias row as the primitive's bias, activations as eltwise
+/// post-ops, a residual of the output's shape as a `sum` post-op (its
+/// columns copied into the output first, unless it is the output).
+struct Slice {
+  int64_t begin = 0, count = 0;
+  dnnl::matmul prim;
+  dnnl::memory::desc lhs, rhs, dst, bias;
+  // The weights' columns copied once into a row-major [..., K, count]
+  // block (the layout the strided-output GEMM reads fastest), or none
+  // when they are that already.
+  bool packWeights = false;
+  dnnl::memory::desc packedDesc;
+  int64_t rhsOffset = 0, dstOffset = 0, biasOffset = 0; // elements
+  int64_t biasInput = -1, sumInput = -1;                 // kernel inputs, or -1
+  std::vector<uint8_t> scratch; // scratchpad_mode::user: the slices run at once
+};
+
 struct Entry {
   bool usable = false; // false: oneDNN declined these shapes
   dnnl::matmul prim;
@@ -135,6 +162,10 @@ struct Entry {
   // constant and kept (Impl::packed).
   bool packWeights = false;
   dnnl::memory::desc packedDesc;
+  // Non-empty: the output's columns split over the pool's threads, each
+  // block a one-thread primitive, all run at once (used unless the
+  // residual overlaps the output other than exactly).
+  std::vector<Slice> slices;
   std::list<std::string>::iterator lru;
 };
 
@@ -144,8 +175,127 @@ struct Entry {
 struct Packed {
   Ref<Storage> source; // kept alive: the address keeps standing for these bytes
   dnnl::memory::desc from, desc;
+  std::shared_ptr<void> buffer; // the copy's bytes (HugeBuffer)
   dnnl::memory mem;
 };
+
+/// `bytes` of memory for a packed copy, aligned to 2 MiB and advised into
+/// huge pages when that large: a GEMM streams its weights from memory, and
+/// with 4 KiB pages every 4 KiB of them is a TLB miss (LibraryKernels.h,
+/// "Weights"). Null when out of memory.
+std::shared_ptr<void> hugeBuffer(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  const bool huge = bytes >= kHuge;
+  const size_t align = huge ? kHuge : 64;
+  const size_t size = (bytes + align - 1) / align * align;
+  void *p = std::aligned_alloc(align, size ? size : align);
+  if (!p) return nullptr;
+#ifdef MADV_HUGEPAGE
+  if (huge) madvise(p, size, MADV_HUGEPAGE); // advice only: fine if refused
+#endif
+  return std::shared_ptr<void>(p, [](void *q) { std::free(q); });
+}
+
+/// The slices of plan `p` on these shapes for `threads` threads (blocks of
+/// a multiple of 16 columns, one AVX-512 register of f32), or none when the
+/// matmul does not split: the post-ops have no strided-output form, or
+/// oneDNN offers only its reference implementation for one. Each primitive
+/// is planned for one thread (it runs on one). Throws dnnl::error.
+std::vector<Slice> buildSlices(const Plan &p, const std::vector<Tensor *> &ins, const Tensor *out,
+                               int64_t threads, const dnnl::engine &engine) {
+  const size_t rank = out->shape().size();
+  const std::vector<int64_t> &ls = ins[p.lhs]->shape(), &rs = ins[p.rhs]->shape();
+  const Dims od(out->shape().begin(), out->shape().end());
+  const int64_t n = od.back();
+  // The post-ops' forms: a bias row first, then activations, at most one
+  // residual of the output's own shape.
+  int64_t biasInput = -1, sumInput = -1;
+  dnnl::post_ops ops;
+  for (size_t i = 0; i < p.post.size(); ++i) {
+    const PostOp &po = p.post[i];
+    if (!po.binary) {
+      ops.append_eltwise(1.0f, po.alg, 0.0f, 0.0f);
+      continue;
+    }
+    if (po.alg != dnnl::algorithm::binary_add) return {};
+    const std::vector<int64_t> &s = ins[po.operand]->shape();
+    if (s.size() > rank) return {};
+    Dims d(rank - s.size(), 1);
+    d.insert(d.end(), s.begin(), s.end());
+    const bool row = d.back() == n && std::all_of(d.begin(), d.end() - 1, [](int64_t x) { return x == 1; });
+    if (i == 0 && row) {
+      biasInput = po.operand;
+    } else if (d == od && sumInput < 0) {
+      ops.append_sum(1.0f);
+      sumInput = po.operand;
+    } else {
+      return {};
+    }
+  }
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(ops);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  // lhs and rhs as `rank` dimensions (leading ones for a broadcast batch),
+  // the last two swapped when transposed.
+  auto operand = [&](const std::vector<int64_t> &shape, bool trans, Dims &dims, Dims &strides) {
+    dims.assign(rank - shape.size(), 1);
+    dims.insert(dims.end(), shape.begin(), shape.end());
+    strides = contiguous(dims);
+    if (trans) {
+      std::swap(dims[rank - 1], dims[rank - 2]);
+      std::swap(strides[rank - 1], strides[rank - 2]);
+    }
+  };
+  Dims lhsDims, lhsStrides, rhsDims, rhsStrides;
+  operand(ls, p.transA, lhsDims, lhsStrides);
+  operand(rs, p.transB, rhsDims, rhsStrides);
+  const Dims outStrides = contiguous(od);
+  const int64_t per = (n / threads + 15) / 16 * 16;
+  std::vector<Slice> slices;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  try {
+    for (int64_t b = 0; b < n; b += per) {
+      Slice sl;
+      sl.begin = b;
+      sl.count = std::min(per, n - b);
+      sl.biasInput = biasInput;
+      sl.sumInput = sumInput;
+      sl.lhs = dnnl::memory::desc(lhsDims, dnnl::memory::data_type::f32, lhsStrides);
+      Dims rd = rhsDims, dd = od;
+      rd.back() = dd.back() = sl.count;
+      sl.rhs = dnnl::memory::desc(rd, dnnl::memory::data_type::f32, rhsStrides);
+      sl.rhsOffset = b * rhsStrides.back();
+      sl.packedDesc = dnnl::memory::desc(rd, dnnl::memory::data_type::f32, contiguous(rd));
+      sl.packWeights = sl.packedDesc != sl.rhs;
+      sl.dst = dnnl::memory::desc(dd, dnnl::memory::data_type::f32, outStrides);
+      sl.dstOffset = b;
+      std::unique_ptr<dnnl::matmul::desc> d;
+      if (biasInput >= 0) {
+        Dims bd(rank, 1);
+        bd.back() = sl.count;
+        sl.bias = dnnl::memory::desc(bd, dnnl::memory::data_type::f32, contiguous(bd));
+        sl.biasOffset = b;
+        d.reset(new dnnl::matmul::desc(sl.lhs, sl.packedDesc, sl.bias, sl.dst));
+      } else {
+        d.reset(new dnnl::matmul::desc(sl.lhs, sl.packedDesc, sl.dst));
+      }
+      dnnl::matmul::primitive_desc pd(*d, attr, engine);
+      if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {
+        slices.clear();
+        break;
+      }
+      sl.scratch.assign(pd.scratchpad_desc().get_size(), 0);
+      sl.prim = dnnl::matmul(pd);
+      slices.push_back(std::move(sl));
+    }
+  } catch (...) {
+    omp_set_num_threads(saved);
+    throw;
+  }
+  omp_set_num_threads(saved);
+  return slices;
+}
 
 } // namespace
 
@@ -164,6 +314,16 @@ struct LibraryKernels::Impl {
   std::unordered_map<const void *, std::vector<Packed>> packed;
   uint64_t packedCount = 0, packedBytes = 0;
   double packSeconds = 0;
+  // One stream per slice of a split matmul (they run at once).
+  std::vector<dnnl::stream> sliceStreams;
+  uint64_t splitCalls = 0;
+
+  /// The packed copy of the constant `t`'s bytes at `data` read as `from`,
+  /// in layout `desc`: found, or made once (in huge pages, see below).
+  const dnnl::memory &packedCopy(const Tensor *t, void *data, const dnnl::memory::desc &from,
+                                 const dnnl::memory::desc &desc);
+  bool runSlices(Entry &e, const Plan &p, const std::vector<Tensor *> &ins, Tensor *out, ThreadPool &pool,
+                 size_t *failedMember, Status *st);
 };
 
 LibraryKernels::LibraryKernels(const Executable &exe) : impl_(new Impl) {
@@ -204,10 +364,102 @@ size_t LibraryKernels::primitivesCached() const { return impl_->cache.size(); }
 uint64_t LibraryKernels::weightsPacked() const { return impl_->packedCount; }
 uint64_t LibraryKernels::packedBytes() const { return impl_->packedBytes; }
 double LibraryKernels::packSeconds() const { return impl_->packSeconds; }
+uint64_t LibraryKernels::splitCalls() const { return impl_->splitCalls; }
+
+/// Runs the slices of `e` on the pool's threads, each on its own stream and
+/// scratchpad; false (nothing done) when a residual overlaps the output
+/// without being it (its columns would be overwritten before other slices
+/// read them: the whole primitive runs then). No exception may leave the
+/// parallel region: a slice's failure is kept and reported after it.
+const dnnl::memory &LibraryKernels::Impl::packedCopy(const Tensor *t, void *data, const dnnl::memory::desc &from,
+                                                    const dnnl::memory::desc &desc) {
+  std::vector<Packed> &forms = packed[data];
+  for (const Packed &pk : forms)
+    if (pk.from == from && pk.desc == desc) return pk.mem;
+  auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<void> buffer = hugeBuffer(desc.get_size());
+  if (!buffer) throw std::bad_alloc();
+  Packed pk{t->storage(), from, desc, buffer, dnnl::memory(desc, engine, buffer.get())};
+  dnnl::memory plain(from, engine, data);
+  dnnl::reorder(plain, pk.mem).execute(stream, plain, pk.mem);
+  stream.wait();
+  ++packedCount;
+  packedBytes += desc.get_size();
+  packSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  forms.push_back(std::move(pk));
+  return forms.back().mem;
+}
+
+bool LibraryKernels::Impl::runSlices(Entry &e, const Plan &p, const std::vector<Tensor *> &ins, Tensor *out,
+                                      ThreadPool &pool, size_t *failedMember, Status *st) {
+  const Slice &first = e.slices.front();
+  const Tensor *res = first.sumInput >= 0 ? ins[first.sumInput] : nullptr;
+  const bool inPlace = res && res->rawData() == out->rawData();
+  if (res && !inPlace && res->rawData() < out->rawData() + out->numBytes() &&
+      out->rawData() < res->rawData() + res->numBytes())
+    return false;
+  const size_t ns = e.slices.size();
+  while (sliceStreams.size() < ns) sliceStreams.emplace_back(engine);
+  auto at = [](const Tensor *t, int64_t offset) {
+    return static_cast<void *>(t->rawData() + offset * static_cast<int64_t>(sizeof(float)));
+  };
+  std::vector<std::unordered_map<int, dnnl::memory>> args(ns);
+  for (size_t i = 0; i < ns; ++i) {
+    Slice &sl = e.slices[i];
+    args[i].emplace(DNNL_ARG_SRC, dnnl::memory(sl.lhs, engine, at(ins[p.lhs], 0)));
+    if (sl.packWeights)
+      args[i].emplace(DNNL_ARG_WEIGHTS, packedCopy(ins[p.rhs], at(ins[p.rhs], sl.rhsOffset), sl.rhs, sl.packedDesc));
+    else
+      args[i].emplace(DNNL_ARG_WEIGHTS, dnnl::memory(sl.rhs, engine, at(ins[p.rhs], sl.rhsOffset)));
+    args[i].emplace(DNNL_ARG_DST, dnnl::memory(sl.dst, engine, at(out, sl.dstOffset)));
+    if (sl.biasInput >= 0)
+      args[i].emplace(DNNL_ARG_BIAS, dnnl::memory(sl.bias, engine, at(ins[sl.biasInput], sl.biasOffset)));
+    if (!sl.scratch.empty())
+      args[i].emplace(DNNL_ARG_SCRATCHPAD,
+                      dnnl::memory(dnnl::memory::desc({static_cast<int64_t>(sl.scratch.size())},
+                                                      dnnl::memory::data_type::u8, dnnl::memory::format_tag::a),
+                                   engine, sl.scratch.data()));
+  }
+  // Rows of the output (every dimension but the last), for the residual's
+  // copy into each slice's columns.
+  const int64_t n = out->shape().back();
+  const int64_t rows = n ? out->numElements() / n : 0;
+  std::vector<dnnl_status_t> failed(ns, dnnl_success);
+  std::vector<std::string> what(ns);
+  pool.runEach(static_cast<int64_t>(ns), [&](int64_t i) {
+    {
+      Slice &sl = e.slices[i];
+      if (res && !inPlace) {
+        const float *from = res->data<float>() + sl.begin;
+        float *to = out->data<float>() + sl.begin;
+        for (int64_t r = 0; r < rows; ++r) std::memcpy(to + r * n, from + r * n, sl.count * sizeof(float));
+      }
+      try {
+        sl.prim.execute(sliceStreams[i], args[i]);
+        sliceStreams[i].wait();
+      } catch (const dnnl::error &err) {
+        failed[i] = err.status;
+        what[i] = err.what();
+      }
+    }
+  });
+  ++splitCalls;
+  for (size_t i = 0; i < ns; ++i) {
+    if (failed[i] == dnnl_success) continue;
+    if (failed[i] == dnnl_out_of_memory) throw std::bad_alloc(); // the VM's out-of-memory error
+    if (failedMember) *failedMember = 0;
+    *st = Status::error("oneDNN matmul failed: " + what[i]);
+    return true;
+  }
+  *st = Status::success();
+  return true;
+}
 
 Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
-                           const std::vector<Tensor *> &outs, size_t *failedMember, bool *declined) {
+                           const std::vector<Tensor *> &outs, ThreadPool *pool, size_t *failedMember,
+                           bool *declined) {
   *declined = true;
+  Status st = Status::success();
   if (!supports(k)) return Status::success();
   const Plan &p = impl_->plans[k];
   if (outs.size() != 1 || ins.size() <= std::max(p.lhs, p.rhs)) return Status::success();
@@ -280,6 +532,17 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
         e.packedDesc = pd.weights_desc();
       }
       e.prim = dnnl::matmul(pd);
+      // Split over the pool's threads when the weights are a constant and
+      // every thread gets at least kMinSliceColumns columns.
+      const int64_t threads = pool ? pool->size() : 1;
+      if (constant && threads > 1 && out->shape().back() >= threads * kMinSliceColumns) {
+        try {
+          e.slices = buildSlices(p, ins, out, threads, impl_->engine);
+        } catch (const dnnl::error &err) {
+          if (err.status == dnnl_out_of_memory) throw;
+          e.slices.clear(); // the whole primitive then
+        }
+      }
       e.usable = true;
     } catch (const dnnl::error &err) {
       // Out of memory is the run's failure, not a property of these shapes:
@@ -308,26 +571,11 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
   if (!e.usable) return Status::success();
   *declined = false;
   try {
+    if (!e.slices.empty() && pool && impl_->runSlices(e, p, ins, outs[0], *pool, failedMember, &st)) return st;
     std::unordered_map<int, dnnl::memory> args;
     args.emplace(DNNL_ARG_SRC, dnnl::memory(e.descs[0], impl_->engine, ins[p.lhs]->rawData()));
     if (e.packWeights) {
-      const void *data = ins[p.rhs]->rawData();
-      std::vector<Packed> &forms = impl_->packed[data];
-      auto f = std::find_if(forms.begin(), forms.end(),
-                            [&](const Packed &pk) { return pk.from == e.descs[1] && pk.desc == e.packedDesc; });
-      if (f == forms.end()) {
-        auto t0 = std::chrono::steady_clock::now();
-        Packed pk{ins[p.rhs]->storage(), e.descs[1], e.packedDesc, dnnl::memory(e.packedDesc, impl_->engine)};
-        dnnl::memory plain(e.descs[1], impl_->engine, ins[p.rhs]->rawData());
-        dnnl::reorder(plain, pk.mem).execute(impl_->stream, plain, pk.mem);
-        impl_->stream.wait();
-        ++impl_->packedCount;
-        impl_->packedBytes += e.packedDesc.get_size();
-        impl_->packSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        forms.push_back(std::move(pk));
-        f = forms.end() - 1;
-      }
-      args.emplace(DNNL_ARG_WEIGHTS, f->mem);
+      args.emplace(DNNL_ARG_WEIGHTS, impl_->packedCopy(ins[p.rhs], ins[p.rhs]->rawData(), e.descs[1], e.packedDesc));
     } else {
       args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(e.descs[1], impl_->engine, ins[p.rhs]->rawData()));
     }

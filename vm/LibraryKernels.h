@@ -27,14 +27,34 @@
 //
 // Threads: oneDNN here is built with OpenMP; `setThreads(n)` sets its team
 // to the VM's --threads, so the VM's pool (idle while a library kernel runs)
-// and oneDNN never have more than n threads running between them.
+// and oneDNN never have more than n threads running between them. A matmul
+// whose weights are a constant, given a pool of n > 1 threads, is instead
+// split by output columns: n blocks (a multiple of 16 columns each, at
+// least kMinSliceColumns), each a primitive planned for one thread that
+// writes its columns of the output in place, all started at once on the
+// pool (ThreadPool::runEach), each with its own stream and scratchpad. Each
+// thread then streams only its own part of the weights (a copy of its
+// columns, row-major, made once like a packed weight): at M = 128 on two
+// cores that is 6-8% faster than oneDNN's own two-thread split of the whole
+// matmul (docs/perf.md, "Two threads: a block of columns per thread"). The
+// fused group must have a form oneDNN's strided-output GEMM runs: a bias
+// row (first) becomes the primitive's bias, activations eltwise post-ops,
+// one residual of the output's shape a `sum` post-op (its columns copied
+// into the output's first, unless it is the output itself; a residual that
+// overlaps the output otherwise runs the whole primitive). Anything else
+// (mul, sub, div, a broadcast operand), or oneDNN offering only its
+// reference implementation for a block, keeps the whole primitive.
 //
 // Weights: a right-hand side that is a constant (read-only storage: the
 // executable's data, every linear layer's W) is given to the primitive in
 // the layout it prefers (format `any`), reordered once at its first use and
 // kept for the process (memory: one packed copy of each such weight, shown
 // by --profile), instead of in its own layout, which oneDNN repacks block
-// by block on every call. A packed copy stands for the constant's bytes read
+// by block on every call. Packed copies of 2 MiB or more are 2 MiB-aligned
+// and advised into huge pages (madvise; the kernel may decline): streamed
+// from memory, weights in 4 KiB pages miss the TLB every page (a
+// stand-alone oneDNN GEMM at M = 128 ran 3-4% faster from huge pages;
+// BERT-base on one thread 1-3%, docs/perf.md). A packed copy stands for the constant's bytes read
 // in one layout (a square weight read transposed and not has two), and keeps
 // the constant's storage alive (its address then cannot name other bytes). A weight
 // the program computes is never packed (its memory is reused for other
@@ -59,6 +79,8 @@
 
 namespace nimble::vm {
 
+class ThreadPool;
+
 class LibraryKernels {
 public:
   /// Analyzes every kernel of `exe` (which kernels oneDNN can run). Creates
@@ -82,7 +104,9 @@ public:
   /// nothing written) when this call cannot be done here: shape checks that
   /// fail (the reference path words them), dimensions of zero, a primitive
   /// oneDNN does not create for these shapes.
-  Status run(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
+  /// With a `pool` of more than one thread, a matmul whose weights are a
+  /// constant is split by output columns over its threads ("Threads").
+  Status run(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs, ThreadPool *pool,
              size_t *failedMember, bool *declined);
 
   /// Primitives created so far (cache misses), the time spent creating them
@@ -96,11 +120,17 @@ public:
   uint64_t packedBytes() const;
   double packSeconds() const;
 
+  /// Calls that ran split over the pool's threads ("Threads").
+  uint64_t splitCalls() const;
+
   /// Bound of the primitive cache.
   static constexpr size_t kCacheCapacity = 256;
+  /// Fewest output columns a thread gets when a matmul is split.
+  static constexpr int64_t kMinSliceColumns = 64;
+
+  struct Impl; // defined in the .cpp (public so that its helpers can name it)
 
 private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

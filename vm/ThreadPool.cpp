@@ -61,4 +61,23 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain,
   if (allocFailed.load()) throw std::bad_alloc();
 }
 
+void ThreadPool::runEach(int64_t n, const std::function<void(int64_t)> &fn) {
+  if (n <= 0) return;
+  if (threads_ == 1 || n == 1) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  [[maybe_unused]] const int team = static_cast<int>(std::min<int64_t>(threads_, n));
+  std::atomic<bool> allocFailed{false};
+#pragma omp parallel for schedule(static, 1) num_threads(team)
+  for (int64_t i = 0; i < n; ++i) {
+    try {
+      fn(i);
+    } catch (const std::bad_alloc &) {
+      allocFailed.store(true, std::memory_order_relaxed);
+    }
+  }
+  if (allocFailed.load()) throw std::bad_alloc();
+}
+
 } // namespace nimble::vm

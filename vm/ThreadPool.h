@@ -28,6 +28,12 @@ public:
   /// std::bad_alloc fails the call: parallelFor rethrows it on the caller's
   /// thread once every chunk is done.
   void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &fn);
+  /// Calls fn(i) for each i in [0, n), n at most size(): each on its own
+  /// thread, i on the team's thread i, all at once (work split evenly in
+  /// advance, such as a matmul's column blocks: a dynamic schedule would let
+  /// the first thread take two blocks while the second is still waking).
+  /// std::bad_alloc as in parallelFor.
+  void runEach(int64_t n, const std::function<void(int64_t)> &fn);
 
 private:
   unsigned threads_;

@@ -10,6 +10,7 @@
 #include <new>
 #include <set>
 #include <thread>
+#include <vector>
 
 using namespace nimble::vm;
 
@@ -78,6 +79,50 @@ TEST(ThreadPool, WorkersReallyRunChunks) {
   });
   EXPECT_TRUE(sawTwo.load());
   EXPECT_GE(ids.size(), 2u);
+}
+
+TEST(ThreadPool, RunEachCallsEveryIndexOnceOnItsOwnThread) {
+  // runEach(n) with n <= size(): every index once, each on a different
+  // thread, all at once (each call waits, up to 20 s, until all n are
+  // inside: a schedule that ran two indices on one thread would time out).
+  for (unsigned threads : {1u, 2u, 3u}) {
+    ThreadPool pool(threads);
+    for (int64_t n = 0; n <= threads; ++n) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::mutex mu;
+      std::set<std::thread::id> ids;
+      std::atomic<int64_t> inside{0};
+      std::atomic<bool> allInside{n == 0};
+      pool.runEach(n, [&](int64_t i) {
+        ASSERT_LE(0, i);
+        ASSERT_LT(i, n);
+        hits[static_cast<size_t>(i)]++;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ids.insert(std::this_thread::get_id());
+        }
+        if (++inside == n) allInside = true;
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!allInside && std::chrono::steady_clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      });
+      for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[static_cast<size_t>(i)].load(), 1);
+      EXPECT_TRUE(allInside.load()) << threads << " threads, n = " << n;
+      EXPECT_EQ(ids.size(), static_cast<size_t>(n));
+    }
+  }
+}
+
+TEST(ThreadPool, RunEachRethrowsOutOfMemoryOnTheCaller) {
+  ThreadPool pool(2);
+  std::atomic<int> ran{0};
+  EXPECT_THROW(pool.runEach(2,
+                            [&](int64_t i) {
+                              ++ran;
+                              if (i == 1) throw std::bad_alloc();
+                            }),
+               std::bad_alloc);
+  EXPECT_EQ(ran.load(), 2); // the other index still ran
 }
 
 TEST(ThreadPool, DestroysIdleAndUnusedPools) {
