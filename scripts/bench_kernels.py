@@ -78,7 +78,15 @@ BMM = """func @main(%p: tensor<12x?x?xf32>, %v: tensor<12x?x64xf32>) -> tensor<1
 }
 """
 
-GEMM = floors.GEMM  # x . W^T + bias, W stored [N, K] as the models store it
+# x . W^T + bias, W stored [N, K] as the models store it; W and b are
+# parameters here (the cold runs pass a different W each call), unlike
+# floors.GEMM's constants.
+GEMM = """func @main(%x: tensor<?x{k}xf32>, %w: tensor<{n}x{k}xf32>, %b: tensor<{n}xf32>) -> tensor<?x{n}xf32> {{
+  %m = matmul %x, %w, transpose_b=true
+  %y = add %m, %b
+  ret %y
+}}
+"""
 
 GEMM_KN = """func @main(%x: tensor<?x{k}xf32>, %w: tensor<{k}x{n}xf32>, %b: tensor<{n}xf32>) -> tensor<?x{n}xf32> {{
   %m = matmul %x, %w

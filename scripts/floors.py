@@ -19,7 +19,11 @@ prints what bench_models.py uses (it imports this module):
 * GEMM rate of oneDNN and of the generated kernel at M = 128 (BERT-base's
   768x768, 768x3072 and 3072x768 with bias, and the LSTMs' input
   projections), from `nimble-run --profile` kernel time at T threads, the
-  best of three runs.
+  best of three runs. Weight and bias are constants, as in the models, so
+  the rate is that of the path the models take (oneDNN: weights packed
+  once, and on two threads a block of columns per thread; until
+  2026-11-26 they were parameters, which measured oneDNN's own two-thread
+  split).
 
 and the floors, per model (docs/perf.md, "Floors"):
 
@@ -52,11 +56,20 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from models.common.nimble_io import write_safetensors  # noqa: E402
 MiB = 1024 * 1024
 
-GEMM = """func @main(%x: tensor<?x{k}xf32>, %w: tensor<{n}x{k}xf32>, %b: tensor<{n}xf32>) -> tensor<?x{n}xf32> {{
-  %m = matmul %x, %w, transpose_b=true
-  %y = add %m, %b
+# A linear layer as the models have them: weight and bias are constants (from
+# a safetensors file beside the .nir), so the library path runs it as it runs
+# BERT-base's (weights packed once; on more than one thread, a block of
+# columns per thread).
+GEMM = """const @w : tensor<{n}x{k}xf32> = external("{st}", "w")
+const @b : tensor<{n}xf32> = external("{st}", "b")
+
+func @main(%x: tensor<?x{k}xf32>) -> tensor<?x{n}xf32> {{
+  %m = matmul %x, @w, transpose_b=true
+  %y = add %m, @b
   ret %y
 }}
 """
@@ -134,14 +147,13 @@ def gemm_rates(nimblec, nimble_run, threads, reps=20, work=None, shapes=GEMM_SHA
     rates = {}
     for k, n in shapes:
         base = os.path.join(work, "floor_gemm_%dx%d" % (k, n))
+        write_safetensors(base + ".safetensors", {"w": rng.standard_normal((n, k)).astype(np.float32),
+                                                  "b": rng.standard_normal((n,)).astype(np.float32)})
         with open(base + ".nir", "w") as f:
-            f.write(GEMM.format(k=k, n=n))
+            f.write(GEMM.format(k=k, n=n, st=os.path.basename(base) + ".safetensors"))
         subprocess.run([nimblec, base + ".nir", "-o", base + ".nbc"], check=True)
-        ins = []
-        for name, shape in (("x", (m, k)), ("w", (n, k)), ("b", (n,))):
-            path = "%s.%s.npy" % (base, name)
-            np.save(path, rng.standard_normal(shape).astype(np.float32))
-            ins.append(path)
+        ins = ["%s.x.npy" % base]
+        np.save(ins[0], rng.standard_normal((m, k)).astype(np.float32))
         flop = 2.0 * m * k * n
         rates[k, n] = {}
         for T in threads:
