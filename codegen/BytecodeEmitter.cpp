@@ -385,16 +385,19 @@ void FunctionEmitter::allocateRegisters() {
     int start = INT_MAX, end = -1;
     uint32_t order = 0;
   };
-  std::unordered_map<const Value *, Interval> iv;
+  // Indexed by the values' Liveness numbers (every value touched is one of
+  // the function's: globals are skipped).
+  std::vector<Interval> ivs(live.numValues());
+  auto iv = [&](const Value *v) -> Interval & { return ivs.at(static_cast<size_t>(live.id(v))); };
   std::vector<const Value *> values;
   auto touch = [&](const Value *v, int p) {
-    auto [it, fresh] = iv.try_emplace(v);
-    if (fresh) {
-      it->second.order = static_cast<uint32_t>(values.size());
+    Interval &x = iv(v);
+    if (x.end < 0) {
+      x.order = static_cast<uint32_t>(values.size());
       values.push_back(v);
     }
-    it->second.start = std::min(it->second.start, p);
-    it->second.end = std::max(it->second.end, p);
+    x.start = std::min(x.start, p);
+    x.end = std::max(x.end, p);
   };
   const Block *entry = f_.entry();
   for (unsigned i = 0; i < entry->numArguments(); ++i) touch(entry->argument(i), 0);
@@ -444,15 +447,15 @@ void FunctionEmitter::allocateRegisters() {
         if (auto *g = dyn_cast<Global>(v); g && !regs_.count(g)) regs_[g] = next_++;
   std::vector<const Value *> order(values.begin(), values.end());
   std::sort(order.begin(), order.end(), [&](const Value *a, const Value *b) {
-    const Interval &x = iv[a], &y = iv[b];
+    const Interval &x = iv(a), &y = iv(b);
     return x.start != y.start ? x.start < y.start : x.order < y.order;
   });
   std::set<uint32_t> freeRegs;
   std::multimap<int, uint32_t> active; // end -> register
   for (unsigned i = 0; i < entry->numArguments(); ++i)
-    active.emplace(iv[entry->argument(i)].end, i);
+    active.emplace(iv(entry->argument(i)).end, i);
   for (const Value *v : order) {
-    const Interval &x = iv[v];
+    const Interval &x = iv(v);
     while (!active.empty() && active.begin()->first < x.start) {
       freeRegs.insert(active.begin()->second);
       active.erase(active.begin());

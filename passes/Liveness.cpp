@@ -3,25 +3,31 @@
 #include "passes/Liveness.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace nimble::passes {
 
 using namespace nimble::ir;
 
+namespace {
+/// Tags of Liveness objects: bit 31 set (bit 63 of the scratch word), then
+/// a count. 2^31 analyses per process before a tag repeats.
+std::atomic<uint32_t> nextTag{0};
+} // namespace
+
 Liveness::Liveness(const Function &f) {
+  tag_ = 0x80000000u | (nextTag.fetch_add(1, std::memory_order_relaxed) & 0x7FFFFFFFu);
   std::vector<const Block *> blocks;
+  auto number = [&](Value *v) {
+    v->setScratch((tag_ << 32) | static_cast<uint32_t>(values_.size()));
+    values_.push_back(v);
+  };
   for (auto &b : f.blocks()) {
     blockIndex_[b.get()] = blocks.size();
     blocks.push_back(b.get());
-    for (Value *a : b->arguments()) {
-      ids_[a] = static_cast<int>(values_.size());
-      values_.push_back(a);
-    }
+    for (Value *a : b->arguments()) number(a);
     for (Operation &op : *b)
-      for (Value *r : op.results()) {
-        ids_[r] = static_cast<int>(values_.size());
-        values_.push_back(r);
-      }
+      for (Value *r : op.results()) number(r);
   }
   std::vector<std::vector<size_t>> preds(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i)
@@ -59,6 +65,17 @@ Liveness::Liveness(const Function &f) {
       }
     }
   }
+}
+
+int Liveness::slowId(const Value *v) const {
+  if (isa<Global>(v)) return -1; // never numbered; common (weights)
+  if (!idsBuilt_) {
+    ids_.reserve(values_.size());
+    for (size_t i = 0; i < values_.size(); ++i) ids_.emplace(values_[i], static_cast<int>(i));
+    idsBuilt_ = true;
+  }
+  auto it = ids_.find(v);
+  return it == ids_.end() ? -1 : it->second;
 }
 
 bool Liveness::isLiveIn(const Block *b, int id) const {

@@ -6,7 +6,8 @@
 // successor are used by the terminator, in the predecessor (so a value passed
 // only along one edge is live-out of the predecessor only if some successor
 // needs it). Values are numbered in block order (arguments, then results), so
-// every set iterates deterministically.
+// every set iterates deterministically. A value's number is kept in its
+// scratch word while the analysis lives (see `tag_`).
 //
 // Computed per value from its uses, walking predecessors up to the defining
 // block (path exploration, as in Brandner et al., "Computing Liveness Sets
@@ -31,8 +32,9 @@ public:
 
   /// The value's number, or -1 (globals, values of other functions).
   int id(const ir::Value *v) const {
-    auto it = ids_.find(v);
-    return it == ids_.end() ? -1 : it->second;
+    const uint64_t w = v->scratch();
+    if ((w >> 32) == tag_) return static_cast<int>(static_cast<uint32_t>(w));
+    return slowId(v);
   }
   ir::Value *value(int id) const { return values_[id]; }
   size_t numValues() const { return values_.size(); }
@@ -51,8 +53,18 @@ public:
 
 private:
   size_t blockIndex(const ir::Block *b) const { return blockIndex_.at(b); }
+  int slowId(const ir::Value *v) const;
   std::vector<ir::Value *> values_;
-  std::unordered_map<const ir::Value *, int> ids_;
+  // A value's number is kept in its scratch word (ir::Value::scratch), the
+  // high half this object's tag (bit 63 set, then a process-wide count: no
+  // two Liveness objects share one, and no other user's words look like
+  // one), so that a lookup is a load rather than a hash. A word that does
+  // not carry the tag (a global, another function's value, or one a later
+  // user of the word overwrote while this object lives) is looked up in
+  // `ids_`, built at the first such lookup.
+  uint64_t tag_ = 0;
+  mutable std::unordered_map<const ir::Value *, int> ids_;
+  mutable bool idsBuilt_ = false;
   std::unordered_map<const ir::Block *, size_t> blockIndex_;
   std::vector<std::vector<int>> in_, out_;
   mutable std::vector<int32_t> lastUse_;
