@@ -415,12 +415,12 @@ void FunctionEmitter::allocateRegisters() {
     for (unsigned i = 0; i < b->numArguments(); ++i) touch(b->argument(i), start);
     for (const Operation &op : *b) {
       int at = pos++;
-      for (Value *v : op.operands())
+      for (Value *v : op.operandValues())
         if (!isa<Global>(v)) touch(v, at);
       for (unsigned k = 0; k < op.successors().size(); ++k)
         for (Value *v : op.successorOperands(k))
           if (!isa<Global>(v)) touch(v, at);
-      for (Value *r : op.results()) touch(r, at);
+      for (Value *r : op.resultValues()) touch(r, at);
       if (op.is(OpCode::Match))
         for (const Successor &sc : op.successors())
           for (unsigned i = 0; i < sc.block->numArguments(); ++i) avoid[sc.block->argument(i)] = op.operand(0);
@@ -443,7 +443,7 @@ void FunctionEmitter::allocateRegisters() {
   for (unsigned i = 0; i < entry->numArguments(); ++i) regs_[entry->argument(i)] = i;
   for (auto &b : f_.blocks())
     for (const Operation &op : *b)
-      for (Value *v : op.operands())
+      for (Value *v : op.operandValues())
         if (auto *g = dyn_cast<Global>(v); g && !regs_.count(g)) regs_[g] = next_++;
   std::vector<const Value *> order(values.begin(), values.end());
   std::sort(order.begin(), order.end(), [&](const Value *a, const Value *b) {
@@ -495,7 +495,7 @@ LogicalResult FunctionEmitter::run() {
   std::unordered_set<const Global *> loaded;
   for (auto &b : f_.blocks())
     for (const Operation &op : *b)
-      for (Value *v : op.operands())
+      for (Value *v : op.operandValues())
         if (auto *g = dyn_cast<Global>(v); g && !loaded.count(g)) {
           loaded.insert(g);
           uint32_t c = me_.globalConstant(g);

@@ -253,6 +253,27 @@ public:
   }
   OpOperand &opOperand(unsigned i) { return operands_[i]; }
   std::vector<Value *> operands() const;
+  /// The operands without a copy (a range of Value *): for read-only loops
+  /// on hot paths; valid until the operand list is replaced (setOperands)
+  /// or the op destroyed. operands() returns a copy that stays valid.
+  class OperandRange {
+  public:
+    struct iterator {
+      const OpOperand *p;
+      Value *operator*() const { return p->get(); }
+      iterator &operator++() { ++p; return *this; }
+      bool operator!=(const iterator &o) const { return p != o.p; }
+      bool operator==(const iterator &o) const { return p == o.p; }
+    };
+    OperandRange(const OpOperand *b, unsigned n) : b_(b), n_(n) {}
+    iterator begin() const { return {b_}; }
+    iterator end() const { return {b_ + n_}; }
+    unsigned size() const { return n_; }
+  private:
+    const OpOperand *b_;
+    unsigned n_;
+  };
+  OperandRange operandValues() const { return {operands_.get(), numOperands_}; }
   /// Where operand `i` was written, or the op's location when unknown.
   Location operandLoc(unsigned i) const;
   void setOperand(unsigned i, Value *v) { operands_[i].set(v); }
@@ -264,6 +285,25 @@ public:
   unsigned numResults() const { return static_cast<unsigned>(results_.size()); }
   OpResult *result(unsigned i = 0) const { return results_[i].get(); }
   std::vector<Value *> results() const;
+  /// The results without a copy (a range of Value *), valid while the op
+  /// lives (results are fixed at creation); see operandValues.
+  class ResultRange {
+  public:
+    using Base = std::vector<std::unique_ptr<OpResult>>::const_iterator;
+    struct iterator {
+      Base p;
+      Value *operator*() const { return p->get(); }
+      iterator &operator++() { ++p; return *this; }
+      bool operator!=(const iterator &o) const { return p != o.p; }
+      bool operator==(const iterator &o) const { return p == o.p; }
+    };
+    ResultRange(Base b, Base e) : b_(b), e_(e) {}
+    iterator begin() const { return {b_}; }
+    iterator end() const { return {e_}; }
+  private:
+    Base b_, e_;
+  };
+  ResultRange resultValues() const { return {results_.begin(), results_.end()}; }
   bool hasResultUses() const;
 
   // Attributes (schema order).

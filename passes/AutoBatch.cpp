@@ -220,10 +220,10 @@ private:
     case OpCode::Call: {
       const Function *callee = m_.lookupFunction(op.attr("callee").getStr());
       std::vector<bool> args;
-      for (Value *v : op.operands()) args.push_back(taintOf(contexts_[ci], v));
+      for (Value *v : op.operandValues()) args.push_back(taintOf(contexts_[ci], v));
       if (!callee || isPrimitive(*callee) || !callee->entry()) {
         bool t = std::find(args.begin(), args.end(), true) != args.end();
-        for (Value *r : op.results()) changed |= raise(contexts_[ci], r, t);
+        for (Value *r : op.resultValues()) changed |= raise(contexts_[ci], r, t);
         if (callee && isPrimitive(*callee)) recordMask(callee->name(), args);
         return changed;
       }
@@ -250,7 +250,7 @@ private:
     }
     default: {
       bool t = joinOperands(op.operands());
-      for (Value *r : op.results()) changed |= raise(contexts_[ci], r, t);
+      for (Value *r : op.resultValues()) changed |= raise(contexts_[ci], r, t);
       return changed;
     }
     }

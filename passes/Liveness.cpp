@@ -27,7 +27,7 @@ Liveness::Liveness(const Function &f) {
     blocks.push_back(b.get());
     for (Value *a : b->arguments()) number(a);
     for (Operation &op : *b)
-      for (Value *r : op.results()) number(r);
+      for (Value *r : op.resultValues()) number(r);
   }
   std::vector<std::vector<size_t>> preds(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i)

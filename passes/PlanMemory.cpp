@@ -513,7 +513,7 @@ AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, con
     int64_t end = first;
     for (Operation &op : *b) {
       end = pos;
-      for (Value *r : op.results())
+      for (Value *r : op.resultValues())
         if (int i = lv.id(r); byId[i]) defPos[i] = pos;
       ++pos;
     }
@@ -1015,13 +1015,13 @@ void PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
       Operation *op = ops[k];
       if (op->isTerminator()) continue;
       std::vector<Value *> dying;
-      for (Value *v : op->operands()) {
+      for (Value *v : op->operandValues()) {
         int i = lv.id(v);
         if (i >= 0 && !liveAfter(i, k) && killable(v) &&
             std::find(dying.begin(), dying.end(), v) == dying.end())
           dying.push_back(v);
       }
-      for (Value *r : op->results())
+      for (Value *r : op->resultValues())
         if (!liveAfter(lv.id(r), k) && killable(r)) dying.push_back(r);
       for (Value *v : dying) kill(v, op->nextOp(), nullptr, op->loc());
     }

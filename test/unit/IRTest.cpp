@@ -232,6 +232,29 @@ TEST_F(IRTest, SetOperandsReplacesTheWholeList) {
   EXPECT_EQ(c->operands(), (std::vector<Value *>{a}));
 }
 
+TEST_F(IRTest, OperandAndResultRangesSeeWhatTheCopiesSee) {
+  Function *f = makeFunction();
+  Block *e = f->entry();
+  Value *a = e->argument(0), *b = e->argument(1);
+  Operation *c = op(e, OpCode::Concat, {a, b, a});
+  Operation *two = op(e, OpCode::Concat, {c->result()}, 2);
+  ret(e, two->result(1));
+  for (Operation *o : {c, two}) {
+    std::vector<Value *> ops, res;
+    for (Value *v : o->operandValues()) ops.push_back(v);
+    for (Value *v : o->resultValues()) res.push_back(v);
+    EXPECT_EQ(ops, o->operands());
+    EXPECT_EQ(res, o->results());
+    EXPECT_EQ(o->operandValues().size(), o->numOperands());
+  }
+  // A range follows setOperand (it reads the operand slots in place).
+  Operation::OperandRange r = c->operandValues();
+  c->setOperand(1, a);
+  std::vector<Value *> after;
+  for (Value *v : r) after.push_back(v);
+  EXPECT_EQ(after, (std::vector<Value *>{a, a, a}));
+}
+
 //===-- replaceAllUsesWith -------------------------------------------------===//
 
 TEST_F(IRTest, ReplaceAllUsesMovesEveryUse) {
