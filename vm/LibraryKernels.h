@@ -54,7 +54,7 @@
 // and advised into huge pages (madvise; the kernel may decline): streamed
 // from memory, weights in 4 KiB pages miss the TLB every page (a
 // stand-alone oneDNN GEMM at M = 128 ran 3-4% faster from huge pages;
-// BERT-base on one thread 1-3%, docs/perf.md). A packed copy stands for the constant's bytes read
+// BERT-base on one thread about 2%, near the noise: docs/perf.md). A packed copy stands for the constant's bytes read
 // in one layout (a square weight read transposed and not has two), and keeps
 // the constant's storage alive (its address then cannot name other bytes). A weight
 // the program computes is never packed (its memory is reused for other
