@@ -133,8 +133,8 @@ dnnl::memory::desc operandDesc(const std::vector<int64_t> &shape, size_t rank, b
 }
 
 /// One block of output columns [begin, begin + count) of a split matmul
-/// (LibraryKernels.h, "Threads"): a one-thread primitive over the weights'
-/// columns in their own layout, writing the output's columns in place
+/// (LibraryKernels.h, "Threads"): a one-thread primitive over a row-major
+/// copy of the weights' columns, writing the output's columns in place
 /// (strided). The post-ops take the forms oneDNN's strided-output GEMM
 /// runs: a bias row as the primitive's bias, activations as eltwise
 /// post-ops, a residual of the output's shape as a `sum` post-op (its
@@ -366,11 +366,6 @@ uint64_t LibraryKernels::packedBytes() const { return impl_->packedBytes; }
 double LibraryKernels::packSeconds() const { return impl_->packSeconds; }
 uint64_t LibraryKernels::splitCalls() const { return impl_->splitCalls; }
 
-/// Runs the slices of `e` on the pool's threads, each on its own stream and
-/// scratchpad; false (nothing done) when a residual overlaps the output
-/// without being it (its columns would be overwritten before other slices
-/// read them: the whole primitive runs then). No exception may leave the
-/// parallel region: a slice's failure is kept and reported after it.
 const dnnl::memory &LibraryKernels::Impl::packedCopy(const Tensor *t, void *data, const dnnl::memory::desc &from,
                                                     const dnnl::memory::desc &desc) {
   std::vector<Packed> &forms = packed[data];
@@ -390,6 +385,11 @@ const dnnl::memory &LibraryKernels::Impl::packedCopy(const Tensor *t, void *data
   return forms.back().mem;
 }
 
+/// Runs the slices of `e` on the pool's threads, each on its own stream and
+/// scratchpad; false (nothing done) when a residual overlaps the output
+/// without being it (its columns would be overwritten before other slices
+/// read them: the whole primitive runs then). No exception may leave the
+/// parallel region: a slice's failure is kept and reported after it.
 bool LibraryKernels::Impl::runSlices(Entry &e, const Plan &p, const std::vector<Tensor *> &ins, Tensor *out,
                                       ThreadPool &pool, size_t *failedMember, Status *st) {
   const Slice &first = e.slices.front();
@@ -427,20 +427,18 @@ bool LibraryKernels::Impl::runSlices(Entry &e, const Plan &p, const std::vector<
   std::vector<dnnl_status_t> failed(ns, dnnl_success);
   std::vector<std::string> what(ns);
   pool.runEach(static_cast<int64_t>(ns), [&](int64_t i) {
-    {
-      Slice &sl = e.slices[i];
-      if (res && !inPlace) {
-        const float *from = res->data<float>() + sl.begin;
-        float *to = out->data<float>() + sl.begin;
-        for (int64_t r = 0; r < rows; ++r) std::memcpy(to + r * n, from + r * n, sl.count * sizeof(float));
-      }
-      try {
-        sl.prim.execute(sliceStreams[i], args[i]);
-        sliceStreams[i].wait();
-      } catch (const dnnl::error &err) {
-        failed[i] = err.status;
-        what[i] = err.what();
-      }
+    Slice &sl = e.slices[i];
+    if (res && !inPlace) {
+      const float *from = res->data<float>() + sl.begin;
+      float *to = out->data<float>() + sl.begin;
+      for (int64_t r = 0; r < rows; ++r) std::memcpy(to + r * n, from + r * n, sl.count * sizeof(float));
+    }
+    try {
+      sl.prim.execute(sliceStreams[i], args[i]);
+      sliceStreams[i].wait();
+    } catch (const dnnl::error &err) {
+      failed[i] = err.status;
+      what[i] = err.what();
     }
   });
   ++splitCalls;
