@@ -56,8 +56,6 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-from models.common.nimble_io import write_safetensors  # noqa: E402
 MiB = 1024 * 1024
 
 # A linear layer as the models have them: weight and bias are constants (from
@@ -142,6 +140,11 @@ def timings(nimble_run, nbc, inputs, reps, extra=("--threads=1", "--kernels=nati
 
 def gemm_rates(nimblec, nimble_run, threads, reps=20, work=None, shapes=GEMM_SHAPES, m=128):
     """{(K, N): {(impl, T): GFLOP/s}} for impl in native, library at each T in threads."""
+    # Imported here, not at the top: the pure logic of this module (the
+    # floors from given rates) is used where the repository's models
+    # package is not on the path (test/scripts/bench-logic.test).
+    sys.path.insert(0, os.path.dirname(HERE))
+    from models.common.nimble_io import write_safetensors
     work = work or tempfile.mkdtemp(prefix="nimble-floors-")
     rng = np.random.default_rng(0)
     rates = {}
