@@ -25,10 +25,12 @@ bit for bit), not the native code generator, which would only add LLVM's
 time to every one of the thousands of compilations.
 Exits 1 on any failure, printing the file, the pipeline and the error.
 """
+import atexit
 import os
 import random
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -91,7 +93,11 @@ def main():
         return 1
     files = run(["git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard",
                  "--", "*.nir"]).stdout.split()
-    tmp = tempfile.mkdtemp()
+    # Removed at exit: each run compiles programs up to the models' size, and
+    # a directory left behind per run (up to 1.6 GB) filled the disk of a
+    # machine that ran the suite many times.
+    tmp = tempfile.mkdtemp(prefix="pass_orderings.")
+    atexit.register(shutil.rmtree, tmp, True)
     candidates = []
     for rel in sorted(files):
         path = os.path.join(root, rel)
