@@ -48,6 +48,7 @@ import argparse
 import multiprocessing
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -145,27 +146,32 @@ def gemm_rates(nimblec, nimble_run, threads, reps=20, work=None, shapes=GEMM_SHA
     # package is not on the path (test/scripts/bench-logic.test).
     sys.path.insert(0, os.path.dirname(HERE))
     from models.common.nimble_io import write_safetensors
+    own = work is None  # a directory of its own is removed at the end
     work = work or tempfile.mkdtemp(prefix="nimble-floors-")
-    rng = np.random.default_rng(0)
-    rates = {}
-    for k, n in shapes:
-        base = os.path.join(work, "floor_gemm_%dx%d" % (k, n))
-        write_safetensors(base + ".safetensors", {"w": rng.standard_normal((n, k)).astype(np.float32),
-                                                  "b": rng.standard_normal((n,)).astype(np.float32)})
-        with open(base + ".nir", "w") as f:
-            f.write(GEMM.format(k=k, n=n, st=os.path.basename(base) + ".safetensors"))
-        subprocess.run([nimblec, base + ".nir", "-o", base + ".nbc"], check=True)
-        ins = ["%s.x.npy" % base]
-        np.save(ins[0], rng.standard_normal((m, k)).astype(np.float32))
-        flop = 2.0 * m * k * n
-        rates[k, n] = {}
-        for T in threads:
-            for impl in ("native", "library"):
-                # The best of three runs: a rate is a capability, and one slow
-                # run on a shared machine would lower every floor built on it.
-                ms = min(timings(nimble_run, base + ".nbc", ins, reps, ("--threads=%d" % T, "--kernels=" + impl))[1]
-                         for _ in range(3))
-                rates[k, n][impl, T] = flop / (ms * 1e-3) / 1e9 if ms > 0 else float("nan")
+    try:
+        rng = np.random.default_rng(0)
+        rates = {}
+        for k, n in shapes:
+            base = os.path.join(work, "floor_gemm_%dx%d" % (k, n))
+            write_safetensors(base + ".safetensors", {"w": rng.standard_normal((n, k)).astype(np.float32),
+                                                      "b": rng.standard_normal((n,)).astype(np.float32)})
+            with open(base + ".nir", "w") as f:
+                f.write(GEMM.format(k=k, n=n, st=os.path.basename(base) + ".safetensors"))
+            subprocess.run([nimblec, base + ".nir", "-o", base + ".nbc"], check=True)
+            ins = ["%s.x.npy" % base]
+            np.save(ins[0], rng.standard_normal((m, k)).astype(np.float32))
+            flop = 2.0 * m * k * n
+            rates[k, n] = {}
+            for T in threads:
+                for impl in ("native", "library"):
+                    # The best of three runs: a rate is a capability, and one slow
+                    # run on a shared machine would lower every floor built on it.
+                    ms = min(timings(nimble_run, base + ".nbc", ins, reps, ("--threads=%d" % T, "--kernels=" + impl))[1]
+                             for _ in range(3))
+                    rates[k, n][impl, T] = flop / (ms * 1e-3) / 1e9 if ms > 0 else float("nan")
+    finally:
+        if own:
+            shutil.rmtree(work, ignore_errors=True)
     return rates
 
 
