@@ -120,16 +120,22 @@ Dims contiguous(const Dims &d) {
 }
 
 /// A matmul operand of physical shape `shape`, seen as `rank` dimensions
-/// (leading ones added for broadcast batch), its last two swapped if `trans`.
-dnnl::memory::desc operandDesc(const std::vector<int64_t> &shape, size_t rank, bool trans) {
-  Dims phys(rank - shape.size(), 1);
-  phys.insert(phys.end(), shape.begin(), shape.end());
-  Dims strides = contiguous(phys);
+/// (leading ones added for broadcast batch), its last two swapped if
+/// `trans`: the logical dims and their strides.
+void operandLayout(const std::vector<int64_t> &shape, size_t rank, bool trans, Dims &dims, Dims &strides) {
+  dims.assign(rank - shape.size(), 1);
+  dims.insert(dims.end(), shape.begin(), shape.end());
+  strides = contiguous(dims);
   if (trans) {
-    std::swap(phys[rank - 1], phys[rank - 2]);
+    std::swap(dims[rank - 1], dims[rank - 2]);
     std::swap(strides[rank - 1], strides[rank - 2]);
   }
-  return dnnl::memory::desc(phys, dnnl::memory::data_type::f32, strides);
+}
+
+dnnl::memory::desc operandDesc(const std::vector<int64_t> &shape, size_t rank, bool trans) {
+  Dims dims, strides;
+  operandLayout(shape, rank, trans, dims, strides);
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
 }
 
 /// One block of output columns [begin, begin + count) of a split matmul
@@ -235,20 +241,9 @@ std::vector<Slice> buildSlices(const Plan &p, const std::vector<Tensor *> &ins, 
   dnnl::primitive_attr attr;
   attr.set_post_ops(ops);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  // lhs and rhs as `rank` dimensions (leading ones for a broadcast batch),
-  // the last two swapped when transposed.
-  auto operand = [&](const std::vector<int64_t> &shape, bool trans, Dims &dims, Dims &strides) {
-    dims.assign(rank - shape.size(), 1);
-    dims.insert(dims.end(), shape.begin(), shape.end());
-    strides = contiguous(dims);
-    if (trans) {
-      std::swap(dims[rank - 1], dims[rank - 2]);
-      std::swap(strides[rank - 1], strides[rank - 2]);
-    }
-  };
   Dims lhsDims, lhsStrides, rhsDims, rhsStrides;
-  operand(ls, p.transA, lhsDims, lhsStrides);
-  operand(rs, p.transB, rhsDims, rhsStrides);
+  operandLayout(ls, rank, p.transA, lhsDims, lhsStrides);
+  operandLayout(rs, rank, p.transB, rhsDims, rhsStrides);
   const Dims outStrides = contiguous(od);
   const int64_t per = (n / threads + 15) / 16 * 16;
   std::vector<Slice> slices;
