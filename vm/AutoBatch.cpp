@@ -365,13 +365,15 @@ struct VirtualMachine::Scheduler {
   void run() {
     for (auto &f : fibers) ready.push_back(f.get());
     while (true) {
-      std::vector<Fiber *> now;
-      now.swap(ready);
-      for (Fiber *f : now) step(*f);
-      if (active.empty()) {
-        if (ready.empty()) break;
-        continue;
+      // Every fiber that can go on does, forked children included, before
+      // a group is chosen: otherwise a fork tree unfolds one level per
+      // round and the leaves of a deep tree are launched in many groups.
+      while (!ready.empty()) {
+        std::vector<Fiber *> now;
+        now.swap(ready);
+        for (Fiber *f : now) step(*f);
       }
+      if (active.empty()) break;
       // The kernel with the most pending calls; ties: the shallowest.
       auto tc = Clock::now();
       size_t best = 0;
