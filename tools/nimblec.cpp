@@ -64,6 +64,9 @@ OPTIONS:
   --print-ir-after=<names>    Print the IR after the named passes
   --print-ir-before=<names>   Print the IR before the named passes
   --time-passes               Print the wall time of each pass to stderr
+  --verify-each[=true|false]  Verify the IR after every pass (default: false; the IR is
+                              verified after parsing and after the pipeline)
+  --no-verify-each            Same as --verify-each=false
   --passes=<pipeline>         Run this pass pipeline (nimble-opt syntax) instead of the
                               -O level's; it must make memory explicit (manifest-memory)
   --print-pipeline            Print the pipeline of the -O level and target, and exit
@@ -88,10 +91,29 @@ struct Options {
   int optLevel = 2;
   bool stats = false, printPipeline = false, printBatching = false;
   std::string passes; // --passes: replaces the -O level's pipeline
-  passes::PassManagerOptions pm;
+  passes::PassManagerOptions pm = [] {
+    passes::PassManagerOptions p;
+    p.verifyEach = false; // --verify-each
+    return p;
+  }();
 };
 
 int usageError(const std::string &msg) { return tools::usageError("nimblec", msg); }
+
+/// The module after the pipeline passes the verifier; otherwise the
+/// verifier's errors follow one line that names the cause (a bug in a pass:
+/// --verify-each names which).
+bool verifiedAfterPipeline(ir::Module &m, ir::DiagnosticEngine &diag) {
+  ir::VerifyOptions vo;
+  vo.printOp = true;
+  std::vector<ir::Diagnostic> held;
+  ir::DiagnosticEngine quiet(diag.sourceMgr(), std::cerr);
+  quiet.setHandler([&](const ir::Diagnostic &d) { held.push_back(d); });
+  if (ir::succeeded(ir::verifyModule(m, quiet, vo))) return true;
+  diag.error({}, "the IR is invalid after the pipeline (a bug in a pass; --verify-each names which)");
+  for (ir::Diagnostic &d : held) diag.emit(std::move(d));
+  return false;
+}
 
 int parseArgs(int argc, char **argv, Options &o) {
   bool haveInput = false;
@@ -145,6 +167,12 @@ int parseArgs(int argc, char **argv, Options &o) {
       addCommaSeparated(o.pm.printBefore, *v);
     } else if (a == "--time-passes") {
       o.pm.timePasses = true;
+    } else if ((v = flagValue(a, "--verify-each"))) {
+      if (*v == "" || *v == "true") o.pm.verifyEach = true;
+      else if (*v == "false") o.pm.verifyEach = false;
+      else return usageError("--verify-each takes true or false, got '" + *v + "'");
+    } else if (a == "--no-verify-each") {
+      o.pm.verifyEach = false;
     } else if (a == "--stats") {
       o.stats = true;
     } else if ((v = flagValue(a, "--passes"))) {
@@ -300,6 +328,10 @@ int main(int argc, char **argv) {
   if (o.pm.timePasses) pm.printTimings(std::cerr);
   if (o.stats) passes::printStatistics(std::cerr);
   if (!ok) return kExitError;
+  // Without --verify-each (llc's and clang's default: verifying after every
+  // pass was a quarter of the compile time of large programs), the output of
+  // the whole pipeline is verified once before anything is emitted from it.
+  if (!o.pm.verifyEach && !verifiedAfterPipeline(*m, diag)) return kExitError;
 
   if (o.emit == "nir") {
     ir::PrintOptions popts;
