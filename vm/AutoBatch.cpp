@@ -50,6 +50,7 @@
 
 #include "vm/Interpreter.h"
 
+#include "vm/LibraryKernels.h"
 #include "vm/ValueText.h"
 
 #include <algorithm>
@@ -268,6 +269,68 @@ struct VirtualMachine::Scheduler {
     singles(misfit, vm.profile_.batch.fallbackCalls);
     if (fit.size() < 2) return singles(fit, vm.profile_.batch.singleCalls);
 
+    // Gather fusion, or stacked copies; under --gather-fusion=auto each
+    // form's first launch is a warm-up, the next kProbes are timed, and the
+    // form with less time per row serves the kernel's later launches.
+    constexpr unsigned kProbes = 3;
+    bool fusable = gatherFn(b.batched) != nullptr;
+    bool fused = false;
+    VirtualMachine::GatherChoice *choice = nullptr;
+    if (fusable) {
+      switch (vm.opts_.gather) {
+      case VMOptions::GatherFusion::On: fused = true; break;
+      case VMOptions::GatherFusion::Off: break;
+      case VMOptions::GatherFusion::Auto:
+        choice = &vm.gatherChoice_[b.batched];
+        if (choice->state == VirtualMachine::GatherChoice::Probing && !libraryMayRun(b.batched)) {
+          // Stacked, the batched kernel would run the same native code on
+          // copies of the rows: in place wins without a measurement.
+          choice->state = VirtualMachine::GatherChoice::Fused;
+          ++vm.profile_.batch.chosenFused;
+        }
+        // Stacked first: its one-time costs (oneDNN primitives, the
+        // dispatcher's tuning) come before the in-place form's none.
+        if (choice->state == VirtualMachine::GatherChoice::Probing)
+          fused = choice->probes[0] < choice->probes[1];
+        else
+          fused = choice->state == VirtualMachine::GatherChoice::Fused;
+        break;
+      }
+    }
+    // A probe that paid a one-time cost (a oneDNN primitive created, the
+    // dispatcher tuning a new shape) is not counted.
+    auto oneTime = [&] {
+      return (vm.opts_.library ? vm.opts_.library->primitivesCreated() : 0) +
+             (vm.opts_.tuning ? vm.opts_.tuning : &vm.ownTuning_)->measured();
+    };
+    uint64_t oneTime0 = choice ? oneTime() : 0;
+    auto tl = Clock::now();
+    auto probed = [&](int form) {
+      if (!choice || choice->state != VirtualMachine::GatherChoice::Probing) return;
+      double sec = since(tl);
+      if (oneTime() != oneTime0) return;
+      if (choice->probes[form]++ > 0) {
+        choice->seconds[form] += sec;
+        choice->rows[form] += static_cast<double>(total);
+      }
+      if (choice->probes[0] > kProbes && choice->probes[1] > kProbes) {
+        bool f = choice->seconds[0] / std::max(1.0, choice->rows[0]) <=
+                 choice->seconds[1] / std::max(1.0, choice->rows[1]);
+        choice->state = f ? VirtualMachine::GatherChoice::Fused : VirtualMachine::GatherChoice::Stacked;
+        ++(f ? vm.profile_.batch.chosenFused : vm.profile_.batch.chosenStacked);
+      }
+    };
+    if (fused) {
+      switch (gathered(b.batched, b, fit, total)) {
+      case Gathered::Done:
+        probed(0);
+        for (Fiber *f : fit) ready.push_back(f);
+        return;
+      case Gathered::Failed: return singles(fit, vm.profile_.batch.fallbackCalls);
+      case Gathered::NotApplicable: break;
+      }
+    }
+
     // Stack the per-instance inputs; make the stacked outputs.
     auto tg = Clock::now();
     const Fiber &first = *fit[0];
@@ -324,7 +387,91 @@ struct VirtualMachine::Scheduler {
       }
     }
     vm.profile_.batch.gatherSeconds += since(ts);
+    if (fusable) probed(1);
     for (Fiber *f : fit) ready.push_back(f);
+  }
+
+  /// Whether the dispatcher may run batched kernel `kb` through oneDNN.
+  bool libraryMayRun(uint32_t kb) const {
+    return vm.opts_.library && vm.opts_.kernels == KernelMode::Auto && vm.opts_.library->supports(kb);
+  }
+
+  nimble_kernel_fn gatherFn(uint32_t kb) const {
+    if (!vm.opts_.native || vm.opts_.gather == VMOptions::GatherFusion::Off) return nullptr;
+    if (vm.opts_.kernels != KernelMode::Auto && vm.opts_.kernels != KernelMode::Native) return nullptr;
+    return vm.opts_.native->getGathered(kb);
+  }
+
+  enum class Gathered { Done, Failed, NotApplicable };
+  /// Runs batched kernel `kb` on the calls' rows in place (seed 001 §5.2):
+  /// a row table per per-instance input and per output, pointing into each
+  /// call's own tensors, and the gather-fused entry. Failed: the kernel
+  /// reported an error (the calls then run alone and word it).
+  Gathered gathered(uint32_t kb, const KernelBatching &b, const std::vector<Fiber *> &fit, int64_t total) {
+    const KernelDesc &k = exe.kernels[kb];
+    const Fiber &first = *fit[0];
+    if (first.ins.size() != k.numInputs || first.outs.size() != k.outputs.size()) return Gathered::NotApplicable;
+    auto tt = Clock::now();
+    // Tensors with the stacked shapes and no memory: the shape functions
+    // and the descriptors read their shapes only.
+    Ref<Storage> none(new Storage(nullptr, nullptr, 0, Device::CPU));
+    std::vector<TensorRef> keep;
+    std::vector<Tensor *> ins, outs;
+    size_t nb = k.numInputs + k.outputs.size();
+    if (vm.gatherTables_.size() < nb) vm.gatherTables_.resize(nb);
+    std::vector<const void *> data(nb, nullptr);
+    auto table = [&](size_t slot, const Tensor *like, auto tensorOf) -> Tensor * {
+      std::vector<int64_t> shape = like->shape();
+      shape[0] = total;
+      TensorRef t(new Tensor(like->dtype(), std::move(shape), none, 0));
+      keep.push_back(t);
+      std::vector<const void *> &rows = vm.gatherTables_[slot];
+      rows.clear();
+      rows.reserve(static_cast<size_t>(total));
+      for (Fiber *f : fit) {
+        const Tensor *x = tensorOf(*f);
+        int64_t n = x->dim(0);
+        size_t rowBytes = n > 0 ? x->numBytes() / static_cast<size_t>(n) : 0;
+        const uint8_t *p = x->rawData();
+        for (int64_t r = 0; r < n; ++r) rows.push_back(p + static_cast<size_t>(r) * rowBytes);
+      }
+      data[slot] = rows.data();
+      return t.get();
+    };
+    for (size_t i = 0; i < k.numInputs; ++i) {
+      if (b.shared[i]) {
+        ins.push_back(first.ins[i]);
+        continue;
+      }
+      ins.push_back(table(i, first.ins[i], [i](const Fiber &f) { return f.ins[i]; }));
+    }
+    for (size_t o = 0; o < k.outputs.size(); ++o)
+      outs.push_back(table(k.numInputs + o, first.outs[o], [o](const Fiber &f) { return f.outs[o]; }));
+    vm.profile_.batch.tableSeconds += since(tt);
+    if (vm.gatherMemos_.size() < exe.kernels.size()) vm.gatherMemos_.resize(exe.kernels.size());
+    if (!vm.gatherMemos_[kb]) vm.gatherMemos_[kb] = std::make_unique<NativeCallMemo>();
+    auto t0 = Clock::now();
+    bool rerun = false;
+    size_t failed = SIZE_MAX;
+    Status st = runNativeKernel(k, gatherFn(kb), ins, outs, vm.kctx_, &failed, &rerun,
+                                vm.gatherMemos_[kb].get(), &data);
+    if (vm.opts_.profile) {
+      KernelProfile &kp = vm.profile_.kernels[kb];
+      ++kp.calls;
+      ++kp.implCalls[static_cast<unsigned>(KernelImpl::Native)];
+      kp.seconds += since(t0);
+      std::string key = "(gathered " + std::to_string(total) + " rows)";
+      if (kp.shapes.size() < 16 || kp.shapes.count(key)) {
+        ++kp.shapes[key].calls;
+        ++kp.shapes[key].implCalls[static_cast<unsigned>(KernelImpl::Native)];
+      }
+    }
+    if (!st.ok() || rerun) return Gathered::Failed;
+    ++vm.profile_.batch.rowLaunches;
+    vm.profile_.batch.rowCalls += fit.size();
+    ++vm.profile_.batch.fusedLaunches;
+    vm.profile_.batch.fusedCalls += fit.size();
+    return Gathered::Done;
   }
 
   /// Runs the pending calls of kernel `k`.
@@ -433,6 +580,7 @@ Status VirtualMachine::runInstances(const std::string &name, std::vector<std::ve
                           ? profile_.instructions + opts_.maxInstructions * n
                           : UINT64_MAX;
   batching_ = !exe_->batching.empty();
+  if (gatherChoice_.size() < exe_->kernels.size()) gatherChoice_.resize(exe_->kernels.size());
   try {
     s.run();
   } catch (...) {

@@ -22,6 +22,7 @@
 #include "vm/Dispatch.h"
 #include "vm/Executable.h"
 #include "vm/Kernel.h"
+#include "vm/NativeKernels.h"
 #include "vm/Object.h"
 
 #include <array>
@@ -65,6 +66,12 @@ struct VMOptions {
   /// program compiled for cuda: the device code is never loaded).
   bool hostDevices = false;
   bool profile = false;
+  /// Auto-batching of `rows` kernels whose batched variant has a
+  /// gather-fused native entry (docs/autobatch.md): Auto measures both forms
+  /// on a kernel's first launches and keeps the faster, On always reads and
+  /// writes the rows in place through row tables, Off always stacks copies.
+  enum class GatherFusion : uint8_t { Auto, On, Off };
+  GatherFusion gather = GatherFusion::Auto;
   /// Print each instruction as it executes (to `traceStream`).
   bool trace = false;
   std::ostream *traceStream = nullptr;
@@ -96,6 +103,12 @@ struct BatchProfile {
   uint64_t forks = 0;           // calls run concurrently in a child fiber (instance parallelism)
   double scheduleSeconds = 0;   // grouping and checks
   double gatherSeconds = 0;     // stacking per-instance rows and scattering results
+  // Gather fusion: rows launches whose batched kernel read and wrote the
+  // rows in place through row tables (of rowLaunches / rowCalls).
+  uint64_t fusedLaunches = 0, fusedCalls = 0;
+  double tableSeconds = 0;      // building the row tables
+  // --gather-fusion=auto: batched kernels decided for row tables / copies.
+  uint64_t chosenFused = 0, chosenStacked = 0;
 };
 struct Profile {
   std::vector<KernelProfile> kernels; // by kernel index
@@ -224,6 +237,17 @@ private:
   /// The call stack of `f`, its parents' frames first (error messages).
   std::vector<Frame> stackOf(const Fiber &f) const;
   std::vector<TensorRef> constants_;
+  /// Gather fusion, per batched kernel: Auto's probes and decision (kept
+  /// across runs of this VM), and the shapes of the last gather-fused call.
+  struct GatherChoice {
+    enum State : uint8_t { Probing, Fused, Stacked } state = Probing;
+    unsigned probes[2] = {0, 0};       // launches timed: [0] fused, [1] stacked
+    double seconds[2] = {0, 0};        // their time, after each form's first
+    double rows[2] = {0, 0};           // and their rows
+  };
+  std::vector<GatherChoice> gatherChoice_;
+  std::vector<std::unique_ptr<NativeCallMemo>> gatherMemos_;
+  std::vector<std::vector<const void *>> gatherTables_; // reused between launches
   Profile profile_;
   uint64_t instructionLimit_ = 0; // profile_.instructions at which the run stops
 };

@@ -31,18 +31,16 @@
  *   VM's one pool (--threads) and returns when all parts are done. A null
  *   parallel_for means: run on the calling thread.
  *
- * Batched kernels (auto-batching, seed 001 §5.2, gather fusion) use the same
- * buffer descriptor with one table of buffers per instance:
- *
- *   int32_t nimble_batched_kernel_N(const nimble_buffer *const *instance_bufs,
- *                                   int32_t num_instances, int32_t num_bufs,
- *                                   nimble_kernel_ctx *ctx);
- *
- * instance_bufs[i] is instance i's buffer table; an operand the static
- * analysis proved shared (weights) has the same data pointer in every table
- * and the kernel may read it once. (Declared here so that the kernel objects
- * and auto-batching share one ABI; nimblec does not generate batched kernels
- * yet.)
+ * Gather fusion (auto-batching, seed 001 §5.2): the batched variant of a
+ * kernel that batches along rows may have a second entry, the symbol of its
+ * entry followed by NIMBLE_GATHER_SUFFIX, of the same type. Its buffers are
+ * described as for one call on the rows of every instance stacked along
+ * axis 0, but the `data` of each per-instance input and of each output
+ * (the batching section's mask: the inputs not shared, every output) is a
+ * table of shape[0] row pointers: row r of that buffer is at table[r], its
+ * trailing dimensions dense there. The kernel reads and writes the rows
+ * where each instance keeps them; nothing is copied into or out of a
+ * stacked tensor. Shared inputs (weights) are ordinary buffers.
  *
  *===----------------------------------------------------------------------===*/
 #ifndef NIMBLE_VM_KERNELABI_H
@@ -86,9 +84,7 @@ typedef struct nimble_kernel_ctx {
 
 typedef int32_t (*nimble_kernel_fn)(const nimble_buffer *bufs, int32_t num_bufs,
                                     nimble_kernel_ctx *ctx);
-typedef int32_t (*nimble_batched_kernel_fn)(const nimble_buffer *const *instance_bufs,
-                                            int32_t num_instances, int32_t num_bufs,
-                                            nimble_kernel_ctx *ctx);
+#define NIMBLE_GATHER_SUFFIX "_gather"
 
 /* Field offsets the code generator relies on (codegen/llvm/KernelGen.cpp
  * builds the same layout as an LLVM struct type); checked in KernelABI.cpp. */

@@ -122,6 +122,11 @@ bool NativeKernels::load(const Executable &exe, std::string &reason) {
       return false;
     }
     fns_[en.kernel] = reinterpret_cast<nimble_kernel_fn>(sym);
+    // A batched variant's gather-fused entry is optional.
+    if (void *g = dlsym(handle_, (en.symbol + NIMBLE_GATHER_SUFFIX).c_str())) {
+      if (gatherFns_.empty()) gatherFns_.assign(exe.kernels.size(), nullptr);
+      gatherFns_[en.kernel] = reinterpret_cast<nimble_kernel_fn>(g);
+    }
   }
   return true;
 }
@@ -226,7 +231,8 @@ bool describeCall(const KernelDesc &k, const std::vector<Tensor *> &ins, const s
 
 Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vector<Tensor *> &ins,
                        const std::vector<Tensor *> &outs, KernelContext &ctx,
-                       size_t *failedMember, bool *rerun, NativeCallMemo *memo) {
+                       size_t *failedMember, bool *rerun, NativeCallMemo *memo,
+                       const std::vector<const void *> *gathered) {
   *rerun = false;
   if (ins.size() != k.numInputs || outs.size() != k.outputs.size()) {
     *rerun = true; // the reference path words this error
@@ -267,6 +273,12 @@ Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vect
   const size_t nv = m.sigs.size() - outs.size(); // sigs: every value, then every output
   for (size_t v = 0; v < k.numInputs; ++v) m.bufs[v].data = ins[v]->rawData();
   for (size_t o = 0; o < outs.size(); ++o) m.bufs[nv + o].data = outs[o]->rawData();
+  if (gathered) {
+    for (size_t v = 0; v < k.numInputs && v < gathered->size(); ++v)
+      if (const void *t = (*gathered)[v]) m.bufs[v].data = const_cast<void *>(t);
+    for (size_t o = 0; o < outs.size() && k.numInputs + o < gathered->size(); ++o)
+      if (const void *t = (*gathered)[k.numInputs + o]) m.bufs[nv + o].data = const_cast<void *>(t);
+  }
   std::vector<nimble_buffer> &bufs = m.bufs;
   size_t nbufs = bufs.size();
   char msg[256] = {0};

@@ -38,11 +38,15 @@ public:
   bool load(const Executable &exe, std::string &reason);
   /// The native entry of kernel `k`, or null.
   nimble_kernel_fn get(uint32_t k) const { return k < fns_.size() ? fns_[k] : nullptr; }
+  /// The gather-fused entry of batched variant `k` (NIMBLE_GATHER_SUFFIX),
+  /// or null: an optional symbol of the object.
+  nimble_kernel_fn getGathered(uint32_t k) const { return k < gatherFns_.size() ? gatherFns_[k] : nullptr; }
   size_t count() const;
 
 private:
   void *handle_ = nullptr;
   std::vector<nimble_kernel_fn> fns_;
+  std::vector<nimble_kernel_fn> gatherFns_;
 };
 
 /// Whether this CPU (and OS) supports feature `name` as LLVM spells it
@@ -88,9 +92,14 @@ struct NativeCallMemo {
 /// kernel, which reports the exact message.
 /// With `memo` (one per kernel, kept by the caller) the shapes and
 /// descriptors of the last call are reused when the input shapes repeat.
+/// `gathered` (gather fusion: a gather-fused entry), when given, has one
+/// entry per input and then per output: a non-null one replaces that
+/// buffer's data pointer (it is the buffer's row table; the tensor passed for
+/// it only gives its shape).
 Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vector<Tensor *> &ins,
                        const std::vector<Tensor *> &outs, KernelContext &ctx,
-                       size_t *failedMember, bool *rerun, NativeCallMemo *memo = nullptr);
+                       size_t *failedMember, bool *rerun, NativeCallMemo *memo = nullptr,
+                       const std::vector<const void *> *gathered = nullptr);
 
 } // namespace nimble::vm
 

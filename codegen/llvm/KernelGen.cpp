@@ -151,6 +151,22 @@ bool KernelLowering::analyze(std::string &reason) {
     }
     materialize_[v] = !epilogue || op == OpCode::Softmax || op == OpCode::LayerNorm;
   }
+  if (!gatherBuf_.empty()) {
+    // Row tables stand for inputs and outputs with a row axis only.
+    if (gatherBuf_.size() != vals_.size() + k_.outputs.size()) {
+      reason = "the gather mask does not match the kernel's buffers";
+      return false;
+    }
+    for (size_t b = 0; b < gatherBuf_.size(); ++b) {
+      if (!gatherBuf_[b]) continue;
+      bool io = b < k_.numInputs || b >= vals_.size();
+      size_t v = b < vals_.size() ? b : k_.outputs[b - vals_.size()];
+      if (!io || vals_[v].dims.empty()) {
+        reason = "a gathered buffer that is not an input or output with a row axis";
+        return false;
+      }
+    }
+  }
   return true;
 }
 
@@ -184,7 +200,10 @@ void KernelLowering::loadShapes() {
       strides_[v][i] = s;
       s = b_.CreateMul(s, dims_[v][i]);
     }
-    if (v < k_.numInputs) data_[v] = bufField(v, 0);
+    if (v < k_.numInputs) {
+      data_[v] = bufField(v, 0);
+      if (v < gatherBuf_.size() && gatherBuf_[v]) markGathered(data_[v]);
+    }
   }
 }
 
@@ -237,10 +256,10 @@ std::vector<Value *> KernelLowering::forLoopCarried(
 
 //===-- Memory -------------------------------------------------------------===//
 
-Value *KernelLowering::offsetOf(uint32_t v, const Index &idx, Value *&laneStep) {
+Value *KernelLowering::offsetOf(uint32_t v, const Index &idx, Value *&laneStep, size_t from) {
   Value *off = i64(0);
   laneStep = i64(0);
-  for (size_t d = 0; d < idx.size(); ++d) {
+  for (size_t d = from; d < idx.size(); ++d) {
     off = b_.CreateAdd(off, b_.CreateMul(idx[d].base, strides_[v][d]));
     if (auto *c = llvm::dyn_cast<llvm::ConstantInt>(idx[d].coeff); c && c->isZero()) continue;
     laneStep = b_.CreateAdd(laneStep, b_.CreateMul(idx[d].coeff, strides_[v][d]));
@@ -254,12 +273,41 @@ Value *KernelLowering::laneIota(unsigned lanes) {
   return llvm::ConstantVector::get(c);
 }
 
-Value *KernelLowering::load(uint32_t v, const Index &idx, unsigned lanes) {
+Value *KernelLowering::rowOf(Value *table, Value *row) {
+  llvm::Type *ptr = llvm::PointerType::get(ctx_, 0);
+  llvm::LoadInst *p = b_.CreateLoad(ptr, b_.CreateInBoundsGEP(ptr, table, row), "row");
+  // The table does not change while the kernel runs: LICM hoists the load
+  // out of the loops over a row's points.
+  p->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx_, {}));
+  return p;
+}
+
+// A row table's lanes along axis 0 are rows of their own: one point each.
+static bool zeroCoeff(Value *c) {
+  auto *k = llvm::dyn_cast<llvm::ConstantInt>(c);
+  return k && k->isZero();
+}
+
+Value *KernelLowering::loadFrom(uint32_t v, Value *base, const Index &idx, unsigned lanes) {
   DType dt = vals_[v].dtype;
   llvm::Type *mt = memoryType(ctx_, dt);
   Value *step;
-  Value *off = offsetOf(v, idx, step);
-  Value *base = data_[v];
+  Value *off;
+  if (isGathered(base)) {
+    if (lanes > 1 && !zeroCoeff(idx[0].coeff)) {
+      Value *r = llvm::PoisonValue::get(withLanes(elementType(ctx_, dt), lanes));
+      for (unsigned l = 0; l < lanes; ++l) {
+        Index li;
+        for (const Ix &ix : idx) li.push_back({b_.CreateAdd(ix.base, b_.CreateMul(ix.coeff, i64(l))), i64(0)});
+        r = b_.CreateInsertElement(r, loadFrom(v, base, li, 1), l);
+      }
+      return r;
+    }
+    base = rowOf(base, idx[0].base);
+    off = offsetOf(v, idx, step, 1);
+  } else {
+    off = offsetOf(v, idx, step);
+  }
   auto fromMemory = [&](Value *x) {
     return dt == DType::I1 ? b_.CreateICmpNE(x, llvm::Constant::getNullValue(x->getType())) : x;
   };
@@ -284,7 +332,21 @@ void KernelLowering::store(uint32_t v, Value *ptr, const Index &idx, Value *val,
   DType dt = vals_[v].dtype;
   llvm::Type *mt = memoryType(ctx_, dt);
   Value *step;
-  Value *off = offsetOf(v, idx, step);
+  Value *off;
+  if (isGathered(ptr)) {
+    if (lanes > 1 && !zeroCoeff(idx[0].coeff)) {
+      for (unsigned l = 0; l < lanes; ++l) {
+        Index li;
+        for (const Ix &ix : idx) li.push_back({b_.CreateAdd(ix.base, b_.CreateMul(ix.coeff, i64(l))), i64(0)});
+        store(v, ptr, li, b_.CreateExtractElement(val, l), 1);
+      }
+      return;
+    }
+    ptr = rowOf(ptr, idx[0].base);
+    off = offsetOf(v, idx, step, 1);
+  } else {
+    off = offsetOf(v, idx, step);
+  }
   if (dt == DType::I1) val = b_.CreateZExt(val, withLanes(mt, lanes));
   b_.CreateAlignedStore(val, b_.CreateInBoundsGEP(mt, ptr, off),
                         llvm::Align(mt->getPrimitiveSizeInBits() / 8));
@@ -688,8 +750,12 @@ llvm::Function *KernelLowering::emit(const std::string &symbol) {
       mod_.getOrInsertFunction("free", llvm::FunctionType::get(b_.getVoidTy(), {ptr}, false));
   // Output descriptors follow the value descriptors.
   std::vector<std::vector<Value *>> outDests(vals_.size());
-  for (size_t o = 0; o < k_.outputs.size(); ++o)
-    outDests[k_.outputs[o]].push_back(bufField(static_cast<unsigned>(vals_.size() + o), 0));
+  for (size_t o = 0; o < k_.outputs.size(); ++o) {
+    size_t buf = vals_.size() + o;
+    Value *d = bufField(static_cast<unsigned>(buf), 0);
+    if (buf < gatherBuf_.size() && gatherBuf_[buf]) markGathered(d);
+    outDests[k_.outputs[o]].push_back(d);
+  }
   // Outputs that are inputs are copies; then each stored member in order.
   for (uint32_t v = 0; v < k_.numInputs; ++v)
     if (!outDests[v].empty()) emitStage(v, outDests[v]);
@@ -764,6 +830,27 @@ llvm::Function *KernelLowering::emit(const std::string &symbol) {
 
 } // namespace detail
 
+// Emits kl's function as `symbol` and checks it with the function bodies of
+// its parallel regions; an invalid result is removed again.
+static bool lowerKernelChecked(llvm::Module &mod, detail::KernelLowering &kl, const std::string &symbol,
+                               std::string &reason, bool *multiBlock);
+
+// NIMBLE_GATHER_SUFFIX of vm/KernelABI.h (a runtime header this library
+// does not depend on); test/codegen/gather-fusion.test fails if they differ.
+std::string gatherSymbol(const std::string &symbol) { return symbol + "_gather"; }
+
+bool lowerGatheredKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function &f,
+                         const KernelTarget &target, const std::string &symbol,
+                         const std::vector<bool> &gathered, std::string &reason) {
+  if (target.gpu()) {
+    reason = "gather fusion is for cpu kernels";
+    return false;
+  }
+  detail::KernelLowering kl(mod, k, f, target, gathered);
+  if (!kl.analyze(reason)) return false;
+  return lowerKernelChecked(mod, kl, gatherSymbol(symbol), reason, nullptr);
+}
+
 std::string kernelSymbol(size_t index, const std::string &name) {
   std::string s = "nimble_k" + std::to_string(index) + "_";
   for (char c : name) s += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
@@ -775,6 +862,11 @@ bool lowerKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function 
                  bool *multiBlock) {
   detail::KernelLowering kl(mod, k, f, target);
   if (!kl.analyze(reason)) return false;
+  return lowerKernelChecked(mod, kl, symbol, reason, multiBlock);
+}
+
+static bool lowerKernelChecked(llvm::Module &mod, detail::KernelLowering &kl, const std::string &symbol,
+                               std::string &reason, bool *multiBlock) {
   llvm::Function *fn = kl.emit(symbol);
   if (multiBlock) *multiBlock = kl.stages() <= 1 && !kl.hasTemporaries();
   std::string err;

@@ -8,6 +8,7 @@
 #include <llvm/IR/Module.h>
 
 #include <string>
+#include <vector>
 
 namespace nimble::codegen {
 
@@ -43,6 +44,21 @@ struct KernelTarget {
 bool lowerKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function &f,
                  const KernelTarget &target, const std::string &symbol, std::string &reason,
                  bool *multiBlock = nullptr);
+
+/// Gather fusion (seed 001 §5.2, docs/autobatch.md): the entry of a batched
+/// variant that reads and writes the rows of its per-instance operands where
+/// each instance keeps them. `gathered` has one flag per buffer of the ABI
+/// (every value of the kernel in KernelDesc numbering, then every output);
+/// the `data` of a flagged buffer is then a table of shape[0] row pointers,
+/// row r of the buffer being at table[r] (its trailing dimensions dense
+/// there), instead of the address of a dense tensor. Only inputs and
+/// outputs may be flagged, each of rank >= 1. CPU only. The symbol is
+/// gatherSymbol(kernelSymbol(...)); same signature as the kernel's entry.
+bool lowerGatheredKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function &f,
+                         const KernelTarget &target, const std::string &symbol,
+                         const std::vector<bool> &gathered, std::string &reason);
+/// The symbol of the gather-fused entry of the kernel whose entry is `symbol`.
+std::string gatherSymbol(const std::string &symbol);
 
 /// NVPTX only (CudaBlockRows.cpp): a lone f32 reduction over trailing axes
 /// (sum, mean, max, min), softmax over the last axis or layer_norm, as a

@@ -24,6 +24,7 @@
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include <functional>
+#include <unordered_set>
 #include <string>
 #include <vector>
 
@@ -60,9 +61,10 @@ struct ValueInfo {
 class KernelLowering {
 public:
   KernelLowering(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function &f,
-                 const KernelTarget &target)
+                 const KernelTarget &target, std::vector<bool> gathered = {})
       : mod_(mod), ctx_(mod.getContext()), b_(ctx_), k_(k), f_(f),
-        vf_(target.gpu() ? 1 : target.vectorWidth), gpu_(target.gpu()) {}
+        vf_(target.gpu() ? 1 : target.vectorWidth), gpu_(target.gpu()),
+        gatherBuf_(std::move(gathered)) {}
   /// One loop nest per stage, and whether a temporary is needed (NVPTX: a
   /// kernel of one stage without temporaries may run on many blocks).
   unsigned stages() const { return stages_; }
@@ -101,9 +103,18 @@ private:
                                       std::vector<Value *> init, const char *name,
                                       const std::function<std::vector<Value *>(Value *, const std::vector<Value *> &)> &body);
   // --- memory
-  Value *offsetOf(uint32_t v, const Index &idx, Value *&laneStep);
-  Value *load(uint32_t v, const Index &idx, unsigned lanes);
+  /// Element offset of idx in a dense buffer laid out like v, from axis
+  /// `from` on (axes before it contribute nothing).
+  Value *offsetOf(uint32_t v, const Index &idx, Value *&laneStep, size_t from = 0);
+  Value *load(uint32_t v, const Index &idx, unsigned lanes) { return loadFrom(v, data_[v], idx, lanes); }
+  /// Loads idx of a buffer laid out like v at `base` (dense, or a row table).
+  Value *loadFrom(uint32_t v, Value *base, const Index &idx, unsigned lanes);
   void store(uint32_t v, Value *ptr, const Index &idx, Value *val, unsigned lanes);
+  // --- gather fusion (lowerGatheredKernel): pointers that are row tables
+  bool isGathered(Value *p) const { return p && gatheredPtrs_.count(p) != 0; }
+  void markGathered(Value *p) { gatheredPtrs_.insert(p); }
+  /// The address of row `row` of the row table `table` (an invariant load).
+  Value *rowOf(Value *table, Value *row);
   // --- values
   Value *emitValue(uint32_t v, const Index &idx, unsigned lanes);
   Value *scalarized(uint32_t v, const Index &idx, unsigned lanes);
@@ -148,6 +159,8 @@ private:
   bool inParallel_ = false; // emitting the body of a parallel() region
   std::vector<std::pair<Value *, Value *>> assumptions_; // dims assumed equal
   std::vector<llvm::AllocaInst *> temps_; // allocas holding malloc'd temporaries
+  std::vector<bool> gatherBuf_;           // per ABI buffer: its data is a row table
+  std::unordered_set<Value *> gatheredPtrs_;
 };
 
 } // namespace nimble::codegen::detail

@@ -82,6 +82,11 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
   const bool ta = m.attrs[0].getBool(), tb = m.attrs[1].getBool();
   if (tb && ta) return false;
   const size_t R = vals_[v].dims.size();
+  // Gather fusion: rows of A and of C may come from row tables (a batched
+  // variant's per-instance operands); B, a transposed A and batch
+  // dimensions take the point-at-a-time stage, which reads through load().
+  const bool gA = isGathered(data_[a]), gC = isGathered(dest);
+  if (isGathered(data_[bb]) || ((gA || gC) && (R != 2 || ta))) return false;
   llvm::Type *et = elementType(ctx_, dt);
   llvm::Type *vt = withLanes(et, vf_);
   const unsigned esize = et->getPrimitiveSizeInBits() / 8;
@@ -159,6 +164,7 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
     if (outer) {
       // nc vectors of VF columns; accumulators [r][c].
       auto cAt = [&](unsigned r, unsigned c) {
+        if (gC) return ptrAt(rowOf(carry[0], b_.CreateAdd(i0, i64(r))), b_.CreateAdd(j0, i64(c * vf_)));
         return ptrAt(carry[0], b_.CreateAdd(cOff, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), N),
                                                                 b_.CreateAdd(j0, i64(c * vf_)))));
       };
@@ -184,8 +190,14 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
             std::vector<Value *> out(cur.size());
             for (unsigned r = 0; r < mr; ++r) {
               Value *ai = b_.CreateAdd(i0, i64(r));
-              Value *ao = ta ? b_.CreateAdd(b_.CreateMul(k, aRow), ai) : b_.CreateAdd(b_.CreateMul(ai, aRow), k);
-              Value *as = splat(b_.CreateLoad(et, ptrAt(data_[a], b_.CreateAdd(aOff, ao))), vf_);
+              Value *ap;
+              if (gA) {
+                ap = ptrAt(rowOf(data_[a], ai), k);
+              } else {
+                Value *ao = ta ? b_.CreateAdd(b_.CreateMul(k, aRow), ai) : b_.CreateAdd(b_.CreateMul(ai, aRow), k);
+                ap = ptrAt(data_[a], b_.CreateAdd(aOff, ao));
+              }
+              Value *as = splat(b_.CreateLoad(et, ap), vf_);
               for (unsigned c = 0; c < nc; ++c) out[r * nc + c] = fma(as, bv[c], cur[r * nc + c]);
             }
             return out;
@@ -200,6 +212,7 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
     Value *kMain = b_.CreateSub(kEnd, b_.CreateSRem(b_.CreateSub(kEnd, kBegin), i64(vf_)));
     std::vector<Value *> init(mr * nc, llvm::Constant::getNullValue(vt));
     auto rowPtr = [&](uint32_t o, Value *off, Value *row, Value *stride, Value *k) {
+      if (isGathered(data_[o])) return ptrAt(rowOf(data_[o], row), k);
       return ptrAt(data_[o], b_.CreateAdd(off, b_.CreateAdd(b_.CreateMul(row, stride), k)));
     };
     std::vector<Value *> vacc = forLoopCarried(kBegin, kMain, i64(vf_), init, "mmdot",
@@ -233,14 +246,20 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
     });
     for (unsigned r = 0; r < mr; ++r)
       for (unsigned c = 0; c < nc; ++c) {
-        Value *co = b_.CreateAdd(cOff, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), N),
-                                                    b_.CreateAdd(j0, i64(c))));
+        Value *cp;
+        if (gC) {
+          cp = ptrAt(rowOf(carry[0], b_.CreateAdd(i0, i64(r))), b_.CreateAdd(j0, i64(c)));
+        } else {
+          Value *co = b_.CreateAdd(cOff, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), N),
+                                                      b_.CreateAdd(j0, i64(c))));
+          cp = ptrAt(carry[0], co);
+        }
         Value *sum = sums[r * nc + c];
         if (first != b_.getTrue()) {
-          Value *added = b_.CreateFAdd(b_.CreateLoad(et, ptrAt(carry[0], co)), sum);
+          Value *added = b_.CreateFAdd(b_.CreateLoad(et, cp), sum);
           sum = first == b_.getFalse() ? added : b_.CreateSelect(first, sum, added);
         }
-        b_.CreateStore(sum, ptrAt(carry[0], co));
+        b_.CreateStore(sum, cp);
       }
   };
   // The column-block size (a multiple of the tile width): JB for

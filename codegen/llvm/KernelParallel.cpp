@@ -87,11 +87,18 @@ void KernelLowering::parallel(const char *name, Value *n, Value *work, std::vect
   Value *cl = bodyFn->getArg(0);
   bufs_ = b_.CreateLoad(ptr, b_.CreateStructGEP(closureTy, cl, 0), "bufs");
   loadShapes();
+  // A reloaded row table is still one (gather fusion).
   for (size_t v = k_.numInputs; v < V; ++v)
-    if (savedData[v]) data_[v] = b_.CreateLoad(ptr, closureField(closureTy, cl, 1, v));
+    if (savedData[v]) {
+      data_[v] = b_.CreateLoad(ptr, closureField(closureTy, cl, 1, v));
+      if (isGathered(savedData[v])) markGathered(data_[v]);
+    }
   inParallel_ = true;
   std::vector<Value *> savedCarry = carry;
-  for (size_t i = 0; i < C; ++i) carry[i] = b_.CreateLoad(ptr, closureField(closureTy, cl, 3, i));
+  for (size_t i = 0; i < C; ++i) {
+    carry[i] = b_.CreateLoad(ptr, closureField(closureTy, cl, 3, i));
+    if (isGathered(savedCarry[i])) markGathered(carry[i]);
+  }
   body(bodyFn->getArg(1), bodyFn->getArg(2));
   carry = std::move(savedCarry);
   inParallel_ = false;

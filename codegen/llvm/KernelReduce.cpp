@@ -150,9 +150,7 @@ void KernelLowering::emitVectorRow(const vm::KernelDesc::Member &m, uint32_t x, 
   };
   auto loaded = [&](Value *j, unsigned ln) {
     idx[axis] = {j, i64(ln > 1 ? 1 : 0)};
-    Value *step;
-    Value *off = offsetOf(v, idx, step);
-    return b_.CreateAlignedLoad(withLanes(et, ln), b_.CreateInBoundsGEP(et, dest, off), llvm::Align(4));
+    return loadFrom(v, dest, idx, ln);
   };
   // pass(body(j, lanes, acc) -> acc): vector body, horizontal combine, tail.
   auto pass = [&](const char *name, Value *init, bool isMax,

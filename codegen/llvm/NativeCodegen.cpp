@@ -213,16 +213,36 @@ bool generateNativeKernels(const ir::Module &m, vm::Executable &exe, const Nativ
   native.triple = triple.str();
   native.cpu = cpu;
   native.features = features;
+  // Gather fusion (docs/autobatch.md): the batched variant of a `rows`
+  // kernel also gets an entry that reads its per-instance inputs and writes
+  // its outputs through row tables; the mask follows the batching section
+  // (every output, the inputs not shared), which nimble-run reads too.
+  std::vector<std::vector<bool>> gatherMask(exe.kernels.size());
+  for (const vm::KernelBatching &b : exe.batching) {
+    if (b.mode != vm::KernelBatching::Mode::Rows || b.batched >= exe.kernels.size()) continue;
+    const vm::KernelDesc &kb = exe.kernels[b.batched];
+    if (b.shared.size() != kb.numInputs) continue;
+    size_t values = kb.numInputs;
+    for (const auto &mem : kb.members) values += mem.numResults;
+    std::vector<bool> mask(values + kb.outputs.size(), false);
+    for (size_t in = 0; in < kb.numInputs; ++in) mask[in] = !b.shared[in];
+    for (size_t o = 0; o < kb.outputs.size(); ++o) mask[values + o] = true;
+    gatherMask[b.batched] = std::move(mask);
+  }
   for (size_t i = 0; i < exe.kernels.size(); ++i) {
     const vm::KernelDesc &k = exe.kernels[i];
     const ir::Function *f = m.lookupFunction(k.name);
     std::string reason;
     std::string sym = kernelSymbol(i, k.name);
+    KernelTarget cpu{KernelTarget::Kind::CPU, vf};
     if (!f) {
       reason = "no primitive function @" + k.name;
-    } else if (lowerKernel(*mod, k, *f, KernelTarget{KernelTarget::Kind::CPU, vf}, sym, reason)) {
+    } else if (lowerKernel(*mod, k, *f, cpu, sym, reason)) {
       native.entries.push_back({static_cast<uint32_t>(i), sym});
       ++out.nativeKernels;
+      std::string why;
+      if (!gatherMask[i].empty() && lowerGatheredKernel(*mod, k, *f, cpu, sym, gatherMask[i], why))
+        ++out.gatheredKernels;
       continue;
     }
     ++out.referenceKernels;

@@ -40,6 +40,8 @@ struct NativeResult {
   std::string llvmIR;          // the optimised module as text (--emit=llvm)
   std::vector<uint8_t> object; // the relocatable ELF object (--emit=obj)
   unsigned nativeKernels = 0, referenceKernels = 0;
+  /// Batched variants that also got a gather-fused entry (gatherSymbol).
+  unsigned gatheredKernels = 0;
   /// (kernel name, why it stays on the reference path)
   std::vector<std::pair<std::string, std::string>> reasons;
 };
