@@ -169,4 +169,17 @@ std::optional<std::string> flagValue(std::string_view arg, std::string_view flag
   return std::string(rest.substr(1));
 }
 
+bool boolFlag(std::string_view arg, std::string_view flag, bool &value, std::string &error) {
+  if (flag.starts_with("--") && arg == "--no-" + std::string(flag.substr(2))) {
+    value = false;
+    return true;
+  }
+  std::optional<std::string> v = flagValue(arg, flag);
+  if (!v) return false;
+  if (v->empty() || *v == "true") value = true;
+  else if (*v == "false") value = false;
+  else error = std::string(flag) + " takes true or false, got '" + *v + "'";
+  return true;
+}
+
 } // namespace nimble::tools

@@ -51,6 +51,12 @@ void addCommaSeparated(std::set<std::string> &to, const std::string &list);
 /// flag. `--flag` alone gives "".
 std::optional<std::string> flagValue(std::string_view arg, std::string_view flag);
 
+/// A boolean flag in LLVM's forms: `--flag`, `--flag=true|false`, and
+/// `--no-flag` (flag given without its leading dashes' "no-"). Returns false
+/// when `arg` is none of them; otherwise sets `value`, or `error` for another
+/// value after `=`.
+bool boolFlag(std::string_view arg, std::string_view flag, bool &value, std::string &error);
+
 } // namespace nimble::tools
 
 #endif // NIMBLE_TOOLS_TOOLSUPPORT_H

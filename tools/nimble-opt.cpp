@@ -97,12 +97,8 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.split = true;
     } else if (a == "--verify-diagnostics") {
       o.verifyDiagnostics = true;
-    } else if ((v = flagValue(a, "--verify-each"))) {
-      if (*v == "" || *v == "true") o.pm.verifyEach = true;
-      else if (*v == "false") o.pm.verifyEach = false;
-      else return usageError("--verify-each takes true or false, got '" + *v + "'");
-    } else if (a == "--no-verify-each") {
-      o.pm.verifyEach = false;
+    } else if (std::string err; boolFlag(a, "--verify-each", o.pm.verifyEach, err)) {
+      if (!err.empty()) return usageError(err);
     } else if (a == "--print-ir-before-all") {
       o.pm.printBeforeAll = true;
     } else if (a == "--print-ir-after-all") {

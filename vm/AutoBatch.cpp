@@ -269,10 +269,11 @@ struct VirtualMachine::Scheduler {
     singles(misfit, vm.profile_.batch.fallbackCalls);
     if (fit.size() < 2) return singles(fit, vm.profile_.batch.singleCalls);
 
-    // Gather fusion, or stacked copies; under --gather-fusion=auto each
-    // form's first launch is a warm-up, the next kProbes are timed, and the
+    // Gather fusion, or stacked copies; under --gather-fusion=auto the
+    // stacked form's first launch is a warm-up (it may create a oneDNN
+    // primitive), then kProbes launches of each form are timed, and the
     // form with less time per row serves the kernel's later launches.
-    constexpr unsigned kProbes = 3;
+    constexpr unsigned kProbes = 2;
     bool fusable = gatherFn(b.batched) != nullptr;
     bool fused = false;
     VirtualMachine::GatherChoice *choice = nullptr;
@@ -291,7 +292,7 @@ struct VirtualMachine::Scheduler {
         // Stacked first: its one-time costs (oneDNN primitives, the
         // dispatcher's tuning) come before the in-place form's none.
         if (choice->state == VirtualMachine::GatherChoice::Probing)
-          fused = choice->probes[0] < choice->probes[1];
+          fused = choice->probes[1] > choice->probes[0];
         else
           fused = choice->state == VirtualMachine::GatherChoice::Fused;
         break;
@@ -309,11 +310,11 @@ struct VirtualMachine::Scheduler {
       if (!choice || choice->state != VirtualMachine::GatherChoice::Probing) return;
       double sec = since(tl);
       if (oneTime() != oneTime0) return;
-      if (choice->probes[form]++ > 0) {
+      if (choice->probes[form]++ > 0 || form == 0) {
         choice->seconds[form] += sec;
         choice->rows[form] += static_cast<double>(total);
       }
-      if (choice->probes[0] > kProbes && choice->probes[1] > kProbes) {
+      if (choice->probes[0] >= kProbes && choice->probes[1] > kProbes) {
         bool f = choice->seconds[0] / std::max(1.0, choice->rows[0]) <=
                  choice->seconds[1] / std::max(1.0, choice->rows[1]);
         choice->state = f ? VirtualMachine::GatherChoice::Fused : VirtualMachine::GatherChoice::Stacked;
