@@ -86,6 +86,8 @@ struct VirtualMachine::Scheduler {
   std::vector<std::vector<Fiber *>> pending; // by kernel
   std::vector<uint32_t> active;              // kernels with pending calls
   uint32_t entry;
+  /// How a gather-fused launch went (NotApplicable: stack instead).
+  enum class Gathered { Done, Failed, NotApplicable };
 
   Scheduler(VirtualMachine &vm, std::vector<InstanceOutcome> &out, uint32_t entry)
       : vm(vm), exe(*vm.exe_), out(out), pending(vm.exe_->kernels.size()), entry(entry) {}
@@ -183,6 +185,10 @@ struct VirtualMachine::Scheduler {
   /// Runs `f`'s pending call on its own; true when it succeeded (the fiber
   /// is then ready), else the fiber has failed.
   bool single(Fiber &f) {
+    // A call of a group whose earlier call failed may belong to the same
+    // instance (a forked child): that instance is finished, the call is
+    // not made.
+    if (f.dead) return false;
     vm.cur_ = &f;
     Status st;
     try {
@@ -274,7 +280,7 @@ struct VirtualMachine::Scheduler {
     // primitive), then kProbes launches of each form are timed, and the
     // form with less time per row serves the kernel's later launches.
     constexpr unsigned kProbes = 2;
-    bool fusable = gatherFn(b.batched) != nullptr;
+    bool fusable = gatherFn(b.batched) != nullptr || referenceInPlace(b.batched);
     bool fused = false;
     VirtualMachine::GatherChoice *choice = nullptr;
     if (fusable) {
@@ -322,7 +328,7 @@ struct VirtualMachine::Scheduler {
       }
     };
     if (fused) {
-      switch (gathered(b.batched, b, fit, total)) {
+      switch (gatherFn(b.batched) ? gathered(b.batched, b, fit, total) : gatheredReference(b.batched, fit)) {
       case Gathered::Done:
         probed(0);
         for (Fiber *f : fit) ready.push_back(f);
@@ -392,6 +398,35 @@ struct VirtualMachine::Scheduler {
     for (Fiber *f : fit) ready.push_back(f);
   }
 
+  /// Whether batched kernel `kb` runs as its reference kernel (no native
+  /// code for it, oneDNN not allowed or unable to run it).
+  bool referenceInPlace(uint32_t kb) const {
+    if (vm.opts_.gather == VMOptions::GatherFusion::Off || vm.opts_.device) return false;
+    if (vm.opts_.kernels == KernelMode::Reference) return true;
+    if (vm.opts_.kernels == KernelMode::Library) return false;
+    return !(vm.opts_.native && vm.opts_.native->get(kb)) && !libraryMayRun(kb);
+  }
+
+  /// Gather fusion on the reference path: the batched variant's reference
+  /// kernel runs on each call's own rows, where the instance keeps them (the
+  /// reference kernels are loops over one dense tensor each: a launch over a
+  /// row table would run the same loops, row by row). Shared inputs are read
+  /// in place too. Failed: a call's kernel reported an error (every call then
+  /// runs alone and words it).
+  Gathered gatheredReference(uint32_t kb, const std::vector<Fiber *> &fit) {
+    for (Fiber *f : fit) {
+      vm.cur_ = f;
+      Status st = vm.callKernel(kb, f->ins, f->outs, f->frames.back().func, f->callPc);
+      vm.cur_ = &vm.main_;
+      if (!st.ok()) return Gathered::Failed;
+    }
+    ++vm.profile_.batch.rowLaunches;
+    vm.profile_.batch.rowCalls += fit.size();
+    ++vm.profile_.batch.fusedLaunches;
+    vm.profile_.batch.fusedCalls += fit.size();
+    return Gathered::Done;
+  }
+
   /// Whether the dispatcher may run batched kernel `kb` through oneDNN.
   bool libraryMayRun(uint32_t kb) const {
     return vm.opts_.library && vm.opts_.kernels == KernelMode::Auto && vm.opts_.library->supports(kb);
@@ -403,7 +438,6 @@ struct VirtualMachine::Scheduler {
     return vm.opts_.native->getGathered(kb);
   }
 
-  enum class Gathered { Done, Failed, NotApplicable };
   /// Runs batched kernel `kb` on the calls' rows in place (seed 001 §5.2):
   /// a row table per per-instance input and per output, pointing into each
   /// call's own tensors, and the gather-fused entry. Failed: the kernel

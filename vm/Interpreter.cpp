@@ -443,9 +443,17 @@ dispatch:
       FAIL("returns " + std::to_string(n) + " values to a call expecting " + std::to_string(ndst));
     }
     {
-      std::vector<ObjectRef> vals;
-      vals.reserve(n);
-      for (uint32_t i = 0; i < n; ++i) vals.push_back(R(rs[i]));
+      // The results move to the caller's registers through a small array
+      // (a vector here was an allocation per return: one per tree node).
+      constexpr uint32_t kInline = 8;
+      std::array<ObjectRef, kInline> few;
+      std::vector<ObjectRef> many;
+      ObjectRef *vals = few.data();
+      if (n > kInline) {
+        many.resize(n);
+        vals = many.data();
+      }
+      for (uint32_t i = 0; i < n; ++i) vals[i] = R(rs[i]); // a register may be returned twice
       // Release the callee's registers.
       for (size_t i = done.base; i < done.base + fn->numRegisters && i < regs.size(); ++i) regs[i].reset();
       func = caller.func;
