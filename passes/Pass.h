@@ -59,6 +59,9 @@ std::unique_ptr<Pass> createPass(std::string_view name);
 
 struct PassManagerOptions {
   bool verifyEach = true;
+  /// Without verifyEach: verify once after the last pass (nimblec, as llc:
+  /// a pass bug still stops the compile before anything is emitted).
+  bool verifyAfterPipeline = false;
   bool printBeforeAll = false, printAfterAll = false;
   std::set<std::string> printBefore, printAfter;
   /// Print after a pass only when it changed the IR.
@@ -84,6 +87,10 @@ public:
   void printTimings(std::ostream &os) const;
 
 private:
+  /// Verifies `m`; when it is invalid, reports `headline` first, then the
+  /// verifier's errors (each with the offending operation).
+  bool verifyOrExplain(Module &m, const std::string &headline);
+
   DiagnosticEngine &diag_;
   std::ostream &dump_;
   PassManagerOptions opts_;

@@ -135,19 +135,9 @@ LogicalResult PassManager::run(Module &m) {
     if (ir::failed(r)) return r;
     if (opts_.verifyEach) {
       auto v0 = Clock::now();
-      ir::VerifyOptions vo;
-      vo.printOp = true;
-      // Verify quietly first so the pass gets named before the details.
-      std::vector<ir::Diagnostic> held;
-      ir::DiagnosticEngine quiet(diag_.sourceMgr(), dump_);
-      quiet.setHandler([&](const ir::Diagnostic &d) { held.push_back(d); });
-      bool ok = ir::succeeded(ir::verifyModule(m, quiet, vo));
+      bool ok = verifyOrExplain(m, "the IR is invalid after pass '" + name + "' (a bug in the pass)");
       verifySeconds_ += std::chrono::duration<double>(Clock::now() - v0).count();
-      if (!ok) {
-        diag_.error({}, "the IR is invalid after pass '" + name + "' (a bug in the pass)");
-        for (ir::Diagnostic &d : held) diag_.emit(std::move(d));
-        return ir::failure();
-      }
+      if (!ok) return ir::failure();
     }
     if (opts_.printAfterAll || opts_.printAfter.count(name)) {
       if (!opts_.printAfterChange || changed) {
@@ -158,7 +148,23 @@ LogicalResult PassManager::run(Module &m) {
       }
     }
   }
+  if (!opts_.verifyEach && opts_.verifyAfterPipeline &&
+      !verifyOrExplain(m, "the IR is invalid after the pipeline (a bug in a pass; --verify-each names which)"))
+    return ir::failure();
   return ir::success();
+}
+
+bool PassManager::verifyOrExplain(Module &m, const std::string &headline) {
+  ir::VerifyOptions vo;
+  vo.printOp = true;
+  // Verify quietly first so that the headline comes before the details.
+  std::vector<ir::Diagnostic> held;
+  ir::DiagnosticEngine quiet(diag_.sourceMgr(), dump_);
+  quiet.setHandler([&](const ir::Diagnostic &d) { held.push_back(d); });
+  if (ir::succeeded(ir::verifyModule(m, quiet, vo))) return true;
+  diag_.error({}, headline);
+  for (ir::Diagnostic &d : held) diag_.emit(std::move(d));
+  return false;
 }
 
 void PassManager::printTimings(std::ostream &os) const {

@@ -420,11 +420,7 @@ struct VirtualMachine::Scheduler {
       vm.cur_ = &vm.main_;
       if (!st.ok()) return Gathered::Failed;
     }
-    ++vm.profile_.batch.rowLaunches;
-    vm.profile_.batch.rowCalls += fit.size();
-    ++vm.profile_.batch.fusedLaunches;
-    vm.profile_.batch.fusedCalls += fit.size();
-    return Gathered::Done;
+    return fusedLaunch(fit.size());
   }
 
   /// Whether the dispatcher may run batched kernel `kb` through oneDNN.
@@ -490,22 +486,18 @@ struct VirtualMachine::Scheduler {
     size_t failed = SIZE_MAX;
     Status st = runNativeKernel(k, gatherFn(kb), ins, outs, vm.kctx_, &failed, &rerun,
                                 vm.gatherMemos_[kb].get(), &data);
-    if (vm.opts_.profile) {
-      KernelProfile &kp = vm.profile_.kernels[kb];
-      ++kp.calls;
-      ++kp.implCalls[static_cast<unsigned>(KernelImpl::Native)];
-      kp.seconds += since(t0);
-      std::string key = "(gathered " + std::to_string(total) + " rows)";
-      if (kp.shapes.size() < 16 || kp.shapes.count(key)) {
-        ++kp.shapes[key].calls;
-        ++kp.shapes[key].implCalls[static_cast<unsigned>(KernelImpl::Native)];
-      }
-    }
+    if (vm.opts_.profile)
+      vm.profileKernelCall(kb, KernelImpl::Native, since(t0), "(gathered " + std::to_string(total) + " rows)");
     if (!st.ok() || rerun) return Gathered::Failed;
-    ++vm.profile_.batch.rowLaunches;
-    vm.profile_.batch.rowCalls += fit.size();
-    ++vm.profile_.batch.fusedLaunches;
-    vm.profile_.batch.fusedCalls += fit.size();
+    return fusedLaunch(fit.size());
+  }
+
+  Gathered fusedLaunch(size_t calls) {
+    BatchProfile &bp = vm.profile_.batch;
+    ++bp.rowLaunches;
+    bp.rowCalls += calls;
+    ++bp.fusedLaunches;
+    bp.fusedCalls += calls;
     return Gathered::Done;
   }
 

@@ -309,6 +309,18 @@ Status VirtualMachine::callDeviceKernel(uint32_t kernel, const std::vector<Tenso
   return Status::success();
 }
 
+void VirtualMachine::profileKernelCall(uint32_t kernel, KernelImpl ran, double seconds, const std::string &key) {
+  KernelProfile &kp = profile_.kernels[kernel];
+  ++kp.calls;
+  ++kp.implCalls[static_cast<unsigned>(ran)];
+  kp.seconds += seconds;
+  if (kp.shapes.size() < 16 || kp.shapes.count(key)) {
+    KernelProfile::ShapeStats &ss = kp.shapes[key];
+    ++ss.calls;
+    ++ss.implCalls[static_cast<unsigned>(ran)];
+  }
+}
+
 Status VirtualMachine::callKernel(uint32_t kernel, const std::vector<Tensor *> &ti,
                                   const std::vector<Tensor *> &to, uint32_t func, uint32_t pc) {
   const KernelDesc &k = exe_->kernels[kernel];
@@ -325,19 +337,7 @@ Status VirtualMachine::callKernel(uint32_t kernel, const std::vector<Tensor *> &
   // it ran on the host reports its member as here.
   Status st = onDevice ? callDeviceKernel(kernel, ti, to, func, pc, ran, failed)
                        : dispatch_.run(kernel, ti, to, kctx_, &failed, &ran);
-  if (opts_.profile) {
-    double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    KernelProfile &kp = profile_.kernels[kernel];
-    ++kp.calls;
-    ++kp.implCalls[static_cast<unsigned>(ran)];
-    kp.seconds += s;
-    std::string key = shapesKey(ti);
-    if (kp.shapes.size() < 16 || kp.shapes.count(key)) {
-      KernelProfile::ShapeStats &ss = kp.shapes[key];
-      ++ss.calls;
-      ++ss.implCalls[static_cast<unsigned>(ran)];
-    }
-  }
+  if (opts_.profile) profileKernelCall(kernel, ran, std::chrono::duration<double>(Clock::now() - t0).count(), shapesKey(ti));
   // In a kernel of several members (a fused group), the failing member's
   // own location; a one-member kernel may be shared by identical ops, so
   // there the instruction's location (the op's) is the precise one.

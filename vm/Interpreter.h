@@ -197,6 +197,9 @@ private:
   /// pc), with profiling and the failing member's location on error.
   Status callKernel(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
                     uint32_t func, uint32_t pc);
+  /// --profile: one call of kernel `k` run by `ran`, its time, and the key of
+  /// its argument shapes (the first 16 keys of a kernel are kept).
+  void profileKernelCall(uint32_t k, KernelImpl ran, double seconds, const std::string &key);
   /// Runs kernel `k`, whose operands are on the device, there; or on the host
   /// through copies when it has no device code.
   /// `func` and `pc` come back changed when the error is an earlier
