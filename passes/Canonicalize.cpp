@@ -608,6 +608,10 @@ bool Canonicalizer::mergeBlocks(Function &f) {
     for (Block *s : b->successors()) preds[s].push_back(b.get());
   }
   bool changed = false;
+  // Merged blocks are erased together at the end: one at a time, each
+  // erasure searches and shifts the block list (quadratic in a function of
+  // many small blocks, such as a module whose calls were all inlined).
+  std::vector<Block *> merged;
   for (Block *b : blocks) {
     if (b->isEntry()) continue;
     auto &ps = preds[b];
@@ -629,9 +633,10 @@ bool Canonicalizer::mergeBlocks(Function &f) {
     for (Block *s : p->successors())
       for (Block *&q : preds[s])
         if (q == b) q = p;
-    f.eraseBlock(b);
+    merged.push_back(b);
     changed = true;
   }
+  if (!merged.empty()) f.eraseBlocks(merged);
   return changed;
 }
 

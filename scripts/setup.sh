@@ -21,6 +21,8 @@ PACKAGES=(
   liblld-19-dev
   libdnnl-dev
   nlohmann-json3-dev
+  # The compiler tools' malloc (third_party/jemalloc.BUILD).
+  libjemalloc-dev
   # Tests: FileCheck, not, count, split-file, lit; GoogleTest.
   llvm-19-tools
   libgtest-dev

@@ -175,4 +175,50 @@ TEST(TensorAllocator, ArbitraryGraphsFromBranches) {
   }
 }
 
+
+/// A fingerprint of the plans for a fixed set of random problems, larger than
+/// the ones above (up to 120 tensors, mixed sizes, interval and arbitrary
+/// interference): the search is optimised (incremental edge checks, binary
+/// searches over each tensor's conflicts) and must keep making exactly the
+/// choices of the plain NNC search it replaced, so that plans do not change
+/// (docs/perf.md, "Compile time at scale"). The expected value was computed
+/// with that plain search (commit 95aafac).
+uint64_t planFingerprint() {
+  std::mt19937 rng(2026);
+  uint64_t h = 0;
+  auto mix = [&](int64_t v) { // boost::hash_combine's mixing
+    h ^= static_cast<uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  };
+  for (int iter = 0; iter < 60; ++iter) {
+    int n = 20 + static_cast<int>(rng() % 100);
+    AllocProblem p;
+    p.interferes.assign(n, std::vector<bool>(n, false));
+    bool byIntervals = iter % 2 == 0;
+    std::vector<std::pair<int, int>> life;
+    for (int i = 0; i < n; ++i) {
+      // Mostly one size (shape buffers), some larger.
+      p.sizes.push_back(rng() % 4 == 0 ? 64 * (1 + static_cast<int64_t>(rng() % 6)) : 64);
+      int a = static_cast<int>(rng() % (2 * n)), len = static_cast<int>(rng() % 12);
+      life.push_back({a, a + len});
+      p.order.push_back(byIntervals ? a : static_cast<int64_t>(rng() % 50));
+    }
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < i; ++j) {
+        bool x = byIntervals ? life[i].first <= life[j].second && life[j].first <= life[i].second
+                             : rng() % 5 == 0;
+        p.interferes[i][j] = p.interferes[j][i] = x;
+      }
+    AllocSolution s = allocateTensors(p);
+    expectValid(p, s);
+    mix(s.size);
+    mix(s.reusedEdges);
+    for (int64_t o : s.offsets) mix(o);
+  }
+  return h;
+}
+
+TEST(TensorAllocator, PlansArePinned) {
+  EXPECT_EQ(planFingerprint(), 0xed45907d7785cc86ull);
+}
+
 } // namespace
