@@ -9,6 +9,7 @@
 #ifndef NIMBLE_TOOLS_TOOLSUPPORT_H
 #define NIMBLE_TOOLS_TOOLSUPPORT_H
 
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -56,6 +57,40 @@ std::optional<std::string> flagValue(std::string_view arg, std::string_view flag
 /// when `arg` is none of them; otherwise sets `value`, or `error` for another
 /// value after `=`.
 bool boolFlag(std::string_view arg, std::string_view flag, bool &value, std::string &error);
+
+/// True when the tools free their big structures (the IR) before exiting:
+/// in sanitizer builds, so that ASan and LSan see every free. Otherwise the
+/// process's exit returns the memory at once (see ExitOwned).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kFreeAtExit = true;
+#else
+inline constexpr bool kFreeAtExit = false;
+#endif
+
+/// Owns an object that lives until the tool exits, and does not destroy it
+/// then (clang's -disable-free): tearing down a module of a million ops,
+/// object by object, costs a good part of a second for nothing. The object
+/// stays reachable (from a static), so leak checkers do not report it.
+/// Sanitizer builds destroy it as usual (kFreeAtExit).
+template <typename T>
+class ExitOwned {
+public:
+  explicit ExitOwned(std::unique_ptr<T> p) : p_(std::move(p)) {}
+  ExitOwned(const ExitOwned &) = delete;
+  ExitOwned &operator=(const ExitOwned &) = delete;
+  ~ExitOwned() {
+    if (kFreeAtExit) return;
+    static auto *buried = new std::vector<T *>; // never destroyed
+    buried->push_back(p_.release());
+  }
+  T *get() const { return p_.get(); }
+  T &operator*() const { return *p_; }
+  T *operator->() const { return p_.get(); }
+  explicit operator bool() const { return p_ != nullptr; }
+
+private:
+  std::unique_ptr<T> p_;
+};
 
 } // namespace nimble::tools
 

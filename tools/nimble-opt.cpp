@@ -173,7 +173,7 @@ int main(int argc, char **argv) {
     if (!o.pipeline.empty()) pm.parsePipeline(o.pipeline, ignored);
     bool chunkOk = false;
     std::string printed;
-    if (auto m = ir::parseModule(chunks[i].text, name, ctx, diag, chunks[i].firstLine)) {
+    if (ExitOwned<ir::Module> m(ir::parseModule(chunks[i].text, name, ctx, diag, chunks[i].firstLine)); m) {
       if (ir::succeeded(ir::verifyModule(*m, diag)) && ir::succeeded(pm.run(*m))) {
         ir::PrintOptions popts;
         popts.debugInfo = o.pm.debugInfo;

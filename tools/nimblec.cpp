@@ -301,7 +301,7 @@ int main(int argc, char **argv) {
   sm.addBuffer(name, text);
   ir::DiagnosticEngine diag(&sm, std::cerr);
   ir::Context ctx;
-  auto m = ir::parseModule(*sm.buffer(name), name, ctx, diag);
+  ExitOwned<ir::Module> m(ir::parseModule(*sm.buffer(name), name, ctx, diag));
   if (!m || ir::failed(ir::verifyModule(*m, diag))) return kExitError;
 
   passes::PassManager pm(diag, std::cerr, o.pm);
