@@ -9,7 +9,9 @@
 #include <climits>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
+#include <queue>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -302,7 +304,20 @@ private:
   ModuleEmitter &me_;
   const Function &f_;
   vm::VMFunction &out_;
-  std::unordered_map<const Value *, uint32_t> regs_;
+  /// Registers, indexed by the values' Liveness numbers (live_ lives while
+  /// the function is emitted, so a number is a load from the value's
+  /// scratch word, not a hash lookup); globals in `globalRegs_`.
+  std::unique_ptr<passes::Liveness> live_;
+  std::vector<uint32_t> regById_;
+  std::unordered_map<const Value *, uint32_t> globalRegs_;
+  static constexpr uint32_t kNoReg = UINT32_MAX;
+  /// The register slot of `v` (kNoReg when unassigned).
+  uint32_t &slot(const Value *v) {
+    int id = live_->id(v);
+    if (id >= 0) return regById_[static_cast<size_t>(id)];
+    return globalRegs_.try_emplace(v, kNoReg).first->second;
+  }
+  bool hasReg(const Value *v) { return slot(v) != kNoReg; }
   uint32_t next_ = 0;
   struct Fixup {
     size_t word, instr;
@@ -321,10 +336,8 @@ private:
 };
 
 uint32_t FunctionEmitter::reg(const Value *v) {
-  auto it = regs_.find(v);
-  if (it != regs_.end()) return it->second;
-  uint32_t r = fresh();
-  regs_[v] = r;
+  uint32_t &r = slot(v);
+  if (r == kNoReg) r = fresh();
   return r;
 }
 
@@ -380,7 +393,9 @@ void FunctionEmitter::parallelMove(const std::vector<uint32_t> &srcs,
 // held, so a value's tensor is released no later than before (kill
 // instructions still free it at its last use).
 void FunctionEmitter::allocateRegisters() {
-  passes::Liveness live(f_);
+  live_ = std::make_unique<passes::Liveness>(f_);
+  const passes::Liveness &live = *live_;
+  regById_.assign(live.numValues(), kNoReg);
   struct Interval {
     int start = INT_MAX, end = -1;
     uint32_t order = 0;
@@ -401,7 +416,7 @@ void FunctionEmitter::allocateRegisters() {
   };
   const Block *entry = f_.entry();
   for (unsigned i = 0; i < entry->numArguments(); ++i) touch(entry->argument(i), 0);
-  std::unordered_map<const Block *, std::pair<int, int>> span;
+  std::vector<std::pair<const Block *, std::pair<int, int>>> span; // per block in layout order
   // A match's case arguments are read out of the scrutinee one by one: keep
   // them off its register (else the pad copies it first).
   std::unordered_map<const Value *, const Value *> avoid;
@@ -432,7 +447,7 @@ void FunctionEmitter::allocateRegisters() {
             if (!isa<Global>(passed[i])) hint.try_emplace(t->argument(i), passed[i]);
         }
     }
-    span[b] = {start, pos - 1};
+    span.push_back({b, {start, pos - 1}});
   }
   for (const auto &[b, se] : span) {
     for (int id : live.liveIn(b)) touch(live.value(id), se.first);
@@ -440,44 +455,69 @@ void FunctionEmitter::allocateRegisters() {
   }
   // Parameters first, at their fixed registers; then globals, for good.
   next_ = entry->numArguments();
-  for (unsigned i = 0; i < entry->numArguments(); ++i) regs_[entry->argument(i)] = i;
+  for (unsigned i = 0; i < entry->numArguments(); ++i) slot(entry->argument(i)) = i;
   for (auto &b : f_.blocks())
     for (const Operation &op : *b)
       for (Value *v : op.operandValues())
-        if (auto *g = dyn_cast<Global>(v); g && !regs_.count(g)) regs_[g] = next_++;
+        if (auto *g = dyn_cast<Global>(v); g && !hasReg(g)) slot(g) = next_++;
   std::vector<const Value *> order(values.begin(), values.end());
   std::sort(order.begin(), order.end(), [&](const Value *a, const Value *b) {
     const Interval &x = iv(a), &y = iv(b);
     return x.start != y.start ? x.start < y.start : x.order < y.order;
   });
-  std::set<uint32_t> freeRegs;
-  std::multimap<int, uint32_t> active; // end -> register
-  for (unsigned i = 0; i < entry->numArguments(); ++i)
-    active.emplace(iv(entry->argument(i)).end, i);
+  // Free registers: a flag per register and a min-heap of candidates
+  // (entries whose flag was cleared since are skipped), so taking the
+  // lowest free register, or a given one, costs O(log) without a tree.
+  std::vector<char> isFree;
+  std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<uint32_t>> freeHeap;
+  auto release = [&](uint32_t r) {
+    if (r >= isFree.size()) isFree.resize(r + 1, 0);
+    isFree[r] = 1;
+    freeHeap.push(r);
+  };
+  auto lowestFree = [&](uint32_t banned) {
+    std::vector<uint32_t> skipped;
+    uint32_t r = kNoReg;
+    while (!freeHeap.empty()) {
+      uint32_t c = freeHeap.top();
+      freeHeap.pop();
+      if (!isFree[c]) continue; // taken since it was pushed
+      if (c == banned) {
+        skipped.push_back(c);
+        continue;
+      }
+      r = c;
+      isFree[c] = 0;
+      break;
+    }
+    for (uint32_t c : skipped) freeHeap.push(c);
+    return r;
+  };
+  // Live intervals by end: a min-heap of (end, register).
+  using Active = std::pair<int, uint32_t>;
+  std::priority_queue<Active, std::vector<Active>, std::greater<Active>> active;
+  for (unsigned i = 0; i < entry->numArguments(); ++i) active.push({iv(entry->argument(i)).end, i});
   for (const Value *v : order) {
     const Interval &x = iv(v);
-    while (!active.empty() && active.begin()->first < x.start) {
-      freeRegs.insert(active.begin()->second);
-      active.erase(active.begin());
+    while (!active.empty() && active.top().first < x.start) {
+      release(active.top().second);
+      active.pop();
     }
-    if (regs_.count(v)) continue; // a parameter
-    uint32_t r = UINT32_MAX;
+    if (hasReg(v)) continue; // a parameter
+    uint32_t r = kNoReg;
     if (auto h = hint.find(v); h != hint.end())
-      if (auto hr = regs_.find(h->second); hr != regs_.end() && freeRegs.count(hr->second)) {
-        r = hr->second;
-        freeRegs.erase(r);
+      if (uint32_t hr = slot(h->second); hr != kNoReg && hr < isFree.size() && isFree[hr]) {
+        r = hr;
+        isFree[r] = 0;
       }
-    auto av = avoid.find(v);
-    auto banned = av == avoid.end() ? regs_.end() : regs_.find(av->second);
-    for (auto it = freeRegs.begin(); r == UINT32_MAX && it != freeRegs.end(); ++it)
-      if (banned == regs_.end() || *it != banned->second) {
-        r = *it;
-        freeRegs.erase(it);
-        break;
-      }
-    if (r == UINT32_MAX) r = next_++;
-    regs_[v] = r;
-    active.emplace(x.end, r);
+    if (r == kNoReg) {
+      auto av = avoid.find(v);
+      uint32_t banned = av == avoid.end() ? kNoReg : slot(av->second);
+      r = lowestFree(banned);
+    }
+    if (r == kNoReg) r = next_++;
+    slot(v) = r;
+    active.push({x.end, r});
   }
 }
 

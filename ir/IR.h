@@ -426,6 +426,11 @@ public:
   Operation *terminator() const;
   std::vector<Block *> successors() const;
 
+  /// A word an analysis may keep on the block while it runs, as
+  /// Value::scratch (the same rules: tag what you write).
+  uint64_t scratch() const { return scratch_; }
+  void setScratch(uint64_t w) const { scratch_ = w; }
+
 private:
   friend class Operation;
   friend class Function;
@@ -440,6 +445,7 @@ private:
   Function *func_ = nullptr;
   std::vector<std::unique_ptr<BlockArgument>> args_;
   Operation *first_ = nullptr, *last_ = nullptr;
+  mutable uint64_t scratch_ = 0;
 };
 
 //===-- Functions and modules ----------------------------------------------===//

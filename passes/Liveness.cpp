@@ -17,13 +17,13 @@ std::atomic<uint32_t> nextTag{0};
 
 Liveness::Liveness(const Function &f) {
   tag_ = 0x80000000u | (nextTag.fetch_add(1, std::memory_order_relaxed) & 0x7FFFFFFFu);
-  std::vector<const Block *> blocks;
+  std::vector<const Block *> &blocks = blocks_;
   auto number = [&](Value *v) {
     v->setScratch((tag_ << 32) | static_cast<uint32_t>(values_.size()));
     values_.push_back(v);
   };
   for (auto &b : f.blocks()) {
-    blockIndex_[b.get()] = blocks.size();
+    b->setScratch((tag_ << 32) | static_cast<uint32_t>(blocks.size()));
     blocks.push_back(b.get());
     for (Value *a : b->arguments()) number(a);
     for (Operation &op : *b)
@@ -32,10 +32,8 @@ Liveness::Liveness(const Function &f) {
   std::vector<std::vector<size_t>> preds(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i)
     if (Operation *t = blocks[i]->terminator())
-      for (const Successor &s : t->successors()) {
-        auto it = blockIndex_.find(s.block);
-        if (it != blockIndex_.end()) preds[it->second].push_back(i);
-      }
+      for (const Successor &s : t->successors())
+        if (size_t j = findBlock(s.block); j != SIZE_MAX) preds[j].push_back(i);
   in_.assign(blocks.size(), {});
   out_.assign(blocks.size(), {});
   // Values in increasing id order: each set receives ids in ascending order,
@@ -46,16 +44,14 @@ Liveness::Liveness(const Function &f) {
     Value *val = values_[id];
     const Block *defBlock = val->definingOp() ? val->definingOp()->block()
                                               : cast<BlockArgument>(val)->owner();
-    const size_t d = blockIndex_.at(defBlock);
+    const size_t d = blockIndex(defBlock);
     auto markIn = [&](size_t b) {
       if (b == d || (!in_[b].empty() && in_[b].back() == v)) return;
       in_[b].push_back(v);
       work.push_back(b);
     };
-    for (OpOperand &u : val->uses()) {
-      auto it = blockIndex_.find(u.owner()->block());
-      if (it != blockIndex_.end()) markIn(it->second);
-    }
+    for (OpOperand &u : val->uses())
+      if (size_t b = findBlock(u.owner()->block()); b != SIZE_MAX) markIn(b);
     while (!work.empty()) {
       size_t b = work.back();
       work.pop_back();
@@ -65,6 +61,16 @@ Liveness::Liveness(const Function &f) {
       }
     }
   }
+}
+
+size_t Liveness::slowBlock(const Block *b) const {
+  if (!blocksIndexed_) {
+    blockIndex_.reserve(blocks_.size());
+    for (size_t i = 0; i < blocks_.size(); ++i) blockIndex_.emplace(blocks_[i], i);
+    blocksIndexed_ = true;
+  }
+  auto it = blockIndex_.find(b);
+  return it == blockIndex_.end() ? SIZE_MAX : it->second;
 }
 
 int Liveness::slowId(const Value *v) const {

@@ -20,6 +20,8 @@
 
 #include "ir/IR.h"
 
+#include <cassert>
+#include <cstddef>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -52,7 +54,23 @@ public:
   const std::vector<int32_t> &lastUses(const ir::Block *b) const;
 
 private:
-  size_t blockIndex(const ir::Block *b) const { return blockIndex_.at(b); }
+  /// The block's number, kept in its scratch word under the same tag as
+  /// the values' (a block of another function, or one whose word a later
+  /// user overwrote, is looked up in `blockIndex_`).
+  size_t blockIndex(const ir::Block *b) const {
+    const uint64_t w = b->scratch();
+    if ((w >> 32) == tag_) return static_cast<uint32_t>(w);
+    size_t i = slowBlock(b);
+    assert(i != SIZE_MAX && "a block of another function");
+    return i;
+  }
+  /// The same, or SIZE_MAX for a block not in the function.
+  size_t findBlock(const ir::Block *b) const {
+    const uint64_t w = b->scratch();
+    if ((w >> 32) == tag_) return static_cast<uint32_t>(w);
+    return slowBlock(b);
+  }
+  size_t slowBlock(const ir::Block *b) const;
   int slowId(const ir::Value *v) const;
   std::vector<ir::Value *> values_;
   // A value's number is kept in its scratch word (ir::Value::scratch), the
@@ -65,7 +83,9 @@ private:
   uint64_t tag_ = 0;
   mutable std::unordered_map<const ir::Value *, int> ids_;
   mutable bool idsBuilt_ = false;
-  std::unordered_map<const ir::Block *, size_t> blockIndex_;
+  std::vector<const ir::Block *> blocks_;
+  mutable std::unordered_map<const ir::Block *, size_t> blockIndex_; // built at the first miss
+  mutable bool blocksIndexed_ = false;
   std::vector<std::vector<int>> in_, out_;
   mutable std::vector<int32_t> lastUse_;
   mutable std::vector<int> touched_;
