@@ -52,6 +52,11 @@ struct PassInfo {
 };
 /// Every registered pass, in Passes.def order.
 const std::vector<PassInfo> &registeredPasses();
+/// Passes for tests only (passes/TestPasses.cpp): createPass finds them by
+/// name, but they are not registered (not listed, never in a pipeline that
+/// walks the registry).
+const std::vector<PassInfo> &testPasses();
+/// The registered or test pass `name`, or null.
 std::unique_ptr<Pass> createPass(std::string_view name);
 
 #define NIMBLE_PASS(Name, Factory, Summary) std::unique_ptr<Pass> Factory();

@@ -31,6 +31,8 @@ const std::vector<PassInfo> &registeredPasses() {
 std::unique_ptr<Pass> createPass(std::string_view name) {
   for (const PassInfo &p : registeredPasses())
     if (p.name == name) return p.create();
+  for (const PassInfo &p : testPasses())
+    if (p.name == name) return p.create();
   return nullptr;
 }
 

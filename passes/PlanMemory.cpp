@@ -414,23 +414,27 @@ public:
 
 private:
   void planFunction(Module &m, Function &f, bool &changed);
-  std::vector<StorageInfo> collectStorages(Function &f, bool constant);
+  std::vector<StorageInfo> collectStorages(Function &f);
   AliasInfo analyze(Function &f, std::vector<StorageInfo> &st, const Dominators &dom);
-  void coalesceStatic(Module &m, Function &f, bool &changed);
-  void reuseDynamic(Function &f, bool &changed);
+  void coalesceStatic(Module &m, Function &f, const std::vector<StorageInfo> &st, const AliasInfo &ai,
+                      const Dominators &dom, bool &changed);
+  void reuseDynamic(Function &f, const std::vector<StorageInfo> &st, const AliasInfo &ai, const Dominators &dom,
+                    bool &changed);
   void placeKills(Module &m, Function &f, bool &changed);
 
   bool coalesce_ = true, reuse_ = true;
 };
 
-std::vector<StorageInfo> PlanMemoryPass::collectStorages(Function &f, bool constant) {
+/// Every alloc_storage of the function, in RPO order: constant sizes (static
+/// coalescing) and run-time sizes (dynamic reuse) together, so that one
+/// alias analysis and one liveness serve both steps.
+std::vector<StorageInfo> PlanMemoryPass::collectStorages(Function &f) {
   std::vector<StorageInfo> out;
   for (Block *b : f.reversePostOrder())
     for (Operation &op : *b) {
       if (!op.is(OpCode::AllocStorage)) continue;
       int64_t size;
       bool isConst = constantInt(op.operand(0), size) && size >= 0;
-      if (isConst != constant) continue;
       StorageInfo s{&op};
       if (isConst) s.constSize = size;
       out.push_back(s);
@@ -545,17 +549,13 @@ AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, con
   return ai;
 }
 
-void PlanMemoryPass::coalesceStatic(Module &m, Function &f, bool &changed) {
-  std::vector<StorageInfo> st = collectStorages(f, /*constant=*/true);
-  if (st.size() < 2) return;
-  Dominators dom(f);
-  AliasInfo ai = analyze(f, st, dom);
-
+void PlanMemoryPass::coalesceStatic(Module &m, Function &f, const std::vector<StorageInfo> &st,
+                                    const AliasInfo &ai, const Dominators &dom, bool &changed) {
   // Candidates, grouped by device (never mix devices in one arena).
   std::map<std::string, std::vector<int>> byDevice;
   for (size_t i = 0; i < st.size(); ++i) {
     Operation *a = st[i].alloc;
-    if (st[i].escapes || st[i].carried) continue;
+    if (st[i].constSize < 0 || st[i].escapes || st[i].carried) continue;
     int64_t align = a->intAttr("alignment");
     if (align <= 0 || align > 64 || (64 % align) != 0) continue;
     bool ok = true;
@@ -872,11 +872,8 @@ private:
   std::unordered_map<const Value *, std::string> memo_;
 };
 
-void PlanMemoryPass::reuseDynamic(Function &f, bool &changed) {
-  std::vector<StorageInfo> st = collectStorages(f, /*constant=*/false);
-  if (st.size() < 2) return;
-  Dominators dom(f);
-  AliasInfo ai = analyze(f, st, dom);
+void PlanMemoryPass::reuseDynamic(Function &f, const std::vector<StorageInfo> &st, const AliasInfo &ai,
+                                  const Dominators &dom, bool &changed) {
   SizeKeys keys(*f.module(), dom);
   // Groups by key, in creation order (first fit, as before). Members of a
   // group never interfere with each other, so their segments are disjoint
@@ -899,7 +896,7 @@ void PlanMemoryPass::reuseDynamic(Function &f, bool &changed) {
     return false;
   };
   for (size_t i = 0; i < st.size(); ++i) {
-    if (st[i].escapes || st[i].carried) continue;
+    if (st[i].constSize >= 0 || st[i].escapes || st[i].carried) continue;
     Operation *a = st[i].alloc;
     std::string keyA = keys.ofSize(a->operand(0));
     std::vector<size_t> &sameKey = groupsByKey[keyA];
@@ -1085,8 +1082,21 @@ void PlanMemoryPass::planFunction(Module &m, Function &f, bool &changed) {
         op->erase();
         changed = true;
       }
-  if (coalesce_) coalesceStatic(m, f, changed);
-  if (reuse_) reuseDynamic(f, changed);
+  // One analysis for both steps: coalescing rewrites only the static
+  // storages' allocations and views (and adds arenas and constants), which
+  // changes neither the aliases, the liveness, the relative order of the
+  // run-time-size storages' segments nor the CFG that reuse reads.
+  std::vector<StorageInfo> st = collectStorages(f);
+  size_t numStatic = 0;
+  for (const StorageInfo &s : st) numStatic += s.constSize >= 0;
+  const size_t numDynamic = st.size() - numStatic;
+  const bool doCoalesce = coalesce_ && numStatic >= 2, doReuse = reuse_ && numDynamic >= 2;
+  if (doCoalesce || doReuse) {
+    Dominators dom(f);
+    AliasInfo ai = analyze(f, st, dom);
+    if (doCoalesce) coalesceStatic(m, f, st, ai, dom, changed);
+    if (doReuse) reuseDynamic(f, st, ai, dom, changed);
+  }
   placeKills(m, f, changed);
   dropKillsBeforeRet(f);
   for (auto &b : f.blocks())

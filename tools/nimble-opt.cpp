@@ -57,7 +57,13 @@ a pass fails (with a file:line:col: error: message), 2 on a usage error.
 struct Options {
   std::string input = "-", output = "-", pipeline;
   bool split = false, verifyDiagnostics = false, stats = false;
-  passes::PassManagerOptions pm;
+  /// Without --verify-each the module is still verified once after the
+  /// last pass (as nimblec does): nimble-opt never prints invalid IR.
+  passes::PassManagerOptions pm = [] {
+    passes::PassManagerOptions p;
+    p.verifyAfterPipeline = true;
+    return p;
+  }();
 };
 
 int usageError(const std::string &msg) { return tools::usageError("nimble-opt", msg); }
