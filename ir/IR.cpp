@@ -2,6 +2,8 @@
 
 #include "ir/IR.h"
 
+#include <atomic>
+
 #include <algorithm>
 #include <unordered_set>
 
@@ -454,16 +456,25 @@ void Function::eraseBlocks(const std::vector<Block *> &bs) {
 std::vector<Block *> Function::reversePostOrder() const {
   std::vector<Block *> post;
   if (!entry()) return post;
-  std::unordered_set<Block *> seen;
+  // Visited marks live in the blocks (Block::visited_), stamped with this
+  // walk's number: a hash set of visited blocks per walk cost more than the
+  // walk itself on functions of many blocks, and passes walk often.
+  static std::atomic<uint64_t> walks{0};
+  const uint64_t walk = walks.fetch_add(1, std::memory_order_relaxed) + 1;
+  auto visit = [walk](Block *b) {
+    if (b->visited_ == walk) return false;
+    b->visited_ = walk;
+    return true;
+  };
   // Iterative DFS: (block, next successor index).
   std::vector<std::pair<Block *, size_t>> stack = {{entry(), 0}};
-  seen.insert(entry());
+  visit(entry());
   while (!stack.empty()) {
     auto &[b, i] = stack.back();
     Operation *t = b->terminator();
     if (t && i < t->successors().size()) {
       Block *s = t->successors()[i++].block;
-      if (s && seen.insert(s).second) stack.push_back({s, 0});
+      if (s && visit(s)) stack.push_back({s, 0});
     } else {
       post.push_back(b);
       stack.pop_back();

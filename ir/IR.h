@@ -446,6 +446,9 @@ private:
   std::vector<std::unique_ptr<BlockArgument>> args_;
   Operation *first_ = nullptr, *last_ = nullptr;
   mutable uint64_t scratch_ = 0;
+  /// Function::reversePostOrder's visited mark: the walk's number (a
+  /// process-wide count), so no set of visited blocks is built per walk.
+  mutable uint64_t visited_ = 0;
 };
 
 //===-- Functions and modules ----------------------------------------------===//
