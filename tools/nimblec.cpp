@@ -392,13 +392,14 @@ int main(int argc, char **argv) {
       return kExitError;
     }
   }
-  std::string out;
-  if (o.emit == "asm") {
-    out = vm::disassemble(exe);
-  } else {
-    std::vector<uint8_t> bytes = vm::serialize(exe);
-    out.assign(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-  }
+  // Written from where it was made: a copy of a big .nbc would raise the
+  // peak memory by its size.
+  std::string asmText;
+  std::vector<uint8_t> bytes;
+  if (o.emit == "asm") asmText = vm::disassemble(exe);
+  else bytes = vm::serialize(exe);
+  std::string_view out = o.emit == "asm" ? std::string_view(asmText)
+                                         : std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size());
   if (!writeOutputAtomically(o.output, out, error)) {
     std::cerr << "nimblec: error: " << error << "\n";
     return kExitError;
