@@ -52,12 +52,21 @@ std::vector<Value *> keyOperands(const Operation &op) {
 }
 
 struct OpHash {
+  /// Without allocating (the table hashes every pure op): a commutative op's
+  /// operands are combined by a sum, which does not depend on their order
+  /// (OpEqual compares them sorted).
   size_t operator()(const Operation *op) const {
     size_t h = std::hash<unsigned>()(static_cast<unsigned>(op->code()));
     auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
-    for (Value *v : keyOperands(*op)) mix(std::hash<const Value *>()(v));
+    if (op->info().hasFlag(opflags::Commutative)) {
+      size_t sum = 0;
+      for (Value *v : op->operandValues()) sum += std::hash<const Value *>()(v) * 0x9e3779b97f4a7c15ull;
+      mix(sum);
+    } else {
+      for (Value *v : op->operandValues()) mix(std::hash<const Value *>()(v));
+    }
     for (const Attr &a : op->attrs()) mix(a.hash());
-    for (Value *r : op->results()) mix(std::hash<const void *>()(r->type().impl()));
+    for (Value *r : op->resultValues()) mix(std::hash<const void *>()(r->type().impl()));
     return h;
   }
 };
@@ -103,7 +112,11 @@ public:
         erased += visit(stack.back());
         continue;
       }
-      for (Operation *op : fr.added) table_.erase(op);
+      // Leaving the root empties the table: clear it at once (erasing a
+      // million entries one by one rehashes each key).
+      if (stack.size() == 1) table_.clear();
+      else
+        for (Operation *op : fr.added) table_.erase(op);
       stack.pop_back();
     }
     return erased;
@@ -122,9 +135,8 @@ private:
       if (op->numResults() == 0 || op->isTerminator() || !effects_.isPure(*op) ||
           hasKilledResult(*op))
         continue;
-      auto it = table_.find(op);
-      if (it == table_.end()) {
-        table_.insert(op);
+      auto [it, fresh] = table_.insert(op);
+      if (fresh) {
         fr.added.push_back(op);
         continue;
       }
