@@ -99,7 +99,7 @@ std::unique_ptr<Operation> Operation::create(OpCode code, Location loc,
   op->setOperands(operands);
   for (unsigned i = 0; i < resultTypes.size(); ++i)
     op->results_.push_back(std::make_unique<OpResult>(op.get(), i, resultTypes[i]));
-  op->succs_ = std::move(successors);
+  if (!successors.empty()) op->succs_ = std::make_unique<std::vector<Successor>>(std::move(successors));
   return op;
 }
 
@@ -135,13 +135,14 @@ Location Operation::operandLoc(unsigned i) const {
 }
 
 Location Operation::attrLoc(unsigned i) const {
-  return i < attrLocs_.size() && attrLocs_[i].known() ? attrLocs_[i] : loc_;
+  return attrLocs_ && i < attrLocs_->size() && (*attrLocs_)[i].known() ? (*attrLocs_)[i] : loc_;
 }
 
 void Operation::setAttrLoc(unsigned i, Location l) {
   assert(i < attrs_.size() && "op has no such attribute");
-  if (attrLocs_.size() < attrs_.size()) attrLocs_.resize(attrs_.size());
-  attrLocs_[i] = l;
+  if (!attrLocs_) attrLocs_ = std::make_unique<std::vector<Location>>();
+  if (attrLocs_->size() < attrs_.size()) attrLocs_->resize(attrs_.size());
+  (*attrLocs_)[i] = l;
 }
 
 std::vector<Value *> Operation::results() const {
@@ -166,11 +167,11 @@ void Operation::setAttr(std::string_view name, Attr a) {
   int i = info().attrIndex(name);
   assert(i >= 0 && "op has no such attribute");
   attrs_[static_cast<size_t>(i)] = std::move(a);
-  if (static_cast<size_t>(i) < attrLocs_.size()) attrLocs_[static_cast<size_t>(i)] = Location();
+  if (attrLocs_ && static_cast<size_t>(i) < attrLocs_->size()) (*attrLocs_)[static_cast<size_t>(i)] = Location();
 }
 
 std::vector<Value *> Operation::successorOperands(unsigned i) const {
-  const Successor &s = succs_[i];
+  const Successor &s = successors()[i];
   std::vector<Value *> r;
   for (unsigned k = 0; k < s.operandCount; ++k) r.push_back(operand(s.operandBegin + k));
   return r;
@@ -178,9 +179,24 @@ std::vector<Value *> Operation::successorOperands(unsigned i) const {
 
 unsigned Operation::numNonSuccessorOperands() const {
   unsigned first = numOperands_;
-  for (const Successor &s : succs_)
+  for (const Successor &s : successors())
     if (s.operandCount) first = std::min(first, s.operandBegin);
   return first;
+}
+
+const std::vector<Successor> &Operation::noSuccessors() {
+  static const std::vector<Successor> none;
+  return none;
+}
+
+std::vector<Successor> &Operation::successors() {
+  if (!succs_) {
+    // Only a terminator's list may be changed (or assigned); anything else
+    // reads the shared empty list, which nobody modifies.
+    if (!isTerminator()) return const_cast<std::vector<Successor> &>(noSuccessors());
+    succs_ = std::make_unique<std::vector<Successor>>();
+  }
+  return *succs_;
 }
 
 Function *Operation::function() const { return block_ ? block_->function() : nullptr; }

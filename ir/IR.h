@@ -322,8 +322,11 @@ public:
   const std::string &strAttr(std::string_view n) const { return attr(n).getStr(); }
 
   // Successors.
-  const std::vector<Successor> &successors() const { return succs_; }
-  std::vector<Successor> &successors() { return succs_; }
+  const std::vector<Successor> &successors() const { return succs_ ? *succs_ : noSuccessors(); }
+  /// Mutable: only terminators have successors to change (others get an
+  /// empty list that must not be modified; a terminator's list is made on
+  /// first use).
+  std::vector<Successor> &successors();
   std::vector<Value *> successorOperands(unsigned i) const;
   /// Operands that are not successor arguments (e.g. cond_br's condition).
   unsigned numNonSuccessorOperands() const;
@@ -348,14 +351,19 @@ public:
 private:
   friend class Block;
   Operation(OpCode code, Location loc) : code_(code), loc_(loc) {}
+  static const std::vector<Successor> &noSuccessors();
+  // Laid out to fit 128 bytes (a size class of the allocator: a million
+  // ops are a million of these); rarely used lists are out of line.
   OpCode code_;
+  unsigned numOperands_ = 0;
   Location loc_;
   std::unique_ptr<OpOperand[]> operands_;
-  unsigned numOperands_ = 0;
   std::vector<std::unique_ptr<OpResult>> results_;
   std::vector<Attr> attrs_;
-  std::vector<Location> attrLocs_; // empty, or one per attribute
-  std::vector<Successor> succs_;
+  /// Null, or one location per attribute (where each was written).
+  std::unique_ptr<std::vector<Location>> attrLocs_;
+  /// Null for ops without successors (all but branches).
+  std::unique_ptr<std::vector<Successor>> succs_;
   Block *block_ = nullptr;
   Operation *prev_ = nullptr, *next_ = nullptr;
   /// Position in the block, valid while the block's orderValid_ is set.
