@@ -12,7 +12,6 @@
 #include <memory>
 #include <optional>
 #include <queue>
-#include <set>
 #include <unordered_map>
 #include <unordered_set>
 

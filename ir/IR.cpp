@@ -2,9 +2,8 @@
 
 #include "ir/IR.h"
 
-#include <atomic>
-
 #include <algorithm>
+#include <atomic>
 #include <unordered_set>
 
 namespace nimble::ir {

@@ -17,25 +17,24 @@ std::atomic<uint32_t> nextTag{0};
 
 Liveness::Liveness(const Function &f) {
   tag_ = 0x80000000u | (nextTag.fetch_add(1, std::memory_order_relaxed) & 0x7FFFFFFFu);
-  std::vector<const Block *> &blocks = blocks_;
   auto number = [&](Value *v) {
     v->setScratch((tag_ << 32) | static_cast<uint32_t>(values_.size()));
     values_.push_back(v);
   };
   for (auto &b : f.blocks()) {
-    b->setScratch((tag_ << 32) | static_cast<uint32_t>(blocks.size()));
-    blocks.push_back(b.get());
+    b->setScratch((tag_ << 32) | static_cast<uint32_t>(blocks_.size()));
+    blocks_.push_back(b.get());
     for (Value *a : b->arguments()) number(a);
     for (Operation &op : *b)
       for (Value *r : op.resultValues()) number(r);
   }
-  std::vector<std::vector<size_t>> preds(blocks.size());
-  for (size_t i = 0; i < blocks.size(); ++i)
-    if (Operation *t = blocks[i]->terminator())
+  std::vector<std::vector<size_t>> preds(blocks_.size());
+  for (size_t i = 0; i < blocks_.size(); ++i)
+    if (Operation *t = blocks_[i]->terminator())
       for (const Successor &s : t->successors())
         if (size_t j = findBlock(s.block); j != SIZE_MAX) preds[j].push_back(i);
-  in_.assign(blocks.size(), {});
-  out_.assign(blocks.size(), {});
+  in_.assign(blocks_.size(), {});
+  out_.assign(blocks_.size(), {});
   // Values in increasing id order: each set receives ids in ascending order,
   // and "already there" is a look at its last element.
   std::vector<size_t> work;

@@ -58,9 +58,7 @@ private:
   /// the values' (a block of another function, or one whose word a later
   /// user overwrote, is looked up in `blockIndex_`).
   size_t blockIndex(const ir::Block *b) const {
-    const uint64_t w = b->scratch();
-    if ((w >> 32) == tag_) return static_cast<uint32_t>(w);
-    size_t i = slowBlock(b);
+    size_t i = findBlock(b);
     assert(i != SIZE_MAX && "a block of another function");
     return i;
   }
