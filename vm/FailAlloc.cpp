@@ -15,6 +15,7 @@ enum : int { kUnread, kOff, kOn };
 
 std::atomic<int> state{kUnread};
 std::atomic<uint64_t> counter{0};
+std::atomic<int> suspended{0};
 uint64_t failAt = 0; // 0: count only
 
 void printCount() {
@@ -44,8 +45,16 @@ void armAllocationFailures() {
 
 bool injectAllocationFailure() {
   if (state.load(std::memory_order_acquire) != kOn) return false; // not armed, or off
+  if (suspended.load(std::memory_order_acquire) > 0) return false;
   uint64_t n = counter.fetch_add(1, std::memory_order_relaxed) + 1;
   return failAt != 0 && n == failAt;
+}
+
+AllocationFailuresSuspended::AllocationFailuresSuspended() {
+  suspended.fetch_add(1, std::memory_order_acq_rel);
+}
+AllocationFailuresSuspended::~AllocationFailuresSuspended() {
+  suspended.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 } // namespace nimble::vm

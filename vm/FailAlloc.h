@@ -23,6 +23,17 @@
 // request to the tensor allocators (vm/Allocator.cpp). A failed `new` throws
 // std::bad_alloc, a failed allocator request returns null, as for real.
 //
+// Not counted: what is allocated while a oneDNN primitive executes
+// (vm/LibraryKernels.cpp holds an AllocationFailuresSuspended around each
+// execute). Those allocations happen on the threads of oneDNN's OpenMP
+// region, the interpreter's thread among them, where an exception reaches no
+// handler of ours: a failure injected there ended the run in std::terminate
+// (found when BERT's k-th allocation moved onto one), which says nothing
+// about the VM. They are also not deterministic in number or order across
+// threads. oneDNN's allocations for a primitive outside execution (creation,
+// memory objects, packed weights) are counted, and their failure is the VM's
+// out-of-memory error.
+//
 //===----------------------------------------------------------------------===//
 #ifndef NIMBLE_VM_FAILALLOC_H
 #define NIMBLE_VM_FAILALLOC_H
@@ -37,6 +48,16 @@ void armAllocationFailures();
 /// Counts one allocation; true when it is the one that must fail. Cheap (one
 /// load) when not armed or NIMBLE_FAIL_ALLOC is not set. Thread-safe.
 bool injectAllocationFailure();
+
+/// While one exists (on any thread), no allocation counts or fails: see
+/// "Not counted" above. Nests.
+class AllocationFailuresSuspended {
+public:
+  AllocationFailuresSuspended();
+  ~AllocationFailuresSuspended();
+  AllocationFailuresSuspended(const AllocationFailuresSuspended &) = delete;
+  AllocationFailuresSuspended &operator=(const AllocationFailuresSuspended &) = delete;
+};
 
 } // namespace nimble::vm
 

@@ -8,6 +8,7 @@
 
 #include "vm/LibraryKernels.h"
 
+#include "vm/FailAlloc.h"
 #include "vm/NativeKernels.h"
 #include "vm/ThreadPool.h"
 
@@ -371,8 +372,11 @@ const dnnl::memory &LibraryKernels::Impl::packedCopy(const Tensor *t, void *data
   if (!buffer) throw std::bad_alloc();
   Packed pk{t->storage(), from, desc, buffer, dnnl::memory(desc, engine, buffer.get())};
   dnnl::memory plain(from, engine, data);
-  dnnl::reorder(plain, pk.mem).execute(stream, plain, pk.mem);
-  stream.wait();
+  {
+    AllocationFailuresSuspended inOneDnnRegion; // vm/FailAlloc.h, "Not counted"
+    dnnl::reorder(plain, pk.mem).execute(stream, plain, pk.mem);
+    stream.wait();
+  }
   ++packedCount;
   packedBytes += desc.get_size();
   packSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -429,6 +433,7 @@ bool LibraryKernels::Impl::runSlices(Entry &e, const Plan &p, const std::vector<
       for (int64_t r = 0; r < rows; ++r) std::memcpy(to + r * n, from + r * n, sl.count * sizeof(float));
     }
     try {
+      AllocationFailuresSuspended inOneDnnRegion; // vm/FailAlloc.h, "Not counted"
       sl.prim.execute(sliceStreams[i], args[i]);
       sliceStreams[i].wait();
     } catch (const dnnl::error &err) {
@@ -579,6 +584,7 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
                    dnnl::memory(e.descs[bi++], impl_->engine, ins[p.post[i].operand]->rawData()));
     }
+    AllocationFailuresSuspended inOneDnnRegion; // vm/FailAlloc.h, "Not counted"
     e.prim.execute(impl_->stream, args);
     impl_->stream.wait();
   } catch (const dnnl::error &err) {
