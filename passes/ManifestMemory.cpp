@@ -26,6 +26,17 @@
 //                     with that shape (the kernel writes the true elements
 //                     compactly at the start: "slicing" without a copy).
 //
+// Constants: the integers this makes (offsets, static sizes) and the shape
+// of an input whose type is static (`constant [8, 8] : tensor<2xi64>`, in
+// place of a `shape_of`) are made once per function, at the top of its
+// entry block, and shared by every kernel call (a matmul by a static weight
+// with a dynamic output is 12 ops rather than 15: no shape_of, kill and
+// constant 0), and the VM loads each once per call of the function, not
+// once per kernel (issue 23: the IR after this pass is most of a
+// compilation's time and memory). They dominate every use; constants are
+// never killed (the constant pool keeps them), so sharing one changes no
+// kill.
+//
 // Not lowered, because the VM has an instruction for them: constant (LoadConst
 // / LoadConsti), shape_of (ShapeOf), reshape and dyn_reshape (ReshapeTensor:
 // a view), device_copy (DeviceCopy), storage_size, and the structural ops.
@@ -68,6 +79,7 @@
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
 
+#include <functional>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -324,6 +336,10 @@ public:
     for (auto &f : m.functions())
       if (!isPrimitive(*f)) funcs.push_back(f.get());
     for (Function *f : funcs) {
+      entry_ = f->entry();
+      lastConst_ = nullptr;
+      i64s_.clear();
+      shapes_.clear();
       InPlacePlan plan = inPlaceUpdates(m, *f);
       for (Operation *c : plan.privatize) privatizeConstant(m, *c);
       inPlace_ = std::move(plan.updates);
@@ -342,6 +358,10 @@ public:
         }
     }
     inPlace_.clear();
+    entry_ = nullptr;
+    lastConst_ = nullptr;
+    i64s_.clear();
+    shapes_.clear();
     return success();
   }
 
@@ -349,8 +369,18 @@ private:
   Function *outline(Module &m, Operation &op);
   LogicalResult manifest(Module &m, Operation &op, Function &prim, DiagnosticEngine &diag);
   Value *allocShapeTensor(Builder &b, int64_t rank, std::vector<Value *> &temps);
+  /// The function's one `constant v : tensor<i64>` / one constant shape
+  /// tensor of `dims` (see "Constants" in the header), made on first use.
+  Value *constI64(Module &m, int64_t v, Location loc);
+  Value *constShape(Module &m, const std::vector<int64_t> &dims, Location loc);
+  Value *hoisted(Module &m, Location loc, const std::function<Value *(Builder &)> &make);
 
   std::string device_ = "cpu";
+  // Per function: where the hoisted constants go, and the ones made so far.
+  Block *entry_ = nullptr;
+  Operation *lastConst_ = nullptr;
+  std::map<int64_t, Value *> i64s_;
+  std::map<std::vector<int64_t>, Value *> shapes_;
   std::map<std::string, Function *> outlined_;
   std::unordered_set<const Operation *> inPlace_;
 };
@@ -390,10 +420,47 @@ Function *ManifestMemoryPass::outline(Module &m, Operation &op) {
   return fn;
 }
 
+Value *ManifestMemoryPass::hoisted(Module &m, Location loc,
+                                   const std::function<Value *(Builder &)> &make) {
+  // In creation order at the top of the entry block: after the last one, or
+  // before the block's first op (which exists: every block ends in a
+  // terminator, and a hoisted constant is only made for an op being
+  // lowered, before it is erased).
+  Builder b(m, loc);
+  b.setInsertionPoint(lastConst_ ? lastConst_->nextOp() : entry_->front());
+  Value *v = make(b);
+  lastConst_ = v->definingOp();
+  return v;
+}
+
+Value *ManifestMemoryPass::constI64(Module &m, int64_t v, Location loc) {
+  auto it = i64s_.find(v);
+  if (it != i64s_.end()) return it->second;
+  Value *c = hoisted(m, loc, [&](Builder &b) { return b.constantI64(v); });
+  i64s_.emplace(v, c);
+  return c;
+}
+
+Value *ManifestMemoryPass::constShape(Module &m, const std::vector<int64_t> &dims, Location loc) {
+  auto it = shapes_.find(dims);
+  if (it != shapes_.end()) return it->second;
+  Value *c = hoisted(m, loc, [&](Builder &b) {
+    DenseValue d;
+    d.dtype = DType::I64;
+    d.shape = {static_cast<int64_t>(dims.size())};
+    for (int64_t x : dims) d.appendInt(x);
+    Type t = m.context().tensor(DType::I64, {static_cast<int64_t>(dims.size())});
+    return b.create(OpCode::Constant, {}, {{"value", Attr::getDense(std::move(d))}}, {t})->result();
+  });
+  shapes_.emplace(dims, c);
+  return c;
+}
+
 Value *ManifestMemoryPass::allocShapeTensor(Builder &b, int64_t rank, std::vector<Value *> &temps) {
-  Value *size = b.constantI64(8 * std::max<int64_t>(rank, 1));
+  Module &m = b.module();
+  Value *size = constI64(m, 8 * std::max<int64_t>(rank, 1), b.loc());
   Value *st = b.create(OpCode::AllocStorage, {size}, {{"device", Attr::getStr(device_)}})->result();
-  Value *zero = b.constantI64(0);
+  Value *zero = constI64(m, 0, b.loc());
   Value *t = b.create(OpCode::AllocTensor, {st, zero},
                       {{"shape", Attr::getInts({rank})}, {"dtype", Attr::getDType(DType::I64)}})
                  ->result();
@@ -471,6 +538,8 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
     for (size_t i = 0; i < ins.size(); ++i) {
       if (needsValue[i] || !ins[i]->type().isTensor()) {
         shapeIns.push_back(ins[i]);
+      } else if (ins[i]->type().hasStaticShape()) {
+        shapeIns.push_back(constShape(m, ins[i]->type().dims(), op.loc()));
       } else {
         Value *s = b.create(OpCode::ShapeOf, {ins[i]})->result();
         temps.push_back(s);
@@ -489,7 +558,7 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
   }
 
   // Output buffers.
-  Value *zero = b.constantI64(0);
+  Value *zero = constI64(m, 0, op.loc());
   std::vector<Value *> outs, storages;
   for (unsigned i = 0; i < op.numResults(); ++i) {
     Type t = op.result(i)->type();
@@ -505,7 +574,7 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
                                  " bytes (2^48, the limit)");
         return failure();
       }
-      size = b.constantI64((bytes + 63) / 64 * 64);
+      size = constI64(m, (bytes + 63) / 64 * 64, op.loc());
     } else {
       size = b.create(OpCode::StorageSize, {outShapes[i]}, {{"dtype", Attr::getDType(t.dtype())}})
                  ->result();

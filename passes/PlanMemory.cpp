@@ -69,8 +69,9 @@
 //    the earlier one, and the sizes are provably equal: structurally equal
 //    keys (SizeKeys). A size is the same SSA value, or `storage_size` (same
 //    dtype and alignment) of a shape whose contents are named: `shape_of` of
-//    a tensor (its static type; else the shape buffer it was allocated with;
-//    else the tensor itself), or a shape buffer written by exactly one
+//    a tensor (its static dims; else the shape buffer it was allocated with;
+//    else the tensor itself), a constant shape (its dims: manifest-memory
+//    passes one for an input of static type), or a shape buffer written by exactly one
 //    `invoke_shape_func`, which dominates all its other uses (reads), of the
 //    same callee and output from equally named inputs — or, when the callee
 //    provably keeps a shape (unary elementwise ops, casts, layer_norm's
@@ -127,6 +128,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -332,8 +334,8 @@ struct StorageInfo {
 /// start and each op has one position, blocks in function order).
 using Segment = std::pair<int64_t, int64_t>;
 
-/// May-alias sets (storage index -> values) for a set of storages, and where
-/// each storage is present: the positions where an alias of it is live after,
+/// Where each of a set of storages is present (from their may-alias sets,
+/// which `analyze` computes and drops): the positions where an alias of it is live after,
 /// used or defined by an op, or live into / defined at a block start. Within
 /// a block that is one range per value (from its definition or the block
 /// start to its last use or the block end), so two storages interfere (some
@@ -341,7 +343,6 @@ using Segment = std::pair<int64_t, int64_t>;
 /// interference graph is never materialised, only queried (sweeps over
 /// segments sorted by start, or two-pointer merges).
 struct AliasInfo {
-  std::unordered_map<const Value *, std::set<int>> aliases;
   /// Per storage: disjoint segments, ascending.
   std::vector<std::vector<Segment>> segments;
   bool interferes(int a, int b) const {
@@ -444,36 +445,47 @@ std::vector<StorageInfo> PlanMemoryPass::collectStorages(Function &f) {
 
 AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, const Dominators &dom) {
   AliasInfo ai;
-  std::vector<Value *> work;
+  // Liveness first: its value numbers index the alias sets (sorted vectors
+  // of storage indices; almost all hold one), so the fixpoint below makes
+  // no hash lookup and no node allocation per value (issue 23).
+  Liveness lv(f);
+  std::vector<std::vector<int>> aliases(lv.numValues());
+  std::vector<int> work;
   for (size_t i = 0; i < st.size(); ++i) {
-    Value *v = st[i].alloc->result();
-    ai.aliases[v].insert(static_cast<int>(i));
+    int v = lv.id(st[i].alloc->result());
+    aliases[v].push_back(static_cast<int>(i));
     work.push_back(v);
   }
-  auto flow = [&](Value *from, Value *to) {
-    std::set<int> &dst = ai.aliases[to];
-    size_t before = dst.size();
-    const std::set<int> &src = ai.aliases[from];
-    dst.insert(src.begin(), src.end());
-    if (dst.size() != before) work.push_back(to);
+  std::vector<int> merged;
+  auto flow = [&](int from, Value *toValue) {
+    int to = lv.id(toValue);
+    if (to < 0) return;
+    std::vector<int> &dst = aliases[to];
+    const std::vector<int> &src = aliases[from];
+    merged.clear();
+    std::set_union(dst.begin(), dst.end(), src.begin(), src.end(), std::back_inserter(merged));
+    if (merged.size() == dst.size()) return;
+    dst.swap(merged);
+    work.push_back(to);
   };
-  auto escape = [&](const std::set<int> &s, bool carried) {
+  auto escape = [&](const std::vector<int> &s, bool carried) {
     for (int i : s) (carried ? st[i].carried : st[i].escapes) = true;
   };
+  std::vector<int> set;
   while (!work.empty()) {
-    Value *v = work.back();
+    int vid = work.back();
     work.pop_back();
-    std::set<int> set = ai.aliases[v];
-    for (OpOperand &u : v->uses()) {
+    set = aliases[vid];
+    for (OpOperand &u : lv.value(vid)->uses()) {
       Operation *op = u.owner();
       unsigned idx = u.index();
       switch (op->code()) {
       case OpCode::AllocTensor:
-        if (idx == 0) flow(v, op->result());
+        if (idx == 0) flow(vid, op->result());
         break;
       case OpCode::Reshape:
       case OpCode::DynReshape:
-        if (idx == 0) flow(v, op->result());
+        if (idx == 0) flow(vid, op->result());
         break;
       case OpCode::InvokeMut:
       case OpCode::InvokeShapeFunc:
@@ -488,7 +500,7 @@ AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, con
         // retreating edge); cond_br's condition is only read.
         for (const Successor &s : op->successors()) {
           if (idx < s.operandBegin || idx >= s.operandBegin + s.operandCount) continue;
-          flow(v, s.block->argument(idx - s.operandBegin));
+          flow(vid, s.block->argument(idx - s.operandBegin));
           if (dom.index(s.block) <= dom.index(op->block())) escape(set, /*carried=*/true);
         }
         break;
@@ -501,12 +513,8 @@ AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, con
   }
 
   // Where each storage is present (see AliasInfo), from liveness.
-  Liveness lv(f);
   ai.segments.assign(st.size(), {});
-  std::vector<const std::set<int> *> byId(lv.numValues(), nullptr);
-  for (auto &[v, s] : ai.aliases)
-    if (int i = lv.id(v); i >= 0 && !s.empty()) byId[i] = &s;
-  std::unordered_map<int, int64_t> defPos;
+  std::vector<std::pair<int, int64_t>> defPos; // values of the block with aliases, where defined
   int64_t pos = 0;
   for (auto &bp : f.blocks()) {
     Block *b = bp.get();
@@ -518,7 +526,7 @@ AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, con
     for (Operation &op : *b) {
       end = pos;
       for (Value *r : op.resultValues())
-        if (int i = lv.id(r); byId[i]) defPos[i] = pos;
+        if (int i = lv.id(r); !aliases[i].empty()) defPos.emplace_back(i, pos);
       ++pos;
     }
     if (b->empty()) end = start;
@@ -527,12 +535,12 @@ AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, con
       if (lv.isLiveOut(b, i)) to = end;
       else if (lastUse[i] >= 0) to = first + lastUse[i];
       else to = from;
-      for (int s : *byId[i]) ai.segments[s].push_back({from, std::max(from, to)});
+      for (int s : aliases[i]) ai.segments[s].push_back({from, std::max(from, to)});
     };
     for (int i : lv.liveIn(b))
-      if (byId[i]) add(i, start);
+      if (!aliases[i].empty()) add(i, start);
     for (Value *a : b->arguments())
-      if (int i = lv.id(a); byId[i]) add(i, start);
+      if (int i = lv.id(a); !aliases[i].empty()) add(i, start);
     for (auto &[i, at] : defPos) add(i, at);
   }
   for (std::vector<Segment> &segs : ai.segments) {
@@ -691,74 +699,104 @@ void PlanMemoryPass::coalesceStatic(Module &m, Function &f, const std::vector<St
 }
 
 /// Keys under which run-time sizes are provably equal (hash-consed: a key is
-/// a short string naming the ids of its parts). Two sizes with equal keys
-/// are the same function (storage_size, pure shape functions) of the same
-/// leaves: SSA values (an opaque tensor's shape, a size value) or static
-/// types.
+/// a small integer naming a tuple of a tag and the keys or values of its
+/// parts). Two sizes with equal keys are the same function (storage_size,
+/// pure shape functions) of the same leaves: SSA values (an opaque tensor's
+/// shape, a size value) or static dims. -1: a shape that cannot be named.
 class SizeKeys {
 public:
   SizeKeys(const Module &m, const Dominators &dom) : m_(m), dom_(dom) {}
 
-  /// The key of an alloc_storage's size operand (never empty: at worst the
+  /// The key of an alloc_storage's size operand (never -1: at worst the
   /// SSA value itself).
-  std::string ofSize(Value *size) {
+  int ofSize(Value *size) {
     Operation *d = size->definingOp();
     if (d && d->is(OpCode::StorageSize)) {
-      std::string sh = ofShapeTensor(d->operand(0), 0);
-      if (!sh.empty())
-        return intern("ss(" + std::string(dtypeName(d->attr("dtype").getDType())) + "," +
-                      std::to_string(d->intAttr("alignment")) + "," + sh + ")");
+      int sh = ofShapeTensor(d->operand(0), 0);
+      if (sh >= 0)
+        return intern({kStorageSize, static_cast<int64_t>(d->attr("dtype").getDType()),
+                       d->intAttr("alignment"), sh});
     }
     return leaf(size);
   }
 
 private:
   static constexpr int kMaxDepth = 256;
+  enum Tag : int64_t { kStorageSize, kShape, kLeaf, kShapeFunc };
 
-  std::string intern(const std::string &k) {
-    auto it = ids_.find(k);
-    if (it != ids_.end()) return it->second;
-    std::string id = "#" + std::to_string(ids_.size());
-    ids_[k] = id;
-    return id;
+  struct TupleHash {
+    size_t operator()(const std::vector<int64_t> &k) const {
+      uint64_t h = 0xcbf29ce484222325ull;
+      for (int64_t x : k) h = (h ^ static_cast<uint64_t>(x)) * 0x100000001b3ull;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
+  };
+
+  int intern(std::vector<int64_t> k) {
+    auto [it, added] = ids_.emplace(std::move(k), static_cast<int>(ids_.size()));
+    return it->second;
   }
-  std::string leaf(const Value *v) {
+  /// A shape known at compile time (a static type, a constant shape).
+  int ofDims(const std::vector<int64_t> &dims) {
+    std::vector<int64_t> k{kShape};
+    k.insert(k.end(), dims.begin(), dims.end());
+    return intern(std::move(k));
+  }
+  int leaf(const Value *v) {
     auto it = leaves_.find(v);
     if (it != leaves_.end()) return it->second;
-    std::string id = intern("v" + std::to_string(leaves_.size()));
-    leaves_[v] = id;
+    int id = intern({kLeaf, static_cast<int64_t>(leaves_.size())});
+    leaves_.emplace(v, id);
     return id;
+  }
+  int callee(const std::string &name) {
+    auto [it, added] = callees_.emplace(name, static_cast<int>(callees_.size()));
+    return it->second;
   }
 
   /// The shape of tensor `t`: static, the contents of the shape tensor it
   /// was allocated with, or `t` itself (one SSA value has one shape).
-  std::string ofTensorShape(Value *t, int depth) {
-    if (t->type().isTensor() && t->type().hasStaticShape()) return intern("static(" + t->type().str() + ")");
+  int ofTensorShape(Value *t, int depth) {
+    if (t->type().isTensor() && t->type().hasStaticShape()) return ofDims(t->type().dims());
     Operation *d = t->definingOp();
     if (d && d->is(OpCode::AllocTensor) && d->numOperands() == 3) {
-      std::string k = ofShapeTensor(d->operand(2), depth + 1);
-      if (!k.empty()) return k;
+      int k = ofShapeTensor(d->operand(2), depth + 1);
+      if (k >= 0) return k;
     }
     return leaf(t);
   }
 
-  /// The contents of a 1-D shape tensor `v` wherever it is read, or "" when
-  /// they cannot be named: `shape_of` of a tensor, or a buffer written by
-  /// exactly one shape function call that dominates every other use (all of
-  /// which only read it) from keyed inputs.
-  std::string ofShapeTensor(Value *v, int depth) {
+  /// The contents of a 1-D shape tensor `v` wherever it is read, or -1 when
+  /// they cannot be named: `shape_of` of a tensor, a constant, or a buffer
+  /// written by exactly one shape function call that dominates every other
+  /// use (all of which only read it) from keyed inputs.
+  int ofShapeTensor(Value *v, int depth) {
     auto it = memo_.find(v);
     if (it != memo_.end()) return it->second;
-    std::string k;
-    if (depth < kMaxDepth) k = compute(v, depth);
+    int k = depth < kMaxDepth ? compute(v, depth) : -1;
     memo_[v] = k;
     return k;
   }
-  std::string compute(Value *v, int depth) {
+  int compute(Value *v, int depth) {
     Operation *d = v->definingOp();
-    if (!d) return "";
+    if (!d) return -1;
     if (d->is(OpCode::ShapeOf)) return ofTensorShape(d->operand(0), depth + 1);
-    if (!d->is(OpCode::AllocTensor)) return "";
+    if (d->is(OpCode::Constant)) {
+      // A constant shape (manifest-memory's, for an input of static type):
+      // its contents, unless something writes it (a kernel output).
+      const DenseValue &dv = d->attr("value").getDense();
+      if (dv.dtype != DType::I64 || dv.shape.size() != 1) return -1;
+      for (OpOperand &u : v->uses()) {
+        Operation *o = u.owner();
+        if ((o->is(OpCode::InvokeMut) || o->is(OpCode::InvokeShapeFunc)) &&
+            u.index() >= static_cast<unsigned>(o->intAttr("num_inputs")))
+          return -1;
+      }
+      std::vector<int64_t> dims;
+      for (int64_t i = 0; i < dv.numElements(); ++i) dims.push_back(dv.getInt(i));
+      return ofDims(dims);
+    }
+    if (!d->is(OpCode::AllocTensor)) return -1;
     Operation *writer = nullptr;
     unsigned outIndex = 0;
     for (OpOperand &u : v->uses()) {
@@ -766,45 +804,53 @@ private:
       bool invoke = o->is(OpCode::InvokeMut) || o->is(OpCode::InvokeShapeFunc);
       unsigned nin = invoke ? static_cast<unsigned>(o->intAttr("num_inputs")) : 0;
       if (invoke && u.index() >= nin) {
-        if (writer || !o->is(OpCode::InvokeShapeFunc)) return "";
+        if (writer || !o->is(OpCode::InvokeShapeFunc)) return -1;
         writer = o;
         outIndex = u.index() - nin;
         continue;
       }
       bool reads = invoke || o->is(OpCode::StorageSize) || o->is(OpCode::Kill) ||
                    (o->is(OpCode::AllocTensor) && u.index() == 2);
-      if (!reads) return "";
+      if (!reads) return -1;
     }
-    if (!writer) return "";
+    if (!writer) return -1;
     for (OpOperand &u : v->uses())
-      if (u.owner() != writer && !dom_.dominates(writer, u.owner())) return "";
+      if (u.owner() != writer && !dom_.dominates(writer, u.owner())) return -1;
     unsigned nin = static_cast<unsigned>(writer->intAttr("num_inputs"));
+    const int fn = callee(writer->strAttr("callee"));
     // A shape-preserving kernel (elementwise ops, broadcasts of equal
     // shapes): the output's shape is the shape of its source inputs when
     // those are provably equal.
-    std::vector<unsigned> srcs;
-    if (shapeSources(writer->strAttr("callee"), outIndex, srcs)) {
-      std::string same;
-      for (unsigned i : srcs) {
-        std::string in = i < nin ? ofShapeTensor(writer->operand(i), depth + 1) : "";
-        if (in.empty() || (!same.empty() && in != same)) {
-          same.clear();
+    if (const std::vector<unsigned> *srcs = shapeSources(fn, writer->strAttr("callee"), outIndex)) {
+      int same = -1;
+      for (unsigned i : *srcs) {
+        int in = i < nin ? ofShapeTensor(writer->operand(i), depth + 1) : -1;
+        if (in < 0 || (same >= 0 && in != same)) {
+          same = -1;
           break;
         }
         same = in;
       }
-      if (!same.empty()) return same;
+      if (same >= 0) return same;
     }
-    std::string k = "sf(" + writer->strAttr("callee") + "," + std::to_string(outIndex);
+    std::vector<int64_t> k{kShapeFunc, fn, outIndex};
     for (unsigned i = 0; i < nin; ++i) {
       // Inputs are shapes (keyed) or values the shape function reads; a
       // value is keyed by identity only when it is a shape tensor we can
       // name, so anything else gives up.
-      std::string in = ofShapeTensor(writer->operand(i), depth + 1);
-      if (in.empty()) return "";
-      k += "," + in;
+      int in = ofShapeTensor(writer->operand(i), depth + 1);
+      if (in < 0) return -1;
+      k.push_back(in);
     }
-    return intern(k + ")");
+    return intern(std::move(k));
+  }
+
+  /// shapeSources of (callee, output j), computed once per pair; null when
+  /// unknown.
+  const std::vector<unsigned> *shapeSources(int fn, const std::string &name, unsigned j) {
+    auto [it, added] = sources_.try_emplace({fn, j});
+    if (added) it->second.first = shapeSources(name, j, it->second.second);
+    return it->second.first ? &it->second.second : nullptr;
   }
 
   /// The inputs of primitive function `callee` whose (equal) shape output
@@ -867,9 +913,11 @@ private:
 
   const Module &m_;
   const Dominators &dom_;
-  std::unordered_map<std::string, std::string> ids_;
-  std::unordered_map<const Value *, std::string> leaves_;
-  std::unordered_map<const Value *, std::string> memo_;
+  std::unordered_map<std::vector<int64_t>, int, TupleHash> ids_;
+  std::unordered_map<const Value *, int> leaves_;
+  std::unordered_map<const Value *, int> memo_;
+  std::unordered_map<std::string, int> callees_;
+  std::map<std::pair<int, unsigned>, std::pair<bool, std::vector<unsigned>>> sources_;
 };
 
 void PlanMemoryPass::reuseDynamic(Function &f, const std::vector<StorageInfo> &st, const AliasInfo &ai,
@@ -885,7 +933,7 @@ void PlanMemoryPass::reuseDynamic(Function &f, const std::vector<StorageInfo> &s
   constexpr size_t kMaxGroupsTried = 64;
   std::vector<std::vector<int>> groups; // group leader first
   std::vector<std::map<int64_t, int64_t>> occupied;
-  std::unordered_map<std::string, std::vector<size_t>> groupsByKey;
+  std::unordered_map<int, std::vector<size_t>> groupsByKey;
   std::vector<int> groupOf(st.size(), -1);
   auto overlaps = [&](const std::map<int64_t, int64_t> &occ, int i) {
     for (const Segment &sg : ai.segments[i]) {
@@ -898,7 +946,7 @@ void PlanMemoryPass::reuseDynamic(Function &f, const std::vector<StorageInfo> &s
   for (size_t i = 0; i < st.size(); ++i) {
     if (st[i].constSize >= 0 || st[i].escapes || st[i].carried) continue;
     Operation *a = st[i].alloc;
-    std::string keyA = keys.ofSize(a->operand(0));
+    int keyA = keys.ofSize(a->operand(0));
     std::vector<size_t> &sameKey = groupsByKey[keyA];
     size_t tried = 0;
     for (size_t g : sameKey) {
