@@ -346,7 +346,8 @@ int main(int argc, char **argv) {
     }
     if (o.stats)
       std::cerr << "native kernels: " << nres.nativeKernels << ", reference kernels: "
-                << nres.referenceKernels << "\n";
+                << nres.referenceKernels << "\n"
+                << "native kernels sharing an identical kernel's code: " << nres.sharedKernels << "\n";
     for (const auto &[kname, why] : nres.reasons)
       if (o.stats) std::cerr << "  reference @" << kname << ": " << why << "\n";
     if (o.emit == "llvm" || o.emit == "obj") {

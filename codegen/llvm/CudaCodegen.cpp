@@ -42,6 +42,7 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <unordered_map>
 
 namespace nimble::codegen {
 
@@ -176,6 +177,13 @@ bool generateCudaKernels(const ir::Module &m, vm::Executable &exe, const CudaOpt
   vm::CudaCode cuda;
   cuda.arch = opts.arch;
   const KernelTarget nvptx{KernelTarget::Kind::NVPTX, 1};
+  struct Made {
+    bool generated;
+    std::string symbol;
+    uint8_t flags;
+    std::string reason;
+  };
+  std::unordered_map<std::string, Made> made;
   for (size_t i = 0; i < exe.kernels.size(); ++i) {
     const vm::KernelDesc &k = exe.kernels[i];
     vm::CudaCode::Entry en;
@@ -190,20 +198,37 @@ bool generateCudaKernels(const ir::Module &m, vm::Executable &exe, const CudaOpt
     std::string reason, sym = kernelSymbol(i, k.name);
     bool multiBlock = false, perOutput = false;
     BlockRows rows = BlockRows::NotApplicable;
-    if (!f) {
+    std::string key = f ? kernelCodeKey(k, *f) : std::string();
+    // A kernel identical to an earlier one (kernelCodeKey) shares its entry,
+    // as on the CPU (NativeCodegen.cpp).
+    if (auto it = f ? made.find(key) : made.end(); it != made.end()) {
+      const Made &first = it->second;
+      if (first.generated) {
+        en.symbol = first.symbol;
+        en.flags = first.flags;
+        cuda.entries.push_back(en);
+        ++out.generated;
+        continue;
+      }
+      reason = first.reason;
+    } else if (!f) {
       reason = "no primitive function @" + k.name;
     } else if ((rows = lowerBlockRowKernel(*mod, k, *f, sym, &perOutput, reason)) == BlockRows::Done) {
       en.symbol = sym;
       en.flags = perOutput ? vm::CudaCode::kBlockPerOutput : vm::CudaCode::kBlockPerRow;
       cuda.entries.push_back(en);
       ++out.generated;
+      made.emplace(std::move(key), Made{true, sym, en.flags, ""});
       continue;
     } else if (rows == BlockRows::NotApplicable && lowerKernel(*mod, k, *f, nvptx, sym, reason, &multiBlock)) {
       en.symbol = sym;
       en.flags = multiBlock ? vm::CudaCode::kMultiBlock : 0;
       cuda.entries.push_back(en);
       ++out.generated;
+      made.emplace(std::move(key), Made{true, sym, en.flags, ""});
       continue;
+    } else {
+      made.emplace(std::move(key), Made{false, "", 0, reason});
     }
     ++out.missing;
     out.reasons.push_back({k.name, reason});

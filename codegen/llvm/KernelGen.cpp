@@ -40,6 +40,8 @@
 
 #include "codegen/llvm/KernelLowering.h"
 
+#include "ir/Printer.h"
+
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -849,6 +851,47 @@ bool lowerGatheredKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::F
   detail::KernelLowering kl(mod, k, f, target, gathered);
   if (!kl.analyze(reason)) return false;
   return lowerKernelChecked(mod, kl, gatherSymbol(symbol), reason, nullptr);
+}
+
+std::string kernelCodeKey(const vm::KernelDesc &k, const ir::Function &f) {
+  std::string key;
+  auto num = [&](uint64_t x) { key += std::to_string(x) + ","; };
+  num(k.numInputs);
+  num(k.upperBound);
+  for (DType t : k.inputDTypes) num(static_cast<uint64_t>(t));
+  key += "|";
+  for (uint32_t o : k.outputs) num(o);
+  key += "|";
+  // Not the function attributes: the lowering does not read them (they name
+  // the batched variant, which differs per kernel). A lowering that starts
+  // reading one must add it here.
+  key += f.type().str() + "|";
+  // Values numbered in definition order (block arguments, then results).
+  std::unordered_map<const ir::Value *, uint64_t> ids;
+  for (const auto &b : f.blocks()) {
+    key += "^";
+    for (ir::Value *a : b->arguments()) {
+      ids.emplace(a, ids.size());
+      key += a->type().str() + ",";
+    }
+    for (const ir::Operation &op : *b) {
+      key += std::string(op.name()) + "(";
+      for (ir::Value *v : op.operandValues()) {
+        auto it = ids.find(v);
+        if (it != ids.end()) num(it->second);
+        else key += "@" + v->name() + ","; // a global
+      }
+      key += ")";
+      for (const Attr &a : op.attrs()) key += ir::printAttr(a) + ";";
+      for (ir::Value *r : op.resultValues()) {
+        ids.emplace(r, ids.size());
+        key += r->type().str() + ",";
+      }
+      for (const ir::Successor &s : op.successors()) key += "->" + s.block->label() + s.label + ",";
+      key += "\n";
+    }
+  }
+  return key;
 }
 
 std::string kernelSymbol(size_t index, const std::string &name) {

@@ -45,6 +45,16 @@ bool lowerKernel(llvm::Module &mod, const vm::KernelDesc &k, const ir::Function 
                  const KernelTarget &target, const std::string &symbol, std::string &reason,
                  bool *multiBlock = nullptr);
 
+/// What the generated code of kernel `k` (primitive function `f`) depends
+/// on, as a string: the members with their attributes, operands and types,
+/// the inputs, outputs and their types; not the names and not the
+/// locations (a native kernel reports an error by returning 1, and the VM
+/// then runs the reference kernel, which reports it at the kernel's own
+/// member locations). Kernels with equal keys get the same code, so one
+/// compiled function serves them all (the twelve layers of BERT-base: 165
+/// kernels, 19 distinct).
+std::string kernelCodeKey(const vm::KernelDesc &k, const ir::Function &f);
+
 /// Gather fusion (seed 001 §5.2, docs/autobatch.md): the entry of a batched
 /// variant that reads and writes the rows of its per-instance operands where
 /// each instance keeps them. `gathered` has one flag per buffer of the ABI

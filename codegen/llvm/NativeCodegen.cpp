@@ -40,6 +40,7 @@
 #include <llvm/TargetParser/Triple.h>
 
 #include <mutex>
+#include <unordered_map>
 
 LLD_HAS_DRIVER(elf)
 
@@ -229,6 +230,15 @@ bool generateNativeKernels(const ir::Module &m, vm::Executable &exe, const Nativ
     for (size_t o = 0; o < kb.outputs.size(); ++o) mask[values + o] = true;
     gatherMask[b.batched] = std::move(mask);
   }
+  // Kernels whose code would be identical (kernelCodeKey, and the same
+  // gather mask) share the first one's function: its entry symbol (and
+  // _gather entry) serves them all, and LLVM compiles it once.
+  struct Made {
+    bool native;
+    std::string symbol; // or the reason it stays on the reference path
+    bool gathered;
+  };
+  std::unordered_map<std::string, Made> made;
   for (size_t i = 0; i < exe.kernels.size(); ++i) {
     const vm::KernelDesc &k = exe.kernels[i];
     const ir::Function *f = m.lookupFunction(k.name);
@@ -237,13 +247,31 @@ bool generateNativeKernels(const ir::Module &m, vm::Executable &exe, const Nativ
     KernelTarget cpu{KernelTarget::Kind::CPU, vf};
     if (!f) {
       reason = "no primitive function @" + k.name;
-    } else if (lowerKernel(*mod, k, *f, cpu, sym, reason)) {
-      native.entries.push_back({static_cast<uint32_t>(i), sym});
-      ++out.nativeKernels;
-      std::string why;
-      if (!gatherMask[i].empty() && lowerGatheredKernel(*mod, k, *f, cpu, sym, gatherMask[i], why))
-        ++out.gatheredKernels;
-      continue;
+    } else {
+      std::string key = kernelCodeKey(k, *f) + "|gather:";
+      for (bool g : gatherMask[i]) key += g ? '1' : '0';
+      auto it = made.find(key);
+      if (it != made.end()) {
+        const Made &first = it->second;
+        if (first.native) {
+          native.entries.push_back({static_cast<uint32_t>(i), first.symbol});
+          ++out.nativeKernels;
+          ++out.sharedKernels;
+          out.gatheredKernels += first.gathered;
+          continue;
+        }
+        reason = first.symbol;
+      } else if (lowerKernel(*mod, k, *f, cpu, sym, reason)) {
+        native.entries.push_back({static_cast<uint32_t>(i), sym});
+        ++out.nativeKernels;
+        std::string why;
+        bool gathered = !gatherMask[i].empty() && lowerGatheredKernel(*mod, k, *f, cpu, sym, gatherMask[i], why);
+        out.gatheredKernels += gathered;
+        made.emplace(std::move(key), Made{true, sym, gathered});
+        continue;
+      } else {
+        made.emplace(std::move(key), Made{false, reason, false});
+      }
     }
     ++out.referenceKernels;
     out.reasons.push_back({k.name, reason});

@@ -40,6 +40,9 @@ struct NativeResult {
   std::string llvmIR;          // the optimised module as text (--emit=llvm)
   std::vector<uint8_t> object; // the relocatable ELF object (--emit=obj)
   unsigned nativeKernels = 0, referenceKernels = 0;
+  /// Native kernels that share an identical earlier kernel's function
+  /// (kernelCodeKey) instead of getting their own.
+  unsigned sharedKernels = 0;
   /// Batched variants that also got a gather-fused entry (gatherSymbol).
   unsigned gatheredKernels = 0;
   /// (kernel name, why it stays on the reference path)
