@@ -459,10 +459,15 @@ Value *ManifestMemoryPass::constShape(Module &m, const std::vector<int64_t> &dim
 Value *ManifestMemoryPass::allocShapeTensor(Builder &b, int64_t rank, std::vector<Value *> &temps) {
   Module &m = b.module();
   Value *size = constI64(m, 8 * std::max<int64_t>(rank, 1), b.loc());
-  Value *st = b.create(OpCode::AllocStorage, {size}, {{"device", Attr::getStr(device_)}})->result();
+  // Result types given, not inferred: this runs once per kernel call of a
+  // million-op program, and the verifier checks the pass's output anyway.
+  Value *st = b.create(OpCode::AllocStorage, {size}, {{"device", Attr::getStr(device_)}},
+                       {m.context().storage()})
+                  ->result();
   Value *zero = constI64(m, 0, b.loc());
   Value *t = b.create(OpCode::AllocTensor, {st, zero},
-                      {{"shape", Attr::getInts({rank})}, {"dtype", Attr::getDType(DType::I64)}})
+                      {{"shape", Attr::getInts({rank})}, {"dtype", Attr::getDType(DType::I64)}},
+                      {m.context().tensor(DType::I64, {rank})})
                  ->result();
   temps.push_back(st);
   temps.push_back(t);
@@ -541,7 +546,9 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
       } else if (ins[i]->type().hasStaticShape()) {
         shapeIns.push_back(constShape(m, ins[i]->type().dims(), op.loc()));
       } else {
-        Value *s = b.create(OpCode::ShapeOf, {ins[i]})->result();
+        Value *s = b.create(OpCode::ShapeOf, {ins[i]}, {},
+                            {m.context().tensor(DType::I64, {ins[i]->type().rank()})})
+                       ->result();
         temps.push_back(s);
         shapeIns.push_back(s);
       }
@@ -576,10 +583,13 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
       }
       size = constI64(m, (bytes + 63) / 64 * 64, op.loc());
     } else {
-      size = b.create(OpCode::StorageSize, {outShapes[i]}, {{"dtype", Attr::getDType(t.dtype())}})
+      size = b.create(OpCode::StorageSize, {outShapes[i]}, {{"dtype", Attr::getDType(t.dtype())}},
+                      {m.context().tensor(DType::I64, {})})
                  ->result();
     }
-    Value *st = b.create(OpCode::AllocStorage, {size}, {{"device", Attr::getStr(device_)}})->result();
+    Value *st = b.create(OpCode::AllocStorage, {size}, {{"device", Attr::getStr(device_)}},
+                         {m.context().storage()})
+                    ->result();
     ++(staticOut ? NumStaticAllocs : NumDynamicAllocs);
     storages.push_back(st);
     Value *out;

@@ -733,8 +733,10 @@ private:
   };
 
   int intern(std::vector<int64_t> k) {
-    auto [it, added] = ids_.emplace(std::move(k), static_cast<int>(ids_.size()));
-    return it->second;
+    if (auto it = ids_.find(k); it != ids_.end()) return it->second; // no node made
+    int id = static_cast<int>(ids_.size());
+    ids_.emplace(std::move(k), id);
+    return id;
   }
   /// A shape known at compile time (a static type, a constant shape).
   int ofDims(const std::vector<int64_t> &dims) {
