@@ -460,10 +460,14 @@ void FunctionEmitter::allocateRegisters() {
       for (Value *v : op.operandValues())
         if (auto *g = dyn_cast<Global>(v); g && !hasReg(g)) slot(g) = next_++;
   std::vector<const Value *> order(values.begin(), values.end());
-  std::sort(order.begin(), order.end(), [&](const Value *a, const Value *b) {
+  auto byStart = [&](const Value *a, const Value *b) {
     const Interval &x = iv(a), &y = iv(b);
     return x.start != y.start ? x.start < y.start : x.order < y.order;
-  });
+  };
+  // Values are first touched at their definition, in layout order, so the
+  // list is usually sorted already (a definition dominates its uses, and
+  // the reverse post-order puts it first): check in O(n) before sorting.
+  if (!std::is_sorted(order.begin(), order.end(), byStart)) std::sort(order.begin(), order.end(), byStart);
   // Free registers: a flag per register and a min-heap of candidates
   // (entries whose flag was cleared since are skipped), so taking the
   // lowest free register, or a given one, costs O(log) without a tree.
