@@ -8,6 +8,12 @@
 
 namespace nimble::ir {
 
+// A million-op program is a million of each: keep them in their size
+// classes (issue 23). Operation: 128 bytes; an operand: 32.
+static_assert(sizeof(Operation) <= 128, "Operation outgrew its 128-byte size class");
+static_assert(sizeof(OpOperand) <= 32, "OpOperand outgrew 32 bytes");
+
+
 //===-- Value --------------------------------------------------------------===//
 
 Value::~Value() { assert(!firstUse_ && "destroying a value that still has uses"); }
@@ -118,6 +124,7 @@ void Operation::setOperands(const std::vector<Value *> &vals) {
   dropAllReferences();
   operands_ = std::make_unique<OpOperand[]>(vals.size());
   numOperands_ = static_cast<unsigned>(vals.size());
+  if (locs_) locs_->operands.clear(); // a new list: where it was written is unknown
   for (unsigned i = 0; i < numOperands_; ++i) {
     operands_[i].owner_ = this;
     operands_[i].set(vals[i]);
@@ -129,19 +136,26 @@ void Operation::dropAllReferences() {
 }
 
 Location Operation::operandLoc(unsigned i) const {
-  Location l = operand(i) ? operands_[i].loc() : Location();
+  Location l = operand(i) && locs_ && i < locs_->operands.size() ? locs_->operands[i] : Location();
   return l.known() ? l : loc_;
 }
 
+void Operation::setOperandLoc(unsigned i, Location l) {
+  assert(i < numOperands_ && "op has no such operand");
+  if (!locs_) locs_ = std::make_unique<WrittenLocs>();
+  if (locs_->operands.size() < numOperands_) locs_->operands.resize(numOperands_);
+  locs_->operands[i] = l;
+}
+
 Location Operation::attrLoc(unsigned i) const {
-  return attrLocs_ && i < attrLocs_->size() && (*attrLocs_)[i].known() ? (*attrLocs_)[i] : loc_;
+  return locs_ && i < locs_->attrs.size() && locs_->attrs[i].known() ? locs_->attrs[i] : loc_;
 }
 
 void Operation::setAttrLoc(unsigned i, Location l) {
   assert(i < attrs_.size() && "op has no such attribute");
-  if (!attrLocs_) attrLocs_ = std::make_unique<std::vector<Location>>();
-  if (attrLocs_->size() < attrs_.size()) attrLocs_->resize(attrs_.size());
-  (*attrLocs_)[i] = l;
+  if (!locs_) locs_ = std::make_unique<WrittenLocs>();
+  if (locs_->attrs.size() < attrs_.size()) locs_->attrs.resize(attrs_.size());
+  locs_->attrs[i] = l;
 }
 
 std::vector<Value *> Operation::results() const {
@@ -166,7 +180,7 @@ void Operation::setAttr(std::string_view name, Attr a) {
   int i = info().attrIndex(name);
   assert(i >= 0 && "op has no such attribute");
   attrs_[static_cast<size_t>(i)] = std::move(a);
-  if (attrLocs_ && static_cast<size_t>(i) < attrLocs_->size()) (*attrLocs_)[static_cast<size_t>(i)] = Location();
+  if (locs_ && static_cast<size_t>(i) < locs_->attrs.size()) locs_->attrs[static_cast<size_t>(i)] = Location();
 }
 
 std::vector<Value *> Operation::successorOperands(unsigned i) const {

@@ -126,16 +126,13 @@ public:
   Operation *owner() const { return owner_; }
   unsigned index() const;
   OpOperand *nextUse() const { return next_; }
-  /// Where the operand was written (unknown for ops built by passes): lets
-  /// diagnostics point at the use rather than at the whole operation.
-  Location loc() const { return loc_; }
-  void setLoc(Location l) { loc_ = l; }
+  // Where the operand was written: Operation::operandLoc (kept out of
+  // line, so that an operand is 32 bytes).
 
 private:
   friend class Operation;
   void link();
   void unlink();
-  Location loc_;
   Value *value_ = nullptr;
   Operation *owner_ = nullptr;
   OpOperand *next_ = nullptr;
@@ -274,8 +271,11 @@ public:
     unsigned n_;
   };
   OperandRange operandValues() const { return {operands_.get(), numOperands_}; }
-  /// Where operand `i` was written, or the op's location when unknown.
+  /// Where operand `i` was written, or the op's location when unknown
+  /// (ops built by passes): lets diagnostics point at the use rather than
+  /// at the whole operation.
   Location operandLoc(unsigned i) const;
+  void setOperandLoc(unsigned i, Location l);
   void setOperand(unsigned i, Value *v) { operands_[i].set(v); }
   /// Replaces the whole operand list (successor slices must be updated by the
   /// caller through setSuccessors).
@@ -360,8 +360,13 @@ private:
   std::unique_ptr<OpOperand[]> operands_;
   std::vector<std::unique_ptr<OpResult>> results_;
   std::vector<Attr> attrs_;
-  /// Null, or one location per attribute (where each was written).
-  std::unique_ptr<std::vector<Location>> attrLocs_;
+  /// Null, or where each attribute and each operand was written (the
+  /// parser's; ops built by passes have none). A vector is empty or has one
+  /// entry per attribute / operand.
+  struct WrittenLocs {
+    std::vector<Location> attrs, operands;
+  };
+  std::unique_ptr<WrittenLocs> locs_;
   /// Null for ops without successors (all but branches).
   std::unique_ptr<std::vector<Successor>> succs_;
   Block *block_ = nullptr;

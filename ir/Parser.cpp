@@ -660,7 +660,7 @@ bool Parser::buildOp(Block &b, OpCode code, Location loc, const std::vector<Toke
   auto op = Operation::create(code, loc, operands, types, std::move(attrs), std::move(succs));
   Operation *raw = b.push_back(std::move(op));
   for (unsigned i = 0; i < raw->numOperands() && i < operandLocs_.size(); ++i)
-    raw->opOperand(i).setLoc(operandLocs_[i]);
+    raw->setOperandLoc(i, operandLocs_[i]);
   for (unsigned i = 0; i < attrLocs.size(); ++i)
     if (attrLocs[i].known()) raw->setAttrLoc(i, attrLocs[i]);
   for (size_t i = 0; i < names.size(); ++i)
