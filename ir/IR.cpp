@@ -12,11 +12,24 @@ namespace nimble::ir {
 // classes (issue 23). Operation: 128 bytes; an operand: 32.
 static_assert(sizeof(Operation) <= 128, "Operation outgrew its 128-byte size class");
 static_assert(sizeof(OpOperand) <= 32, "OpOperand outgrew 32 bytes");
+static_assert(sizeof(OpResult) <= 64, "OpResult outgrew its 64-byte size class");
 
 
 //===-- Value --------------------------------------------------------------===//
 
 Value::~Value() { assert(!firstUse_ && "destroying a value that still has uses"); }
+
+const std::string &Value::noName() {
+  static const std::string empty;
+  return empty;
+}
+
+void Value::setName(std::string n) {
+  // An existing string is reassigned, not replaced, so that a reference a
+  // caller holds to name() stays valid (as when the name was a member).
+  if (name_) *name_ = std::move(n);
+  else if (!n.empty()) name_ = std::make_unique<std::string>(std::move(n));
+}
 
 Value::use_iterator &Value::use_iterator::operator++() {
   u_ = u_->nextUse();
