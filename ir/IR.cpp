@@ -101,6 +101,7 @@ unsigned OpOperand::index() const {
 
 std::vector<Attr> defaultAttrs(OpCode code) {
   std::vector<Attr> attrs;
+  attrs.reserve(opInfo(code).attrs.size()); // one allocation, not one per growth
   for (const AttrSpec &s : opInfo(code).attrs)
     attrs.push_back(s.defaultValue ? *s.defaultValue : Attr());
   return attrs;
