@@ -66,6 +66,9 @@
 // output is killed after its last use when every use is in its block and none
 // lets it escape (returned, passed to a branch, call or constructor). Liveness
 // across blocks (frees on every control-flow path) is memory planning's job.
+// Option kills=false places none: for pipelines in which plan-memory follows
+// (-O2), which drops every kill and places them all afresh, so making these
+// would be wasted work (four ops of a kernel call's twelve).
 //
 //===----------------------------------------------------------------------===//
 
@@ -328,6 +331,11 @@ public:
       device_ = std::string(value);
       return "";
     }
+    if (key == "kills") {
+      if (value != "true" && value != "false") return "option 'kills' of 'manifest-memory' takes true or false";
+      kills_ = value == "true";
+      return "";
+    }
     return Pass::setOption(key, value);
   }
 
@@ -376,6 +384,7 @@ private:
   Value *hoisted(Module &m, Location loc, const std::function<Value *(Builder &)> &make);
 
   std::string device_ = "cpu";
+  bool kills_ = true;
   // Per function: where the hoisted constants go, and the ones made so far.
   Block *entry_ = nullptr;
   Operation *lastConst_ = nullptr;
@@ -498,6 +507,7 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
     op.erase();
     // %x now lives as long as the result did: its kill (placed when %x was
     // made, before the result's uses were its own) moves.
+    if (!kills_) return success();
     std::vector<Operation *> kills;
     for (Operation *u : x->users())
       if (u->is(OpCode::Kill)) kills.push_back(u);
@@ -640,6 +650,7 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
   // Frees. Temporaries: after their last use in this block (all their uses
   // are here by construction). Outputs: the same, unless a use escapes or
   // lies in another block.
+  if (!kills_) return success();
   for (Value *t : temps) killAfterLastUse(m, t);
   for (Value *r : results) killAfterLastUse(m, r);
   return success();

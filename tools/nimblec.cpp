@@ -219,7 +219,7 @@ std::string pipelineFor(int level, const std::string &target, bool batchRemarks 
   case 1: return "type-infer,canonicalize,cse,dce,manifest-memory" + place + batch;
   default:
     return "inline,type-infer,canonicalize,cse,dce,licm," + distribute +
-           "batch-input-projection,cse,dce,type-infer,fuse,manifest-memory" +
+           "batch-input-projection,cse,dce,type-infer,fuse,manifest-memory{kills=false}" +
            place + ",plan-memory" + batch;
   }
 }
