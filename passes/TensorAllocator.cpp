@@ -19,6 +19,7 @@
 #include <cassert>
 #include <climits>
 #include <numeric>
+#include <set>
 #include <tuple>
 
 namespace nimble::passes {
@@ -42,6 +43,7 @@ struct Tuple {
   std::array<int, 3> m{};
   unsigned n = 0;
   int64_t maxSize = 0, edges = 0; // sort keys, filled by candidates()
+  int seq = 0;                     // position in the making order
   void push(int t) { m[n++] = t; }
   size_t size() const { return n; }
   int operator[](size_t i) const { return m[i]; }
@@ -49,6 +51,21 @@ struct Tuple {
   const int *end() const { return m.data() + n; }
   int *begin() { return m.data(); }
   int *end() { return m.data() + n; }
+};
+
+/// Per member of a tuple under test: the byte ranges of the placed tensors
+/// it interferes with, sorted by start, with the running maximum of their
+/// ends: whether any overlaps [off, off + size) is then one binary search per
+/// edge instead of a walk over the member's neighbours (the allocator was
+/// cubic in a region's members through this check; docs/perf.md, "Compile
+/// time").
+struct Busy {
+  std::vector<int64_t> starts, maxEnds;
+  bool overlaps(int64_t off, int64_t size) const {
+    // Ranges starting before off + size; any of them ending after off?
+    size_t k = static_cast<size_t>(std::lower_bound(starts.begin(), starts.end(), off + size) - starts.begin());
+    return k > 0 && maxEnds[k - 1] > off;
+  }
 };
 
 class Allocator {
@@ -77,26 +94,30 @@ public:
   AllocSolution run() {
     for (int i = 0; i < n_; ++i)
       if (p_.sizes[i] == 0) placed_[i] = true;
+    tupleOf_.assign(n_, Tuple{});
+    logStart_.assign(1, 0);
+    partnerOf_.assign(n_, {});
     while (true) {
       ++round_;
-      std::vector<Tuple> cands = candidates();
-      if (cands.empty()) break;
+      logStart_.push_back(bornLog_.size()); // logStart_[round_]
+      if (cands_.empty()) fillCandidates();
+      if (cands_.empty()) break;
       // Go through the ordered candidates; the first with a reusable edge
       // wins, else the first candidate gets fresh bytes.
-      size_t chosen = 0;
+      Tuple chosen = *cands_.begin();
       int edge = -1;
-      for (size_t c = 0; c < cands.size() && edge < 0; ++c) {
-        const Tuple &t = cands[c];
+      for (auto it = cands_.begin(); it != cands_.end() && edge < 0; ++it) {
+        const Tuple &t = *it;
         // A tensor that fit no edge in an earlier round can only fit one
         // made since: placed tensors never move (its conflicts only grow)
         // and edges that stay are unchanged.
         int since = t.size() == 1 ? failedAt_[t[0]] : 0;
         edge = findEdge(t, since);
-        if (edge >= 0) chosen = c;
+        if (edge >= 0) chosen = t;
         else if (t.size() == 1) failedAt_[t[0]] = round_;
       }
       if (edge >= 0) ++sol_.reusedEdges;
-      insert(cands[chosen], edge);
+      insert(chosen, edge);
     }
     return sol_;
   }
@@ -121,44 +142,100 @@ private:
   /// tensors that interfere with none of the tuple; ordered by the tuple's
   /// largest size, then its total edge count (then by the first member's
   /// index, for determinism).
-  std::vector<Tuple> candidates() const {
+  /// NNC's candidate selection: the unplaced tensors with the most
+  /// interference edges, each alone and in a tuple (up to 3) with larger
+  /// tensors that interfere with none of the tuple; ordered by the tuple's
+  /// largest size, then its total edge count, then the order of making
+  /// (by tensor, each alone before its tuple).
+  ///
+  /// Kept across rounds (rebuilding every candidate each round made the
+  /// allocator cubic in a region's members; issue 23): the set holds the
+  /// candidates of the current degree and is refilled when it empties
+  /// (degrees are fixed and placement only removes tensors, so the largest
+  /// unplaced degree drops exactly then). A tensor's tuple is the first
+  /// eligible partner in a fixed order, twice, so placing a tensor changes
+  /// only the tuples it is a member of: those are remade (partnerOf_).
+  struct CandidateOrder {
+    bool operator()(const Tuple &a, const Tuple &b) const {
+      if (a.maxSize != b.maxSize) return a.maxSize > b.maxSize;
+      if (a.edges != b.edges) return a.edges > b.edges;
+      return a.seq < b.seq;
+    }
+  };
+  void fillCandidates() {
     int best = -1;
     for (int i = 0; i < n_; ++i)
       if (!placed_[i]) best = std::max(best, degree_[i]);
-    std::vector<Tuple> out;
-    if (best < 0) return out;
+    if (best < 0) return;
     for (int c = 0; c < n_; ++c) {
       if (placed_[c] || degree_[c] != best) continue;
-      Tuple tuple;
-      tuple.push(c);
-      out.push_back(tuple);
-      while (tuple.size() < 3) {
-        // The largest unplaced tensor (then most edges, then lowest index)
-        // larger than c that interferes with no member: the first in bySize_.
-        int pick = -1;
-        for (int t : bySize_) {
-          if (p_.sizes[t] <= p_.sizes[c]) break;
-          if (placed_[t]) continue;
-          if (std::find(tuple.begin(), tuple.end(), t) != tuple.end()) continue;
-          bool ok = true;
-          for (int m : tuple) ok &= !interferes(m, t);
-          if (!ok) continue;
-          pick = t;
-          break;
-        }
-        if (pick < 0) break;
-        tuple.push(pick);
+      Tuple alone;
+      alone.push(c);
+      addCandidate(alone, 2 * c);
+      makeTuple(c);
+    }
+  }
+  void addCandidate(Tuple t, int seq) {
+    t.maxSize = maxSize(t);
+    t.edges = edgesOf(t);
+    t.seq = seq;
+    cands_.insert(t);
+  }
+  /// The tuple of candidate `c` (c and up to two larger partners), added
+  /// when it has a partner.
+  void makeTuple(int c) {
+    Tuple tuple;
+    tuple.push(c);
+    while (tuple.size() < 3) {
+      // The largest unplaced tensor (then most edges, then lowest index)
+      // larger than c that interferes with no member: the first in bySize_.
+      int pick = -1;
+      for (int t : bySize_) {
+        if (p_.sizes[t] <= p_.sizes[c]) break;
+        if (placed_[t]) continue;
+        if (std::find(tuple.begin(), tuple.end(), t) != tuple.end()) continue;
+        bool ok = true;
+        for (int m : tuple) ok &= !interferes(m, t);
+        if (!ok) continue;
+        pick = t;
+        break;
       }
-      if (tuple.size() > 1) out.push_back(tuple);
+      if (pick < 0) break;
+      tuple.push(pick);
+      partnerOf_[pick].push_back(c);
     }
-    for (Tuple &t : out) {
-      t.maxSize = maxSize(t);
-      t.edges = edgesOf(t);
+    tupleOf_[c] = tuple;
+    if (tuple.size() > 1) addCandidate(tuple, 2 * c + 1);
+  }
+  /// After `m` is placed: its own candidates go, and every tuple it was a
+  /// partner in is remade.
+  void placedCandidate(int m) {
+    if (tupleOf_[m].size() > 0) {
+      Tuple alone;
+      alone.push(m);
+      addKeys(alone, 2 * m);
+      cands_.erase(alone);
+      if (tupleOf_[m].size() > 1) {
+        Tuple t = tupleOf_[m];
+        addKeys(t, 2 * m + 1);
+        cands_.erase(t);
+      }
+      tupleOf_[m] = Tuple{};
     }
-    std::stable_sort(out.begin(), out.end(), [](const Tuple &a, const Tuple &b) {
-      return std::make_pair(-a.maxSize, -a.edges) < std::make_pair(-b.maxSize, -b.edges);
-    });
-    return out;
+    std::vector<int> users;
+    users.swap(partnerOf_[m]);
+    for (int c : users) {
+      Tuple t = tupleOf_[c];
+      if (placed_[c] || t.size() < 2 || std::find(t.begin() + 1, t.end(), m) == t.end()) continue;
+      addKeys(t, 2 * c + 1);
+      cands_.erase(t);
+      makeTuple(c);
+    }
+  }
+  void addKeys(Tuple &t, int seq) const {
+    t.maxSize = maxSize(t);
+    t.edges = edgesOf(t);
+    t.seq = seq;
   }
 
   /// An edge of the allocation graph the tuple can be inserted into: large
@@ -173,48 +250,61 @@ private:
     // region where everything interferes this answers every query at once.
     for (int m : tuple)
       if (placedNeighbours_[m] == numPlaced_) return -1;
-    // Per member, the byte ranges of the placed tensors it interferes with,
-    // sorted by start, with the running maximum of their ends: whether any
-    // overlaps [off, off + size) is then one binary search per edge instead
-    // of a walk over the member's neighbours (the allocator was cubic in a
-    // region's members through this check; docs/perf.md, "Compile time").
-    struct Busy {
-      std::vector<int64_t> starts, maxEnds;
-      bool overlaps(int64_t off, int64_t size) const {
-        // Ranges starting before off + size; any of them ending after off?
-        size_t k = static_cast<size_t>(std::lower_bound(starts.begin(), starts.end(), off + size) - starts.begin());
-        return k > 0 && maxEnds[k - 1] > off;
-      }
-    };
     auto worthChecking = [&](const Edge &ed) {
       return ed.born >= since && ed.size >= need && !(ed.src == kSource && ed.dst == kSink);
     };
-    if (std::none_of(edges_.begin(), edges_.end(), worthChecking)) return -1;
-    std::vector<Busy> busy(tuple.size());
-    for (size_t i = 0; i < tuple.size(); ++i) {
-      std::vector<std::pair<int64_t, int64_t>> ranges;
-      for (int t : adj_[tuple[i]])
-        if (placed_[t] && p_.sizes[t] != 0) ranges.push_back({sol_.offsets[t], sol_.offsets[t] + p_.sizes[t]});
-      std::sort(ranges.begin(), ranges.end());
-      int64_t maxEnd = INT64_MIN;
-      for (const auto &[start, end] : ranges) {
-        maxEnd = std::max(maxEnd, end);
-        busy[i].starts.push_back(start);
-        busy[i].maxEnds.push_back(maxEnd);
+    // Made on the first edge that needs them (scratch reused across calls).
+    bool haveBusy = false;
+    auto makeBusy = [&] {
+      haveBusy = true;
+      for (size_t i = 0; i < tuple.size(); ++i) {
+        std::vector<std::pair<int64_t, int64_t>> &ranges = rangeScratch_;
+        ranges.clear();
+        for (int t : adj_[tuple[i]])
+          if (placed_[t] && p_.sizes[t] != 0) ranges.push_back({sol_.offsets[t], sol_.offsets[t] + p_.sizes[t]});
+        std::sort(ranges.begin(), ranges.end());
+        Busy &b = busy_[i];
+        b.starts.clear();
+        b.maxEnds.clear();
+        int64_t maxEnd = INT64_MIN;
+        for (const auto &[start, end] : ranges) {
+          maxEnd = std::max(maxEnd, end);
+          b.starts.push_back(start);
+          b.maxEnds.push_back(maxEnd);
+        }
       }
-    }
+    };
+    // Best fit: the least (size, offset, position in edges_).
     int best = -1;
-    for (size_t e = 0; e < edges_.size(); ++e) {
+    auto consider = [&](int e) {
       const Edge &ed = edges_[e];
-      if (!worthChecking(ed)) continue;
-      if (best >= 0 && (ed.size > edges_[best].size || (ed.size == edges_[best].size && ed.off >= edges_[best].off)))
-        continue; // cannot beat the best fit so far
+      if (!worthChecking(ed)) return;
+      if (best >= 0 && std::make_tuple(ed.size, ed.off, e) >= std::make_tuple(edges_[best].size, edges_[best].off, best))
+        return; // cannot beat the best fit so far
       bool ok = true;
       for (size_t i = 0; i < tuple.size() && ok; ++i) {
         int m = tuple[i];
-        ok = !interferes(m, ed.src) && !interferes(m, ed.dst) && !busy[i].overlaps(ed.off, p_.sizes[m]);
+        ok = !interferes(m, ed.src) && !interferes(m, ed.dst);
       }
-      if (ok) best = static_cast<int>(e);
+      if (ok && !haveBusy) makeBusy();
+      for (size_t i = 0; i < tuple.size() && ok; ++i) ok = !busy_[i].overlaps(ed.off, p_.sizes[tuple[i]]);
+      if (ok) best = e;
+    };
+    // The edges born since `since` are in the log of their rounds (a key
+    // logged there may since have been merged away or reborn: looking it up
+    // finds the current edge, which worthChecking filters); when they are
+    // fewer than all the edges, only they are looked at. A tensor retried
+    // after failing is then checked against the few edges made since, not
+    // every edge of the graph (issue 23).
+    if (since > 0 && since <= round_ &&
+        bornLog_.size() - logStart_[static_cast<size_t>(since)] < edges_.size()) {
+      for (size_t k = logStart_[static_cast<size_t>(since)]; k < bornLog_.size(); ++k) {
+        const Edge &key = bornLog_[k];
+        auto it = std::lower_bound(edges_.begin(), edges_.end(), key, edgeLess);
+        if (it != edges_.end() && !edgeLess(key, *it)) consider(static_cast<int>(it - edges_.begin()));
+      }
+    } else {
+      for (size_t e = 0; e < edges_.size(); ++e) consider(static_cast<int>(e));
     }
     return best;
   }
@@ -231,7 +321,7 @@ private:
     } else {
       e = edges_[edge];
       edges_.erase(edges_.begin() + edge);
-      if (e.size > need) edges_.push_back({e.src, e.dst, e.off + need, e.size - need, round_});
+      if (e.size > need) added_.push_back({e.src, e.dst, e.off + need, e.size - need, round_});
       e.size = need;
     }
     // Access order (at most three: insertion sort).
@@ -240,9 +330,10 @@ private:
                                       std::make_pair(p_.order[tuple.m[j - 1]], tuple.m[j - 1]);
            --j)
         std::swap(tuple.m[j], tuple.m[j - 1]);
+    for (int m : tuple) placed_[m] = true;
+    for (int m : tuple) placedCandidate(m);
     for (int m : tuple) {
       sol_.offsets[m] = e.off;
-      placed_[m] = true;
       if (p_.sizes[m] == 0) continue;
       ++numPlaced_;
       for (int t : adj_[m]) ++placedNeighbours_[t];
@@ -257,31 +348,46 @@ private:
       int prev = e.src;
       for (int m : tuple) {
         if (p_.sizes[m] < cuts[k + 1]) continue;
-        edges_.push_back({prev, m, e.off + cuts[k], cuts[k + 1] - cuts[k], round_});
+        added_.push_back({prev, m, e.off + cuts[k], cuts[k + 1] - cuts[k], round_});
         prev = m;
       }
-      edges_.push_back({prev, e.dst, e.off + cuts[k], cuts[k + 1] - cuts[k], round_});
+      added_.push_back({prev, e.dst, e.off + cuts[k], cuts[k + 1] - cuts[k], round_});
     }
     normalize();
   }
 
-  /// Merges contiguous edges between the same two nodes (one edge of the
-  /// allocation graph per pair and region, as in NNC's weighted edges).
+  static bool edgeLess(const Edge &a, const Edge &b) {
+    return std::tie(a.src, a.dst, a.off) < std::tie(b.src, b.dst, b.off);
+  }
+
+  /// Adds the edges of `added_` to `edges_` and merges contiguous edges
+  /// between the same two nodes (one edge of the allocation graph per pair
+  /// and region, as in NNC's weighted edges). `edges_` stays sorted by
+  /// (src, dst, off), a key no two edges share (a chain passes a pair of
+  /// tensors at most once per byte), so a round costs one merge of the few
+  /// new edges into it, not a sort of all of them.
   void normalize() {
-    std::sort(edges_.begin(), edges_.end(), [](const Edge &a, const Edge &b) {
-      return std::make_tuple(a.src, a.dst, a.off) < std::make_tuple(b.src, b.dst, b.off);
-    });
-    std::vector<Edge> out;
-    for (const Edge &e : edges_) {
-      if (!out.empty() && out.back().src == e.src && out.back().dst == e.dst &&
-          out.back().off + out.back().size == e.off) {
-        out.back().size += e.size;
-        out.back().born = round_;
+    std::sort(added_.begin(), added_.end(), edgeLess);
+    merged_.clear();
+    merged_.reserve(edges_.size() + added_.size());
+    auto push = [&](const Edge &e) {
+      if (!merged_.empty() && merged_.back().src == e.src && merged_.back().dst == e.dst &&
+          merged_.back().off + merged_.back().size == e.off) {
+        merged_.back().size += e.size;
+        merged_.back().born = round_;
       } else {
-        out.push_back(e);
+        merged_.push_back(e);
       }
+    };
+    size_t i = 0, j = 0;
+    while (i < edges_.size() || j < added_.size()) {
+      if (j == added_.size() || (i < edges_.size() && edgeLess(edges_[i], added_[j]))) push(edges_[i++]);
+      else push(added_[j++]);
     }
-    edges_ = std::move(out);
+    edges_.swap(merged_);
+    added_.clear();
+    for (const Edge &e : edges_)
+      if (e.born == round_) bornLog_.push_back(e);
   }
 
   const AllocProblem &p_;
@@ -295,7 +401,15 @@ private:
   std::vector<int> failedAt_;
   int numPlaced_ = 0;                 // placed tensors of nonzero size
   std::vector<int> placedNeighbours_; // of each: interfering ones among those
-  std::vector<Edge> edges_;
+  std::vector<Edge> edges_;          // sorted by (src, dst, off)
+  std::vector<Edge> added_, merged_; // scratch of insert / normalize
+  std::vector<Edge> bornLog_;        // the edges made in each round, in round order
+  std::vector<size_t> logStart_;     // per round: where its edges start in bornLog_
+  std::set<Tuple, CandidateOrder> cands_; // the current candidates
+  std::vector<Tuple> tupleOf_;        // per candidate tensor: its tuple (size 0: none)
+  std::vector<std::vector<int>> partnerOf_; // per tensor: candidates whose tuple may hold it
+  mutable std::array<Busy, 3> busy_;  // scratch of findEdge
+  mutable std::vector<std::pair<int64_t, int64_t>> rangeScratch_;
   AllocSolution sol_;
 };
 

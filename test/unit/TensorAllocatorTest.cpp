@@ -3,11 +3,13 @@
 // The allocator core of plan-memory (passes/TensorAllocator.h) on hand-made
 // and random interference graphs: interfering tensors never overlap, the
 // buffer is at least the max-live lower bound (and, on chains, exactly it),
-// partial reuse of a larger region happens, and the result is deterministic.
+// partial reuse of a larger region happens, the result is deterministic, and
+// it is the plain implementation's (ReferenceTensorAllocator.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/TensorAllocator.h"
+#include "test/unit/ReferenceTensorAllocator.h"
 
 #include <gtest/gtest.h>
 
@@ -222,3 +224,43 @@ TEST(TensorAllocator, PlansArePinned) {
 }
 
 } // namespace
+
+/// The optimised allocator (candidates kept across rounds, edges looked up
+/// by the round that made them) against the plain one
+/// (test/unit/ReferenceTensorAllocator.cpp) on random problems: interval
+/// graphs and arbitrary graphs, sparse to complete, sizes equal or mixed
+/// (zero included), access orders shuffled. The same offsets, buffer size
+/// and reuse count every time.
+TEST(TensorAllocator, AgreesWithThePlainImplementation) {
+  std::mt19937 rng(2026);
+  const std::vector<std::vector<int64_t>> sizeSets = {{64}, {64, 128}, {64, 128, 192, 256, 1024}, {0, 64, 640, 4096}};
+  const std::vector<int> densities = {0, 2, 10, 30, 70, 100}; // percent
+  for (int iter = 0; iter < 400; ++iter) {
+    const int n = 1 + static_cast<int>(rng() % 48);
+    const std::vector<int64_t> &set = sizeSets[rng() % sizeSets.size()];
+    const int density = densities[rng() % densities.size()];
+    AllocProblem p;
+    p.interferes.assign(n, std::vector<bool>(n, false));
+    std::vector<std::pair<int, int>> life;
+    for (int i = 0; i < n; ++i) {
+      p.sizes.push_back(set[rng() % set.size()]);
+      p.order.push_back(i);
+      int a = static_cast<int>(rng() % (2 * n)), len = static_cast<int>(rng() % (1 + n * density / 100));
+      life.push_back({a, a + len});
+    }
+    const bool byIntervals = rng() % 2 == 0;
+    for (int i = 0; i < n; ++i)
+      for (int j = i + 1; j < n; ++j) {
+        bool x = byIntervals ? life[i].first <= life[j].second && life[j].first <= life[i].second
+                             : static_cast<int>(rng() % 100) < density;
+        p.interferes[i][j] = p.interferes[j][i] = x;
+      }
+    if (rng() % 3 == 0) std::shuffle(p.order.begin(), p.order.end(), rng);
+    AllocSolution fast = allocateTensors(p), plain = nimble::testing::referenceAllocateTensors(p);
+    expectValid(p, fast);
+    EXPECT_EQ(fast.offsets, plain.offsets) << "iteration " << iter;
+    EXPECT_EQ(fast.size, plain.size) << "iteration " << iter;
+    EXPECT_EQ(fast.reusedEdges, plain.reusedEdges) << "iteration " << iter;
+    if (HasFailure()) return;
+  }
+}
