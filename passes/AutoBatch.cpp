@@ -87,6 +87,10 @@ public:
   /// again whenever a callee's summary it read has risen, so a chain of N
   /// calls, or one function calling N others, costs O(N) analyses.
   void run() {
+    // Entry contexts callees first (post-order of the call graph), so that
+    // on an acyclic call graph every summary a caller reads is final when
+    // the caller is first analysed: one analysis per function rather than
+    // one per function and again per rise of a callee's summary.
     for (auto &f : m_.functions())
       if (!isPrimitive(*f) && f->entry()) context(f.get(), std::vector<bool>(f->entry()->numArguments(), true));
     // First in, first out: a caller whose callees' summaries rose is queued
@@ -165,19 +169,50 @@ private:
   bool analyse(size_t ci) {
     ++epoch_;
     bool any = false, changed = true;
+    const Function *f = contexts_[ci].f;
+    const Shape &shape = shapeOf(f);
     while (changed) {
       changed = false;
-      const Function *f = contexts_[ci].f;
       Block *entry = f->entry();
       for (unsigned i = 0; i < entry->numArguments(); ++i)
         changed |= raise(contexts_[ci], entry->argument(i), contexts_[ci].params[i]);
       // Incoming edges per block argument (SSA copies along edges).
-      for (Block *b : f->reversePostOrder()) {
+      for (Block *b : shape.rpo) {
         for (Operation &op : *b) changed |= visit(ci, op);
       }
       any |= changed;
+      // Without a retreating edge, reverse post-order visits every
+      // definition (and every edge into a block) before its uses: one sweep
+      // is the fixpoint, and a second would only confirm it (issue 23: it
+      // was a third of the pass on call chains).
+      if (!shape.cyclic) break;
     }
     return any;
+  }
+
+  /// A function's reachable blocks in reverse post-order, and whether the
+  /// CFG has a retreating edge (a cycle), computed once per function.
+  struct Shape {
+    std::vector<Block *> rpo;
+    bool cyclic = false;
+  };
+  const Shape &shapeOf(const Function *f) {
+    auto [it, fresh] = shapes_.try_emplace(f);
+    Shape &sh = it->second;
+    if (!fresh) return sh;
+    sh.rpo = f->reversePostOrder();
+    std::unordered_map<const Block *, size_t> pos;
+    if (sh.rpo.size() > 1)
+      for (size_t i = 0; i < sh.rpo.size(); ++i) pos.emplace(sh.rpo[i], i);
+    for (size_t i = 0; i < sh.rpo.size() && !sh.cyclic; ++i) {
+      const Operation *t = sh.rpo[i]->terminator();
+      if (!t) continue;
+      for (const Successor &s : t->successors()) {
+        if (s.block == sh.rpo[i]) sh.cyclic = true;
+        else if (auto p = pos.find(s.block); p != pos.end() && p->second < i) sh.cyclic = true;
+      }
+    }
+    return sh;
   }
 
   bool visit(size_t ci, Operation &op) {
@@ -300,6 +335,7 @@ private:
   std::vector<bool> queued_;
   std::deque<size_t> work_;
   std::map<std::string, std::vector<bool>> masks_;
+  std::unordered_map<const Function *, Shape> shapes_;
 };
 
 //===-- 2. Row separability ---------------------------------------------------===//

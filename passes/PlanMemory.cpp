@@ -421,7 +421,8 @@ private:
                       const Dominators &dom, bool &changed);
   void reuseDynamic(Function &f, const std::vector<StorageInfo> &st, const AliasInfo &ai, const Dominators &dom,
                     bool &changed);
-  void placeKills(Module &m, Function &f, bool &changed);
+  /// Returns the number of kills placed.
+  size_t placeKills(Module &m, Function &f, bool &changed);
 
   bool coalesce_ = true, reuse_ = true;
 };
@@ -992,9 +993,11 @@ bool killable(Value *v) {
   return d && !d->is(OpCode::Constant);
 }
 
-void PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
+size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
   Liveness lv(f);
+  size_t placed = 0;
   auto kill = [&](Value *v, Operation *before, Block *atEnd, Location loc) {
+    ++placed;
     Builder b(m, loc);
     if (before) b.setInsertionPoint(before);
     else b.setInsertionPointToEnd(atEnd);
@@ -1110,28 +1113,35 @@ void PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
     changed = true;
   }
   f.endBlockInsertions();
+  return placed;
 }
 
 /// Kills directly before a `ret` (only kills in between) are dropped: leaving
 /// the frame releases every register anyway, at the same point.
-void dropKillsBeforeRet(Function &f) {
+/// Returns how many it dropped.
+size_t dropKillsBeforeRet(Function &f) {
+  size_t dropped = 0;
   for (auto &b : f.blocks()) {
     Operation *t = b->terminator();
     if (!t || !t->is(OpCode::Ret)) continue;
     while (Operation *p = t->prevOp()) {
       if (!p->is(OpCode::Kill)) break;
       p->erase();
+      ++dropped;
     }
   }
+  return dropped;
 }
 
 void PlanMemoryPass::planFunction(Module &m, Function &f, bool &changed) {
   for (auto &b : f.blocks())
-    for (Operation *op : b->opsSnapshot())
+    for (Operation *op = b->front(), *next; op; op = next) {
+      next = op->nextOp();
       if (op->is(OpCode::Kill)) {
         op->erase();
         changed = true;
       }
+    }
   // One analysis for both steps: coalescing rewrites only the static
   // storages' allocations and views (and adds arenas and constants), which
   // changes neither the aliases, the liveness, the relative order of the
@@ -1147,11 +1157,8 @@ void PlanMemoryPass::planFunction(Module &m, Function &f, bool &changed) {
     if (doCoalesce) coalesceStatic(m, f, st, ai, dom, changed);
     if (doReuse) reuseDynamic(f, st, ai, dom, changed);
   }
-  placeKills(m, f, changed);
-  dropKillsBeforeRet(f);
-  for (auto &b : f.blocks())
-    for (Operation &op : *b)
-      if (op.is(OpCode::Kill)) ++NumKillsPlaced;
+  const size_t placed = placeKills(m, f, changed);
+  NumKillsPlaced += placed - dropKillsBeforeRet(f);
 }
 
 } // namespace
