@@ -349,12 +349,15 @@ Operation *Block::insertBefore(Operation *before, std::unique_ptr<Operation> op)
 // where renumbering the whole block would make it quadratic.
 void Block::relabelAround(Operation *o, uint64_t x) {
   double capacity = 1.0; // 2^i / T^i
+  // The ranges are nested (each aligned range of 2^i labels around x holds
+  // the one of 2^(i-1)), so each level extends the last one's walk instead
+  // of starting again from `o`: a relabel walks only the ops it relabels.
+  Operation *first = o, *last = o;
+  size_t count = 1;
   for (unsigned i = 1; i < 64; ++i) {
     capacity *= 2.0 / 1.5;
     uint64_t size = uint64_t(1) << i;
     uint64_t base = x & ~(size - 1);
-    Operation *first = o, *last = o;
-    size_t count = 1;
     while (first->prev_ && first->prev_->order_ >= base) {
       first = first->prev_;
       ++count;
@@ -638,7 +641,7 @@ Global *Module::lookupGlobal(std::string_view n) const {
 }
 
 Function *Module::lookupFunction(std::string_view n) const {
-  auto it = funcIndex_.find(std::string(n));
+  auto it = funcIndex_.find(n);
   return it == funcIndex_.end() ? nullptr : it->second;
 }
 

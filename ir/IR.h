@@ -584,7 +584,14 @@ private:
   std::vector<std::unique_ptr<Function>> funcs_;
   std::unordered_map<std::string, AdtDecl *> adtIndex_;
   std::unordered_map<std::string, Global *> globalIndex_;
-  std::unordered_map<std::string, Function *> funcIndex_;
+  /// Transparent: lookupFunction hashes the caller's string_view, with no
+  /// std::string made per lookup (every call, invoke and kernel reference
+  /// resolves its callee here).
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  std::unordered_map<std::string, Function *, NameHash, std::equal_to<>> funcIndex_;
   std::unordered_map<std::string, unsigned> freshCounters_;
 };
 

@@ -179,12 +179,6 @@ bool Verifier::structure(const Function &f) {
           diag_.error(succLoc(op, s), "the entry block of @" + f.name() +
                                           " cannot be a branch target");
           ok = false;
-        } else if (s.block == f.entry()) {
-          diag_.error(op.loc(), "the entry block ^" +
-                                    (s.block->label().empty() ? std::string("entry")
-                                                              : s.block->label()) +
-                                    " cannot be a branch target");
-          ok = false;
         }
     }
   }
