@@ -161,7 +161,7 @@ bool ModuleEmitter::kernelIndex(const std::string &name, Location loc, uint32_t 
     }
     vm::KernelDesc::Member mem;
     mem.op = op.code();
-    mem.attrs = op.attrs();
+    mem.attrs.assign(op.attrs().begin(), op.attrs().end());
     for (Value *v : op.operands()) {
       auto n = num.find(v);
       if (n == num.end()) {

@@ -112,12 +112,26 @@ std::unique_ptr<Operation> Operation::create(OpCode code, Location loc,
                                              const std::vector<Type> &resultTypes,
                                              std::vector<Attr> attrs,
                                              std::vector<Successor> successors) {
-  std::unique_ptr<Operation> op(new Operation(code, loc));
-  assert(attrs.size() == op->info().attrs.size() && "attribute list does not match schema");
-  op->attrs_ = std::move(attrs);
+  // One allocation: the results, the op, the attributes (see resultsBase,
+  // attrsBase).
+  static_assert(sizeof(OpResult) % alignof(Operation) == 0 && sizeof(Operation) % alignof(Attr) == 0 &&
+                alignof(OpResult) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__ &&
+                alignof(Attr) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+  assert(attrs.size() == opInfo(code).attrs.size() && "attribute list does not match schema");
+  const size_t n = resultTypes.size();
+  char *mem = static_cast<char *>(::operator new(n * sizeof(OpResult) + sizeof(Operation) + attrs.size() * sizeof(Attr)));
+  std::unique_ptr<Operation> op(new (mem + n * sizeof(OpResult)) Operation(code, loc));
+  // The counts grow as each part is made: a destroying delete destroys
+  // exactly what exists.
+  for (unsigned i = 0; i < n; ++i) {
+    new (mem + i * sizeof(OpResult)) OpResult(op.get(), i, resultTypes[i]);
+    op->numResults_ = i + 1;
+  }
+  for (size_t i = 0; i < attrs.size(); ++i) {
+    new (op->attrsBase() + i) Attr(std::move(attrs[i]));
+    op->numAttrs_ = static_cast<uint16_t>(i + 1);
+  }
   op->setOperands(operands);
-  for (unsigned i = 0; i < resultTypes.size(); ++i)
-    op->results_.push_back(std::make_unique<OpResult>(op.get(), i, resultTypes[i]));
   if (!successors.empty()) op->succs_ = std::make_unique<std::vector<Successor>>(std::move(successors));
   return op;
 }
@@ -125,6 +139,16 @@ std::unique_ptr<Operation> Operation::create(OpCode code, Location loc,
 Operation::~Operation() {
   assert(!hasResultUses() && "destroying an operation whose results are still used");
   dropAllReferences();
+}
+
+void Operation::operator delete(Operation *op, std::destroying_delete_t) {
+  const unsigned n = op->numResults_, na = op->numAttrs_;
+  OpResult *results = op->resultsBase();
+  Attr *attrs = op->attrsBase();
+  op->~Operation();
+  for (unsigned i = 0; i < na; ++i) attrs[i].~Attr();
+  for (unsigned i = 0; i < n; ++i) results[i].~OpResult();
+  ::operator delete(static_cast<void *>(results));
 }
 
 std::vector<Value *> Operation::operands() const {
@@ -166,34 +190,35 @@ Location Operation::attrLoc(unsigned i) const {
 }
 
 void Operation::setAttrLoc(unsigned i, Location l) {
-  assert(i < attrs_.size() && "op has no such attribute");
+  assert(i < numAttrs_ && "op has no such attribute");
   if (!locs_) locs_ = std::make_unique<WrittenLocs>();
-  if (locs_->attrs.size() < attrs_.size()) locs_->attrs.resize(attrs_.size());
+  if (locs_->attrs.size() < numAttrs_) locs_->attrs.resize(numAttrs_);
   locs_->attrs[i] = l;
 }
 
 std::vector<Value *> Operation::results() const {
   std::vector<Value *> r;
-  for (auto &res : results_) r.push_back(res.get());
+  r.reserve(numResults_);
+  for (Value *v : resultValues()) r.push_back(v);
   return r;
 }
 
 bool Operation::hasResultUses() const {
-  for (auto &res : results_)
-    if (res->hasUses()) return true;
+  for (Value *v : resultValues())
+    if (v->hasUses()) return true;
   return false;
 }
 
 const Attr &Operation::attr(std::string_view name) const {
   int i = info().attrIndex(name);
   assert(i >= 0 && "op has no such attribute");
-  return attrs_[static_cast<size_t>(i)];
+  return attrsBase()[i];
 }
 
 void Operation::setAttr(std::string_view name, Attr a) {
   int i = info().attrIndex(name);
   assert(i >= 0 && "op has no such attribute");
-  attrs_[static_cast<size_t>(i)] = std::move(a);
+  attrsBase()[i] = std::move(a);
   if (locs_ && static_cast<size_t>(i) < locs_->attrs.size()) locs_->attrs[static_cast<size_t>(i)] = Location();
 }
 

@@ -25,6 +25,8 @@
 #include <cassert>
 #include <iterator>
 #include <memory>
+#include <new>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -284,34 +286,44 @@ public:
   /// caller through setSuccessors).
   void setOperands(const std::vector<Value *> &vals);
 
-  // Results.
-  unsigned numResults() const { return static_cast<unsigned>(results_.size()); }
-  OpResult *result(unsigned i = 0) const { return results_[i].get(); }
+  // Results. Fixed at creation, and allocated with the op: they sit
+  // directly before it in the same block of memory (MLIR's layout), so that
+  // an op and its results are one allocation and one cache line apart, not
+  // a vector of separately allocated values.
+  unsigned numResults() const { return numResults_; }
+  OpResult *result(unsigned i = 0) const {
+    assert(i < numResults_);
+    return resultsBase() + i;
+  }
   std::vector<Value *> results() const;
   /// The results without a copy (a range of Value *), valid while the op
-  /// lives (results are fixed at creation); see operandValues.
+  /// lives; see operandValues.
   class ResultRange {
   public:
-    using Base = std::vector<std::unique_ptr<OpResult>>::const_iterator;
     struct iterator {
-      Base p;
-      Value *operator*() const { return p->get(); }
+      OpResult *p;
+      Value *operator*() const;
       iterator &operator++() { ++p; return *this; }
       bool operator!=(const iterator &o) const { return p != o.p; }
       bool operator==(const iterator &o) const { return p == o.p; }
     };
-    ResultRange(Base b, Base e) : b_(b), e_(e) {}
+    ResultRange(OpResult *b, unsigned n) : b_(b), n_(n) {}
     iterator begin() const { return {b_}; }
-    iterator end() const { return {e_}; }
+    iterator end() const { return {b_ + n_}; }
+    unsigned size() const { return n_; }
   private:
-    Base b_, e_;
+    OpResult *b_;
+    unsigned n_;
   };
-  ResultRange resultValues() const { return {results_.begin(), results_.end()}; }
+  ResultRange resultValues() const { return {resultsBase(), numResults_}; }
   bool hasResultUses() const;
 
-  // Attributes (schema order).
-  const std::vector<Attr> &attrs() const { return attrs_; }
-  const Attr &attr(unsigned i) const { return attrs_[i]; }
+  // Attributes (schema order), allocated with the op, after it.
+  std::span<const Attr> attrs() const { return {attrsBase(), numAttrs_}; }
+  const Attr &attr(unsigned i) const {
+    assert(i < numAttrs_);
+    return attrsBase()[i];
+  }
   /// The attribute `name`, which the op's schema must declare.
   const Attr &attr(std::string_view name) const;
   /// Replaces attribute `name` (forgetting where the old value was written).
@@ -351,18 +363,27 @@ public:
   /// the block to renumber (LLVM's instruction ordering).
   bool isBeforeInBlock(const Operation *other) const;
 
+  /// Destroys the op and its results and frees their one allocation (a
+  /// destroying delete: `delete op` and std::unique_ptr<Operation> reach
+  /// it, and it knows where the allocation starts).
+  void operator delete(Operation *op, std::destroying_delete_t);
+
 private:
   friend class Block;
   Operation(OpCode code, Location loc) : code_(code), loc_(loc) {}
   static const std::vector<Successor> &noSuccessors();
-  // Laid out to fit 128 bytes (a size class of the allocator: a million
-  // ops are a million of these); rarely used lists are out of line.
+  OpResult *resultsBase() const;
+  Attr *attrsBase() const;
+  // One allocation holds the results, the op (88 bytes) and its attributes,
+  // in that order: an op with one result and no attribute is 152 bytes,
+  // where it was three allocations (op, result vector, result: 128 + 8 +
+  // 64) and a fourth for the attributes. Rarely used lists are out of line.
   OpCode code_;
+  uint16_t numAttrs_ = 0;
   unsigned numOperands_ = 0;
+  unsigned numResults_ = 0;
   Location loc_;
   std::unique_ptr<OpOperand[]> operands_;
-  std::vector<std::unique_ptr<OpResult>> results_;
-  std::vector<Attr> attrs_;
   /// Null, or where each attribute and each operand was written (the
   /// parser's; ops built by passes have none). A vector is empty or has one
   /// entry per attribute / operand.
@@ -377,6 +398,15 @@ private:
   /// Position in the block, valid while the block's orderValid_ is set.
   mutable uint64_t order_ = 0;
 };
+
+inline OpResult *Operation::resultsBase() const {
+  return reinterpret_cast<OpResult *>(reinterpret_cast<char *>(const_cast<Operation *>(this)) -
+                                      numResults_ * sizeof(OpResult));
+}
+inline Attr *Operation::attrsBase() const {
+  return reinterpret_cast<Attr *>(reinterpret_cast<char *>(const_cast<Operation *>(this)) + sizeof(Operation));
+}
+inline Value *Operation::ResultRange::iterator::operator*() const { return p; }
 
 /// Default attribute list for `code` (every optional attribute at its default;
 /// required ones null).

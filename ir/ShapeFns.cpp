@@ -60,13 +60,13 @@ constexpr int64_t kMaxShapeLength = limits::kMaxRank;
 /// Builds one relation's answer. Relations return early on the first error.
 class Ctx {
 public:
-  Ctx(OpCode code, const std::vector<TensorSig> &ops, const std::vector<Attr> &attrs,
+  Ctx(OpCode code, const std::vector<TensorSig> &ops, std::span<const Attr> attrs,
       const std::vector<const DenseValue *> &values)
       : info(opInfo(code)), ops(ops), attrs(attrs), values(values) {}
 
   const OpInfo &info;
   const std::vector<TensorSig> &ops;
-  const std::vector<Attr> &attrs;
+  std::span<const Attr> attrs;
   const std::vector<const DenseValue *> &values;
   ShapeFnResult r;
 
@@ -785,7 +785,7 @@ bool apply(Ctx &c) {
 } // namespace
 
 ShapeFnResult inferShapes(OpCode code, const std::vector<TensorSig> &operands,
-                          const std::vector<Attr> &attrs,
+                          std::span<const Attr> attrs,
                           const std::vector<const DenseValue *> &values) {
   Ctx c(code, operands, attrs, values);
   if (!apply(c)) {

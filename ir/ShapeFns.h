@@ -31,6 +31,7 @@
 #include "ir/OpTable.h"
 
 #include <string>
+#include <span>
 #include <vector>
 
 namespace nimble {
@@ -63,7 +64,7 @@ struct ShapeFnResult {
 /// entry per operand (nullptr where unknown). Structural ops are not handled
 /// here (the verifier types them): calling with one is a programming error.
 ShapeFnResult inferShapes(OpCode code, const std::vector<TensorSig> &operands,
-                          const std::vector<Attr> &attrs,
+                          std::span<const Attr> attrs,
                           const std::vector<const DenseValue *> &values = {});
 
 /// "2x?x3" (no dtype); "scalar" for rank 0.

@@ -131,7 +131,8 @@ std::unique_ptr<Operation> cloneOp(const Operation &op, IRMapping &map) {
   std::vector<Successor> succs = op.successors();
   for (Successor &s : succs) s.block = map.lookup(s.block);
   std::unique_ptr<Operation> copy =
-      Operation::create(op.code(), op.loc(), operands, types, op.attrs(), std::move(succs));
+      Operation::create(op.code(), op.loc(), operands, types, std::vector<Attr>(op.attrs().begin(), op.attrs().end()),
+                        std::move(succs));
   for (unsigned i = 0; i < op.numResults(); ++i) {
     copy->result(i)->setName(op.result(i)->name());
     map.values[op.result(i)] = copy->result(i);

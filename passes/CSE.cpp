@@ -75,7 +75,8 @@ struct OpEqual {
   bool operator()(const Operation *a, const Operation *b) const {
     if (a == b) return true;
     if (a->code() != b->code() || a->numOperands() != b->numOperands() ||
-        a->numResults() != b->numResults() || a->attrs() != b->attrs())
+        a->numResults() != b->numResults() ||
+        !std::ranges::equal(a->attrs(), b->attrs()))
       return false;
     for (unsigned i = 0; i < a->numResults(); ++i)
       if (a->result(i)->type() != b->result(i)->type()) return false;

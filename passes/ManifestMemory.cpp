@@ -420,7 +420,7 @@ Function *ManifestMemoryPass::outline(Module &m, Operation &op) {
     a->setName("in" + std::to_string(i));
     args.push_back(a);
   }
-  auto clone = Operation::create(op.code(), op.loc(), args, outs, op.attrs());
+  auto clone = Operation::create(op.code(), op.loc(), args, outs, std::vector<Attr>(op.attrs().begin(), op.attrs().end()));
   Operation *c = entry->push_back(std::move(clone));
   for (unsigned i = 0; i < c->numResults(); ++i) c->result(i)->setName("out" + std::to_string(i));
   entry->push_back(Operation::create(OpCode::Ret, op.loc(), c->results(), {}, defaultAttrs(OpCode::Ret)));
