@@ -206,6 +206,11 @@ bool isKernelOp(const ir::Operation &op) {
   return op.info().relation != Relation::Structural && !isVMNative(op.code());
 }
 
+bool smallFreshTensor(const Value *v) {
+  const Operation *d = v->definingOp();
+  return d && (d->is(OpCode::ShapeOf) || d->is(OpCode::StorageSize));
+}
+
 bool hasKilledResult(const Operation &op) {
   for (Value *r : op.results())
     for (Operation *u : r->users())

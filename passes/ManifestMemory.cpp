@@ -62,7 +62,8 @@
 // "cpu"); heterogeneous placement is a later pass.
 //
 // Frees: a `kill` follows the last use of each storage reference (the tensors
-// allocated in it keep it alive) and of each temporary shape tensor; a kernel
+// allocated in it keep it alive) and of each temporary shape buffer (not of
+// a `shape_of` result: see smallFreshTensor in passes/Analysis.h); a kernel
 // output is killed after its last use when every use is in its block and none
 // lets it escape (returned, passed to a branch, call or constructor). Liveness
 // across blocks (frees on every control-flow path) is memory planning's job.
@@ -559,8 +560,8 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
         Value *s = b.create(OpCode::ShapeOf, {ins[i]}, {},
                             {m.context().tensor(DType::I64, {ins[i]->type().rank()})})
                        ->result();
-        temps.push_back(s);
-        shapeIns.push_back(s);
+        shapeIns.push_back(s); // not killed: smallFreshTensor
+
       }
     }
     std::vector<Value *> operands = shapeIns;

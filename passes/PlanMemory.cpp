@@ -111,7 +111,11 @@
 //    Not killed: function parameters (the caller holds its own reference, so
 //    a kill could never free them; dropping our register's reference buys
 //    nothing and the caller's view of ownership stays simple), constants
-//    (the constant pool keeps them) and globals. Each value is killed at
+//    (the constant pool keeps them), globals, and the results of shape_of
+//    and storage_size (smallFreshTensor: at most 512 bytes, aliasing no
+//    storage; the register holding one is overwritten soon after its last
+//    use, which releases it, so a kill would only add an instruction to
+//    every kernel call with a dynamic shape). Each value is killed at
 //    most once on any path: kills sit exactly where it stops being live.
 //    Kills that would sit directly before a `ret` are left out: returning
 //    releases the frame's registers at the same point.
@@ -990,7 +994,7 @@ bool killable(Value *v) {
   if (isa<Global>(v)) return false;
   if (auto *a = dyn_cast<BlockArgument>(v)) return !a->owner()->isEntry();
   Operation *d = v->definingOp();
-  return d && !d->is(OpCode::Constant);
+  return d && !d->is(OpCode::Constant) && !smallFreshTensor(v);
 }
 
 size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
