@@ -97,6 +97,11 @@ unsigned OpOperand::index() const {
   return static_cast<unsigned>(this - &owner_->opOperand(0));
 }
 
+uint32_t newScratchTag() {
+  static std::atomic<uint32_t> next{0};
+  return 0x80000000u | (next.fetch_add(1, std::memory_order_relaxed) & 0x7FFFFFFFu);
+}
+
 //===-- Operation ----------------------------------------------------------===//
 
 std::vector<Attr> defaultAttrs(OpCode code) {

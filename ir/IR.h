@@ -40,6 +40,13 @@ class Module;
 class Operation;
 class OpOperand;
 
+/// A tag for scratch words (Value::scratch, Block::scratch) that no other
+/// user in the process has: bit 31 set, then a count (2^31 tags before one
+/// repeats). A user keeps (tag << 32 | payload) and reads a word as its own
+/// only when the high half is its tag; other users' words (epochs, which
+/// never set bit 63) and stale ones read as unset.
+uint32_t newScratchTag();
+
 //===-- Values -------------------------------------------------------------===//
 
 class Value {
@@ -102,6 +109,7 @@ public:
   /// so that a stale word from an earlier user reads as unset.
   uint64_t scratch() const { return scratch_; }
   void setScratch(uint64_t w) const { scratch_ = w; }
+  // (newScratchTag, above, gives a user a tag no other user has.)
 
 protected:
   Value(Kind k, Type t) : kind_(k), type_(t) {}

@@ -9,14 +9,8 @@ namespace nimble::passes {
 
 using namespace nimble::ir;
 
-namespace {
-/// Tags of Liveness objects: bit 31 set (bit 63 of the scratch word), then
-/// a count. 2^31 analyses per process before a tag repeats.
-std::atomic<uint32_t> nextTag{0};
-} // namespace
-
 Liveness::Liveness(const Function &f) {
-  tag_ = 0x80000000u | (nextTag.fetch_add(1, std::memory_order_relaxed) & 0x7FFFFFFFu);
+  tag_ = newScratchTag();
   auto number = [&](Value *v) {
     v->setScratch((tag_ << 32) | static_cast<uint32_t>(values_.size()));
     values_.push_back(v);

@@ -750,10 +750,10 @@ private:
     return intern(std::move(k));
   }
   int leaf(const Value *v) {
-    auto it = leaves_.find(v);
-    if (it != leaves_.end()) return it->second;
-    int id = intern({kLeaf, static_cast<int64_t>(leaves_.size())});
-    leaves_.emplace(v, id);
+    const uint32_t s = slot(v);
+    if (slots_[s].leaf != kUnset) return slots_[s].leaf;
+    int id = intern({kLeaf, static_cast<int64_t>(numLeaves_++)});
+    slots_[s].leaf = id;
     return id;
   }
   int callee(const std::string &name) {
@@ -778,10 +778,9 @@ private:
   /// written by exactly one shape function call that dominates every other
   /// use (all of which only read it) from keyed inputs.
   int ofShapeTensor(Value *v, int depth) {
-    auto it = memo_.find(v);
-    if (it != memo_.end()) return it->second;
+    if (const int known = slots_[slot(v)].memo; known != kUnset) return known;
     int k = depth < kMaxDepth ? compute(v, depth) : -1;
-    memo_[v] = k;
+    slots_[slot(v)].memo = k; // slot again: compute may have grown slots_
     return k;
   }
   int compute(Value *v, int depth) {
@@ -921,8 +920,24 @@ private:
   const Module &m_;
   const Dominators &dom_;
   std::unordered_map<std::vector<int64_t>, int, TupleHash> ids_;
-  std::unordered_map<const Value *, int> leaves_;
-  std::unordered_map<const Value *, int> memo_;
+  /// Per value met: its leaf key and its memoized shape key (kUnset: not
+  /// yet). A value's slot number is kept in its scratch word under this
+  /// object's tag (ir::newScratchTag), so a lookup is a load, not a hash.
+  static constexpr int kUnset = INT32_MIN;
+  struct Slot {
+    int leaf = kUnset, memo = kUnset;
+  };
+  uint32_t slot(const Value *v) {
+    const uint64_t w = v->scratch();
+    if ((w >> 32) == tag_) return static_cast<uint32_t>(w);
+    const auto s = static_cast<uint32_t>(slots_.size());
+    v->setScratch((static_cast<uint64_t>(tag_) << 32) | s);
+    slots_.emplace_back();
+    return s;
+  }
+  const uint32_t tag_ = newScratchTag();
+  std::vector<Slot> slots_;
+  size_t numLeaves_ = 0;
   std::unordered_map<std::string, int> callees_;
   std::map<std::pair<int, unsigned>, std::pair<bool, std::vector<unsigned>>> sources_;
 };
