@@ -371,7 +371,7 @@ public:
   /// the block to renumber (LLVM's instruction ordering).
   bool isBeforeInBlock(const Operation *other) const;
 
-  /// Destroys the op and its results and frees their one allocation (a
+  /// Destroys the op, its results and attributes and frees their one allocation (a
   /// destroying delete: `delete op` and std::unique_ptr<Operation> reach
   /// it, and it knows where the allocation starts).
   void operator delete(Operation *op, std::destroying_delete_t);

@@ -87,10 +87,6 @@ public:
   /// again whenever a callee's summary it read has risen, so a chain of N
   /// calls, or one function calling N others, costs O(N) analyses.
   void run() {
-    // Entry contexts callees first (post-order of the call graph), so that
-    // on an acyclic call graph every summary a caller reads is final when
-    // the caller is first analysed: one analysis per function rather than
-    // one per function and again per rise of a callee's summary.
     for (auto &f : m_.functions())
       if (!isPrimitive(*f) && f->entry()) context(f.get(), std::vector<bool>(f->entry()->numArguments(), true));
     // First in, first out: a caller whose callees' summaries rose is queued

@@ -3,7 +3,6 @@
 #include "passes/Liveness.h"
 
 #include <algorithm>
-#include <atomic>
 
 namespace nimble::passes {
 

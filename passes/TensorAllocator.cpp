@@ -42,7 +42,7 @@ struct Edge {
 struct Tuple {
   std::array<int, 3> m{};
   unsigned n = 0;
-  int64_t maxSize = 0, edges = 0; // sort keys, filled by candidates()
+  int64_t maxSize = 0, edges = 0; // sort keys, filled by withKeys()
   int seq = 0;                     // position in the making order
   void push(int t) { m[n++] = t; }
   size_t size() const { return n; }
@@ -140,11 +140,6 @@ private:
   /// NNC's candidate selection: the unplaced tensors with the most
   /// interference edges, each alone and in a tuple (up to 3) with larger
   /// tensors that interfere with none of the tuple; ordered by the tuple's
-  /// largest size, then its total edge count (then by the first member's
-  /// index, for determinism).
-  /// NNC's candidate selection: the unplaced tensors with the most
-  /// interference edges, each alone and in a tuple (up to 3) with larger
-  /// tensors that interfere with none of the tuple; ordered by the tuple's
   /// largest size, then its total edge count, then the order of making
   /// (by tensor, each alone before its tuple).
   ///
@@ -171,15 +166,16 @@ private:
       if (placed_[c] || degree_[c] != best) continue;
       Tuple alone;
       alone.push(c);
-      addCandidate(alone, 2 * c);
+      cands_.insert(withKeys(alone, 2 * c));
       makeTuple(c);
     }
   }
-  void addCandidate(Tuple t, int seq) {
+  /// `t` with its sort keys; `seq` is 2 * (its tensor) + (1 for a tuple).
+  Tuple withKeys(Tuple t, int seq) const {
     t.maxSize = maxSize(t);
     t.edges = edgesOf(t);
     t.seq = seq;
-    cands_.insert(t);
+    return t;
   }
   /// The tuple of candidate `c` (c and up to two larger partners), added
   /// when it has a partner.
@@ -205,7 +201,7 @@ private:
       partnerOf_[pick].push_back(c);
     }
     tupleOf_[c] = tuple;
-    if (tuple.size() > 1) addCandidate(tuple, 2 * c + 1);
+    if (tuple.size() > 1) cands_.insert(withKeys(tuple, 2 * c + 1));
   }
   /// After `m` is placed: its own candidates go, and every tuple it was a
   /// partner in is remade.
@@ -213,29 +209,18 @@ private:
     if (tupleOf_[m].size() > 0) {
       Tuple alone;
       alone.push(m);
-      addKeys(alone, 2 * m);
-      cands_.erase(alone);
-      if (tupleOf_[m].size() > 1) {
-        Tuple t = tupleOf_[m];
-        addKeys(t, 2 * m + 1);
-        cands_.erase(t);
-      }
+      cands_.erase(withKeys(alone, 2 * m));
+      if (tupleOf_[m].size() > 1) cands_.erase(withKeys(tupleOf_[m], 2 * m + 1));
       tupleOf_[m] = Tuple{};
     }
     std::vector<int> users;
     users.swap(partnerOf_[m]);
     for (int c : users) {
-      Tuple t = tupleOf_[c];
+      const Tuple &t = tupleOf_[c];
       if (placed_[c] || t.size() < 2 || std::find(t.begin() + 1, t.end(), m) == t.end()) continue;
-      addKeys(t, 2 * c + 1);
-      cands_.erase(t);
+      cands_.erase(withKeys(t, 2 * c + 1));
       makeTuple(c);
     }
-  }
-  void addKeys(Tuple &t, int seq) const {
-    t.maxSize = maxSize(t);
-    t.edges = edgesOf(t);
-    t.seq = seq;
   }
 
   /// An edge of the allocation graph the tuple can be inserted into: large
