@@ -14,13 +14,40 @@ Liveness::Liveness(const Function &f) {
     v->setScratch((tag_ << 32) | static_cast<uint32_t>(values_.size()));
     values_.push_back(v);
   };
+  // One walk in block order numbers the values and collects the uses in a
+  // block other than the value's own: an operand already numbered below
+  // the block's first number is defined in an earlier block; one not yet
+  // numbered (defined in a later block) is resolved after the walk. The
+  // ops are visited in memory order, not through the use lists (issue 23:
+  // a use-list walk loads every user op at random).
+  std::vector<int> blockStart; // the first value number of each block
+  std::vector<std::pair<int, uint32_t>> cross; // (value, using block)
+  std::vector<std::pair<const Value *, uint32_t>> later;
   for (auto &b : f.blocks()) {
-    b->setScratch((tag_ << 32) | static_cast<uint32_t>(blocks_.size()));
+    const auto bi = static_cast<uint32_t>(blocks_.size());
+    b->setScratch((tag_ << 32) | bi);
     blocks_.push_back(b.get());
+    const int lo = static_cast<int>(values_.size());
+    blockStart.push_back(lo);
     for (Value *a : b->arguments()) number(a);
-    for (Operation &op : *b)
+    for (Operation &op : *b) {
+      for (unsigned i = 0, n = op.numOperands(); i < n; ++i) {
+        const Value *v = op.operand(i);
+        const uint64_t w = v->scratch();
+        if ((w >> 32) == tag_) {
+          if (const int id = static_cast<int>(static_cast<uint32_t>(w)); id < lo) cross.emplace_back(id, bi);
+        } else if (!isa<Global>(v)) {
+          later.emplace_back(v, bi);
+        }
+      }
       for (Value *r : op.resultValues()) number(r);
+    }
   }
+  for (auto &[v, bi] : later) // a value of another function is not tracked
+    if (const uint64_t w = v->scratch(); (w >> 32) == tag_) cross.emplace_back(static_cast<int>(static_cast<uint32_t>(w)), bi);
+  std::sort(cross.begin(), cross.end());
+  cross.erase(std::unique(cross.begin(), cross.end()), cross.end());
+
   std::vector<std::vector<size_t>> preds(blocks_.size());
   for (size_t i = 0; i < blocks_.size(); ++i)
     if (Operation *t = blocks_[i]->terminator())
@@ -28,22 +55,18 @@ Liveness::Liveness(const Function &f) {
         if (size_t j = findBlock(s.block); j != SIZE_MAX) preds[j].push_back(i);
   in_.assign(blocks_.size(), {});
   out_.assign(blocks_.size(), {});
-  // Values in increasing id order: each set receives ids in ascending order,
-  // and "already there" is a look at its last element.
+  // Values in increasing number order: each set receives numbers in
+  // ascending order, and "already there" is a look at its last element.
   std::vector<size_t> work;
-  for (size_t id = 0; id < values_.size(); ++id) {
-    const int v = static_cast<int>(id);
-    Value *val = values_[id];
-    const Block *defBlock = val->definingOp() ? val->definingOp()->block()
-                                              : cast<BlockArgument>(val)->owner();
-    const size_t d = blockIndex(defBlock);
+  for (size_t c = 0; c < cross.size();) {
+    const int v = cross[c].first;
+    const size_t d = static_cast<size_t>(std::upper_bound(blockStart.begin(), blockStart.end(), v) - blockStart.begin()) - 1;
     auto markIn = [&](size_t b) {
       if (b == d || (!in_[b].empty() && in_[b].back() == v)) return;
       in_[b].push_back(v);
       work.push_back(b);
     };
-    for (OpOperand &u : val->uses())
-      if (size_t b = findBlock(u.owner()->block()); b != SIZE_MAX) markIn(b);
+    for (; c < cross.size() && cross[c].first == v; ++c) markIn(cross[c].second);
     while (!work.empty()) {
       size_t b = work.back();
       work.pop_back();

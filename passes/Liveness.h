@@ -9,10 +9,12 @@
 // every set iterates deterministically. A value's number is kept in its
 // scratch word while the analysis lives (see `tag_`).
 //
-// Computed per value from its uses, walking predecessors up to the defining
-// block (path exploration, as in Brandner et al., "Computing Liveness Sets
-// for SSA-Form Programs", 2011): O(uses + the total size of the live sets),
-// instead of dense bit vectors per block, which cost blocks x values.
+// Computed per value from its uses in blocks other than its own, walking
+// predecessors up to the defining block (path exploration, as in Brandner
+// et al., "Computing Liveness Sets for SSA-Form Programs", 2011): O(operands
+// + the total size of the live sets), instead of dense bit vectors per
+// block, which cost blocks x values. The uses are found by one walk over the
+// ops in block order (operands), not through each value's use list.
 //
 //===----------------------------------------------------------------------===//
 #ifndef NIMBLE_PASSES_LIVENESS_H

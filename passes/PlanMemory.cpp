@@ -131,11 +131,14 @@
 #include "ir/Builder.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <iterator>
 #include <map>
 #include <set>
+#include <span>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace nimble::passes {
 namespace {
@@ -419,7 +422,7 @@ public:
 
 private:
   void planFunction(Module &m, Function &f, bool &changed);
-  std::vector<StorageInfo> collectStorages(Function &f);
+  std::vector<StorageInfo> dropKillsAndCollectStorages(Function &f, bool &changed);
   AliasInfo analyze(Function &f, std::vector<StorageInfo> &st, const Dominators &dom);
   void coalesceStatic(Module &m, Function &f, const std::vector<StorageInfo> &st, const AliasInfo &ai,
                       const Dominators &dom, bool &changed);
@@ -431,20 +434,42 @@ private:
   bool coalesce_ = true, reuse_ = true;
 };
 
-/// Every alloc_storage of the function, in RPO order: constant sizes (static
-/// coalescing) and run-time sizes (dynamic reuse) together, so that one
-/// alias analysis and one liveness serve both steps.
-std::vector<StorageInfo> PlanMemoryPass::collectStorages(Function &f) {
+/// Drops every kill (step 1) and returns every alloc_storage of the
+/// function, in RPO order: constant sizes (static coalescing) and run-time
+/// sizes (dynamic reuse) together, so that one alias analysis and one
+/// liveness serve both steps. One walk over the ops (issue 23).
+std::vector<StorageInfo> PlanMemoryPass::dropKillsAndCollectStorages(Function &f, bool &changed) {
   std::vector<StorageInfo> out;
-  for (Block *b : f.reversePostOrder())
-    for (Operation &op : *b) {
-      if (!op.is(OpCode::AllocStorage)) continue;
+  const std::vector<Block *> rpo = f.reversePostOrder();
+  auto dropKills = [&](Block &b) {
+    for (Operation *op = b.front(), *next; op; op = next) {
+      next = op->nextOp();
+      if (op->is(OpCode::Kill)) {
+        op->erase();
+        changed = true;
+      }
+    }
+  };
+  for (Block *b : rpo)
+    for (Operation *op = b->front(), *next; op; op = next) {
+      next = op->nextOp();
+      if (op->is(OpCode::Kill)) {
+        op->erase();
+        changed = true;
+        continue;
+      }
+      if (!op->is(OpCode::AllocStorage)) continue;
       int64_t size;
-      bool isConst = constantInt(op.operand(0), size) && size >= 0;
-      StorageInfo s{&op};
+      bool isConst = constantInt(op->operand(0), size) && size >= 0;
+      StorageInfo s{op};
       if (isConst) s.constSize = size;
       out.push_back(s);
     }
+  if (rpo.size() != f.blocks().size()) { // unreachable blocks keep no kill either
+    std::unordered_set<const Block *> reached(rpo.begin(), rpo.end());
+    for (auto &b : f.blocks())
+      if (!reached.count(b.get())) dropKills(*b);
+  }
   return out;
 }
 
@@ -521,15 +546,23 @@ AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, con
   ai.segments.assign(st.size(), {});
   std::vector<std::pair<int, int64_t>> defPos; // values of the block with aliases, where defined
   int64_t pos = 0;
+  std::vector<int32_t> lastUseBlock(lv.numValues(), -1);
+  std::vector<int64_t> lastUseAt(lv.numValues());
+  int32_t bi = 0;
   for (auto &bp : f.blocks()) {
     Block *b = bp.get();
     const int64_t start = pos++;
     const int64_t first = pos;
-    const std::vector<int32_t> &lastUse = lv.lastUses(b);
+    const auto stamp = static_cast<int32_t>(bi++);
     defPos.clear();
     int64_t end = first;
-    for (Operation &op : *b) {
+    for (Operation &op : *b) { // the last uses and the definitions, one walk
       end = pos;
+      for (Value *v : op.operandValues())
+        if (int i = lv.id(v); i >= 0) {
+          lastUseBlock[i] = stamp;
+          lastUseAt[i] = pos;
+        }
       for (Value *r : op.resultValues())
         if (int i = lv.id(r); !aliases[i].empty()) defPos.emplace_back(i, pos);
       ++pos;
@@ -538,7 +571,7 @@ AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, con
     auto add = [&](int i, int64_t from) {
       int64_t to;
       if (lv.isLiveOut(b, i)) to = end;
-      else if (lastUse[i] >= 0) to = first + lastUse[i];
+      else if (lastUseBlock[i] == stamp) to = lastUseAt[i];
       else to = from;
       for (int s : aliases[i]) ai.segments[s].push_back({from, std::max(from, to)});
     };
@@ -719,40 +752,95 @@ public:
     if (d && d->is(OpCode::StorageSize)) {
       int sh = ofShapeTensor(d->operand(0), 0);
       if (sh >= 0)
-        return intern({kStorageSize, static_cast<int64_t>(d->attr("dtype").getDType()),
-                       d->intAttr("alignment"), sh});
+        return intern(std::array<int64_t, 4>{kStorageSize, static_cast<int64_t>(d->attr("dtype").getDType()),
+                                             d->intAttr("alignment"), sh});
     }
     return leaf(size);
   }
 
 private:
   static constexpr int kMaxDepth = 256;
-  enum Tag : int64_t { kStorageSize, kShape, kLeaf, kShapeFunc };
+  enum Tag : int64_t { kStorageSize, kShape, kShapeFunc };
 
-  struct TupleHash {
-    size_t operator()(const std::vector<int64_t> &k) const {
-      uint64_t h = 0xcbf29ce484222325ull;
-      for (int64_t x : k) h = (h ^ static_cast<uint64_t>(x)) * 0x100000001b3ull;
-      return static_cast<size_t>(h ^ (h >> 29));
+  /// A key being built: up to kInline integers in place, more on the heap.
+  class KeyBuf {
+  public:
+    void push(int64_t x) {
+      if (n_ < kInline) inline_[n_] = x;
+      else {
+        if (n_ == kInline) heap_.assign(inline_, inline_ + kInline);
+        heap_.push_back(x);
+      }
+      ++n_;
     }
+    std::span<const int64_t> span() const {
+      return n_ <= kInline ? std::span<const int64_t>(inline_, n_) : std::span<const int64_t>(heap_);
+    }
+
+  private:
+    static constexpr size_t kInline = 8;
+    int64_t inline_[kInline];
+    std::vector<int64_t> heap_;
+    size_t n_ = 0;
   };
 
-  int intern(std::vector<int64_t> k) {
-    if (auto it = ids_.find(k); it != ids_.end()) return it->second; // no node made
-    int id = static_cast<int>(ids_.size());
-    ids_.emplace(std::move(k), id);
+  static uint64_t hashKey(std::span<const int64_t> k) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ k.size();
+    for (int64_t x : k) {
+      h = (h ^ static_cast<uint64_t>(x)) * 0xbf58476d1ce4e5b9ull;
+      h ^= h >> 31;
+    }
+    return h;
+  }
+  bool sameKey(int id, std::span<const int64_t> k) const {
+    const uint32_t b = keyBegin_[id], e = keyBegin_[id + 1];
+    return e - b == k.size() && std::equal(k.begin(), k.end(), keyData_.begin() + b);
+  }
+  int newId(std::span<const int64_t> k) {
+    const int id = static_cast<int>(keyBegin_.size()) - 1;
+    keyData_.insert(keyData_.end(), k.begin(), k.end());
+    keyBegin_.push_back(static_cast<uint32_t>(keyData_.size()));
     return id;
   }
+  /// The key's number: equal tuples, equal numbers. One open-addressed
+  /// table whose slots hold the number and 32 bits of the hash (a probe
+  /// compares the tuple only on a hash match); the tuples sit back to back
+  /// in keyData_: no node and no allocation per lookup (issue 23).
+  int intern(std::span<const int64_t> k) {
+    const uint64_t h = hashKey(k);
+    const auto tag = static_cast<uint32_t>(h >> 32);
+    size_t mask = table_.size() - 1, i = h & mask;
+    for (; table_[i].id >= 0; i = (i + 1) & mask)
+      if (table_[i].hash == tag && sameKey(table_[i].id, k)) return table_[i].id;
+    const int id = newId(k);
+    table_[i] = {id, tag};
+    if (++interned_ * 2 > table_.size()) grow();
+    return id;
+  }
+  void grow() {
+    std::vector<KeySlot> old(table_.size() * 2);
+    old.swap(table_);
+    const size_t mask = table_.size() - 1;
+    for (const KeySlot &e : old) {
+      if (e.id < 0) continue;
+      const uint32_t b = keyBegin_[e.id], en = keyBegin_[e.id + 1];
+      size_t i = hashKey(std::span<const int64_t>(keyData_.data() + b, en - b)) & mask;
+      while (table_[i].id >= 0) i = (i + 1) & mask;
+      table_[i] = e;
+    }
+  }
+
   /// A shape known at compile time (a static type, a constant shape).
   int ofDims(const std::vector<int64_t> &dims) {
-    std::vector<int64_t> k{kShape};
-    k.insert(k.end(), dims.begin(), dims.end());
-    return intern(std::move(k));
+    KeyBuf k;
+    k.push(kShape);
+    for (int64_t d : dims) k.push(d);
+    return intern(k.span());
   }
   int leaf(const Value *v) {
     const uint32_t s = slot(v);
     if (slots_[s].leaf != kUnset) return slots_[s].leaf;
-    int id = intern({kLeaf, static_cast<int64_t>(numLeaves_++)});
+    int id = newId({}); // a leaf is a key of its own: never looked up
     slots_[s].leaf = id;
     return id;
   }
@@ -839,16 +927,19 @@ private:
       }
       if (same >= 0) return same;
     }
-    std::vector<int64_t> k{kShapeFunc, fn, outIndex};
+    KeyBuf k;
+    k.push(kShapeFunc);
+    k.push(fn);
+    k.push(outIndex);
     for (unsigned i = 0; i < nin; ++i) {
       // Inputs are shapes (keyed) or values the shape function reads; a
       // value is keyed by identity only when it is a shape tensor we can
       // name, so anything else gives up.
       int in = ofShapeTensor(writer->operand(i), depth + 1);
       if (in < 0) return -1;
-      k.push_back(in);
+      k.push(in);
     }
-    return intern(std::move(k));
+    return intern(k.span());
   }
 
   /// shapeSources of (callee, output j), computed once per pair; null when
@@ -919,7 +1010,14 @@ private:
 
   const Module &m_;
   const Dominators &dom_;
-  std::unordered_map<std::vector<int64_t>, int, TupleHash> ids_;
+  struct KeySlot {
+    int32_t id = -1;
+    uint32_t hash = 0;
+  };
+  std::vector<KeySlot> table_ = std::vector<KeySlot>(1024);
+  size_t interned_ = 0;
+  std::vector<int64_t> keyData_;
+  std::vector<uint32_t> keyBegin_ = {0}; // key i is keyData_[keyBegin_[i], keyBegin_[i + 1])
   /// Per value met: its leaf key and its memoized shape key (kUnset: not
   /// yet). A value's slot number is kept in its scratch word under this
   /// object's tag (ir::newScratchTag), so a lookup is a load, not a hash.
@@ -937,7 +1035,6 @@ private:
   }
   const uint32_t tag_ = newScratchTag();
   std::vector<Slot> slots_;
-  size_t numLeaves_ = 0;
   std::unordered_map<std::string, int> callees_;
   std::map<std::pair<int, unsigned>, std::pair<bool, std::vector<unsigned>>> sources_;
 };
@@ -1072,26 +1169,29 @@ size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
     atStart[s] = std::move(common);
   }
 
-  // Kills inside blocks, after the last use.
-  for (Block *b : blocks) {
-    std::vector<Operation *> ops = b->opsSnapshot();
-    const std::vector<int32_t> &lastUse = lv.lastUses(b);
-    // Live after op k: live out of the block, or used by a later op.
-    auto liveAfter = [&](int i, size_t k) {
-      return lastUse[i] > static_cast<int64_t>(k) || lv.isLiveOut(b, i);
-    };
-    for (size_t k = 0; k < ops.size(); ++k) {
-      Operation *op = ops[k];
-      if (op->isTerminator()) continue;
-      std::vector<Value *> dying;
+  // Kills inside blocks, after the last use. Walking each block backwards,
+  // the first use met of a value is its last in the block: no positions,
+  // no snapshot of the op list (the kills go after the op just visited).
+  std::vector<int32_t> usedBelow(lv.numValues(), -1); // the block index
+  std::vector<Value *> dying;
+  for (size_t bi = 0; bi < blocks.size(); ++bi) {
+    Block *b = blocks[bi];
+    const auto stamp = static_cast<int32_t>(bi);
+    // Live after the op: used further down the block, or live out of it.
+    auto liveAfter = [&](int i) { return usedBelow[i] == stamp || lv.isLiveOut(b, i); };
+    for (Operation *op = b->back(), *prev; op; op = prev) {
+      prev = op->prevOp();
+      dying.clear();
+      const bool term = op->isTerminator();
       for (Value *v : op->operandValues()) {
         int i = lv.id(v);
-        if (i >= 0 && !liveAfter(i, k) && killable(v) &&
-            std::find(dying.begin(), dying.end(), v) == dying.end())
-          dying.push_back(v);
+        if (i < 0) continue;
+        if (!term && !liveAfter(i) && killable(v)) dying.push_back(v);
+        usedBelow[i] = stamp; // a repeated operand is not dying twice
       }
+      if (term) continue;
       for (Value *r : op->resultValues())
-        if (!liveAfter(lv.id(r), k) && killable(r)) dying.push_back(r);
+        if (!liveAfter(lv.id(r)) && killable(r)) dying.push_back(r);
       for (Value *v : dying) kill(v, op->nextOp(), nullptr, op->loc());
     }
     // Block start: agreed edge kills and dead block arguments.
@@ -1153,19 +1253,11 @@ size_t dropKillsBeforeRet(Function &f) {
 }
 
 void PlanMemoryPass::planFunction(Module &m, Function &f, bool &changed) {
-  for (auto &b : f.blocks())
-    for (Operation *op = b->front(), *next; op; op = next) {
-      next = op->nextOp();
-      if (op->is(OpCode::Kill)) {
-        op->erase();
-        changed = true;
-      }
-    }
+  std::vector<StorageInfo> st = dropKillsAndCollectStorages(f, changed);
   // One analysis for both steps: coalescing rewrites only the static
   // storages' allocations and views (and adds arenas and constants), which
   // changes neither the aliases, the liveness, the relative order of the
   // run-time-size storages' segments nor the CFG that reuse reads.
-  std::vector<StorageInfo> st = collectStorages(f);
   size_t numStatic = 0;
   for (const StorageInfo &s : st) numStatic += s.constSize >= 0;
   const size_t numDynamic = st.size() - numStatic;
