@@ -298,8 +298,16 @@ const std::vector<OpInfo> &table() {
 } // namespace
 
 int OpInfo::attrIndex(std::string_view name) const {
-  for (size_t i = 0; i < attrs.size(); ++i)
-    if (attrs[i].name == name) return static_cast<int>(i);
+  // Names are a few bytes and ops have a few attributes: compared inline
+  // (length, then bytes), not through memcmp; passes look attributes up by
+  // name on every op they visit (issue 23).
+  for (size_t i = 0; i < attrs.size(); ++i) {
+    const std::string &n = attrs[i].name;
+    if (n.size() != name.size()) continue;
+    size_t k = 0;
+    while (k < n.size() && n[k] == name[k]) ++k;
+    if (k == n.size()) return static_cast<int>(i);
+  }
   return -1;
 }
 

@@ -88,6 +88,8 @@ public:
     placed_.assign(n_, false);
     placedNeighbours_.assign(n_, 0);
     failedAt_.assign(n_, 0);
+    busyOf_.resize(n_);
+    busyCount_.assign(n_, -1);
     sol_.offsets.assign(n_, 0);
   }
 
@@ -238,17 +240,21 @@ private:
     auto worthChecking = [&](const Edge &ed) {
       return ed.born >= since && ed.size >= need && !(ed.src == kSource && ed.dst == kSink);
     };
-    // Made on the first edge that needs them (scratch reused across calls).
+    // Made on the first edge that needs them; kept per tensor until one of
+    // its neighbours is placed (a tensor that keeps failing is retried
+    // every round: issue 23).
     bool haveBusy = false;
     auto makeBusy = [&] {
       haveBusy = true;
-      for (size_t i = 0; i < tuple.size(); ++i) {
+      for (int m : tuple) {
+        if (busyCount_[m] == placedNeighbours_[m]) continue; // still right
+        busyCount_[m] = placedNeighbours_[m];
         std::vector<std::pair<int64_t, int64_t>> &ranges = rangeScratch_;
         ranges.clear();
-        for (int t : adj_[tuple[i]])
+        for (int t : adj_[m])
           if (placed_[t] && p_.sizes[t] != 0) ranges.push_back({sol_.offsets[t], sol_.offsets[t] + p_.sizes[t]});
         std::sort(ranges.begin(), ranges.end());
-        Busy &b = busy_[i];
+        Busy &b = busyOf_[m];
         b.starts.clear();
         b.maxEnds.clear();
         int64_t maxEnd = INT64_MIN;
@@ -272,7 +278,7 @@ private:
         ok = !interferes(m, ed.src) && !interferes(m, ed.dst);
       }
       if (ok && !haveBusy) makeBusy();
-      for (size_t i = 0; i < tuple.size() && ok; ++i) ok = !busy_[i].overlaps(ed.off, p_.sizes[tuple[i]]);
+      for (size_t i = 0; i < tuple.size() && ok; ++i) ok = !busyOf_[tuple[i]].overlaps(ed.off, p_.sizes[tuple[i]]);
       if (ok) best = e;
     };
     // The edges born since `since` are in the log of their rounds (a key
@@ -288,10 +294,24 @@ private:
         auto it = std::lower_bound(edges_.begin(), edges_.end(), key, edgeLess);
         if (it != edges_.end() && !edgeLess(key, *it)) consider(static_cast<int>(it - edges_.begin()));
       }
-    } else {
-      for (size_t e = 0; e < edges_.size(); ++e) consider(static_cast<int>(e));
+      return best;
     }
-    return best;
+    // Every edge: in best-fit order, so the first that takes the tuple is
+    // the answer (a scan of every edge per query made each region
+    // quadratic; issue 23).
+    for (auto it = byFit_.lower_bound(Edge{INT_MIN, INT_MIN, INT64_MIN, need}); it != byFit_.end(); ++it) {
+      if (it->src == kSource && it->dst == kSink) continue;
+      const int e = indexOf(*it);
+      consider(e);
+      if (best >= 0) return best;
+    }
+    return -1;
+  }
+  /// The position of `key` (an edge of the graph) in edges_.
+  int indexOf(const Edge &key) const {
+    auto it = std::lower_bound(edges_.begin(), edges_.end(), key, edgeLess);
+    assert(it != edges_.end() && !edgeLess(key, *it));
+    return static_cast<int>(it - edges_.begin());
   }
 
   /// NNC's insertion: the tuple, in access order, takes the first
@@ -305,6 +325,7 @@ private:
       sol_.size += need;
     } else {
       e = edges_[edge];
+      byFit_.erase(e);
       edges_.erase(edges_.begin() + edge);
       if (e.size > need) added_.push_back({e.src, e.dst, e.off + need, e.size - need, round_});
       e.size = need;
@@ -355,25 +376,43 @@ private:
     std::sort(added_.begin(), added_.end(), edgeLess);
     merged_.clear();
     merged_.reserve(edges_.size() + added_.size());
-    auto push = [&](const Edge &e) {
+    // byFit_ follows: an old edge merged into another leaves it, and every
+    // edge made or grown this round (born == round_) enters it.
+    bool backIsOld = false; // merged_.back() is an old edge, unchanged
+    auto push = [&](const Edge &e, bool old) {
       if (!merged_.empty() && merged_.back().src == e.src && merged_.back().dst == e.dst &&
           merged_.back().off + merged_.back().size == e.off) {
+        if (backIsOld) byFit_.erase(merged_.back());
+        if (old) byFit_.erase(e);
         merged_.back().size += e.size;
         merged_.back().born = round_;
+        backIsOld = false;
       } else {
         merged_.push_back(e);
+        backIsOld = old;
       }
     };
     size_t i = 0, j = 0;
     while (i < edges_.size() || j < added_.size()) {
-      if (j == added_.size() || (i < edges_.size() && edgeLess(edges_[i], added_[j]))) push(edges_[i++]);
-      else push(added_[j++]);
+      if (j == added_.size() || (i < edges_.size() && edgeLess(edges_[i], added_[j]))) push(edges_[i++], true);
+      else push(added_[j++], false);
     }
     edges_.swap(merged_);
     added_.clear();
     for (const Edge &e : edges_)
-      if (e.born == round_) bornLog_.push_back(e);
+      if (e.born == round_) {
+        bornLog_.push_back(e);
+        byFit_.insert(e);
+      }
   }
+
+  /// Best-fit order: size, then offset, then the order of edges_ (which is
+  /// by (src, dst, off), and the offsets are equal here).
+  struct FitLess {
+    bool operator()(const Edge &a, const Edge &b) const {
+      return std::tie(a.size, a.off, a.src, a.dst) < std::tie(b.size, b.off, b.src, b.dst);
+    }
+  };
 
   const AllocProblem &p_;
   int n_;
@@ -387,13 +426,17 @@ private:
   int numPlaced_ = 0;                 // placed tensors of nonzero size
   std::vector<int> placedNeighbours_; // of each: interfering ones among those
   std::vector<Edge> edges_;          // sorted by (src, dst, off)
+  std::set<Edge, FitLess> byFit_;    // the same edges, in best-fit order
   std::vector<Edge> added_, merged_; // scratch of insert / normalize
   std::vector<Edge> bornLog_;        // the edges made in each round, in round order
   std::vector<size_t> logStart_;     // per round: where its edges start in bornLog_
   std::set<Tuple, CandidateOrder> cands_; // the current candidates
   std::vector<Tuple> tupleOf_;        // per candidate tensor: its tuple (size 0: none)
   std::vector<std::vector<int>> partnerOf_; // per tensor: candidates whose tuple may hold it
-  mutable std::array<Busy, 3> busy_;  // scratch of findEdge
+  /// Per tensor: its Busy ranges, made when placedNeighbours_ was
+  /// busyCount_ (-1: never made); scratch of findEdge.
+  mutable std::vector<Busy> busyOf_;
+  mutable std::vector<int> busyCount_;
   mutable std::vector<std::pair<int64_t, int64_t>> rangeScratch_;
   AllocSolution sol_;
 };
