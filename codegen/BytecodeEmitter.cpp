@@ -152,7 +152,7 @@ bool ModuleEmitter::kernelIndex(const std::string &name, Location loc, uint32_t 
   uint32_t next = k.numInputs;
   for (const Operation &op : *body) {
     if (op.is(OpCode::Ret)) {
-      for (Value *v : op.operands()) k.outputs.push_back(num.at(v));
+      for (Value *v : op.operandValues()) k.outputs.push_back(num.at(v));
       break;
     }
     if (op.info().relation == Relation::Structural) {
@@ -162,7 +162,7 @@ bool ModuleEmitter::kernelIndex(const std::string &name, Location loc, uint32_t 
     vm::KernelDesc::Member mem;
     mem.op = op.code();
     mem.attrs.assign(op.attrs().begin(), op.attrs().end());
-    for (Value *v : op.operands()) {
+    for (Value *v : op.operandValues()) {
       auto n = num.find(v);
       if (n == num.end()) {
         diag_.error(op.loc(), "kernel @" + name + " uses a value defined outside it");
@@ -171,7 +171,7 @@ bool ModuleEmitter::kernelIndex(const std::string &name, Location loc, uint32_t 
       mem.operands.push_back(n->second);
     }
     mem.numResults = op.numResults();
-    for (Value *r : op.results()) num[r] = next++;
+    for (Value *r : op.resultValues()) num[r] = next++;
     if (op.info().shapeMode == ShapeMode::UpperBound) k.upperBound = true;
     k.members.push_back(std::move(mem));
     Location ml = op.loc();

@@ -54,7 +54,6 @@ public:
   enum class Kind : uint8_t { OpResult, BlockArgument, Global };
   Value(const Value &) = delete;
   Value &operator=(const Value &) = delete;
-  virtual ~Value();
 
   Kind kind() const { return kind_; }
   Type type() const { return type_; }
@@ -112,16 +111,26 @@ public:
   // (newScratchTag, above, gives a user a tag no other user has.)
 
 protected:
-  Value(Kind k, Type t) : kind_(k), type_(t) {}
+  Value(Kind k, Type t, unsigned index = 0) : kind_(k), index_(index), type_(t) {}
+  /// Not virtual: values are destroyed as what they are (an op destroys its
+  /// results, a block its arguments, a module its globals), never through a
+  /// Value pointer, so a value carries no vtable pointer.
+  ~Value();
 
 private:
   friend class OpOperand;
+  friend class OpResult;
+  friend class BlockArgument;
+  friend class Block; // renumbers its arguments
   static const std::string &noName();
   Kind kind_;
+  /// The position of an op result or block argument (in the padding after
+  /// kind_: an op result is 48 bytes, issue 23).
+  unsigned index_;
   Type type_;
   OpOperand *firstUse_ = nullptr;
-  /// Null when unnamed (most values a pass makes): a value is 48 bytes, an
-  /// op result 64 (issue 23: a million-op program has a million of them).
+  /// Null when unnamed (most values a pass makes): a value is 40 bytes, an
+  /// op result 48 (issue 23: a million-op program has a million of them).
   std::unique_ptr<std::string> name_;
   mutable uint64_t scratch_ = 0;
 };
@@ -154,21 +163,21 @@ private:
 
 class OpResult : public Value {
 public:
-  OpResult(Operation *owner, unsigned index, Type t)
-      : Value(Kind::OpResult, t), owner_(owner), index_(index) {}
+  OpResult(Operation *owner, unsigned index, Type t) : Value(Kind::OpResult, t, index), owner_(owner) {}
+  ~OpResult() = default;
   Operation *owner() const { return owner_; }
   unsigned index() const { return index_; }
   static bool classof(const Value *v) { return v->kind() == Kind::OpResult; }
 
 private:
   Operation *owner_;
-  unsigned index_;
 };
 
 class BlockArgument : public Value {
 public:
   BlockArgument(Block *owner, unsigned index, Type t, Location loc)
-      : Value(Kind::BlockArgument, t), owner_(owner), index_(index), loc_(loc) {}
+      : Value(Kind::BlockArgument, t, index), owner_(owner), loc_(loc) {}
+  ~BlockArgument() = default;
   Block *owner() const { return owner_; }
   unsigned index() const { return index_; }
   Location argLoc() const { return loc_; }
@@ -177,7 +186,6 @@ public:
 private:
   friend class Block;
   Block *owner_;
-  unsigned index_;
   Location loc_;
 };
 
@@ -189,6 +197,7 @@ public:
   Global(std::string name, Type t, Location loc) : Value(Kind::Global, t), loc_(loc) {
     setName(std::move(name));
   }
+  ~Global() = default;
   Location declLoc() const { return loc_; }
   static bool classof(const Value *v) { return v->kind() == Kind::Global; }
 

@@ -7,11 +7,16 @@
 #include <cassert>
 
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cassert>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <unordered_set>
 
 namespace nimble {
 
@@ -159,12 +164,92 @@ bool DenseValue::operator==(const DenseValue &o) const {
 
 //===-- Attr ---------------------------------------------------------------===//
 
+struct Attr::DenseBox {
+  std::atomic<int64_t> refs{1};
+  DenseValue value;
+};
+
+Attr Attr::getDense(DenseValue d) {
+  Attr a(AttrKind::Dense, Rep::Dense);
+  a.dense_ = new DenseBox;
+  a.dense_->value = std::move(d);
+  return a;
+}
+
+const DenseValue &Attr::getDense() const {
+  check(Rep::Dense);
+  return dense_->value;
+}
+
+void Attr::addRef(DenseBox *d) { d->refs.fetch_add(1, std::memory_order_relaxed); }
+
+void Attr::dropRef(DenseBox *d) {
+  if (d->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete d;
+}
+
+void Attr::wrongKind() {
+  std::fprintf(stderr, "internal error: an attribute read as the wrong kind\n");
+  std::abort();
+}
+
+namespace {
+
+/// The process-wide pools of interned attribute payloads. Node-based sets:
+/// an element never moves, so a pointer to it stays valid for the life of
+/// the process (nothing is removed). Locked: the runtime may load modules
+/// from several threads.
+struct IntsHash {
+  using is_transparent = void;
+  size_t operator()(const std::vector<int64_t> &v) const {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ v.size();
+    for (int64_t x : v) h = (h ^ static_cast<uint64_t>(x)) * 0xbf58476d1ce4e5b9ull, h ^= h >> 31;
+    return static_cast<size_t>(h);
+  }
+};
+struct StrHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+};
+struct Pools {
+  std::mutex mu;
+  std::unordered_set<std::vector<int64_t>, IntsHash> ints;
+  std::unordered_set<std::string, StrHash, std::equal_to<>> strings;
+};
+Pools &pools() {
+  static Pools *p = new Pools; // never destroyed: attributes in static objects outlive any order
+  return *p;
+}
+
+} // namespace
+
+const std::vector<int64_t> *Attr::internInts(const std::vector<int64_t> &v) {
+  Pools &p = pools();
+  std::lock_guard<std::mutex> lock(p.mu);
+  return &*p.ints.insert(v).first;
+}
+
+const std::string *Attr::internString(std::string_view s) {
+  Pools &p = pools();
+  std::lock_guard<std::mutex> lock(p.mu);
+  auto it = p.strings.find(s);
+  if (it == p.strings.end()) it = p.strings.emplace(s).first;
+  return &*it;
+}
+
 bool Attr::operator==(const Attr &o) const {
-  if (kind_ != o.kind_ || v_.index() != o.v_.index()) return false;
-  if (kind_ == AttrKind::Dense) return getDense() == o.getDense();
-  if (kind_ == AttrKind::Float) // bitwise, so that -0.0 and NaN payloads stay apart
-    return std::bit_cast<uint64_t>(getFloat()) == std::bit_cast<uint64_t>(o.getFloat());
-  return v_ == o.v_;
+  if (kind_ != o.kind_ || rep_ != o.rep_) return false;
+  switch (rep_) {
+  case Rep::Null: return true;
+  case Rep::Bool: return b_ == o.b_;
+  case Rep::Int: return i_ == o.i_;
+  case Rep::Float: // bitwise, so that -0.0 and NaN payloads stay apart
+    return std::bit_cast<uint64_t>(f_) == std::bit_cast<uint64_t>(o.f_);
+  case Rep::DType: return dtype_ == o.dtype_;
+  case Rep::Ints: return ints_ == o.ints_;  // interned
+  case Rep::Str: return str_ == o.str_;     // interned
+  case Rep::Dense: return dense_ == o.dense_ || dense_->value == o.dense_->value;
+  }
+  return false;
 }
 
 size_t Attr::hash() const {

@@ -16,7 +16,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
 
 namespace nimble {
@@ -72,42 +71,124 @@ struct DenseValue {
 enum class AttrKind : uint8_t { Bool, Int, Float, Ints, DType, Str, Sym, Dense };
 
 /// A plain attribute value. `Sym` holds a symbol name without the `@`.
+///
+/// 16 bytes (issue 23: ops carry one per schema attribute, and a 48-byte
+/// variant made attributes a third of an op's memory): the kind, which
+/// payload is set, and the payload itself. Strings and integer lists are
+/// interned for the life of the process (equal values share one copy, as
+/// MLIR's uniqued attributes do: copying an attribute copies a pointer and
+/// comparing two compares pointers); a dense literal is reference counted
+/// (it may be a model's weights, so it is freed with its last user).
 class Attr {
 public:
-  Attr() = default;
-  static Attr getBool(bool b) { return Attr(AttrKind::Bool, b); }
-  static Attr getInt(int64_t i) { return Attr(AttrKind::Int, i); }
-  static Attr getFloat(double f) { return Attr(AttrKind::Float, f); }
-  static Attr getInts(std::vector<int64_t> v) { return Attr(AttrKind::Ints, std::move(v)); }
-  static Attr getDType(DType t) { return Attr(AttrKind::DType, t); }
-  static Attr getStr(std::string s) { return Attr(AttrKind::Str, std::move(s)); }
-  static Attr getSym(std::string s) { return Attr(AttrKind::Sym, std::move(s)); }
-  static Attr getDense(DenseValue d) {
-    return Attr(AttrKind::Dense, std::make_shared<const DenseValue>(std::move(d)));
+  Attr() : i_(0) {}
+  Attr(const Attr &o) : kind_(o.kind_), rep_(o.rep_), i_(o.i_) { retain(); }
+  Attr(Attr &&o) noexcept : kind_(o.kind_), rep_(o.rep_), i_(o.i_) { o.rep_ = Rep::Null; }
+  Attr &operator=(const Attr &o) {
+    if (this != &o) {
+      o.retain();
+      release();
+      kind_ = o.kind_;
+      rep_ = o.rep_;
+      i_ = o.i_;
+    }
+    return *this;
   }
+  Attr &operator=(Attr &&o) noexcept {
+    if (this != &o) {
+      release();
+      kind_ = o.kind_;
+      rep_ = o.rep_;
+      i_ = o.i_;
+      o.rep_ = Rep::Null;
+    }
+    return *this;
+  }
+  ~Attr() { release(); }
+
+  static Attr getBool(bool b) {
+    Attr a(AttrKind::Bool, Rep::Bool);
+    a.b_ = b;
+    return a;
+  }
+  static Attr getInt(int64_t i) {
+    Attr a(AttrKind::Int, Rep::Int);
+    a.i_ = i;
+    return a;
+  }
+  static Attr getFloat(double f) {
+    Attr a(AttrKind::Float, Rep::Float);
+    a.f_ = f;
+    return a;
+  }
+  static Attr getInts(const std::vector<int64_t> &v) {
+    Attr a(AttrKind::Ints, Rep::Ints);
+    a.ints_ = internInts(v);
+    return a;
+  }
+  static Attr getDType(DType t) {
+    Attr a(AttrKind::DType, Rep::DType);
+    a.dtype_ = t;
+    return a;
+  }
+  static Attr getStr(std::string_view s) {
+    Attr a(AttrKind::Str, Rep::Str);
+    a.str_ = internString(s);
+    return a;
+  }
+  static Attr getSym(std::string_view s) {
+    Attr a(AttrKind::Sym, Rep::Str);
+    a.str_ = internString(s);
+    return a;
+  }
+  static Attr getDense(DenseValue d);
 
   AttrKind kind() const { return kind_; }
-  bool isNull() const { return std::holds_alternative<std::monostate>(v_); }
-  bool getBool() const { return std::get<bool>(v_); }
-  int64_t getInt() const { return std::get<int64_t>(v_); }
-  double getFloat() const { return std::get<double>(v_); }
-  const std::vector<int64_t> &getInts() const { return std::get<std::vector<int64_t>>(v_); }
-  DType getDType() const { return std::get<DType>(v_); }
-  const std::string &getStr() const { return std::get<std::string>(v_); }
-  const DenseValue &getDense() const {
-    return *std::get<std::shared_ptr<const DenseValue>>(v_);
-  }
+  bool isNull() const { return rep_ == Rep::Null; }
+  bool getBool() const { return check(Rep::Bool), b_; }
+  int64_t getInt() const { return check(Rep::Int), i_; }
+  double getFloat() const { return check(Rep::Float), f_; }
+  const std::vector<int64_t> &getInts() const { return check(Rep::Ints), *ints_; }
+  DType getDType() const { return check(Rep::DType), dtype_; }
+  const std::string &getStr() const { return check(Rep::Str), *str_; }
+  const DenseValue &getDense() const;
   bool operator==(const Attr &o) const;
   bool operator!=(const Attr &o) const { return !(*this == o); }
-  /// Hash for CSE.
+  /// Hash for CSE (of the contents, so that it does not vary between runs).
   size_t hash() const;
 
 private:
-  using Storage = std::variant<std::monostate, bool, int64_t, double, std::vector<int64_t>,
-                               DType, std::string, std::shared_ptr<const DenseValue>>;
-  template <class T> Attr(AttrKind k, T v) : kind_(k), v_(std::move(v)) {}
+  enum class Rep : uint8_t { Null, Bool, Int, Float, Ints, DType, Str, Dense };
+  struct DenseBox; // a DenseValue and its reference count (OpTable.cpp)
+  Attr(AttrKind k, Rep r) : kind_(k), rep_(r), i_(0) {}
+  /// A wrong getter is a bug in the caller (the variant this replaced threw).
+  void check(Rep r) const {
+    if (rep_ != r) wrongKind();
+  }
+  [[noreturn]] static void wrongKind();
+  static const std::vector<int64_t> *internInts(const std::vector<int64_t> &v);
+  static const std::string *internString(std::string_view s);
+  void retain() const {
+    if (rep_ == Rep::Dense) addRef(dense_);
+  }
+  void release() {
+    if (rep_ == Rep::Dense) dropRef(dense_);
+    rep_ = Rep::Null;
+  }
+  static void addRef(DenseBox *d);
+  static void dropRef(DenseBox *d);
+
   AttrKind kind_ = AttrKind::Bool;
-  Storage v_;
+  Rep rep_ = Rep::Null;
+  union {
+    bool b_;
+    int64_t i_;
+    double f_;
+    DType dtype_;
+    const std::vector<int64_t> *ints_;
+    const std::string *str_;
+    DenseBox *dense_;
+  };
 };
 
 std::string_view attrKindName(AttrKind k);

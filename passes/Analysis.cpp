@@ -125,9 +125,9 @@ EffectAnalysis::Level EffectAnalysis::level(const Operation &op) const {
 
 std::unique_ptr<Operation> cloneOp(const Operation &op, IRMapping &map) {
   std::vector<Value *> operands;
-  for (Value *v : op.operands()) operands.push_back(map.lookup(v));
+  for (Value *v : op.operandValues()) operands.push_back(map.lookup(v));
   std::vector<Type> types;
-  for (Value *r : op.results()) types.push_back(r->type());
+  for (Value *r : op.resultValues()) types.push_back(r->type());
   std::vector<Successor> succs = op.successors();
   for (Successor &s : succs) s.block = map.lookup(s.block);
   std::unique_ptr<Operation> copy =
@@ -212,7 +212,7 @@ bool smallFreshTensor(const Value *v) {
 }
 
 bool hasKilledResult(const Operation &op) {
-  for (Value *r : op.results())
+  for (Value *r : op.resultValues())
     for (Operation *u : r->users())
       if (u->is(OpCode::Kill)) return true;
   return false;

@@ -105,7 +105,7 @@ public:
 
   /// Per kernel (primitive function name): per input, true when some call
   /// passes a per-instance value.
-  const std::map<std::string, std::vector<bool>> &masks() const { return masks_; }
+  const std::unordered_map<std::string, std::vector<bool>> &masks() const { return masks_; }
   size_t numContexts() const { return contexts_.size(); }
 
 private:
@@ -213,7 +213,7 @@ private:
 
   bool visit(size_t ci, Operation &op) {
     bool changed = false;
-    auto joinOperands = [&](const std::vector<Value *> &vs) {
+    auto joinOperands = [&](Operation::OperandRange vs) {
       bool t = false;
       for (Value *v : vs) t |= taintOf(contexts_[ci], v);
       return t;
@@ -280,7 +280,7 @@ private:
       return changed;
     }
     default: {
-      bool t = joinOperands(op.operands());
+      bool t = joinOperands(op.operandValues());
       for (Value *r : op.resultValues()) changed |= raise(contexts_[ci], r, t);
       return changed;
     }
@@ -330,7 +330,7 @@ private:
   std::vector<std::unordered_set<size_t>> users_; // by context: the contexts that read its summary
   std::vector<bool> queued_;
   std::deque<size_t> work_;
-  std::map<std::string, std::vector<bool>> masks_;
+  std::unordered_map<std::string, std::vector<bool>> masks_; // looked up per kernel call: hashed
   std::unordered_map<const Function *, Shape> shapes_;
 };
 
@@ -360,13 +360,13 @@ struct Separability {
   /// the op would mix rows.
   bool visit(const Operation &op) {
     bool anyRows = false;
-    for (Value *v : op.operands()) {
+    for (Value *v : op.operandValues()) {
       Kind k = of(v);
       if (k == Kind::Neither) return fail(op, "'" + std::string(op.name()) + "' uses a per-instance value that is not row-aligned");
       anyRows |= k == Kind::Rows;
     }
     auto set = [&](Kind k) {
-      for (Value *r : op.results()) kind[r] = k;
+      for (Value *r : op.resultValues()) kind[r] = k;
       return true;
     };
     if (!anyRows) return set(Kind::Shared);
@@ -384,7 +384,7 @@ struct Separability {
     case Relation::Broadcast:
     case Relation::Compare:
     case Relation::Select:
-      for (Value *v : op.operands()) {
+      for (Value *v : op.operandValues()) {
         Type t = v->type();
         if (of(v) == Kind::Rows) {
           if (t.rank() != outRank) return fail(op, "'" + name + "' broadcasts a per-instance operand over rows");
@@ -429,7 +429,7 @@ struct Separability {
       return set(Kind::Rows);
     case Relation::Concat:
       if (norm(op.intAttr("axis"), outRank) == 0) return fail(op, "concat along axis 0");
-      for (Value *v : op.operands())
+      for (Value *v : op.operandValues())
         if (of(v) != Kind::Rows) return fail(op, "concat of per-instance rows with a shared operand");
       return set(Kind::Rows);
     case Relation::DynamicSlice:
@@ -543,7 +543,7 @@ private:
     bool ok = true;
     for (Operation &op : *body) {
       if (op.is(OpCode::Ret)) {
-        for (Value *v : op.operands())
+        for (Value *v : op.operandValues())
           if (sep.of(v) != Kind::Rows) ok = sep.fail(op, "a result is not per-instance rows");
         break;
       }
@@ -615,7 +615,7 @@ private:
         }
       }
       if (c->is(OpCode::Ret)) {
-        for (Value *v : c->operands()) {
+        for (Value *v : c->operandValues()) {
           if (!v->type().isTensor() || v->type().rank() < 1 || v->type().dims()[0] != kDynamic) {
             why = "a result of the batched variant does not have the instances' rows on axis 0";
             return nullptr;

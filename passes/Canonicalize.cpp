@@ -224,7 +224,7 @@ void Canonicalizer::replace(Operation *op, const std::vector<Value *> &vals) {
 }
 
 void Canonicalizer::erase(Operation *op) {
-  for (Value *v : op->operands())
+  for (Value *v : op->operandValues())
     if (v) pushDef(v);
   forget(op);
   op->erase();
@@ -278,7 +278,7 @@ bool Canonicalizer::replaceWithSplat(Operation *op, double v) {
   Type t = op->result(0)->type();
   if (!t.isTensor() || !t.hasStaticShape()) return false;
   if (elementCount(t.dims()) > foldLimit_) return false;
-  for (Value *o : op->operands())
+  for (Value *o : op->operandValues())
     if (!o->type().isTensor() || !o->type().hasStaticShape()) return false;
   replace(op, constant(op, makeSplat(t.dtype(), t.dims(), v), op->result(0)));
   return true;

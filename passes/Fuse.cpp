@@ -174,7 +174,7 @@ bool joinsEpilogue(const Operation &op, const Group &g,
   if (g.pattern != FusionPattern::OutputFusable ||
       (p != FusionPattern::ElemWise && p != FusionPattern::Broadcast && p != FusionPattern::Injective))
     return false;
-  for (const Value *r : op.results())
+  for (const Value *r : op.resultValues())
     for (const OpOperand &u : r->uses()) {
       auto it = groupOf.find(u.owner());
       if (it == groupOf.end() || it->second != gi) continue; // a use outside: an extra output
@@ -247,7 +247,7 @@ std::vector<Group> FusePass::formGroups(Block &b) const {
     auto joinable = [&]() -> std::optional<size_t> {
       if (info.shapeMode == ShapeMode::UpperBound) return std::nullopt;
       std::optional<size_t> target;
-      for (Value *r : op->results())
+      for (Value *r : op->resultValues())
         for (OpOperand &u : r->uses()) {
           Operation *user = u.owner();
           auto g = groupOf.find(user);
@@ -305,7 +305,7 @@ void FusePass::mergeMultiOutput(std::vector<Group> &groups,
     // The consumer group with the earliest output op.
     std::optional<size_t> target;
     for (const Operation *op : P.members)
-      for (const Value *r : op->results())
+      for (const Value *r : op->resultValues())
         for (const OpOperand &u : r->uses()) {
           auto g = groupOf.find(u.owner());
           if (u.owner()->block() != &b || g == groupOf.end() || g->second == pi) continue;
@@ -316,7 +316,7 @@ void FusePass::mergeMultiOutput(std::vector<Group> &groups,
     if (P.members.size() + C.members.size() > maxGroupSize_) continue;
     bool ok = true, epilogueUsers = true;
     for (const Operation *op : P.members)
-      for (const Value *r : op->results())
+      for (const Value *r : op->resultValues())
         for (const OpOperand &u : r->uses()) {
           const Operation *user = u.owner();
           auto g = groupOf.find(user);
@@ -357,7 +357,7 @@ void FusePass::outline(Module &m, Group &g) {
   std::vector<Value *> inputs;
   std::unordered_set<const Value *> seen;
   for (Operation *op : members)
-    for (Value *v : op->operands()) {
+    for (Value *v : op->operandValues()) {
       Operation *def = v->definingOp();
       if (def && inGroup.count(def)) continue;
       if (seen.insert(v).second) inputs.push_back(v);
@@ -369,7 +369,7 @@ void FusePass::outline(Module &m, Group &g) {
   for (Value *r : root->results()) results.push_back(r);
   for (Operation *op : members) {
     if (op == root) continue;
-    for (Value *r : op->results())
+    for (Value *r : op->resultValues())
       for (OpOperand &u : r->uses())
         if (!inGroup.count(u.owner())) {
           results.push_back(r);

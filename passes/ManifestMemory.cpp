@@ -215,13 +215,13 @@ InPlacePlan inPlaceUpdates(Module &m, Function &f) {
           break;
         }
         if (kernel) break; // reads its inputs, writes fresh outputs
-        for (Value *v : op.operands()) foreign.push_back(v);
-        for (Value *r : op.results()) foreign.push_back(r);
+        for (Value *v : op.operandValues()) foreign.push_back(v);
+        for (Value *r : op.resultValues()) foreign.push_back(r);
         break;
       }
       default: break;
       }
-      for (Value *v : op.operands())
+      for (Value *v : op.operandValues())
         if (isa<Global>(v)) foreign.push_back(v);
     }
   }
@@ -237,7 +237,7 @@ InPlacePlan inPlaceUpdates(Module &m, Function &f) {
     for (unsigned i = 0; i < b->numArguments(); ++i)
       if (parent.count(b->argument(i))) members[find(b->argument(i))].push_back(b->argument(i));
     for (Operation &op : *b)
-      for (Value *r : op.results())
+      for (Value *r : op.resultValues())
         if (parent.count(r)) members[find(r)].push_back(r);
   }
 
@@ -400,8 +400,8 @@ private:
 Function *ManifestMemoryPass::outline(Module &m, Operation &op) {
   Context &ctx = m.context();
   std::vector<Type> ins, outs;
-  for (Value *v : op.operands()) ins.push_back(v->type());
-  for (Value *r : op.results()) outs.push_back(r->type());
+  for (Value *v : op.operandValues()) ins.push_back(v->type());
+  for (Value *r : op.resultValues()) outs.push_back(r->type());
   std::string key = std::string(op.name()) + "|";
   for (Type t : ins) key += t.str() + ",";
   key += "|";
@@ -529,7 +529,7 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
     ShapeMode mode = member.info().shapeMode;
     if (mode == ShapeMode::UpperBound) upperBound = true;
     if (mode != ShapeMode::DataDependent) continue;
-    for (Value *v : member.operands())
+    for (Value *v : member.operandValues())
       if (auto *a = dyn_cast<BlockArgument>(v)) needsValue[a->index()] = true;
   }
   if (upperBound && op.numResults() != 1) {
@@ -538,7 +538,7 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
   }
 
   bool allStatic = true;
-  for (Value *r : op.results()) {
+  for (Value *r : op.resultValues()) {
     if (!r->type().isTensor()) {
       diag.error(op.loc(), "manifest-memory: result of '" + std::string(op.name()) +
                                "' is not a tensor (" + r->type().str() + ")");

@@ -323,8 +323,8 @@ bool PlaceDevicesPass::collect(Module &m, Function &f, bool entry, DiagnosticEng
     // Scalar kernels (every operand and result rank 0: loop counters, bounds)
     // are cheap anywhere; they go where their results are needed.
     bool scalar = true;
-    for (Value *v : op.operands()) scalar &= v->type().isTensor() && v->type().rank() == 0;
-    for (Value *v : op.results()) scalar &= v->type().isTensor() && v->type().rank() == 0;
+    for (Value *v : op.operandValues()) scalar &= v->type().isTensor() && v->type().rank() == 0;
+    for (Value *v : op.resultValues()) scalar &= v->type().isTensor() && v->type().rank() == 0;
     anchor_[k] = !scalar;
     for (unsigned i = 0; i < op.numOperands(); ++i) {
       if (i < numInputs) {
@@ -333,7 +333,7 @@ bool PlaceDevicesPass::collect(Module &m, Function &f, bool entry, DiagnosticEng
         return false;
       }
     }
-    for (Value *r : op.results())
+    for (Value *r : op.resultValues())
       if (!unite(k, node(r), op.loc(), diag, "this result")) return false;
     return true;
   };

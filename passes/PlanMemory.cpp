@@ -1135,7 +1135,7 @@ size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
     Operation *t = b->terminator();
     if (!t) continue;
     std::vector<int> atEnd = lv.liveOut(b);
-    for (Value *v : t->operands())
+    for (Value *v : t->operandValues())
       if (int i = lv.id(v); i >= 0) atEnd.push_back(i);
     std::sort(atEnd.begin(), atEnd.end());
     atEnd.erase(std::unique(atEnd.begin(), atEnd.end()), atEnd.end());

@@ -133,7 +133,7 @@ void TypeInferPass::inferFunction(Function &f, Module &m, bool &changed, bool &s
       if (!b->isEntry()) a->setType(Type());
     }
     for (Operation &op : *b)
-      for (Value *r : op.results()) {
+      for (Value *r : op.resultValues()) {
         declared[r] = r->type();
         r->setType(Type());
       }
@@ -180,7 +180,7 @@ void TypeInferPass::inferFunction(Function &f, Module &m, bool &changed, bool &s
         bool ready = true;
         for (unsigned i = 0; i < op.numOperands(); ++i) ready &= bool(op.operand(i)->type());
         if (!ready) {
-          for (Value *r : op.results()) update(r, Type());
+          for (Value *r : op.resultValues()) update(r, Type());
           continue;
         }
         InferredTypes inf = inferResultTypes(op, m);
