@@ -229,11 +229,21 @@ const std::vector<int64_t> *Attr::internInts(const std::vector<int64_t> &v) {
 }
 
 const std::string *Attr::internString(std::string_view s) {
+  // Passes make the same few strings over and over (a callee name twice per
+  // kernel call, "cpu" per storage): a direct-mapped cache per thread answers
+  // those without the lock and without a probe of the whole pool. Entries
+  // point into the pool, which never frees, so they never go stale.
+  constexpr size_t kCacheSize = 1024;
+  thread_local std::array<const std::string *, kCacheSize> cache{};
+  const size_t h = StrHash()(s);
+  const std::string *&slot = cache[h & (kCacheSize - 1)];
+  if (slot && *slot == s) return slot;
   Pools &p = pools();
   std::lock_guard<std::mutex> lock(p.mu);
   auto it = p.strings.find(s);
   if (it == p.strings.end()) it = p.strings.emplace(s).first;
-  return &*it;
+  slot = &*it;
+  return slot;
 }
 
 bool Attr::operator==(const Attr &o) const {
