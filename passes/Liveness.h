@@ -47,6 +47,8 @@ public:
   const std::vector<int> &liveIn(const ir::Block *b) const { return in_[blockIndex(b)]; }
   const std::vector<int> &liveOut(const ir::Block *b) const { return out_[blockIndex(b)]; }
   bool isLiveIn(const ir::Block *b, int id) const;
+  /// The block's position in the function's block list.
+  size_t blockNumber(const ir::Block *b) const { return blockIndex(b); }
   bool isLiveOut(const ir::Block *b, int id) const;
 
   /// The position (in block order) of the last op of `b` using each value,

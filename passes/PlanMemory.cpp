@@ -1128,7 +1128,7 @@ size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
     std::vector<int> vals;
   };
   std::vector<EdgeKill> edges;
-  std::unordered_map<const Block *, std::vector<size_t>> predEdges;
+  std::vector<std::vector<size_t>> predEdges(f.blocks().size()); // by block index
   std::vector<Block *> blocks;
   for (auto &b : f.blocks()) blocks.push_back(b.get());
   for (Block *b : blocks) {
@@ -1144,29 +1144,29 @@ size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
       EdgeKill e{t, k, {}};
       for (int i : atEnd)
         if (!lv.isLiveIn(s, i) && killable(lv.value(i))) e.vals.push_back(i);
-      predEdges[s].push_back(edges.size());
+      predEdges[lv.blockNumber(s)].push_back(edges.size());
       edges.push_back(std::move(e));
     }
   }
   // Per successor: values every incoming edge kills go to its start.
-  std::unordered_map<const Block *, std::vector<int>> atStart;
+  std::vector<std::vector<int>> atStart(blocks.size()); // by block index
   for (Block *s : blocks) {
-    auto it = predEdges.find(s);
-    if (it == predEdges.end()) continue;
-    std::vector<int> common = edges[it->second[0]].vals;
-    for (size_t e : it->second) {
+    const std::vector<size_t> &preds = predEdges[lv.blockNumber(s)];
+    if (preds.empty()) continue;
+    std::vector<int> common = edges[preds[0]].vals;
+    for (size_t e : preds) {
       std::vector<int> keep;
       std::set_intersection(common.begin(), common.end(), edges[e].vals.begin(), edges[e].vals.end(),
                             std::back_inserter(keep));
       common = std::move(keep);
     }
-    for (size_t e : it->second) {
+    for (size_t e : preds) {
       std::vector<int> rest;
       std::set_difference(edges[e].vals.begin(), edges[e].vals.end(), common.begin(), common.end(),
                           std::back_inserter(rest));
       edges[e].vals = std::move(rest);
     }
-    atStart[s] = std::move(common);
+    atStart[lv.blockNumber(s)] = std::move(common);
   }
 
   // Kills inside blocks, after the last use. Walking each block backwards,
@@ -1196,7 +1196,7 @@ size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
     }
     // Block start: agreed edge kills and dead block arguments.
     std::vector<Value *> start;
-    for (int i : atStart[b]) start.push_back(lv.value(i));
+    for (int i : atStart[bi]) start.push_back(lv.value(i));
     for (Value *a : b->arguments()) {
       bool used = a->hasUses() || lv.isLiveOut(b, lv.id(a));
       if (!used && killable(a)) start.push_back(a);
@@ -1209,10 +1209,11 @@ size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
   // their predecessors in one pass at the end).
   f.beginBlockInsertions();
   unsigned counter = 0;
-  std::set<std::string> labels;
-  for (Block *b : blocks) labels.insert(b->label());
+  std::set<std::string> labels; // made at the first split
   for (EdgeKill &e : edges) {
     if (e.vals.empty()) continue;
+    if (labels.empty())
+      for (Block *b : blocks) labels.insert(b->label());
     Successor &s = e.term->successors()[e.succ];
     Block *target = s.block;
     std::string label;
