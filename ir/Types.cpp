@@ -131,14 +131,50 @@ std::string checkTypeLimits(Type t) {
 Context::Context() = default;
 Context::~Context() = default;
 
+size_t Context::StructuralHash::operator()(const detail::TypeStorage *s) const {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(s->kind);
+  auto mix = [&h](uint64_t v) {
+    h = (h ^ v) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+  };
+  switch (s->kind) {
+  case TypeKind::Tensor:
+    mix(static_cast<uint64_t>(s->dtype));
+    mix(s->dims.size());
+    for (int64_t d : s->dims) mix(static_cast<uint64_t>(d));
+    break;
+  case TypeKind::Adt: mix(std::hash<std::string>()(s->name)); break;
+  case TypeKind::Func:
+    mix(s->results.size());
+    for (const detail::TypeStorage *r : s->results) mix(reinterpret_cast<uintptr_t>(r));
+    [[fallthrough]];
+  case TypeKind::Tuple:
+    mix(s->elems.size());
+    for (const detail::TypeStorage *e : s->elems) mix(reinterpret_cast<uintptr_t>(e));
+    break;
+  case TypeKind::Storage: break;
+  }
+  return static_cast<size_t>(h);
+}
+
+bool Context::StructuralEq::operator()(const detail::TypeStorage *a, const detail::TypeStorage *b) const {
+  if (a->kind != b->kind) return false;
+  switch (a->kind) {
+  case TypeKind::Tensor: return a->dtype == b->dtype && a->dims == b->dims;
+  case TypeKind::Adt: return a->name == b->name;
+  case TypeKind::Func: return a->elems == b->elems && a->results == b->results;
+  case TypeKind::Tuple: return a->elems == b->elems;
+  case TypeKind::Storage: return true;
+  }
+  return false;
+}
+
 Type Context::unique(detail::TypeStorage s) {
-  std::string key = typeStr(&s);
-  auto it = types_.find(key);
-  if (it != types_.end()) return Type(it->second.get());
-  auto owned = std::make_unique<detail::TypeStorage>(std::move(s));
-  Type t(owned.get());
-  types_.emplace(std::move(key), std::move(owned));
-  return t;
+  if (auto it = types_.find(&s); it != types_.end()) return Type(*it);
+  owned_.push_back(std::make_unique<detail::TypeStorage>(std::move(s)));
+  const detail::TypeStorage *t = owned_.back().get();
+  types_.insert(t);
+  return Type(t);
 }
 
 Type Context::tensor(DType dtype, std::vector<int64_t> dims) {

@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace nimble::ir {
@@ -119,7 +120,18 @@ public:
 
 private:
   Type unique(detail::TypeStorage s);
-  std::unordered_map<std::string, std::unique_ptr<detail::TypeStorage>> types_;
+  /// Uniqued by structure (kind, dtype and dims, name, element and result
+  /// types, which are uniqued already: compared by pointer), not by the
+  /// printed form (issue 23: printing a type to look it up was a third of
+  /// type inference).
+  struct StructuralHash {
+    size_t operator()(const detail::TypeStorage *s) const;
+  };
+  struct StructuralEq {
+    bool operator()(const detail::TypeStorage *a, const detail::TypeStorage *b) const;
+  };
+  std::unordered_set<const detail::TypeStorage *, StructuralHash, StructuralEq> types_;
+  std::vector<std::unique_ptr<detail::TypeStorage>> owned_;
   std::unordered_map<std::string, std::unique_ptr<std::string>> strings_;
 };
 

@@ -117,24 +117,36 @@ void TypeInferPass::inferFunction(Function &f, Module &m, bool &changed, bool &s
   std::vector<Block *> rpo = f.reversePostOrder();
   if (rpo.empty()) return;
 
+  // Blocks and values are numbered in their scratch words under a tag of
+  // this run, so that the tables below are vectors: a lookup is a load, not
+  // a hash (issue 23: two hash maps were most of the pass on big programs).
+  const uint64_t tag = newScratchTag();
+  for (size_t i = 0; i < rpo.size(); ++i) rpo[i]->setScratch((tag << 32) | i);
+  auto blockNumber = [&](const Block *b) { return static_cast<uint32_t>(b->scratch()); };
+
   // Incoming edges of each block: (terminator, successor index).
-  std::unordered_map<Block *, std::vector<std::pair<Operation *, unsigned>>> preds;
+  std::vector<std::vector<std::pair<Operation *, unsigned>>> preds(rpo.size());
   for (Block *b : rpo)
     if (Operation *t = b->terminator())
       for (unsigned k = 0; k < t->successors().size(); ++k)
-        preds[t->successors()[k].block].push_back({t, k});
+        preds[blockNumber(t->successors()[k].block)].push_back({t, k});
 
   // Declared types; optimistic start: nothing known yet about non-entry block
   // arguments and op results (back edges are read before they are computed).
-  std::unordered_map<Value *, Type> declared;
+  std::vector<std::pair<Value *, Type>> declared;
+  auto declare = [&](Value *v) {
+    v->setScratch((tag << 32) | declared.size());
+    declared.push_back({v, v->type()});
+  };
+  auto declaredOf = [&](const Value *v) { return declared[static_cast<uint32_t>(v->scratch())].second; };
   for (Block *b : rpo) {
     for (Value *a : b->arguments()) {
-      declared[a] = a->type();
+      declare(a);
       if (!b->isEntry()) a->setType(Type());
     }
     for (Operation &op : *b)
       for (Value *r : op.resultValues()) {
-        declared[r] = r->type();
+        declare(r);
         r->setType(Type());
       }
   }
@@ -153,7 +165,7 @@ void TypeInferPass::inferFunction(Function &f, Module &m, bool &changed, bool &s
           Value *arg = b->argument(i);
           Type in;
           bool any = false, unrelated = false;
-          for (auto &[term, k] : preds[b]) {
+          for (auto &[term, k] : preds[blockNumber(b)]) {
             const Successor &s = term->successors()[k];
             Type t;
             if (term->is(OpCode::Match)) {
@@ -171,8 +183,8 @@ void TypeInferPass::inferFunction(Function &f, Module &m, bool &changed, bool &s
             in = j;
             any = true;
           }
-          if (unrelated) update(arg, declared[arg]);
-          else if (any) update(arg, meet(ctx, declared[arg], in));
+          if (unrelated) update(arg, declaredOf(arg));
+          else if (any) update(arg, meet(ctx, declaredOf(arg), in));
         }
       }
       for (Operation &op : *b) {
@@ -186,8 +198,8 @@ void TypeInferPass::inferFunction(Function &f, Module &m, bool &changed, bool &s
         InferredTypes inf = inferResultTypes(op, m);
         for (unsigned i = 0; i < op.numResults(); ++i) {
           Value *r = op.result(i);
-          Type t = inf.ok() && i < inf.types.size() ? meet(ctx, declared[r], inf.types[i])
-                                                     : declared[r];
+          Type t = inf.ok() && i < inf.types.size() ? meet(ctx, declaredOf(r), inf.types[i])
+                                                     : declaredOf(r);
           update(r, t);
         }
       }
