@@ -122,13 +122,34 @@ private:
     return !b->isEntry() && !matchTargets_.count(b);
   }
 
+  // Marks live in the values' scratch words under a tag of this run (a
+  // lookup is a load, not a hash: issue 23): bit 0, the value is live; bit
+  // 1 on an op's first result, the op is. Ops without results (rare among
+  // the removable ones) are kept in a set.
+  static constexpr uint64_t kLiveValue = 1, kLiveOp = 2;
+  bool hasMark(const Value *v, uint64_t bit) const {
+    const uint64_t w = v->scratch();
+    return (w >> 32) == tag_ && (w & bit);
+  }
+  void setMark(const Value *v, uint64_t bit) const {
+    uint64_t w = v->scratch();
+    if ((w >> 32) != tag_) w = tag_ << 32;
+    v->setScratch(w | bit);
+  }
+  bool isLive(const Operation *op) const {
+    return op->numResults() ? hasMark(op->result(0), kLiveOp) : liveNoResultOps_.count(op) != 0;
+  }
+
   void markValue(Value *v) {
-    if (!v || !liveValues_.insert(v).second) return;
+    if (!v || hasMark(v, kLiveValue)) return;
+    setMark(v, kLiveValue);
     worklist_.push_back(v);
   }
 
   void markOp(Operation *op) {
-    if (!liveOps_.insert(op).second) return;
+    if (isLive(op)) return;
+    if (op->numResults()) setMark(op->result(0), kLiveOp);
+    else liveNoResultOps_.insert(op);
     // A branch's successor operands are live only through the argument they
     // feed; everything else an op reads is live with it.
     bool branch = op->is(OpCode::Br) || op->is(OpCode::CondBr);
@@ -137,8 +158,8 @@ private:
   }
 
   void markLive(Function &f) {
-    liveOps_.clear();
-    liveValues_.clear();
+    tag_ = newScratchTag();
+    liveNoResultOps_.clear();
     worklist_.clear();
     for (auto &b : f.blocks()) {
       for (unsigned i = 0; i < b->numArguments(); ++i)
@@ -166,7 +187,7 @@ private:
     std::vector<Operation *> deadOps;
     for (auto &b : f.blocks())
       for (Operation &op : *b)
-        if (!liveOps_.count(&op)) deadOps.push_back(&op);
+        if (!isLive(&op)) deadOps.push_back(&op);
     for (Operation *op : deadOps) op->dropAllReferences();
 
     bool changed = !deadOps.empty();
@@ -176,7 +197,7 @@ private:
     std::vector<BlockArgument *> deadArgs;
     for (auto &b : f.blocks()) {
       for (unsigned i = b->numArguments(); i-- > 0;) {
-        if (liveValues_.count(b->argument(i))) continue;
+        if (hasMark(b->argument(i), kLiveValue)) continue;
         deadArgs.push_back(b->argument(i));
         auto it = incoming_.find(b.get());
         std::unordered_set<Operation *> preds;
@@ -194,8 +215,8 @@ private:
   const EffectAnalysis &effects_;
   std::unordered_map<const Block *, std::vector<Edge>> incoming_;
   std::unordered_set<const Block *> matchTargets_;
-  std::unordered_set<const Operation *> liveOps_;
-  std::unordered_set<const Value *> liveValues_;
+  uint64_t tag_ = 0; // of the current markLive
+  std::unordered_set<const Operation *> liveNoResultOps_;
   std::vector<Value *> worklist_;
 };
 
