@@ -51,7 +51,15 @@ public:
   bool hasFunction(const std::string &name) const { return funcIndex_.count(name) != 0; }
   /// Kernel-table index of primitive function `name` (built on first use).
   bool kernelIndex(const std::string &name, Location loc, uint32_t &idx);
-  bool batching(const Function &f, uint32_t idx);
+  /// The kernel a call from a site whose members were written at `site`
+  /// (Operation::memberLocs) runs. Fuse gives identical groups one function
+  /// and keeps each group's member locations on its call; the VM reports a
+  /// member's run-time error at its kernel's member location, so a site
+  /// whose locations are not the function body's gets its own copy of the
+  /// descriptor with them (and of its batched variant's). The native code
+  /// is shared all the same (identical kernels share one entry).
+  bool kernelIndex(const std::string &name, Location loc, const std::vector<Location> &site, uint32_t &idx);
+  bool batching(const Function &f, uint32_t idx, const std::vector<Location> &site = {});
   uint32_t constantIndex(const std::string &name, DType dt, const std::vector<int64_t> &shape,
                          std::vector<uint8_t> bytes);
   uint32_t globalConstant(const Global *g);
@@ -65,6 +73,9 @@ private:
   vm::Executable &out_;
   DiagnosticEngine &diag_;
   std::unordered_map<std::string, uint32_t> funcIndex_, kernelIndex_, adtIndex_;
+  /// Copies made for call sites' member locations: by the function's
+  /// kernel index and the locations (as bytes).
+  std::map<std::pair<uint32_t, std::string>, uint32_t> siteKernelIndex_;
   std::unordered_map<const Global *, uint32_t> globalIndex_;
   std::map<std::pair<std::string, std::vector<uint8_t>>, uint32_t> literalIndex_;
 };
@@ -184,9 +195,38 @@ bool ModuleEmitter::kernelIndex(const std::string &name, Location loc, uint32_t 
   return batching(*f, idx);
 }
 
+bool ModuleEmitter::kernelIndex(const std::string &name, Location loc, const std::vector<Location> &site,
+                                uint32_t &idx) {
+  if (!kernelIndex(name, loc, idx)) return false;
+  if (site.empty() || site.size() != out_.kernels[idx].members.size()) return true;
+  std::vector<vm::SourceLoc> locs;
+  locs.reserve(site.size());
+  for (Location l : site) locs.push_back(l.known() ? vm::SourceLoc{0, string(l.file), l.line, l.col} : vm::SourceLoc{});
+  const std::vector<vm::SourceLoc> &own = out_.kernels[idx].memberLocs;
+  auto same = [](const vm::SourceLoc &a, const vm::SourceLoc &b) {
+    return a.file == b.file && a.line == b.line && a.col == b.col;
+  };
+  if (std::equal(locs.begin(), locs.end(), own.begin(), own.end(), same)) return true;
+  std::string bytes;
+  for (const vm::SourceLoc &l : locs)
+    for (uint32_t x : {l.file, l.line, l.col}) bytes.append(reinterpret_cast<const char *>(&x), sizeof x);
+  auto [it, fresh] = siteKernelIndex_.try_emplace({idx, std::move(bytes)}, 0);
+  if (!fresh) {
+    idx = it->second;
+    return true;
+  }
+  vm::KernelDesc copy = out_.kernels[idx];
+  copy.memberLocs = std::move(locs);
+  out_.kernels.push_back(std::move(copy));
+  idx = it->second = static_cast<uint32_t>(out_.kernels.size() - 1);
+  return batching(*m_.lookupFunction(name), idx, site);
+}
+
 // The auto-batch pass's attributes (passes/AutoBatch.cpp) as the kernel's
-// batching entry; a `rows` kernel brings its batched variant into the table.
-bool ModuleEmitter::batching(const Function &f, uint32_t idx) {
+// batching entry; a `rows` kernel brings its batched variant into the table
+// (for a call site's copy, the variant's copy with the same member
+// locations).
+bool ModuleEmitter::batching(const Function &f, uint32_t idx, const std::vector<Location> &site) {
   const Attr *mode = f.fnAttr("batch");
   if (!mode) return true;
   const Attr *shared = f.fnAttr("batch_shared");
@@ -202,7 +242,7 @@ bool ModuleEmitter::batching(const Function &f, uint32_t idx) {
   }
   for (int64_t s : shared->getInts()) b.shared.push_back(s ? 1 : 0);
   b.mode = rows ? vm::KernelBatching::Mode::Rows : vm::KernelBatching::Mode::Invariant;
-  if (rows && !kernelIndex(variant->getStr(), f.loc(), b.batched)) return false;
+  if (rows && !kernelIndex(variant->getStr(), f.loc(), site, b.batched)) return false;
   if (out_.batching.size() < out_.kernels.size()) out_.batching.resize(out_.kernels.size());
   out_.batching[idx] = std::move(b);
   return true;
@@ -748,7 +788,7 @@ LogicalResult FunctionEmitter::emitOp(const Operation &op) {
     [[fallthrough]];
   case OpCode::InvokeShapeFunc: {
     uint32_t k;
-    if (!me_.kernelIndex(op.strAttr("callee"), loc, k)) return failure();
+    if (!me_.kernelIndex(op.strAttr("callee"), loc, op.memberLocs(), k)) return failure();
     unsigned nin = static_cast<unsigned>(op.intAttr("num_inputs"));
     std::vector<Value *> all = op.operands();
     begin(op.is(OpCode::InvokeMut) ? Opcode::InvokePacked : Opcode::InvokeShapeFunc, loc);

@@ -201,6 +201,19 @@ void Operation::setAttrLoc(unsigned i, Location l) {
   locs_->attrs[i] = l;
 }
 
+const std::vector<Location> &Operation::memberLocs() const {
+  static const std::vector<Location> none;
+  return locs_ ? locs_->members : none;
+}
+
+void Operation::setMemberLocs(std::vector<Location> locs) {
+  if (!locs_) {
+    if (locs.empty()) return;
+    locs_ = std::make_unique<WrittenLocs>();
+  }
+  locs_->members = std::move(locs);
+}
+
 std::vector<Value *> Operation::results() const {
   std::vector<Value *> r;
   r.reserve(numResults_);

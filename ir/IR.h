@@ -349,6 +349,14 @@ public:
   /// unknown (defaults, custom syntax, ops built by passes).
   Location attrLoc(unsigned i) const;
   void setAttrLoc(unsigned i, Location l);
+  /// On a call or invoke of a fused kernel (fuse): where each member of the
+  /// callee was written, in the callee's order; empty otherwise. Identical
+  /// fused groups share one kernel function, so the members' locations live
+  /// at each call, and a run-time error in a member names its own line
+  /// (docs/VM.md, "Kernels"). Printed with --print-debuginfo as
+  /// `loc("f":9:3, members["f":7:3, "f":9:3])`.
+  const std::vector<Location> &memberLocs() const;
+  void setMemberLocs(std::vector<Location> locs);
   int64_t intAttr(std::string_view n) const { return attr(n).getInt(); }
   bool boolAttr(std::string_view n) const { return attr(n).getBool(); }
   const std::string &strAttr(std::string_view n) const { return attr(n).getStr(); }
@@ -405,7 +413,7 @@ private:
   /// parser's; ops built by passes have none). A vector is empty or has one
   /// entry per attribute / operand.
   struct WrittenLocs {
-    std::vector<Location> attrs, operands;
+    std::vector<Location> attrs, operands, members;
   };
   std::unique_ptr<WrittenLocs> locs_;
   /// Null for ops without successors (all but branches).

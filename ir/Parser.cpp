@@ -603,11 +603,37 @@ bool Parser::parseSuccessor(Successor &s, std::vector<Value *> &operands) {
   return true;
 }
 
-// loc ::= `loc` `(` string `:` integer `:` integer `)`
-bool Parser::parseLoc(Location &loc) {
+// loc      ::= `loc` `(` file-loc (`,` `members` `[` file-loc (`,` file-loc)* `]`)? `)`
+// file-loc ::= string `:` integer `:` integer | `unknown`
+bool Parser::parseLoc(Location &loc, std::vector<Location> *members) {
   consume();
   if (!expect(Tok::LParen, "after 'loc'")) return false;
-  if (!tok_.is(Tok::String)) return errorExpected("expected a file name string in loc(...)");
+  if (!parseFileLoc(loc)) return false;
+  if (consumeIf(Tok::Comma)) {
+    if (!tok_.isKeyword("members") || !members)
+      return errorExpected(std::string(members ? "expected 'members' after ',' in loc(...)"
+                                               : "expected ')' to close loc(...)") +
+                           ", found " + describe(tok_));
+    consume();
+    if (!expect(Tok::LSquare, "after 'members'")) return false;
+    members->clear();
+    do {
+      Location l;
+      if (!parseFileLoc(l)) return false;
+      members->push_back(l);
+    } while (consumeIf(Tok::Comma));
+    if (!expect(Tok::RSquare, "to close members[...]")) return false;
+  }
+  return expect(Tok::RParen, "to close loc(...)");
+}
+
+bool Parser::parseFileLoc(Location &loc) {
+  if (tok_.isKeyword("unknown")) {
+    consume();
+    loc = Location();
+    return true;
+  }
+  if (!tok_.is(Tok::String)) return errorExpected("expected a file name string or 'unknown' in loc(...)");
   std::string file = Lexer::unescape(tok_.text);
   consume();
   uint32_t nums[2];
@@ -619,7 +645,6 @@ bool Parser::parseLoc(Location &loc) {
     n = static_cast<uint32_t>(v);
     consume();
   }
-  if (!expect(Tok::RParen, "to close loc(...)")) return false;
   loc = {ctx_.intern(file), nums[0], nums[1]};
   return true;
 }
@@ -663,6 +688,8 @@ bool Parser::buildOp(Block &b, OpCode code, Location loc, const std::vector<Toke
     raw->setOperandLoc(i, operandLocs_[i]);
   for (unsigned i = 0; i < attrLocs.size(); ++i)
     if (attrLocs[i].known()) raw->setAttrLoc(i, attrLocs[i]);
+  if (!memberLocs_.empty()) raw->setMemberLocs(std::move(memberLocs_));
+  memberLocs_.clear();
   for (size_t i = 0; i < names.size(); ++i)
     if (!defineValue(raw->result(static_cast<unsigned>(i)), names[i])) return false;
   return true;
@@ -695,6 +722,7 @@ bool Parser::parseOperation(Block &b) {
   consume();
 
   operandLocs_.clear();
+  memberLocs_.clear();
   std::vector<Value *> operands;
   std::vector<Attr> attrs = defaultAttrs(*code);
   std::vector<Location> attrLocs(attrs.size());
@@ -903,7 +931,12 @@ bool Parser::parseOperation(Block &b) {
   }
   }
   if (tok_.isKeyword("loc") && peek().is(Tok::LParen)) {
-    if (!parseLoc(loc)) return false;
+    Location at = tok_.loc;
+    if (!parseLoc(loc, &memberLocs_)) return false;
+    if (!memberLocs_.empty() && *code != OpCode::Call && *code != OpCode::InvokeMut &&
+        *code != OpCode::InvokeShapeFunc)
+      return error(at, "members[...] locations are only for a call or invoke of a kernel, not '" +
+                           std::string(info.mnemonic) + "'");
     // The op stands for text elsewhere: positions in this text would mix two
     // files in one diagnostic, so operands, attributes and targets fall back
     // to the op's location.

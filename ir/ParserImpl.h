@@ -143,7 +143,8 @@ private:
   bool parseLiteral(Type t, Location loc, DenseValue &out);
   bool parseLiteralElems(Type t, size_t depth, DenseValue &out);
   bool parseScalarLiteral(DType dt, DenseValue &out);
-  bool parseLoc(Location &loc);
+  bool parseLoc(Location &loc, std::vector<Location> *members = nullptr);
+  bool parseFileLoc(Location &loc);
   bool defineValue(Value *v, const Token &nameTok);
   /// The block named by `t` (a placeholder if not yet defined); null, with an
   /// error, when it is the entry block, which cannot be branched to.
@@ -196,6 +197,8 @@ private:
   // Where each operand of the operation being parsed was written
   // (parseOperand appends), so diagnostics can point at the use.
   std::vector<Location> operandLocs_;
+  // The `members[...]` of the operation's loc(...), when written.
+  std::vector<Location> memberLocs_;
   // Named types (`@Tree`) in the order first written, checked against the
   // declarations once the whole module is read.
   std::vector<std::pair<std::string, Location>> typeRefs_;

@@ -214,9 +214,19 @@ public:
     }
     }
     if (!rts.empty()) s += " : " + typeList(rts);
-    if (opts_.debugInfo && op.loc().known())
-      s += " loc(" + quote(op.loc().file) + ":" + std::to_string(op.loc().line) + ":" +
-           std::to_string(op.loc().col) + ")";
+    if (opts_.debugInfo && (op.loc().known() || !op.memberLocs().empty())) {
+      auto fileLoc = [&](Location l) {
+        return l.known() ? quote(l.file) + ":" + std::to_string(l.line) + ":" + std::to_string(l.col)
+                         : std::string("unknown");
+      };
+      s += " loc(" + fileLoc(op.loc());
+      if (!op.memberLocs().empty()) {
+        s += ", members[";
+        for (size_t i = 0; i < op.memberLocs().size(); ++i) s += (i ? ", " : "") + fileLoc(op.memberLocs()[i]);
+        s += "]";
+      }
+      s += ")";
+    }
     return s;
   }
 

@@ -133,6 +133,7 @@ std::unique_ptr<Operation> cloneOp(const Operation &op, IRMapping &map) {
   std::unique_ptr<Operation> copy =
       Operation::create(op.code(), op.loc(), operands, types, std::vector<Attr>(op.attrs().begin(), op.attrs().end()),
                         std::move(succs));
+  if (!op.memberLocs().empty()) copy->setMemberLocs(op.memberLocs());
   for (unsigned i = 0; i < op.numResults(); ++i) {
     copy->result(i)->setName(op.result(i)->name());
     map.values[op.result(i)] = copy->result(i);

@@ -90,10 +90,24 @@
 // makes the name unique in the module (deterministic: blocks and groups are
 // processed in order). Its parameters are the group inputs in first-use
 // order (members in block order, operands in order); its body is a clone of
-// the members, keeping names, types and locations (run-time errors of a
-// member point at the member's line); it returns the output op's results. The
-// members are replaced by one `call` at the output op, with the output op's
-// location and result names.
+// the members, keeping names, types and locations; it returns the output
+// op's results. The members are replaced by one `call` at the output op,
+// with the output op's location and result names, and with the members'
+// locations (`Operation::memberLocs`, printed `loc(..., members[...])`), from
+// which the bytecode emitter takes each kernel call's member locations: a
+// run-time error in a member points at that member's line.
+//
+// Deduplication (IREE's deduplicate-executables, TVM's compile-engine cache
+// keyed by structural equality): a group whose body would be identical to an
+// earlier group's -- the same input types, the same members in order (op,
+// attributes, result types, operands by position), the same outputs --
+// calls the earlier group's function instead of outlining another. Names and
+// locations are not part of the body (the locations live on each call), so
+// a model that repeats a layer gets one kernel per distinct layer body, not
+// one per use: a program of N identical calls compiles N calls of one kernel
+// (issue 23: at 1,000,000 ops, 100,000 outlined copies of three bodies made
+// a third of the IR that every later pass walked). Auto-batching then joins
+// the sharing masks of every call of the kernel (passes/AutoBatch.cpp).
 //
 // Not fused: functions already primitive, calls, control flow, ADT ops
 // (they are structural). Running the pass twice changes nothing: a fused
@@ -118,8 +132,9 @@ namespace {
 
 using namespace nimble::ir;
 
-NIMBLE_STATISTIC(NumGroups, "fuse", "Number of fused groups (primitive functions) formed");
+NIMBLE_STATISTIC(NumGroups, "fuse", "Number of fused groups formed (each one call of a primitive function)");
 NIMBLE_STATISTIC(NumFusedOps, "fuse", "Number of ops moved into fused groups");
+NIMBLE_STATISTIC(NumShared, "fuse", "Number of fused groups that call an identical earlier group's function");
 
 constexpr size_t kMaxGroupSizeLimit = 4096;
 
@@ -200,6 +215,7 @@ public:
   }
 
   LogicalResult run(Module &m, DiagnosticEngine &, bool &changed) override {
+    outlined_.clear();
     std::vector<Function *> funcs;
     for (auto &f : m.functions())
       if (!isPrimitive(*f) && !hasKills(*f)) funcs.push_back(f.get());
@@ -229,7 +245,67 @@ private:
   void outline(Module &m, Group &g);
 
   size_t maxGroupSize_ = 32;
+  /// The functions outlined by this run, by the hash of their body's
+  /// signature (bodySignature), for deduplication.
+  struct Outlined {
+    std::vector<uint64_t> words;
+    Function *fn;
+  };
+  std::unordered_map<uint64_t, std::vector<Outlined>> outlined_;
 };
+
+/// The structure of the body a group outlines to, as words: the input
+/// types; per member its op, operands (input i, or result r of the members
+/// in order, numbered after the inputs), result types and attributes'
+/// hashes; then the outputs. Types are uniqued, so a type is its storage
+/// pointer. Two groups with equal words and equal attributes (compared
+/// exactly, sameAttrs) outline to identical bodies.
+std::vector<uint64_t> bodySignature(const std::vector<Value *> &inputs, const std::vector<Operation *> &members,
+                                    const std::vector<Value *> &results) {
+  std::vector<uint64_t> w;
+  std::unordered_map<const Value *, uint64_t> ref;
+  w.push_back(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ref.emplace(inputs[i], i);
+    w.push_back(reinterpret_cast<uintptr_t>(inputs[i]->type().impl()));
+  }
+  uint64_t next = inputs.size();
+  for (const Operation *op : members) {
+    w.push_back(static_cast<uint64_t>(op->code()));
+    w.push_back(op->numOperands());
+    for (const Value *v : op->operandValues()) w.push_back(ref.at(v));
+    w.push_back(op->numResults());
+    for (const Value *r : op->resultValues()) {
+      ref.emplace(r, next++);
+      w.push_back(reinterpret_cast<uintptr_t>(r->type().impl()));
+    }
+    w.push_back(op->attrs().size());
+    for (const Attr &a : op->attrs()) w.push_back(a.hash());
+  }
+  w.push_back(results.size());
+  for (const Value *r : results) w.push_back(ref.at(r));
+  return w;
+}
+
+/// Whether `members` carry the same attributes, exactly, as the body of
+/// `fn` (outlined from a group of the same signature: one op per member,
+/// then `ret`).
+bool sameAttrs(const std::vector<Operation *> &members, const Function &fn) {
+  auto it = fn.entry()->begin();
+  for (const Operation *op : members) {
+    if (it == fn.entry()->end() || it->attrs().size() != op->attrs().size()) return false;
+    for (size_t i = 0; i < op->attrs().size(); ++i)
+      if (!(it->attrs()[i] == op->attrs()[i])) return false;
+    ++it;
+  }
+  return true;
+}
+
+uint64_t hashWords(const std::vector<uint64_t> &w) {
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (uint64_t x : w) h = (h ^ x) * 0x100000001b3ull + (h >> 29);
+  return h;
+}
 
 std::vector<Group> FusePass::formGroups(Block &b) const {
   std::vector<Group> groups;
@@ -380,27 +456,45 @@ void FusePass::outline(Module &m, Group &g) {
   for (Value *v : inputs) ins.push_back(v->type());
   for (Value *r : results) outs.push_back(r->type());
 
-  std::string fname = m.freshFunctionName("fused_" + std::string(members.front()->name()));
-  auto owned = std::make_unique<Function>(fname, ctx.func(ins, outs), members.front()->loc());
-  owned->fnAttrs().emplace_back("primitive", Attr::getBool(true));
-  Function *fn = m.addFunction(std::move(owned));
-  Block *entry = fn->addBlock(std::make_unique<Block>("entry"));
-  IRMapping map;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    Value *a = entry->addArgument(ins[i], members.front()->loc());
-    a->setName("in" + std::to_string(i));
-    map.values[inputs[i]] = a;
+  // An identical earlier group's function, or a new one.
+  std::vector<uint64_t> sig = bodySignature(inputs, members, results);
+  std::vector<Outlined> &same = outlined_[hashWords(sig)];
+  Function *fn = nullptr;
+  for (const Outlined &o : same)
+    if (o.words == sig && sameAttrs(members, *o.fn)) {
+      fn = o.fn;
+      ++NumShared;
+      break;
+    }
+  if (!fn) {
+    std::string fname = m.freshFunctionName("fused_" + std::string(members.front()->name()));
+    auto owned = std::make_unique<Function>(fname, ctx.func(ins, outs), members.front()->loc());
+    owned->fnAttrs().emplace_back("primitive", Attr::getBool(true));
+    fn = m.addFunction(std::move(owned));
+    Block *entry = fn->addBlock(std::make_unique<Block>("entry"));
+    IRMapping map;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Value *a = entry->addArgument(ins[i], members.front()->loc());
+      a->setName("in" + std::to_string(i));
+      map.values[inputs[i]] = a;
+    }
+    for (Operation *op : members) entry->push_back(cloneOp(*op, map));
+    std::vector<Value *> rets;
+    for (Value *r : results) rets.push_back(map.lookup(r));
+    entry->push_back(Operation::create(OpCode::Ret, root->loc(), rets, {}, defaultAttrs(OpCode::Ret)));
+    same.push_back({std::move(sig), fn});
   }
-  for (Operation *op : members) entry->push_back(cloneOp(*op, map));
-  std::vector<Value *> rets;
-  for (Value *r : results) rets.push_back(map.lookup(r));
-  entry->push_back(Operation::create(OpCode::Ret, root->loc(), rets, {}, defaultAttrs(OpCode::Ret)));
 
-  // The call replaces the members, at the output op.
+  // The call replaces the members, at the output op, and keeps where each
+  // member was written.
   std::vector<Attr> attrs = defaultAttrs(OpCode::Call);
-  attrs[static_cast<unsigned>(opInfo(OpCode::Call).attrIndex("callee"))] = Attr::getSym(fname);
+  attrs[static_cast<unsigned>(opInfo(OpCode::Call).attrIndex("callee"))] = Attr::getSym(fn->name());
   Operation *call =
       root->block()->insertBefore(root, Operation::create(OpCode::Call, root->loc(), inputs, outs, attrs));
+  std::vector<Location> memberLocs;
+  memberLocs.reserve(members.size());
+  for (const Operation *op : members) memberLocs.push_back(op->loc());
+  call->setMemberLocs(std::move(memberLocs));
   for (unsigned i = 0; i < results.size(); ++i) {
     call->result(i)->setName(results[i]->name());
     results[i]->replaceAllUsesWith(call->result(i));

@@ -21,7 +21,10 @@
 // values keeping their names (the printer makes clashes unique). The cloned
 // ops keep the callee's types: the call's arguments may be more precise than
 // the parameters (sub-shaping), which every use accepts. The entry block is
-// never a branch target (Verifier S2), so its copy needs no arguments.
+// never a branch target (Verifier S2), so its copy needs no arguments. A
+// call of a fused kernel (fuse) carries its members' locations
+// (Operation::memberLocs): the copied members take those, since identical
+// groups share one body that holds only the first group's.
 //
 // Which calls: the callee must not be in a recursive SCC of the call graph
 // (inlining recursion would never end; a recursive caller may still receive
@@ -166,6 +169,17 @@ private:
       if (reachable.count(b.get())) order.push_back(b.get());
     std::vector<Block *> clones =
         cloneBlocksInto(order, caller, block, map, callee.name() + ".");
+    // A call of a fused kernel knows where this site's members were written
+    // (fuse shares one body between identical groups): the copies get those
+    // locations rather than the body's.
+    if (const std::vector<Location> &ml = call.memberLocs(); !ml.empty() && clones.size() == 1) {
+      std::vector<Operation *> body;
+      for (Operation &op : *clones.front())
+        if (!op.isTerminator()) body.push_back(&op);
+      if (body.size() == ml.size())
+        for (size_t i = 0; i < body.size(); ++i)
+          if (ml[i].known()) body[i]->setLoc(ml[i]);
+    }
 
     // Each `ret` becomes a branch to the continuation.
     for (Block *b : clones) {

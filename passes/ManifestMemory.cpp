@@ -488,6 +488,11 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
                                            DiagnosticEngine &diag) {
   Builder b(m, op.loc());
   b.setInsertionPoint(&op);
+  // A fused group's call keeps where its members were written (fuse): so do
+  // the kernel's invocations.
+  auto withMembers = [&](Operation *invoke) {
+    if (!op.memberLocs().empty()) invoke->setMemberLocs(op.memberLocs());
+  };
   std::vector<Value *> temps; // storages and shape tensors to kill after use
   std::vector<Value *> ins = op.operands();
 
@@ -498,9 +503,9 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
     Value *x = updatedOperand(m, op);
     std::vector<Value *> operands = ins;
     operands.push_back(x);
-    b.create(OpCode::InvokeMut, operands,
+    withMembers(b.create(OpCode::InvokeMut, operands,
              {{"callee", Attr::getSym(prim.name())},
-              {"num_inputs", Attr::getInt(static_cast<int64_t>(ins.size()))}});
+              {"num_inputs", Attr::getInt(static_cast<int64_t>(ins.size()))}}));
     ++NumKernelCalls;
     ++NumInPlace;
     if (x->name().empty()) x->setName(op.result(0)->name());
@@ -570,9 +575,9 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
       operands.push_back(outShapes[i]);
     }
     ++NumShapeFuncCalls;
-    b.create(OpCode::InvokeShapeFunc, operands,
+    withMembers(b.create(OpCode::InvokeShapeFunc, operands,
              {{"callee", Attr::getSym(prim.name())},
-              {"num_inputs", Attr::getInt(static_cast<int64_t>(shapeIns.size()))}});
+              {"num_inputs", Attr::getInt(static_cast<int64_t>(shapeIns.size()))}}));
   }
 
   // Output buffers.
@@ -625,9 +630,9 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
     Value *trueShape = allocShapeTensor(b, t.rank(), temps);
     operands.insert(operands.end(), outs.begin(), outs.end());
     operands.push_back(trueShape);
-    b.create(OpCode::InvokeMut, operands,
+    withMembers(b.create(OpCode::InvokeMut, operands,
              {{"callee", Attr::getSym(prim.name())},
-              {"num_inputs", Attr::getInt(static_cast<int64_t>(ins.size()))}});
+              {"num_inputs", Attr::getInt(static_cast<int64_t>(ins.size()))}}));
     // The result: the same storage viewed with the true shape.
     results[0] = b.create(OpCode::AllocTensor, {storages[0], zero, trueShape},
                           {{"dtype", Attr::getDType(t.dtype())}}, {t})
@@ -635,9 +640,9 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
     temps.push_back(outs[0]);
   } else {
     operands.insert(operands.end(), outs.begin(), outs.end());
-    b.create(OpCode::InvokeMut, operands,
+    withMembers(b.create(OpCode::InvokeMut, operands,
              {{"callee", Attr::getSym(prim.name())},
-              {"num_inputs", Attr::getInt(static_cast<int64_t>(ins.size()))}});
+              {"num_inputs", Attr::getInt(static_cast<int64_t>(ins.size()))}}));
   }
   for (Value *st : storages) temps.push_back(st);
   ++NumKernelCalls;
