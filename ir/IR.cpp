@@ -120,11 +120,14 @@ std::unique_ptr<Operation> Operation::create(OpCode code, Location loc,
   // One allocation: the results, the op, the attributes (see resultsBase,
   // attrsBase).
   static_assert(sizeof(OpResult) % alignof(Operation) == 0 && sizeof(Operation) % alignof(Attr) == 0 &&
+                sizeof(Attr) % alignof(OpOperand) == 0 && sizeof(Operation) % alignof(OpOperand) == 0 &&
                 alignof(OpResult) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__ &&
-                alignof(Attr) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+                alignof(Attr) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__ &&
+                alignof(OpOperand) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
   assert(attrs.size() == opInfo(code).attrs.size() && "attribute list does not match schema");
   const size_t n = resultTypes.size();
-  char *mem = static_cast<char *>(::operator new(n * sizeof(OpResult) + sizeof(Operation) + attrs.size() * sizeof(Attr)));
+  char *mem = static_cast<char *>(::operator new(n * sizeof(OpResult) + sizeof(Operation) +
+                                                 attrs.size() * sizeof(Attr) + operands.size() * sizeof(OpOperand)));
   std::unique_ptr<Operation> op(new (mem + n * sizeof(OpResult)) Operation(code, loc));
   // The counts grow as each part is made: a destroying delete destroys
   // exactly what exists.
@@ -136,6 +139,10 @@ std::unique_ptr<Operation> Operation::create(OpCode code, Location loc,
     new (op->attrsBase() + i) Attr(std::move(attrs[i]));
     op->numAttrs_ = static_cast<uint16_t>(i + 1);
   }
+  OpOperand *slots = op->inlineOperands();
+  for (size_t i = 0; i < operands.size(); ++i) new (slots + i) OpOperand();
+  op->inlineCapacity_ = static_cast<unsigned>(operands.size());
+  op->operands_ = slots;
   op->setOperands(operands);
   if (!successors.empty()) op->succs_ = std::make_unique<std::vector<Successor>>(std::move(successors));
   return op;
@@ -144,13 +151,16 @@ std::unique_ptr<Operation> Operation::create(OpCode code, Location loc,
 Operation::~Operation() {
   assert(!hasResultUses() && "destroying an operation whose results are still used");
   dropAllReferences();
+  if (operands_ != inlineOperands()) delete[] operands_;
 }
 
 void Operation::operator delete(Operation *op, std::destroying_delete_t) {
-  const unsigned n = op->numResults_, na = op->numAttrs_;
+  const unsigned n = op->numResults_, na = op->numAttrs_, no = op->inlineCapacity_;
   OpResult *results = op->resultsBase();
   Attr *attrs = op->attrsBase();
+  OpOperand *slots = op->inlineOperands();
   op->~Operation();
+  for (unsigned i = 0; i < no; ++i) slots[i].~OpOperand();
   for (unsigned i = 0; i < na; ++i) attrs[i].~Attr();
   for (unsigned i = 0; i < n; ++i) results[i].~OpResult();
   ::operator delete(static_cast<void *>(results));
@@ -165,7 +175,9 @@ std::vector<Value *> Operation::operands() const {
 
 void Operation::setOperands(const std::vector<Value *> &vals) {
   dropAllReferences();
-  operands_ = std::make_unique<OpOperand[]>(vals.size());
+  OpOperand *slots = inlineOperands();
+  if (operands_ != slots) delete[] operands_;
+  operands_ = vals.size() <= inlineCapacity_ ? slots : new OpOperand[vals.size()];
   numOperands_ = static_cast<unsigned>(vals.size());
   if (locs_) locs_->operands.clear(); // a new list: where it was written is unknown
   for (unsigned i = 0; i < numOperands_; ++i) {

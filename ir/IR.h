@@ -292,7 +292,7 @@ public:
     const OpOperand *b_;
     unsigned n_;
   };
-  OperandRange operandValues() const { return {operands_.get(), numOperands_}; }
+  OperandRange operandValues() const { return {operands_, numOperands_}; }
   /// Where operand `i` was written, or the op's location when unknown
   /// (ops built by passes): lets diagnostics point at the use rather than
   /// at the whole operation.
@@ -399,16 +399,25 @@ private:
   static const std::vector<Successor> &noSuccessors();
   OpResult *resultsBase() const;
   Attr *attrsBase() const;
-  // One allocation holds the results, the op (88 bytes) and its attributes,
-  // in that order: an op with one result and no attribute is 152 bytes,
-  // where it was three allocations (op, result vector, result: 128 + 8 +
-  // 64) and a fourth for the attributes. Rarely used lists are out of line.
+  OpOperand *inlineOperands() const;
+  // One allocation holds the results, the op (88 bytes), its attributes and
+  // its operands, in that order: an op with one result, no attribute and two
+  // operands is 200 bytes, where it was five allocations (op, result vector,
+  // result: 128 + 8 + 64, then attributes and operands). A walk over ops and
+  // their operands, which every pass is, then reads neighbouring lines
+  // instead of a second allocation per op (issue 23). Operands beyond the
+  // count the op was created with (setOperands growing the list, rare) move
+  // out of line. Rarely used lists are out of line.
   OpCode code_;
   uint16_t numAttrs_ = 0;
   unsigned numOperands_ = 0;
   unsigned numResults_ = 0;
+  /// Operand slots in the op's own allocation (constructed once, reused).
+  unsigned inlineCapacity_ = 0;
   Location loc_;
-  std::unique_ptr<OpOperand[]> operands_;
+  /// The inline slots, or an out-of-line array (new[]) when the list grew
+  /// past inlineCapacity_.
+  OpOperand *operands_ = nullptr;
   /// Null, or where each attribute and each operand was written (the
   /// parser's; ops built by passes have none). A vector is empty or has one
   /// entry per attribute / operand.
@@ -430,6 +439,9 @@ inline OpResult *Operation::resultsBase() const {
 }
 inline Attr *Operation::attrsBase() const {
   return reinterpret_cast<Attr *>(reinterpret_cast<char *>(const_cast<Operation *>(this)) + sizeof(Operation));
+}
+inline OpOperand *Operation::inlineOperands() const {
+  return reinterpret_cast<OpOperand *>(reinterpret_cast<char *>(attrsBase()) + numAttrs_ * sizeof(Attr));
 }
 inline Value *Operation::ResultRange::iterator::operator*() const { return p; }
 
