@@ -12,69 +12,86 @@ using namespace nimble::ir;
 //===-- Call graph ---------------------------------------------------------===//
 
 CallGraph::CallGraph(const Module &m) {
-  for (auto &f : m.functions()) {
-    std::vector<Function *> &out = callees_[f.get()];
-    std::unordered_set<Function *> seen;
-    for (auto &b : f->blocks())
+  const size_t n = m.functions().size();
+  num_.reserve(n);
+  for (size_t i = 0; i < n; ++i) num_.emplace(m.functions()[i].get(), static_cast<unsigned>(i));
+  callees_.resize(n);
+  local_.assign(n, 0);
+  std::unordered_set<Function *> seen;
+  for (size_t i = 0; i < n; ++i) {
+    const Function &f = *m.functions()[i];
+    std::vector<Function *> &out = callees_[i];
+    uint8_t local = 0;
+    seen.clear();
+    for (auto &b : f.blocks())
       for (Operation &op : *b) {
-        if (!op.is(OpCode::Call)) continue;
-        Function *callee = m.lookupFunction(op.strAttr("callee"));
-        if (callee && seen.insert(callee).second) out.push_back(callee);
+        if (op.is(OpCode::Call)) {
+          Function *callee = m.lookupFunction(op.strAttr("callee"));
+          if (!callee) local |= kCallsUnknown;
+          else if (seen.insert(callee).second) out.push_back(callee);
+          continue;
+        }
+        const OpInfo &info = op.info();
+        if (info.hasFlag(opflags::Effect)) local |= kLocalEffect;
+        else if (info.hasFlag(opflags::Alloc)) local |= kLocalAlloc;
       }
+    local_[i] = local;
   }
 
   // Tarjan's algorithm, iteratively (a deep call chain must not overflow the
   // C++ stack). A component is complete when its root (index == lowlink) is
   // left; components therefore come out callees first.
-  std::unordered_map<const Function *, unsigned> index, lowlink;
-  std::unordered_set<const Function *> onStack;
-  std::vector<Function *> stack;
+  constexpr unsigned kUnvisited = ~0u;
+  std::vector<unsigned> index(n, kUnvisited), lowlink(n, 0);
+  std::vector<bool> onStack(n, false);
+  std::vector<unsigned> stack;
+  sccIndex_.assign(n, 0);
   unsigned next = 0;
   struct Frame {
-    Function *f;
+    unsigned f;
     size_t child;
   };
-  for (auto &root : m.functions()) {
-    if (index.count(root.get())) continue;
-    std::vector<Frame> frames = {{root.get(), 0}};
-    index[root.get()] = lowlink[root.get()] = next++;
-    stack.push_back(root.get());
-    onStack.insert(root.get());
+  std::vector<Frame> frames;
+  for (unsigned root = 0; root < n; ++root) {
+    if (index[root] != kUnvisited) continue;
+    frames = {{root, 0}};
+    index[root] = lowlink[root] = next++;
+    stack.push_back(root);
+    onStack[root] = true;
     while (!frames.empty()) {
       Frame &fr = frames.back();
       const std::vector<Function *> &succ = callees_[fr.f];
       if (fr.child < succ.size()) {
-        Function *w = succ[fr.child++];
-        if (!index.count(w)) {
+        unsigned w = number(succ[fr.child++]);
+        if (index[w] == kUnvisited) {
           index[w] = lowlink[w] = next++;
           stack.push_back(w);
-          onStack.insert(w);
+          onStack[w] = true;
           frames.push_back({w, 0});
-        } else if (onStack.count(w)) {
+        } else if (onStack[w]) {
           lowlink[fr.f] = std::min(lowlink[fr.f], index[w]);
         }
         continue;
       }
-      Function *v = fr.f;
+      unsigned v = fr.f;
       frames.pop_back();
-      if (!frames.empty())
-        lowlink[frames.back().f] = std::min(lowlink[frames.back().f], lowlink[v]);
+      if (!frames.empty()) lowlink[frames.back().f] = std::min(lowlink[frames.back().f], lowlink[v]);
       if (lowlink[v] != index[v]) continue;
       std::vector<Function *> scc;
-      Function *w = nullptr;
+      unsigned w;
       do {
         w = stack.back();
         stack.pop_back();
-        onStack.erase(w);
-        scc.push_back(w);
+        onStack[w] = false;
+        scc.push_back(m.functions()[w].get());
       } while (w != v);
       // Module order inside a component, for deterministic iteration.
       std::reverse(scc.begin(), scc.end());
       unsigned id = static_cast<unsigned>(sccs_.size());
       bool selfCall = false;
       for (Function *g : scc) {
-        sccIndex_[g] = id;
-        const std::vector<Function *> &cs = callees_[g];
+        sccIndex_[number(g)] = id;
+        const std::vector<Function *> &cs = callees_[number(g)];
         selfCall |= std::find(cs.begin(), cs.end(), g) != cs.end();
       }
       recursive_.push_back(scc.size() > 1 || selfCall);
@@ -83,27 +100,23 @@ CallGraph::CallGraph(const Module &m) {
   }
 }
 
-const std::vector<Function *> &CallGraph::callees(const Function *f) const {
-  return callees_.at(f);
-}
-
 //===-- Effects ------------------------------------------------------------===//
 
 EffectAnalysis::EffectAnalysis(const Module &m, const CallGraph &cg) : m_(m) {
+  level_.reserve(m.functions().size());
   for (unsigned id = 0; id < cg.sccs().size(); ++id) {
     const std::vector<Function *> &scc = cg.sccs()[id];
     Level lvl = Level::Pure;
-    for (Function *f : scc)
-      for (auto &b : f->blocks())
-        for (Operation &op : *b) {
-          if (op.is(OpCode::Call)) {
-            // Callees in other components were decided earlier (bottom-up);
-            // calls inside the component add nothing of their own.
-            const Function *callee = m.lookupFunction(op.strAttr("callee"));
-            if (callee && cg.sccOf(callee) == id) continue;
-          }
-          lvl = std::max(lvl, level(op));
-        }
+    for (Function *f : scc) {
+      // The component's own ops, and calls to unknown functions...
+      uint8_t local = cg.localEffects(f);
+      if (local & (CallGraph::kLocalEffect | CallGraph::kCallsUnknown)) lvl = Level::Effect;
+      else if (local & CallGraph::kLocalAlloc) lvl = std::max(lvl, Level::Alloc);
+      // ...and callees in other components, decided earlier (bottom-up);
+      // calls inside the component add nothing of their own.
+      for (Function *callee : cg.callees(f))
+        if (cg.sccOf(callee) != id) lvl = std::max(lvl, level_.at(callee));
+    }
     for (Function *f : scc) level_[f] = lvl;
   }
 }

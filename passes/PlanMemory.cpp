@@ -1045,11 +1045,17 @@ size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
   // their predecessors in one pass at the end).
   f.beginBlockInsertions();
   unsigned counter = 0;
-  std::set<std::string> labels; // made at the first split
+  // The labels a new `split<N>` could clash with: only those of that form
+  // (made at the first split).
+  std::unordered_set<std::string> labels;
+  bool labelsMade = false;
   for (EdgeKill &e : edges) {
     if (e.vals.empty()) continue;
-    if (labels.empty())
-      for (Block *b : blocks) labels.insert(b->label());
+    if (!labelsMade) {
+      for (Block *b : blocks)
+        if (b->label().rfind("split", 0) == 0) labels.insert(b->label());
+      labelsMade = true;
+    }
     Successor &s = e.term->successors()[e.succ];
     Block *target = s.block;
     std::string label;
