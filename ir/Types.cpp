@@ -5,6 +5,7 @@
 #include "ir/Limits.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace nimble::ir {
 
@@ -128,7 +129,10 @@ std::string checkTypeLimits(Type t) {
   }
 }
 
-Context::Context() = default;
+Context::Context() {
+  static std::atomic<uint64_t> next{1};
+  id_ = next.fetch_add(1, std::memory_order_relaxed);
+}
 Context::~Context() = default;
 
 size_t Context::StructuralHash::operator()(const detail::TypeStorage *s) const {

@@ -118,7 +118,12 @@ public:
   /// Returns a pointer to a stable copy of `s`.
   const char *intern(std::string_view s);
 
+  /// A number no other Context of the process has had: caches keyed by
+  /// types (whose pointers a later Context may reuse) include it.
+  uint64_t id() const { return id_; }
+
 private:
+  uint64_t id_;
   Type unique(detail::TypeStorage s);
   /// Uniqued by structure (kind, dtype and dims, name, element and result
   /// types, which are uniqued already: compared by pointer), not by the

@@ -339,6 +339,49 @@ func @b() {
 })",
 };
 
+// Inferred result types come from a per-thread cache of relations keyed by
+// op, operand types and attributes (ir/Inference.cpp): a later Context may
+// reuse the addresses of an earlier one's types (the allocator hands them
+// out again), so entries must not carry over. Contexts made and destroyed
+// in turn, with a different extent each time, must each infer their own.
+TEST(RelationCache, ResultsDoNotCarryOverBetweenContexts) {
+  for (int i = 1; i <= 40; ++i) {
+    auto ctx = std::make_unique<Context>();
+    std::ostringstream out;
+    DiagnosticEngine diag(nullptr, out);
+    // Every other module makes its types in another order, so that a
+    // reused address holds another type than it did.
+    std::string n = std::to_string(i % 2 ? i : 2 * i);
+    std::string extra = i % 3 ? "" : "%u: tensor<" + std::to_string(i) + "xi64>, ";
+    std::string cast = i % 2 ? "" : "  %q = cast %y, dtype=f16\n";
+    std::string text = "func @f(" + extra + "%x: tensor<" + n + "x3xf32>, %w: tensor<3x" + n + "xf32>) -> tensor<" +
+                       n + "x" + n + "xf32> {\n  %y = add %x, %x\n" + cast + "  %z = matmul %y, %w\n  ret %z\n}\n";
+    std::unique_ptr<Module> m = parseModule(text, "t.nir", *ctx, diag);
+    ASSERT_NE(m, nullptr) << out.str();
+    ASSERT_TRUE(succeeded(verifyModule(*m, diag))) << out.str();
+    Block *b = m->functions()[0]->entry();
+    EXPECT_EQ(b->front()->result(0)->type().str(), "tensor<" + n + "x3xf32>");
+    EXPECT_EQ(b->terminator()->operand(0)->type().str(), "tensor<" + n + "x" + n + "xf32>");
+  }
+}
+
+// The same op in one Context, inferred twice (cached the second time), gets
+// the same type; an op differing only in an attribute does not share it.
+TEST_F(ParserTest, CachedRelationsMatchAttributes) {
+  std::unique_ptr<Module> m = parse(
+      "func @f(%x: tensor<4x3xf32>) -> tensor<4x4xf32> {\n"
+      "  %a = matmul %x, %x, transpose_b=true\n"
+      "  %b = matmul %x, %x, transpose_b=true\n"
+      "  %c = matmul %x, %x, transpose_a=true\n"
+      "  ret %b\n"
+      "}\n");
+  ASSERT_NE(m, nullptr) << allDiags();
+  auto ops = m->functions()[0]->entry()->opsSnapshot();
+  EXPECT_EQ(ops[0]->result(0)->type().str(), "tensor<4x4xf32>");
+  EXPECT_EQ(ops[1]->result(0)->type(), ops[0]->result(0)->type());
+  EXPECT_EQ(ops[2]->result(0)->type().str(), "tensor<3x3xf32>");
+}
+
 TEST_F(ParserTest, PrintParsePrintIsStable) {
   for (const char *text : kRoundTrip) {
     std::string once = roundTrip(text);
