@@ -64,6 +64,14 @@ public:
                          std::vector<uint8_t> bytes);
   uint32_t globalConstant(const Global *g);
   uint32_t string(const std::string &s) { return out_.internString(s); }
+  /// A location's file name (interned by the Context: one string per file,
+  /// so the table is keyed by its address; every instruction with a
+  /// location asks).
+  uint32_t fileString(const char *file) {
+    auto [it, fresh] = files_.try_emplace(file, 0);
+    if (fresh) it->second = out_.internString(file);
+    return it->second;
+  }
   DiagnosticEngine &diag() { return diag_; }
   const Module &module() const { return m_; }
 
@@ -75,7 +83,8 @@ private:
   std::unordered_map<std::string, uint32_t> funcIndex_, kernelIndex_, adtIndex_;
   /// Copies made for call sites' member locations: by the function's
   /// kernel index and the locations (as bytes).
-  std::map<std::pair<uint32_t, std::string>, uint32_t> siteKernelIndex_;
+  std::unordered_map<std::string, uint32_t> siteKernelIndex_;
+  std::unordered_map<const char *, uint32_t> files_;
   std::unordered_map<const Global *, uint32_t> globalIndex_;
   std::map<std::pair<std::string, std::vector<uint8_t>>, uint32_t> literalIndex_;
 };
@@ -186,7 +195,7 @@ bool ModuleEmitter::kernelIndex(const std::string &name, Location loc, uint32_t 
     if (op.info().shapeMode == ShapeMode::UpperBound) k.upperBound = true;
     k.members.push_back(std::move(mem));
     Location ml = op.loc();
-    k.memberLocs.push_back(ml.known() ? vm::SourceLoc{0, string(ml.file), ml.line, ml.col}
+    k.memberLocs.push_back(ml.known() ? vm::SourceLoc{0, fileString(ml.file), ml.line, ml.col}
                                       : vm::SourceLoc{});
   }
   out_.kernels.push_back(std::move(k));
@@ -201,7 +210,7 @@ bool ModuleEmitter::kernelIndex(const std::string &name, Location loc, const std
   if (site.empty() || site.size() != out_.kernels[idx].members.size()) return true;
   std::vector<vm::SourceLoc> locs;
   locs.reserve(site.size());
-  for (Location l : site) locs.push_back(l.known() ? vm::SourceLoc{0, string(l.file), l.line, l.col} : vm::SourceLoc{});
+  for (Location l : site) locs.push_back(l.known() ? vm::SourceLoc{0, fileString(l.file), l.line, l.col} : vm::SourceLoc{});
   const std::vector<vm::SourceLoc> &own = out_.kernels[idx].memberLocs;
   auto same = [](const vm::SourceLoc &a, const vm::SourceLoc &b) {
     return a.file == b.file && a.line == b.line && a.col == b.col;
@@ -209,8 +218,8 @@ bool ModuleEmitter::kernelIndex(const std::string &name, Location loc, const std
   if (std::equal(locs.begin(), locs.end(), own.begin(), own.end(), same)) return true;
   std::string bytes;
   for (const vm::SourceLoc &l : locs)
-    for (uint32_t x : {l.file, l.line, l.col}) bytes.append(reinterpret_cast<const char *>(&x), sizeof x);
-  auto [it, fresh] = siteKernelIndex_.try_emplace({idx, std::move(bytes)}, 0);
+    for (uint32_t x : {idx, l.file, l.line, l.col}) bytes.append(reinterpret_cast<const char *>(&x), sizeof x);
+  auto [it, fresh] = siteKernelIndex_.try_emplace(std::move(bytes), 0);
   if (!fresh) {
     idx = it->second;
     return true;
@@ -383,7 +392,7 @@ uint32_t FunctionEmitter::reg(const Value *v) {
 size_t FunctionEmitter::begin(Opcode op, Location loc) {
   size_t pc = out_.code.size();
   if (loc.known())
-    out_.sourceMap.push_back({static_cast<uint32_t>(pc), me_.string(loc.file), loc.line, loc.col});
+    out_.sourceMap.push_back({static_cast<uint32_t>(pc), me_.fileString(loc.file), loc.line, loc.col});
   word(static_cast<uint32_t>(op));
   return pc;
 }

@@ -296,13 +296,13 @@ public:
     }
     for (size_t i = 0; i < f_.sourceMap.size(); ++i) {
       const SourceLoc &l = f_.sourceMap[i];
-      std::string where = "source map entry " + std::to_string(i) + ": ";
+      auto where = [i] { return "source map entry " + std::to_string(i) + ": "; }; // built on failure only
       if (l.pc >= code.size() || !starts[l.pc])
-        return failFn(where + "pc " + std::to_string(l.pc) + " is not the start of an instruction");
+        return failFn(where() + "pc " + std::to_string(l.pc) + " is not the start of an instruction");
       if (i && l.pc <= f_.sourceMap[i - 1].pc)
-        return failFn(where + "pcs are not strictly increasing");
+        return failFn(where() + "pcs are not strictly increasing");
       if (l.file >= e_.strings.size())
-        return failFn(where + "file string " + std::to_string(l.file) + " out of range (" +
+        return failFn(where() + "file string " + std::to_string(l.file) + " out of range (" +
                       std::to_string(e_.strings.size()) + " strings)");
     }
     return true;
@@ -475,13 +475,16 @@ bool isCIdentifier(const std::string &s) {
 
 // An entry of a code table (native, cuda) names an existing kernel after the
 // previous entry's (`previous` -1 for the first).
-bool checkEntryKernel(const Executable &e, const std::string &where, uint32_t kernel, int64_t previous,
+// `where()` names the entry; it is built only for an error (a table has an
+// entry per kernel: issue 23).
+template <typename Where>
+bool checkEntryKernel(const Executable &e, const Where &where, uint32_t kernel, int64_t previous,
                       std::string &error) {
   if (kernel >= e.kernels.size())
-    return fail(error, where + ": kernel " + std::to_string(kernel) + " out of range (" +
+    return fail(error, where() + ": kernel " + std::to_string(kernel) + " out of range (" +
                            std::to_string(e.kernels.size()) + " kernels)");
   if (int64_t(kernel) <= previous)
-    return fail(error, where + ": kernel " + std::to_string(kernel) + " is not after the previous entry's");
+    return fail(error, where() + ": kernel " + std::to_string(kernel) + " is not after the previous entry's");
   return true;
 }
 
@@ -498,11 +501,11 @@ bool checkNativeCode(const Executable &e, std::string &error) {
   if (n.object.empty()) return fail(error, "native-code section: kernels but no object");
   for (size_t i = 0; i < n.entries.size(); ++i) {
     const NativeCode::Entry &en = n.entries[i];
-    std::string where = "native-code section, entry " + std::to_string(i);
+    auto where = [i] { return "native-code section, entry " + std::to_string(i); };
     if (!checkEntryKernel(e, where, en.kernel, i > 0 ? int64_t(n.entries[i - 1].kernel) : -1, error)) return false;
-    if (!isCIdentifier(en.symbol)) return fail(error, where + ": symbol '" + en.symbol + "' is not a C identifier");
+    if (!isCIdentifier(en.symbol)) return fail(error, where() + ": symbol '" + en.symbol + "' is not a C identifier");
     if (e.kernels[en.kernel].upperBound)
-      return fail(error, where + ": kernel " + std::to_string(en.kernel) +
+      return fail(error, where() + ": kernel " + std::to_string(en.kernel) +
                              " is an upper-bound kernel, which has no native form");
   }
   return true;
@@ -526,23 +529,23 @@ bool checkCudaCode(const Executable &e, std::string &error) {
   if (c.ptx.empty()) return fail(error, "cuda-code section: kernels but no PTX");
   for (size_t i = 0; i < c.entries.size(); ++i) {
     const CudaCode::Entry &en = c.entries[i];
-    std::string where = "cuda-code section, entry " + std::to_string(i);
+    auto where = [i] { return "cuda-code section, entry " + std::to_string(i); };
     if (!checkEntryKernel(e, where, en.kernel, i > 0 ? int64_t(c.entries[i - 1].kernel) : -1, error)) return false;
     if ((en.flags & ~CudaCode::kLaunchFlags) || (en.flags & (en.flags - 1)))
-      return fail(error, where + ": unknown flags " + std::to_string(en.flags));
+      return fail(error, where() + ": unknown flags " + std::to_string(en.flags));
     const KernelDesc &k = e.kernels[en.kernel];
     if (k.upperBound)
-      return fail(error, where + ": kernel " + std::to_string(en.kernel) + " is an upper-bound kernel, which has no device form");
+      return fail(error, where() + ": kernel " + std::to_string(en.kernel) + " is an upper-bound kernel, which has no device form");
     if (en.kind == CudaCode::Kind::Generated) {
-      if (!isCIdentifier(en.symbol)) return fail(error, where + ": symbol '" + en.symbol + "' is not a C identifier");
+      if (!isCIdentifier(en.symbol)) return fail(error, where() + ": symbol '" + en.symbol + "' is not a C identifier");
       continue;
     }
     OpCode want = en.kind == CudaCode::Kind::CublasGemm ? OpCode::MatMul : OpCode::BatchMatMul;
-    if (!en.symbol.empty()) return fail(error, where + ": a cuBLAS entry has a symbol");
-    if (en.flags) return fail(error, where + ": a cuBLAS entry has launch flags " + std::to_string(en.flags));
+    if (!en.symbol.empty()) return fail(error, where() + ": a cuBLAS entry has a symbol");
+    if (en.flags) return fail(error, where() + ": a cuBLAS entry has launch flags " + std::to_string(en.flags));
     if (k.members.size() != 1 || k.members[0].op != want || k.inputDTypes.size() != 2 ||
         k.inputDTypes[0] != DType::F32 || k.inputDTypes[1] != DType::F32)
-      return fail(error, where + ": kernel " + std::to_string(en.kernel) + " is not a single f32 " +
+      return fail(error, where() + ": kernel " + std::to_string(en.kernel) + " is not a single f32 " +
                              (want == OpCode::MatMul ? "matmul" : "batch_matmul") + " (cuBLAS entry)");
   }
   return true;
@@ -560,36 +563,36 @@ bool checkBatching(const Executable &e, std::string &error) {
   for (size_t k = 0; k < e.batching.size(); ++k) {
     const KernelBatching &b = e.batching[k];
     const KernelDesc &kd = e.kernels[k];
-    std::string where = "batching section, " + named("kernel", k, kd.name);
+    auto where = [&] { return "batching section, " + named("kernel", k, kd.name); };
     if (static_cast<uint32_t>(b.mode) >= kNumBatchingModes)
-      return fail(error, where + ": unknown batching mode " + std::to_string(static_cast<uint32_t>(b.mode)));
+      return fail(error, where() + ": unknown batching mode " + std::to_string(static_cast<uint32_t>(b.mode)));
     for (size_t i = 0; i < b.shared.size(); ++i)
       if (b.shared[i] > 1)
-        return fail(error, where + ": shared flag of input " + std::to_string(i) + " is " +
+        return fail(error, where() + ": shared flag of input " + std::to_string(i) + " is " +
                                std::to_string(b.shared[i]) + ", not 0 or 1");
     if (b.mode == KernelBatching::Mode::None) {
-      if (!b.shared.empty()) return fail(error, where + ": shared flags on a kernel that does not batch");
+      if (!b.shared.empty()) return fail(error, where() + ": shared flags on a kernel that does not batch");
       continue;
     }
     if (b.shared.size() != kd.numInputs)
-      return fail(error, where + ": " + std::to_string(b.shared.size()) + " shared flags for " +
+      return fail(error, where() + ": " + std::to_string(b.shared.size()) + " shared flags for " +
                              std::to_string(kd.numInputs) + " inputs");
-    if (kd.upperBound) return fail(error, where + ": an upper-bound kernel cannot batch");
+    if (kd.upperBound) return fail(error, where() + ": an upper-bound kernel cannot batch");
     size_t perInstance = std::count(b.shared.begin(), b.shared.end(), uint8_t(0));
     if (b.mode == KernelBatching::Mode::Invariant) {
-      if (perInstance) return fail(error, where + ": an invariant kernel with a per-instance input");
+      if (perInstance) return fail(error, where() + ": an invariant kernel with a per-instance input");
       continue;
     }
-    if (!perInstance) return fail(error, where + ": batches rows but has no per-instance input");
+    if (!perInstance) return fail(error, where() + ": batches rows but has no per-instance input");
     if (b.batched >= e.kernels.size() || b.batched == k)
-      return fail(error, where + ": batched variant " + std::to_string(b.batched) + " is not another kernel (" +
+      return fail(error, where() + ": batched variant " + std::to_string(b.batched) + " is not another kernel (" +
                              std::to_string(e.kernels.size()) + " kernels)");
     const KernelDesc &v = e.kernels[b.batched];
     if (e.batching[b.batched].mode != KernelBatching::Mode::None)
-      return fail(error, where + ": its batched variant " + named("kernel", b.batched, v.name) + " batches too");
+      return fail(error, where() + ": its batched variant " + named("kernel", b.batched, v.name) + " batches too");
     if (v.numInputs != kd.numInputs || v.outputs.size() != kd.outputs.size() || v.inputDTypes != kd.inputDTypes ||
         v.upperBound)
-      return fail(error, where + ": its batched variant " + named("kernel", b.batched, v.name) +
+      return fail(error, where() + ": its batched variant " + named("kernel", b.batched, v.name) +
                              " does not have the kernel's inputs and outputs");
   }
   return true;
