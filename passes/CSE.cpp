@@ -157,9 +157,13 @@ private:
 class CSEPass : public Pass {
 public:
   std::string_view name() const override { return "cse"; }
+  /// CSE erases pure ops only, each for an equal one that stays (a call
+  /// for a call of the same callee): no function's effects or callees
+  /// change.
+  bool preservesEffects() const override { return true; }
   LogicalResult run(Module &m, DiagnosticEngine &, bool &changed) override {
-    CallGraph cg(m);
-    EffectAnalysis effects(m, cg);
+    AnalysisCache local(m); // built only when run alone
+    const EffectAnalysis &effects = (analyses() ? *analyses() : local).effects();
     CSE cse(effects);
     for (auto &f : m.functions())
       if (cse.run(*f)) changed = true;

@@ -224,8 +224,8 @@ class DCEPass : public Pass {
 public:
   std::string_view name() const override { return "dce"; }
   LogicalResult run(Module &m, DiagnosticEngine &, bool &changed) override {
-    CallGraph cg(m);
-    EffectAnalysis effects(m, cg);
+    AnalysisCache local(m); // built only when run alone
+    const EffectAnalysis &effects = (analyses() ? *analyses() : local).effects();
     DeadCodeElimination dce(effects);
     for (auto &f : m.functions())
       if (dce.run(*f)) changed = true;

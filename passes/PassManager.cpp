@@ -2,6 +2,8 @@
 
 #include "passes/Pass.h"
 
+#include "passes/Analysis.h"
+
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
 
@@ -117,11 +119,28 @@ bool PassManager::parsePipeline(std::string_view text, std::string &error) {
   return true;
 }
 
+AnalysisCache::AnalysisCache(const Module &m) : m_(m) {}
+AnalysisCache::~AnalysisCache() = default;
+
+const EffectAnalysis &AnalysisCache::effects() {
+  if (!effects_) {
+    cg_ = std::make_unique<CallGraph>(m_);
+    effects_ = std::make_unique<EffectAnalysis>(m_, *cg_);
+  }
+  return *effects_;
+}
+
+void AnalysisCache::invalidate() {
+  effects_.reset();
+  cg_.reset();
+}
+
 LogicalResult PassManager::run(Module &m) {
   using Clock = std::chrono::steady_clock;
   seconds_.resize(passes_.size(), 0.0);
   ir::PrintOptions popts;
   popts.debugInfo = opts_.debugInfo;
+  AnalysisCache analyses(m);
   for (size_t i = 0; i < passes_.size(); ++i) {
     Pass &p = *passes_[i];
     std::string name(p.name());
@@ -132,7 +151,10 @@ LogicalResult PassManager::run(Module &m) {
     }
     bool changed = false;
     auto t0 = Clock::now();
+    p.setAnalysisCache(&analyses);
     LogicalResult r = p.run(m, diag_, changed);
+    p.setAnalysisCache(nullptr);
+    if (changed && !p.preservesEffects()) analyses.invalidate();
     seconds_[i] += std::chrono::duration<double>(Clock::now() - t0).count();
     if (ir::failed(r)) return r;
     if (opts_.verifyEach) {
