@@ -467,11 +467,13 @@ void FunctionEmitter::allocateRegisters() {
   std::vector<std::pair<const Block *, std::pair<int, int>>> span; // per block in layout order
   // A match's case arguments are read out of the scrutinee one by one: keep
   // them off its register (else the pad copies it first).
-  std::unordered_map<const Value *, const Value *> avoid;
+  // Both by the block argument's liveness number (issue 23: a match of
+  // 75,000 cases made these pointer-keyed maps a tenth of the emitter).
+  std::vector<const Value *> avoid(live.numValues(), nullptr);
   // A block argument prefers the register of the value its first
   // predecessor (in layout order: a loop's entry edge) passes it, when that
   // value has died by then: the move disappears.
-  std::unordered_map<const Value *, const Value *> hint;
+  std::vector<const Value *> hint(live.numValues(), nullptr);
   int pos = 0;
   for (const Block *b : f_.reversePostOrder()) {
     int start = pos++;
@@ -486,13 +488,13 @@ void FunctionEmitter::allocateRegisters() {
       for (Value *r : op.resultValues()) touch(r, at);
       if (op.is(OpCode::Match))
         for (const Successor &sc : op.successors())
-          for (unsigned i = 0; i < sc.block->numArguments(); ++i) avoid[sc.block->argument(i)] = op.operand(0);
+          for (unsigned i = 0; i < sc.block->numArguments(); ++i) avoid[live.id(sc.block->argument(i))] = op.operand(0);
       else
         for (unsigned k = 0; k < op.successors().size(); ++k) {
           const Block *t = op.successors()[k].block;
           std::vector<Value *> passed = op.successorOperands(k);
           for (unsigned i = 0; i < t->numArguments() && i < passed.size(); ++i)
-            if (!isa<Global>(passed[i])) hint.try_emplace(t->argument(i), passed[i]);
+            if (const Value *&h = hint[live.id(t->argument(i))]; !h && !isa<Global>(passed[i])) h = passed[i];
         }
     }
     span.push_back({b, {start, pos - 1}});
@@ -557,14 +559,14 @@ void FunctionEmitter::allocateRegisters() {
     }
     if (hasReg(v)) continue; // a parameter
     uint32_t r = kNoReg;
-    if (auto h = hint.find(v); h != hint.end())
-      if (uint32_t hr = slot(h->second); hr != kNoReg && hr < isFree.size() && isFree[hr]) {
+    if (const Value *h = hint[live.id(v)])
+      if (uint32_t hr = slot(h); hr != kNoReg && hr < isFree.size() && isFree[hr]) {
         r = hr;
         isFree[r] = 0;
       }
     if (r == kNoReg) {
-      auto av = avoid.find(v);
-      uint32_t banned = av == avoid.end() ? kNoReg : slot(av->second);
+      const Value *av = avoid[live.id(v)];
+      uint32_t banned = av ? slot(av) : kNoReg;
       r = lowestFree(banned);
     }
     if (r == kNoReg) r = next_++;

@@ -431,20 +431,23 @@ bool Parser::parseResultTypes(std::vector<Type> &ts) {
 
 bool Parser::defineValue(Value *v, const Token &nameTok) {
   std::string name(nameTok.text.substr(1));
-  auto prev = values_.find(name);
-  if (prev != values_.end()) {
+  // One lookup that inserts (issue 23: the table of a large function does
+  // not fit in cache, and each lookup was a miss).
+  auto [prev, fresh] = values_.try_emplace(name, v);
+  if (!fresh) {
     Diagnostic d{Severity::Error, nameTok.loc, "redefinition of value %" + name, {}};
     d.note(prev->second->loc(), "previous definition is here");
     diag_.emit(std::move(d));
     failed_ = true;
     return false;
   }
-  v->setName(name);
-  values_[name] = v;
-  auto fwd = forwardValues_.find(name);
-  if (fwd != forwardValues_.end()) {
-    fwd->second.placeholder->replaceAllUsesWith(v);
-    forwardValues_.erase(fwd);
+  v->setName(std::move(name));
+  if (!forwardValues_.empty()) {
+    auto fwd = forwardValues_.find(prev->first);
+    if (fwd != forwardValues_.end()) {
+      fwd->second.placeholder->replaceAllUsesWith(v);
+      forwardValues_.erase(fwd);
+    }
   }
   return true;
 }
