@@ -37,6 +37,10 @@
 // never killed (the constant pool keeps them), so sharing one changes no
 // kill.
 //
+// A value's shape_of is made once per block and read by every kernel call
+// of the block that needs that input's shape (issue 23: a value read by two
+// kernels, a residual connection, had two).
+//
 // Not lowered, because the VM has an instruction for them: constant (LoadConst
 // / LoadConsti), shape_of (ShapeOf), reshape and dyn_reshape (ReshapeTensor:
 // a view), device_copy (DeviceCopy), storage_size, and the structural ops.
@@ -349,6 +353,7 @@ public:
       lastConst_ = nullptr;
       i64s_.clear();
       shapes_.clear();
+      shapeOf_.clear();
       InPlacePlan plan = inPlaceUpdates(m, *f);
       for (Operation *c : plan.privatize) privatizeConstant(m, *c);
       inPlace_ = std::move(plan.updates);
@@ -371,6 +376,7 @@ public:
     lastConst_ = nullptr;
     i64s_.clear();
     shapes_.clear();
+    shapeOf_.clear();
     return success();
   }
 
@@ -391,6 +397,8 @@ private:
   Operation *lastConst_ = nullptr;
   std::map<int64_t, Value *> i64s_;
   std::map<std::vector<int64_t>, Value *> shapes_;
+  /// The shape_of made for a kernel input, by value (reused in its block).
+  std::unordered_map<const Value *, Value *> shapeOf_;
   std::map<std::string, Function *> outlined_;
   std::unordered_set<const Operation *> inPlace_;
 };
@@ -562,11 +570,14 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
       } else if (ins[i]->type().hasStaticShape()) {
         shapeIns.push_back(constShape(m, ins[i]->type().dims(), op.loc()));
       } else {
-        Value *s = b.create(OpCode::ShapeOf, {ins[i]}, {},
-                            {m.context().tensor(DType::I64, {ins[i]->type().rank()})})
-                       ->result();
+        // One shape_of per value and block: a later kernel call of the
+        // block reads the same shape (a value's shape never changes, even
+        // when an in-place update writes its buffer).
+        Value *&s = shapeOf_[ins[i]];
+        if (!s || s->definingOp()->block() != op.block())
+          s = b.create(OpCode::ShapeOf, {ins[i]}, {}, {m.context().tensor(DType::I64, {ins[i]->type().rank()})})
+                  ->result();
         shapeIns.push_back(s); // not killed: smallFreshTensor
-
       }
     }
     std::vector<Value *> operands = shapeIns;
