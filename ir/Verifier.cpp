@@ -5,6 +5,8 @@
 #include "ir/Inference.h"
 #include "ir/Printer.h"
 
+#include <algorithm>
+#include <cassert>
 #include <functional>
 #include <unordered_set>
 
@@ -25,13 +27,6 @@ DominanceInfo::DominanceInfo(const Function &f) {
         if (int j = index(s.block); j >= 0) preds[j].push_back(i);
   idom_.assign(rpo_.size(), -1);
   idom_[0] = 0;
-  auto intersect = [&](int a, int b) {
-    while (a != b) {
-      while (a > b) a = idom_[a];
-      while (b > a) b = idom_[b];
-    }
-    return a;
-  };
   for (bool changed = true; changed;) {
     changed = false;
     for (int i = 1; i < n; ++i) {
@@ -47,8 +42,8 @@ DominanceInfo::DominanceInfo(const Function &f) {
     }
   }
   // Pre/post numbers of the dominator tree (iterative DFS).
-  std::vector<std::vector<int>> kids(rpo_.size());
-  for (int i = 1; i < n; ++i) kids[idom_[i]].push_back(i);
+  kids_.assign(rpo_.size(), {});
+  for (int i = 1; i < n; ++i) kids_[idom_[i]].push_back(i);
   pre_.assign(rpo_.size(), 0);
   post_.assign(rpo_.size(), 0);
   uint32_t clock = 0;
@@ -56,8 +51,8 @@ DominanceInfo::DominanceInfo(const Function &f) {
   pre_[0] = clock++;
   while (!stack.empty()) {
     auto &[b, k] = stack.back();
-    if (k < kids[b].size()) {
-      int c = kids[b][k++];
+    if (k < kids_[b].size()) {
+      int c = kids_[b][k++];
       pre_[c] = clock++;
       stack.push_back({c, 0});
     } else {
@@ -67,7 +62,7 @@ DominanceInfo::DominanceInfo(const Function &f) {
   }
 }
 
-const Block *DominanceInfo::idom(const Block *b) const {
+Block *DominanceInfo::idom(const Block *b) const {
   int i = index(b);
   return i <= 0 ? nullptr : rpo_[idom_[i]];
 }
@@ -76,6 +71,25 @@ bool DominanceInfo::dominates(const Block *a, const Block *b) const {
   int ia = index(a), ib = index(b);
   if (ia < 0 || ib < 0) return false;
   return pre_[ia] <= pre_[ib] && post_[ib] <= post_[ia];
+}
+
+Block *DominanceInfo::common(const std::vector<const Block *> &bs) const {
+  int lo = -1, hi = -1;
+  for (const Block *b : bs) {
+    int i = index(b);
+    if (lo < 0 || pre_[i] < pre_[lo]) lo = i;
+    if (hi < 0 || pre_[i] > pre_[hi]) hi = i;
+  }
+  return rpo_[intersect(lo, hi)];
+}
+
+Block *DominanceInfo::childToward(const Block *d, const Block *c) const {
+  const std::vector<int> &ks = kids_[index(d)];
+  uint32_t pc = pre_[index(c)];
+  auto it = std::upper_bound(ks.begin(), ks.end(), pc,
+                             [&](uint32_t p, int k) { return p < pre_[k]; });
+  assert(it != ks.begin() && "childToward: d does not strictly dominate c");
+  return rpo_[*(it - 1)];
 }
 
 bool DominanceInfo::valueDominates(const Value *v, const Operation *user) const {

@@ -59,25 +59,56 @@ LogicalResult verifyModule(const Module &m, DiagnosticEngine &diag,
 /// Dominance Algorithm"), on reachable blocks. Queries are O(1): the
 /// dominator tree is numbered in DFS pre- and post-order (a dominates b when
 /// b's interval nests in a's), and same-block order is the ops' order numbers.
+/// The verifier asks `valueDominates`; memory planning (passes/Dominators.h)
+/// asks for common dominators and the tree's children as well.
 class DominanceInfo {
 public:
   explicit DominanceInfo(const Function &f);
   bool isReachable(const Block *b) const { return index(b) >= 0; }
-  /// True when `a` dominates `b` (reflexive). False for unreachable blocks.
-  bool dominates(const Block *a, const Block *b) const;
-  /// True when value `v` is available at operation `user` (SSA dominance).
-  bool valueDominates(const Value *v, const Operation *user) const;
-  const Block *idom(const Block *b) const;
-
-private:
   /// RPO position, or -1 for unreachable blocks.
   int index(const Block *b) const {
     auto it = index_.find(b);
     return it == index_.end() ? -1 : it->second;
   }
+  /// The reachable blocks in reverse post-order.
+  const std::vector<Block *> &reversePostOrder() const { return rpo_; }
+  /// True when `a` dominates `b` (reflexive). False for unreachable blocks.
+  bool dominates(const Block *a, const Block *b) const;
+  /// True when `a` comes before or is `b`, and its block dominates b's.
+  bool dominates(const Operation *a, const Operation *b) const {
+    if (a->block() == b->block()) return a == b || a->isBeforeInBlock(b);
+    return dominates(a->block(), b->block());
+  }
+  /// True when value `v` is available at operation `user` (SSA dominance).
+  bool valueDominates(const Value *v, const Operation *user) const;
+  /// The immediate dominator, or null for the entry and unreachable blocks.
+  Block *idom(const Block *b) const;
+  /// The nearest block dominating both (both reachable).
+  Block *common(const Block *a, const Block *b) const {
+    return rpo_[intersect(index(a), index(b))];
+  }
+  /// The nearest block dominating every block of `bs` (all reachable, at
+  /// least one): the common dominator of the two with the smallest and
+  /// largest pre-order numbers.
+  Block *common(const std::vector<const Block *> &bs) const;
+  /// The child of `d` in the dominator tree that dominates `c` (`d` strictly
+  /// dominates `c`, both reachable). O(log children).
+  Block *childToward(const Block *d, const Block *c) const;
+
+private:
+  int intersect(int a, int b) const {
+    while (a != b) {
+      while (a > b) a = idom_[a];
+      while (b > a) b = idom_[b];
+    }
+    return a;
+  }
   std::vector<Block *> rpo_;
   std::unordered_map<const Block *, int> index_;
   std::vector<int> idom_;
+  /// Dominator-tree children of each block, in increasing RPO index (which
+  /// is also their pre-order).
+  std::vector<std::vector<int>> kids_;
   std::vector<uint32_t> pre_, post_;
 };
 

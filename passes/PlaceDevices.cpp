@@ -91,6 +91,7 @@
 #include "passes/Statistic.h"
 
 #include "ir/Builder.h"
+#include "ir/Verifier.h"
 
 #include <algorithm>
 #include <deque>
@@ -128,35 +129,21 @@ struct SoftEdge {
   int req;
 };
 
-/// Dominator tree and loop depth of one function's reachable blocks.
+/// Dominator tree (ir::DominanceInfo) and loop depth of one function's
+/// reachable blocks.
 class BlockInfo {
 public:
-  explicit BlockInfo(const Function &f) {
-    std::vector<Block *> rpo = f.reversePostOrder();
-    for (size_t i = 0; i < rpo.size(); ++i) order_[rpo[i]] = static_cast<int>(i);
+  explicit BlockInfo(const Function &f) : dom_(f) {
+    const std::vector<Block *> &rpo = dom_.reversePostOrder();
     std::unordered_map<Block *, std::vector<Block *>> preds;
     for (Block *b : rpo)
       for (Block *s : b->successors()) preds[s].push_back(b);
-    // Cooper, Harvey and Kennedy's iterative dominator algorithm.
-    if (!rpo.empty()) idom_[rpo[0]] = rpo[0];
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t i = 1; i < rpo.size(); ++i) {
-        Block *b = rpo[i], *nd = nullptr;
-        for (Block *p : preds[b])
-          if (idom_.count(p)) nd = nd ? intersect(p, nd) : p;
-        if (nd && idom_[b] != nd) {
-          idom_[b] = nd;
-          changed = true;
-        }
-      }
-    }
     // Natural loops: a back edge t -> h (h dominates t) makes h a header; its
     // body is what reaches t without passing h.
     std::map<Block *, std::unordered_set<Block *>> loops;
     for (Block *t : rpo)
       for (Block *h : t->successors())
-        if (reachable(h) && dominates(h, t)) {
+        if (reachable(h) && dom_.dominates(h, t)) {
           auto &body = loops[h];
           body.insert(h);
           std::vector<Block *> work{t};
@@ -171,32 +158,18 @@ public:
       for (Block *b : body) ++depth_[b];
   }
 
-  bool reachable(Block *b) const { return order_.count(b) != 0; }
-  Block *idom(Block *b) const { return idom_.at(b); }
+  bool reachable(Block *b) const { return dom_.isReachable(b); }
+  /// The immediate dominator (`b` reachable, not the entry).
+  Block *idom(Block *b) const { return dom_.idom(b); }
   int depth(Block *b) const {
     auto it = depth_.find(b);
     return it == depth_.end() ? 0 : it->second;
   }
-  bool dominates(Block *a, Block *b) const {
-    for (;;) {
-      if (a == b) return true;
-      Block *up = idom_.at(b);
-      if (up == b) return false;
-      b = up;
-    }
-  }
-  Block *commonDominator(Block *a, Block *b) const { return intersect(a, b); }
+  Block *commonDominator(Block *a, Block *b) const { return dom_.common(a, b); }
 
 private:
-  Block *intersect(Block *a, Block *b) const {
-    while (a != b) {
-      while (order_.at(a) > order_.at(b)) a = idom_.at(a);
-      while (order_.at(b) > order_.at(a)) b = idom_.at(b);
-    }
-    return a;
-  }
-  std::unordered_map<Block *, int> order_, depth_;
-  std::unordered_map<Block *, Block *> idom_;
+  ir::DominanceInfo dom_;
+  std::unordered_map<Block *, int> depth_;
 };
 
 class PlaceDevicesPass : public Pass {

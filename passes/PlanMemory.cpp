@@ -367,7 +367,9 @@ AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, con
         for (const Successor &s : op->successors()) {
           if (idx < s.operandBegin || idx >= s.operandBegin + s.operandCount) continue;
           flow(vid, s.block->argument(idx - s.operandBegin));
-          if (dom.index(s.block) <= dom.index(op->block())) escape(set, /*carried=*/true);
+          // A back edge, or any edge out of an unreachable block.
+          if (int from = dom.index(op->block()); from < 0 || dom.index(s.block) <= from)
+            escape(set, /*carried=*/true);
         }
         break;
       }
