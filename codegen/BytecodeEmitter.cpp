@@ -796,16 +796,24 @@ LogicalResult FunctionEmitter::emitOp(const Operation &op) {
       word(reg(op.operand(1)));
       return success();
     }
-    [[fallthrough]];
+    {
+      uint32_t k;
+      if (!me_.kernelIndex(op.strAttr("callee"), loc, op.memberLocs(), k)) return failure();
+      unsigned nin = static_cast<unsigned>(op.intAttr("num_inputs"));
+      std::vector<Value *> all = op.operands();
+      begin(Opcode::InvokePacked, loc);
+      word(k);
+      regList(regs({all.begin(), all.begin() + nin}));
+      regList(regs({all.begin() + nin, all.end()}));
+      return success();
+    }
   case OpCode::InvokeShapeFunc: {
     uint32_t k;
     if (!me_.kernelIndex(op.strAttr("callee"), loc, op.memberLocs(), k)) return failure();
-    unsigned nin = static_cast<unsigned>(op.intAttr("num_inputs"));
-    std::vector<Value *> all = op.operands();
-    begin(op.is(OpCode::InvokeMut) ? Opcode::InvokePacked : Opcode::InvokeShapeFunc, loc);
+    begin(Opcode::ShapeFunc, loc);
     word(k);
-    regList(regs({all.begin(), all.begin() + nin}));
-    regList(regs({all.begin() + nin, all.end()}));
+    regList(regs(op.operands()));
+    regList(regs(op.results()));
     return success();
   }
   case OpCode::Kill:

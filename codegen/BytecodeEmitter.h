@@ -17,7 +17,7 @@
 //                         -> AllocStorage, AllocTensor[Reg], StorageSize,
 //                            ShapeOf, FreeTensor / FreeStorage
 //   invoke_mut / invoke_shape_func @prim
-//                         -> InvokePacked / InvokeShapeFunc of the kernel
+//                         -> InvokePacked / ShapeFunc of the kernel
 //                            made from primitive function @prim; an
 //                            invoke_mut of one scalar i64 add / sub / mul /
 //                            min / max / comparison (a loop counter) ->

@@ -42,6 +42,18 @@ InferredTypes inferStructural(const Operation &op, const Module &m) {
     r.types = f->resultTypes();
     return r;
   }
+  case OpCode::InvokeShapeFunc: {
+    // One 1-D i64 shape per kernel result, as long as the result's rank.
+    const std::string &callee = op.attr("callee").getStr();
+    Function *f = m.lookupFunction(callee);
+    if (!f) return failAttr(op, "callee", "kernel @" + callee + " is not defined");
+    for (Type t : f->resultTypes()) {
+      if (!t.isTensor())
+        return failAttr(op, "callee", "kernel @" + callee + " returns " + t.str() + ", not a tensor");
+      r.types.push_back(ctx.tensor(DType::I64, {static_cast<int64_t>(t.rank())}));
+    }
+    return r;
+  }
   case OpCode::Construct: {
     const std::string &adt = op.attr("adt").getStr();
     if (!m.lookupAdt(adt)) return failAttr(op, "adt", "type @" + adt + " is not defined");

@@ -871,8 +871,8 @@ bool Parser::parseOperation(Block &b) {
     }
     break;
   }
-  // invoke-op ::= (`invoke_mut` | `invoke_shape_func`) symbol `(` operand-list `)`
-  //               `->` `(` operand-list `)`
+  // invoke-op ::= `invoke_mut` symbol `(` operand-list `)` `->` `(` operand-list `)`
+  //             | `invoke_shape_func` symbol `(` operand-list `)` (`:` type (`,` type)*)?
   case OpCode::InvokeMut:
   case OpCode::InvokeShapeFunc: {
     if (!tok_.is(Tok::Symbol))
@@ -881,6 +881,13 @@ bool Parser::parseOperation(Block &b) {
     consume();
     if (!expect(Tok::LParen, "after the kernel name")) return false;
     if (!parseOperandList(operands, Tok::RParen)) return false;
+    if (*code == OpCode::InvokeShapeFunc) {
+      if (tok_.is(Tok::Arrow))
+        return error("'invoke_shape_func' returns the output shapes as results: write "
+                     "'%s = invoke_shape_func @kernel(...)', not '-> (...)'");
+      if (!parseOptionalTypes()) return false;
+      break;
+    }
     setAttr("num_inputs", Attr::getInt(static_cast<int64_t>(operands.size())));
     if (!expect(Tok::Arrow, "before the output list")) return false;
     if (!expect(Tok::LParen, "to begin the output list")) return false;

@@ -194,8 +194,10 @@ public:
     case OpCode::Ret:
       if (op.numOperands()) s += " " + operands(op, 0, op.numOperands());
       break;
-    case OpCode::InvokeMut:
-    case OpCode::InvokeShapeFunc: {
+    case OpCode::InvokeShapeFunc:
+      s += " @" + op.strAttr("callee") + "(" + operands(op, 0, op.numOperands()) + ")";
+      break;
+    case OpCode::InvokeMut: {
       unsigned nin = static_cast<unsigned>(op.intAttr("num_inputs"));
       s += " @" + op.strAttr("callee") + "(" + operands(op, 0, nin) + ") -> (" +
            operands(op, nin, op.numOperands()) + ")";

@@ -512,7 +512,8 @@ void Verifier::verifyOp(const Operation &op, const Function &f) {
            opName(op) + " of undefined function @" + callee);
       break;
     }
-    int64_t nin = op.intAttr("num_inputs");
+    const bool shapeFunc = op.is(OpCode::InvokeShapeFunc);
+    int64_t nin = shapeFunc ? op.numOperands() : op.intAttr("num_inputs");
     if (nin < 0 || nin > op.numOperands()) {
       fail(op, "num_inputs " + std::to_string(nin) + " is out of range");
       break;
@@ -521,6 +522,27 @@ void Verifier::verifyOp(const Operation &op, const Function &f) {
       if (!op.operand(i)->type().isTensor())
         fail(&op, op.operandLoc(i),
              opName(op) + " operands must be tensors, got " + op.operand(i)->type().str());
+    if (shapeFunc) {
+      // One input (a shape, or the value for a data-dependent one) per
+      // kernel input; one result per kernel output, its 1-D i64 shape.
+      if (op.numOperands() != k->argTypes().size() || op.numResults() != k->resultTypes().size()) {
+        fail(op, "'invoke_shape_func' of @" + callee + " passes " + std::to_string(op.numOperands()) +
+                     " inputs and returns " + std::to_string(op.numResults()) + " shapes but @" + callee +
+                     " takes " + std::to_string(k->argTypes().size()) + " and returns " +
+                     std::to_string(k->resultTypes().size()));
+        break;
+      }
+      for (unsigned i = 0; i < op.numResults(); ++i) {
+        Type want = k->resultTypes()[i];
+        Type got = op.result(i)->type();
+        if (!want.isTensor()) continue; // checked where @callee is a kernel
+        if (!got.isTensor() || got.dtype() != DType::I64 || got.rank() != 1 ||
+            got.dims()[0] != static_cast<int64_t>(want.rank()))
+          fail(op, "result " + std::to_string(i) + " of 'invoke_shape_func' has type " + got.str() +
+                       " but the shape of @" + callee + "'s result " + std::to_string(i) + " (" +
+                       want.str() + ") is a tensor<" + std::to_string(want.rank()) + "xi64>");
+      }
+    }
     if (op.is(OpCode::InvokeMut)) {
       std::vector<Value *> all = op.operands();
       std::vector<Value *> ins(all.begin(), all.begin() + nin);

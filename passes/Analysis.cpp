@@ -222,7 +222,7 @@ bool isKernelOp(const ir::Operation &op) {
 
 bool smallFreshTensor(const Value *v) {
   const Operation *d = v->definingOp();
-  return d && (d->is(OpCode::ShapeOf) || d->is(OpCode::StorageSize));
+  return d && (d->is(OpCode::ShapeOf) || d->is(OpCode::InvokeShapeFunc) || d->is(OpCode::StorageSize));
 }
 
 bool hasKilledResult(const Operation &op) {

@@ -163,12 +163,12 @@ bool isVMNative(OpCode c);
 /// An op that becomes a kernel call: not structural and not VM-native.
 bool isKernelOp(const ir::Operation &op);
 
-/// A result of `shape_of` or `storage_size`: a tensor the VM makes fresh,
-/// of at most 8 x 64 bytes (a shape of the largest rank, or one i64), that
-/// aliases no storage. Memory planning does not kill these: the register
-/// that holds one is overwritten soon after its last use, which releases
-/// it, and a kill would be one more instruction in every kernel call with a
-/// dynamic shape (and one more op in the IR).
+/// A result of `shape_of`, `invoke_shape_func` or `storage_size`: a tensor
+/// the VM makes fresh, of at most 8 x 64 bytes (a shape of the largest rank,
+/// or one i64), that aliases no storage. Memory planning does not kill
+/// these: the register that holds one is overwritten soon after its last
+/// use, which releases it, and a kill would be one more instruction in every
+/// kernel call with a dynamic shape (and one more op in the IR).
 bool smallFreshTensor(const ir::Value *v);
 
 /// True when a result of `op` is the operand of a `kill` (manifest-memory or

@@ -265,8 +265,13 @@ private:
                          i < contexts_[cc].results.size() ? bool(contexts_[cc].results[i]) : true);
       return changed;
     }
-    case OpCode::InvokeMut:
     case OpCode::InvokeShapeFunc: {
+      // The shapes come from the inputs.
+      bool t = joinOperands(op.operandValues());
+      for (Value *r : op.resultValues()) changed |= raise(contexts_[ci], r, t);
+      return changed;
+    }
+    case OpCode::InvokeMut: {
       unsigned nin = static_cast<unsigned>(op.intAttr("num_inputs"));
       std::vector<bool> args;
       bool t = false;
@@ -276,7 +281,7 @@ private:
       }
       // The outputs are the destinations: their contents come from the inputs.
       for (unsigned i = nin; i < op.numOperands(); ++i) changed |= raise(contexts_[ci], op.operand(i), t);
-      if (op.is(OpCode::InvokeMut)) recordMask(op.attr("callee").getStr(), args);
+      recordMask(op.attr("callee").getStr(), args);
       return changed;
     }
     default: {

@@ -5,12 +5,20 @@
 // tensor computation becomes
 //
 //   %s_x  = shape_of %x                              (dynamic output shapes only)
-//   %o_sh = alloc_tensor (alloc_storage 8*rank), shape=[rank], dtype=i64
-//   invoke_shape_func @k(%s_x, ...) -> (%o_sh)       (composed shape function)
+//   %o_sh = invoke_shape_func @k(%s_x, ...)          (composed shape function)
 //   %sz   = storage_size %o_sh, dtype=f32            (or a constant when static)
 //   %st   = alloc_storage %sz, device="cpu"
 //   %out  = alloc_tensor %st, %zero, %o_sh, dtype=f32   (or shape=[..] when static)
 //   invoke_mut @k(%x, ...) -> (%out)
+//
+// The paper gives the shape function explicitly allocated output buffers
+// (`alloc_tensor` of 8*rank bytes, then `invoke_shape_func ... -> (%o_sh)`);
+// here its outputs are results, fresh small tensors as `shape_of`'s are: a
+// shape buffer is never written by anything else, never aliased and a few
+// bytes long, so the allocation, its storage and their kills were four ops
+// of each kernel call (two after memory planning put every buffer in one
+// arena) for nothing a planner could improve (issue 23: the IR after this
+// pass is most of a compilation's time and memory).
 //
 // where @k is a primitive function (attribute `primitive = true`): either the
 // callee of an existing `call` to a primitive function (what fusion produces)
@@ -29,13 +37,14 @@
 // Constants: the integers this makes (offsets, static sizes) and the shape
 // of an input whose type is static (`constant [8, 8] : tensor<2xi64>`, in
 // place of a `shape_of`) are made once per function, at the top of its
-// entry block, and shared by every kernel call (a matmul by a static weight
-// with a dynamic output is 12 ops rather than 15: no shape_of, kill and
-// constant 0), and the VM loads each once per call of the function, not
-// once per kernel (issue 23: the IR after this pass is most of a
-// compilation's time and memory). They dominate every use; constants are
-// never killed (the constant pool keeps them), so sharing one changes no
-// kill.
+// entry block, and shared by every kernel call (with the shape function's
+// results, a matmul by a static weight with a dynamic output is 8 ops
+// where it was 15: no shape_of of the weight, kill, constant 0, shape
+// buffer, its storage and their kills), and the VM loads each once per
+// call of the function, not once per kernel (issue 23: the IR after this
+// pass is most of a compilation's time and memory). They dominate every
+// use; constants are never killed (the constant pool keeps them), so
+// sharing one changes no kill.
 //
 // A value's shape_of is made once per block and read by every kernel call
 // of the block that needs that input's shape (issue 23: a value read by two
@@ -66,14 +75,15 @@
 // "cpu"); heterogeneous placement is a later pass.
 //
 // Frees: a `kill` follows the last use of each storage reference (the tensors
-// allocated in it keep it alive) and of each temporary shape buffer (not of
-// a `shape_of` result: see smallFreshTensor in passes/Analysis.h); a kernel
-// output is killed after its last use when every use is in its block and none
-// lets it escape (returned, passed to a branch, call or constructor). Liveness
+// allocated in it keep it alive) and of an upper-bound kernel's true-shape
+// buffer (not of a `shape_of` or `invoke_shape_func` result: see
+// smallFreshTensor in passes/Analysis.h); a kernel output is killed after
+// its last use when every use is in its block and none lets it escape
+// (returned, passed to a branch, call or constructor). Liveness
 // across blocks (frees on every control-flow path) is memory planning's job.
 // Option kills=false places none: for pipelines in which plan-memory follows
 // (-O2), which drops every kill and places them all afresh, so making these
-// would be wasted work (four ops of a kernel call's twelve).
+// would be wasted work (two ops of a kernel call's nine).
 //
 //===----------------------------------------------------------------------===//
 
@@ -580,15 +590,15 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
         shapeIns.push_back(s); // not killed: smallFreshTensor
       }
     }
-    std::vector<Value *> operands = shapeIns;
-    for (unsigned i = 0; i < op.numResults(); ++i) {
-      outShapes[i] = allocShapeTensor(b, op.result(i)->type().rank(), temps);
-      operands.push_back(outShapes[i]);
-    }
+    // The output shapes: fresh results (not killed: smallFreshTensor).
+    std::vector<Type> shapeTypes;
+    for (unsigned i = 0; i < op.numResults(); ++i)
+      shapeTypes.push_back(m.context().tensor(DType::I64, {op.result(i)->type().rank()}));
     ++NumShapeFuncCalls;
-    withMembers(b.create(OpCode::InvokeShapeFunc, operands,
-             {{"callee", Attr::getSym(prim.name())},
-              {"num_inputs", Attr::getInt(static_cast<int64_t>(shapeIns.size()))}}));
+    Operation *sf = b.create(OpCode::InvokeShapeFunc, shapeIns, {{"callee", Attr::getSym(prim.name())}},
+                             shapeTypes);
+    withMembers(sf);
+    for (unsigned i = 0; i < op.numResults(); ++i) outShapes[i] = sf->result(i);
   }
 
   // Output buffers.

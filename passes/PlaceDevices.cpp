@@ -341,14 +341,11 @@ bool PlaceDevicesPass::collect(Module &m, Function &f, bool entry, DiagnosticEng
         ok = unite(node(op.result()), node(op.operand(0)), op.loc(), diag, "this tensor's storage");
         for (unsigned i = 1; ok && i < op.numOperands(); ++i) ok = requireDev(op, i, Dev::CPU, diag);
         break;
-      case OpCode::InvokeShapeFunc: {
-        unsigned nin = static_cast<unsigned>(std::clamp<int64_t>(op.intAttr("num_inputs"), 0, op.numOperands()));
-        for (unsigned i = 0; ok && i < op.numOperands(); ++i)
-          ok = i < nin ? requireDev(op, i, Dev::CPU, diag)
-                       : fix(node(op.operand(i)), Dev::CPU, false, op.operandLoc(i), diag,
-                             "a shape function output");
+      case OpCode::InvokeShapeFunc:
+        for (unsigned i = 0; ok && i < op.numOperands(); ++i) ok = requireDev(op, i, Dev::CPU, diag);
+        for (unsigned i = 0; ok && i < op.numResults(); ++i)
+          ok = fix(node(op.result(i)), Dev::CPU, false, op.loc(), diag, "a shape function output");
         break;
-      }
       case OpCode::InvokeMut:
         ok = kernelDomain(op, static_cast<unsigned>(std::clamp<int64_t>(op.intAttr("num_inputs"), 0, op.numOperands())));
         break;
@@ -485,7 +482,7 @@ bool completionPoint(Value *v, Function &f, Block *&block, Operation *&after) {
   if (!def->is(OpCode::AllocTensor)) return true;
   for (OpOperand &u : v->uses()) {
     Operation *w = u.owner();
-    if (!w->is(OpCode::InvokeMut) && !w->is(OpCode::InvokeShapeFunc)) continue;
+    if (!w->is(OpCode::InvokeMut)) continue;
     if (static_cast<int64_t>(u.index()) < w->intAttr("num_inputs")) continue;
     if (w->block() != block) return false;
     if (after->isBeforeInBlock(w)) after = w;

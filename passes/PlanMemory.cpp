@@ -71,9 +71,9 @@
 //    dtype and alignment) of a shape whose contents are named: `shape_of` of
 //    a tensor (its static dims; else the shape buffer it was allocated with;
 //    else the tensor itself), a constant shape (its dims: manifest-memory
-//    passes one for an input of static type), or a shape buffer written by exactly one
-//    `invoke_shape_func`, which dominates all its other uses (reads), of the
-//    same callee and output from equally named inputs — or, when the callee
+//    passes one for an input of static type), or a result of
+//    `invoke_shape_func` (that no kernel writes afterwards) of the same
+//    callee and output from equally named inputs — or, when the callee
 //    provably keeps a shape (unary elementwise ops, casts, layer_norm's
 //    input, broadcasts with rank-0 constants, with each other, or with an
 //    operand whose static dims the other's static trailing dims absorb),
@@ -581,7 +581,7 @@ void PlanMemoryPass::coalesceStatic(Module &m, Function &f, const std::vector<St
 /// shape, a size value) or static dims. -1: a shape that cannot be named.
 class SizeKeys {
 public:
-  SizeKeys(const Module &m, const Dominators &dom) : m_(m), dom_(dom) {}
+  explicit SizeKeys(const Module &m) : m_(m) {}
 
   /// The key of an alloc_storage's size operand (never -1: at worst the
   /// SSA value itself).
@@ -700,9 +700,8 @@ private:
   }
 
   /// The contents of a 1-D shape tensor `v` wherever it is read, or -1 when
-  /// they cannot be named: `shape_of` of a tensor, a constant, or a buffer
-  /// written by exactly one shape function call that dominates every other
-  /// use (all of which only read it) from keyed inputs.
+  /// they cannot be named: `shape_of` of a tensor, a constant, or a shape
+  /// function's result from keyed inputs (none of them written by a kernel).
   int ofShapeTensor(Value *v, int depth) {
     if (const int known = slots_[slot(v)].memo; known != kUnset) return known;
     int k = depth < kMaxDepth ? compute(v, depth) : -1;
@@ -718,37 +717,17 @@ private:
       // its contents, unless something writes it (a kernel output).
       const DenseValue &dv = d->attr("value").getDense();
       if (dv.dtype != DType::I64 || dv.shape.size() != 1) return -1;
-      for (OpOperand &u : v->uses()) {
-        Operation *o = u.owner();
-        if ((o->is(OpCode::InvokeMut) || o->is(OpCode::InvokeShapeFunc)) &&
-            u.index() >= static_cast<unsigned>(o->intAttr("num_inputs")))
-          return -1;
-      }
+      if (writtenByKernel(v)) return -1;
       std::vector<int64_t> dims;
       for (int64_t i = 0; i < dv.numElements(); ++i) dims.push_back(dv.getInt(i));
       return ofDims(dims);
     }
-    if (!d->is(OpCode::AllocTensor)) return -1;
-    Operation *writer = nullptr;
-    unsigned outIndex = 0;
-    for (OpOperand &u : v->uses()) {
-      Operation *o = u.owner();
-      bool invoke = o->is(OpCode::InvokeMut) || o->is(OpCode::InvokeShapeFunc);
-      unsigned nin = invoke ? static_cast<unsigned>(o->intAttr("num_inputs")) : 0;
-      if (invoke && u.index() >= nin) {
-        if (writer || !o->is(OpCode::InvokeShapeFunc)) return -1;
-        writer = o;
-        outIndex = u.index() - nin;
-        continue;
-      }
-      bool reads = invoke || o->is(OpCode::StorageSize) || o->is(OpCode::Kill) ||
-                   (o->is(OpCode::AllocTensor) && u.index() == 2);
-      if (!reads) return -1;
-    }
-    if (!writer) return -1;
-    for (OpOperand &u : v->uses())
-      if (u.owner() != writer && !dom_.dominates(writer, u.owner())) return -1;
-    unsigned nin = static_cast<unsigned>(writer->intAttr("num_inputs"));
+    // A shape function's result, unless a kernel writes it afterwards
+    // (hand-written IR may).
+    if (!d->is(OpCode::InvokeShapeFunc) || writtenByKernel(v)) return -1;
+    Operation *writer = d;
+    const unsigned outIndex = cast<OpResult>(v)->index();
+    const unsigned nin = writer->numOperands();
     const int fn = callee(writer->strAttr("callee"));
     // A shape-preserving kernel (elementwise ops, broadcasts of equal
     // shapes): the output's shape is the shape of its source inputs when
@@ -778,6 +757,15 @@ private:
       k.push(in);
     }
     return intern(k.span());
+  }
+
+  /// True when some `invoke_mut` takes `v` as an output.
+  static bool writtenByKernel(Value *v) {
+    for (OpOperand &u : v->uses()) {
+      Operation *o = u.owner();
+      if (o->is(OpCode::InvokeMut) && u.index() >= static_cast<unsigned>(o->intAttr("num_inputs"))) return true;
+    }
+    return false;
   }
 
   /// shapeSources of (callee, output j), computed once per pair; null when
@@ -847,7 +835,6 @@ private:
   }
 
   const Module &m_;
-  const Dominators &dom_;
   struct KeySlot {
     int32_t id = -1;
     uint32_t hash = 0;
@@ -879,7 +866,7 @@ private:
 
 void PlanMemoryPass::reuseDynamic(Function &f, const std::vector<StorageInfo> &st, const AliasInfo &ai,
                                   const Dominators &dom, bool &changed) {
-  SizeKeys keys(*f.module(), dom);
+  SizeKeys keys(*f.module());
   // Groups by key, in creation order (first fit, as before). Members of a
   // group never interfere with each other, so their segments are disjoint
   // and a group keeps their union in a map (start -> end) that answers "does

@@ -239,6 +239,7 @@ std::string disassembleInstr(const Executable &exe, const VMFunction &fn, uint32
   }
   case Opcode::InvokePacked:
   case Opcode::InvokeShapeFunc:
+  case Opcode::ShapeFunc:
     r += " " + operand(in, 0) + " " + operand(in, 1) + " -> " + operand(in, 2);
     if (in.word(0) < exe.kernels.size())
       notes.push_back("kernel " + quote(exe.kernels[in.word(0)].name));

@@ -554,12 +554,10 @@ dispatch:
     FETCH();
     DISPATCH();
   }
-  CASE(InvokePacked)
-  CASE(InvokeShapeFunc) {
+  CASE(InvokePacked) {
     uint32_t step;
     { // locals die here: computed goto would skip their destructors
-      bool shapeFunc = opcodeOf(code[pc]) == Opcode::InvokeShapeFunc;
-      const KernelDesc &k = exe_->kernels[code[pc + 1]];
+      uint32_t kidx = code[pc + 1];
       uint32_t nin = code[pc + 2];
       const uint32_t *ins = code + pc + 3;
       uint32_t nout = code[pc + 3 + nin];
@@ -578,36 +576,78 @@ dispatch:
         to.push_back(t);
       }
       step = 4 + nin + nout;
-      if (!shapeFunc) {
-        uint32_t kidx = code[pc + 1];
-        if (batching_ && kidx < exe_->batching.size() &&
-            exe_->batching[kidx].mode != KernelBatching::Mode::None) {
-          // Auto-batching: the scheduler runs this call with others'.
-          fiber.suspended = true;
-          fiber.kernel = kidx;
-          fiber.callPc = pc;
-          fiber.ins = ti;
-          fiber.outs = to;
-          fiber.resumePc = pc + step;
-          return Status::success();
+      if (batching_ && kidx < exe_->batching.size() &&
+          exe_->batching[kidx].mode != KernelBatching::Mode::None) {
+        // Auto-batching: the scheduler runs this call with others'.
+        fiber.suspended = true;
+        fiber.kernel = kidx;
+        fiber.callPc = pc;
+        fiber.ins = ti;
+        fiber.outs = to;
+        fiber.resumePc = pc + step;
+        return Status::success();
+      }
+      Status st = callKernel(kidx, ti, to, func, pc);
+      if (!st.ok()) return st;
+    }
+    NEXT(step);
+  }
+  // ShapeFunc (format 1.6) puts each output shape in its destination as a
+  // new tensor; InvokeShapeFunc (1.0 to 1.5) writes it into the tensor there.
+  CASE(InvokeShapeFunc)
+  CASE(ShapeFunc) {
+    uint32_t step;
+    { // locals die here: computed goto would skip their destructors
+      const bool fresh = opcodeOf(code[pc]) == Opcode::ShapeFunc;
+      const KernelDesc &k = exe_->kernels[code[pc + 1]];
+      uint32_t nin = code[pc + 2];
+      const uint32_t *ins = code + pc + 3;
+      uint32_t nout = code[pc + 3 + nin];
+      const uint32_t *outs = code + pc + 4 + nin;
+      std::vector<Tensor *> &ti = scratchIn_, &to = scratchOut_;
+      ti.clear();
+      to.clear();
+      for (uint32_t i = 0; i < nin; ++i) {
+        TENSOR_OR_FAIL(t, ins[i]);
+        if (!hostReadable(*t)) FAIL("a shape function's input is on " + std::string(deviceName(t->device())) + ", not on the cpu");
+        ti.push_back(t);
+      }
+      for (uint32_t i = 0; !fresh && i < nout; ++i) {
+        TENSOR_OR_FAIL(t, outs[i]);
+        if (!hostReadable(*t)) FAIL("a shape function's output is on " + std::string(deviceName(t->device())) + ", not on the cpu");
+        to.push_back(t);
+      }
+      step = 4 + nin + nout;
+      auto t0 = opts_.profile ? Clock::now() : Clock::time_point();
+      size_t failed = SIZE_MAX;
+      std::vector<std::vector<int64_t>> &shapes = scratchShapes_;
+      Status st = computeShapes(k, ti, shapes, &failed);
+      if (opts_.profile) {
+        profile_.shapeFuncSeconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        ++profile_.shapeFuncCalls;
+      }
+      if (!st.ok() && k.members.size() > 1 && failed < k.memberLocs.size())
+        return errorAt(func, pc, st.message, &k.memberLocs[failed]);
+      if (!st.ok()) FAIL(st.message);
+      // The verifier checked nout against the kernel's outputs.
+      for (uint32_t o = 0; o < nout; ++o) {
+        const std::vector<int64_t> &s = shapes[o];
+        const int64_t len = static_cast<int64_t>(s.size());
+        Tensor *t;
+        TensorRef made;
+        if (fresh) {
+          made = makeTensor(DType::I64, {len});
+          if (!made) FAIL("out of memory");
+          t = made.get();
+        } else {
+          t = to[o];
+          if (t->dtype() != DType::I64 || t->rank() != 1 || t->dim(0) != len)
+            FAIL("shape function output " + std::to_string(o) + " of '" + k.name +
+                 "' must be a 1-D i64 tensor of length " + std::to_string(len) + ", got " + t->typeString());
+          if (t->storage()->readOnly()) FAIL("shape function output is a read-only constant");
         }
-        Status st = callKernel(kidx, ti, to, func, pc);
-        if (!st.ok()) return st;
-      } else {
-        for (const Tensor *t : ti)
-          if (!hostReadable(*t)) FAIL("a shape function's input is on " + std::string(deviceName(t->device())) + ", not on the cpu");
-        for (const Tensor *t : to)
-          if (!hostReadable(*t)) FAIL("a shape function's output is on " + std::string(deviceName(t->device())) + ", not on the cpu");
-        auto t0 = opts_.profile ? Clock::now() : Clock::time_point();
-        size_t failed = SIZE_MAX;
-        Status st = runShapeFunc(k, ti, to, &failed);
-        if (opts_.profile) {
-          profile_.shapeFuncSeconds += std::chrono::duration<double>(Clock::now() - t0).count();
-          ++profile_.shapeFuncCalls;
-        }
-        if (!st.ok() && k.members.size() > 1 && failed < k.memberLocs.size())
-          return errorAt(func, pc, st.message, &k.memberLocs[failed]);
-        if (!st.ok()) FAIL(st.message);
+        if (len) std::memcpy(t->rawData(), s.data(), s.size() * sizeof(int64_t));
+        if (fresh) R(outs[o]) = ObjectRef(made.get());
       }
     }
     NEXT(step);

@@ -230,6 +230,7 @@ private:
   KernelContext kctx_;
   TuningTable ownTuning_; // when opts_.tuning is null
   std::vector<Tensor *> scratchIn_, scratchOut_; // InvokePacked's operands
+  std::vector<std::vector<int64_t>> scratchShapes_; // a shape function's results
   KernelDispatcher dispatch_;
   Fiber main_;
   Fiber *cur_ = &main_;
@@ -264,9 +265,11 @@ Status runKernel(const KernelDesc &k, const std::vector<Tensor *> &ins,
                  size_t *failedMember = nullptr);
 /// Runs kernel `k`'s composed shape function: `ins` are 1-D i64 shape tensors,
 /// or the input tensors themselves where a data-dependent member reads them;
-/// `outs` receive the output shapes (for upper-bound kernels, the bound).
-Status runShapeFunc(const KernelDesc &k, const std::vector<Tensor *> &ins,
-                    const std::vector<Tensor *> &outs, size_t *failedMember = nullptr);
+/// `shapes` receives the output shapes (for upper-bound kernels, the bound):
+/// the ShapeFunc instruction makes them new tensors, InvokeShapeFunc (format
+/// 1.0 to 1.5) writes them into the tensors it is given.
+Status computeShapes(const KernelDesc &k, const std::vector<Tensor *> &ins,
+                     std::vector<std::vector<int64_t>> &shapes, size_t *failedMember = nullptr);
 /// Which kernel inputs the shape function needs as values (see above).
 std::vector<bool> shapeFuncNeedsValue(const KernelDesc &k);
 

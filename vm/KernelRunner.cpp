@@ -155,10 +155,9 @@ Status runKernel(const KernelDesc &k, const std::vector<Tensor *> &ins,
   return Status::success();
 }
 
-Status runShapeFunc(const KernelDesc &k, const std::vector<Tensor *> &ins,
-                    const std::vector<Tensor *> &outs, size_t *failedMember) {
-  if (ins.size() != k.numInputs || outs.size() != k.outputs.size() ||
-      k.inputDTypes.size() != k.numInputs)
+Status computeShapes(const KernelDesc &k, const std::vector<Tensor *> &ins,
+                     std::vector<std::vector<int64_t>> &shapes, size_t *failedMember) {
+  if (ins.size() != k.numInputs || k.inputDTypes.size() != k.numInputs)
     return Status::error("shape function of '" + k.name + "' takes " +
                          std::to_string(k.numInputs) + " inputs and " +
                          std::to_string(k.outputs.size()) + " outputs");
@@ -203,16 +202,9 @@ Status runShapeFunc(const KernelDesc &k, const std::vector<Tensor *> &ins,
       sigs.push_back(s);
     }
   }
-  for (size_t o = 0; o < k.outputs.size(); ++o) {
-    const TensorSig &s = sigs[k.outputs[o]];
-    Tensor *t = outs[o];
-    if (t->dtype() != DType::I64 || t->rank() != 1 || t->dim(0) != static_cast<int64_t>(s.dims.size()))
-      return Status::error("shape function output " + std::to_string(o) + " of '" + k.name +
-                           "' must be a 1-D i64 tensor of length " + std::to_string(s.dims.size()) +
-                           ", got " + t->typeString());
-    if (t->storage()->readOnly()) return Status::error("shape function output is a read-only constant");
-    if (!s.dims.empty()) std::memcpy(t->rawData(), s.dims.data(), s.dims.size() * sizeof(int64_t));
-  }
+  shapes.resize(k.outputs.size());
+  // Copied: two outputs may be one value.
+  for (size_t o = 0; o < k.outputs.size(); ++o) shapes[o] = sigs[k.outputs[o]].dims;
   return Status::success();
 }
 

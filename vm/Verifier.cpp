@@ -400,7 +400,8 @@ private:
                    callee.resultTypes.size());
     }
     case Opcode::InvokePacked:
-    case Opcode::InvokeShapeFunc: {
+    case Opcode::InvokeShapeFunc:
+    case Opcode::ShapeFunc: {
       const KernelDesc &k = e_.kernels[in.word(0)];
       size_t outs = k.outputs.size() + (in.op == Opcode::InvokePacked && k.upperBound ? 1 : 0);
       return count(in, "input count of kernel '" + k.name + "'", in.regs(1).count, k.numInputs) &&

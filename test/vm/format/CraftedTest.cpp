@@ -310,6 +310,16 @@ TEST(Crafted, OperandCodes) {
                   m.word(0).regs({0, 0}).regs({1, 2});
                 }),
                 "output count of kernel 'add': 2 registers, expected 1");
+  expectRefused(withInstr([](Emitter &m) {
+                  m.begin(Opcode::ShapeFunc);
+                  m.word(0).regs({0}).regs({1});
+                }),
+                "pc 0 (ShapeFunc): input count of kernel 'add': 1 registers, expected 2");
+  expectRefused(withInstr([](Emitter &m) {
+                  m.begin(Opcode::ShapeFunc);
+                  m.word(0).regs({0, 0}).regs({});
+                }),
+                "pc 0 (ShapeFunc): output count of kernel 'add': 0 registers, expected 1");
   expectRefused(
       [](Executable &e) { e.functions[0].resultTypes.push_back(tensorType(DType::I1, {})); },
       "pc 14 (Ret): result count: 1 registers, expected 2");

@@ -12,7 +12,7 @@ using namespace test;
 
 TEST(Disassembler, SmallExecutableGolden) {
   Executable e = makeSmallExecutable();
-  EXPECT_EQ(disassemble(e), R"(; nimble executable, format 1.5
+  EXPECT_EQ(disassemble(e), R"(; nimble executable, format 1.6
 
 strings:
   s0 = "small.nir"
@@ -39,7 +39,7 @@ TEST(Disassembler, SourceLocationsAndNoTables) {
   DisasmOptions o;
   o.sourceLocations = true;
   o.tables = false;
-  EXPECT_EQ(disassemble(e, o), R"(; nimble executable, format 1.5
+  EXPECT_EQ(disassemble(e, o), R"(; nimble executable, format 1.6
 
 func @main(%x: tensor<2x2xf32>) -> tensor<2x2xf32> registers=4
   0: LoadConst r1, c0  ; @w, small.nir:1:1
@@ -54,7 +54,7 @@ TEST(Disassembler, EveryOpcodeOfTheFullExecutable) {
   Executable e = makeFullExecutable();
   std::string text = disassembleFunction(e, 0);
   for (const char *line : {
-           "func @main(%x: tensor<?x4xf32>, %t: @Tree) -> tensor<1x4xf32> registers=20\n",
+           "func @main(%x: tensor<?x4xf32>, %t: @Tree) -> tensor<1x4xf32> registers=21\n",
            "  0: LoadConst r2, c0  ; @w\n",
            "  3: LoadConsti r3, 256\n",
            "  7: LoadConsti r6, -1\n",
@@ -71,15 +71,16 @@ TEST(Disassembler, EveryOpcodeOfTheFullExecutable) {
            "  78: GetField r13, r12, 0\n",
            "  82: GetTag r14, r1\n",
            "  85: ScalarI64 lt r19, r3, r6\n",
-           "  90: Move r15, r13\n",
-           "  93: Invoke f1 (r15) -> (r16)  ; @helper\n",
-           "  99: If r14, then 103, else 111\n",
-           "  103: Switch r1, [0: 111, 1: 113], default 120\n",
-           "  111: Goto 113\n",
-           "  113: FreeTensor r8\n",
-           "  115: FreeStorage r4\n",
-           "  117: Ret (r16)\n",
-           "  120: Fatal s1  ; \"index out of range\"\n",
+           "  90: ShapeFunc k0 (r0, r2, r5) -> (r20)  ; kernel \"fused_matmul_add\"\n",
+           "  98: Move r15, r13\n",
+           "  101: Invoke f1 (r15) -> (r16)  ; @helper\n",
+           "  107: If r14, then 111, else 119\n",
+           "  111: Switch r1, [0: 119, 1: 121], default 128\n",
+           "  119: Goto 121\n",
+           "  121: FreeTensor r8\n",
+           "  123: FreeStorage r4\n",
+           "  125: Ret (r16)\n",
+           "  128: Fatal s1  ; \"index out of range\"\n",
        })
     EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line << "in:\n" << text;
 }

@@ -150,7 +150,7 @@ Executable makeFullExecutable() {
   main.paramNames = {"x", "t"};
   main.paramTypes = {tensorType(DType::F32, {kDynamic, 4}), adtType(0)};
   main.resultTypes = {tensorType(DType::F32, {1, 4})};
-  main.numRegisters = 20;
+  main.numRegisters = 21;
   Emitter m(main.code);
   auto loc = [&](uint32_t pc, uint32_t line, uint32_t col) {
     main.sourceMap.push_back({pc, 0, line, col});
@@ -189,6 +189,8 @@ Executable makeFullExecutable() {
   m.word(14).word(1);
   m.begin(Opcode::ScalarI64);
   m.word(uint32_t(ScalarOp::Lt)).word(19).word(3).word(6);
+  loc(m.begin(Opcode::ShapeFunc), 5, 7);
+  m.word(0).regs({0, 2, 5}).regs({20});
   m.begin(Opcode::Move);
   m.word(15).word(13);
   loc(m.begin(Opcode::Invoke), 7, 10);
