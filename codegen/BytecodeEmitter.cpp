@@ -699,7 +699,7 @@ LogicalResult FunctionEmitter::emitTerminator(const Operation &op) {
     }
     word(static_cast<uint32_t>(cases.size()));
     for (unsigned k : cases) {
-      word(static_cast<uint32_t>(adt->ctorIndex(op.successors()[k].label)));
+      word(static_cast<uint32_t>(adt->ctorIndex(op.successors()[k].label, k)));
       if (needsPad(k)) {
         pads_.push_back({&op, k});
         jumpToPc(at, pads_.size() - 1);

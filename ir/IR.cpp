@@ -567,17 +567,28 @@ std::vector<Block *> Function::reversePostOrder() const {
     b->visited_ = walk;
     return true;
   };
-  // Iterative DFS: (block, next successor index).
-  std::vector<std::pair<Block *, size_t>> stack = {{entry(), 0}};
+  // Iterative DFS: (block, its next successor, the end of its successors),
+  // the successor list read once per block (issue 23: a function of tens
+  // of thousands of blocks is walked by most passes).
+  struct Frame {
+    Block *b;
+    const Successor *next, *end;
+  };
+  auto frame = [](Block *b) {
+    const Operation *t = b->terminator();
+    if (!t) return Frame{b, nullptr, nullptr};
+    const std::vector<Successor> &ss = t->successors();
+    return Frame{b, ss.data(), ss.data() + ss.size()};
+  };
+  std::vector<Frame> stack = {frame(entry())};
   visit(entry());
   while (!stack.empty()) {
-    auto &[b, i] = stack.back();
-    Operation *t = b->terminator();
-    if (t && i < t->successors().size()) {
-      Block *s = t->successors()[i++].block;
-      if (s && visit(s)) stack.push_back({s, 0});
+    Frame &f = stack.back();
+    if (f.next != f.end) {
+      Block *s = (f.next++)->block;
+      if (s && visit(s)) stack.push_back(frame(s));
     } else {
-      post.push_back(b);
+      post.push_back(f.b);
       stack.pop_back();
     }
   }
@@ -587,7 +598,8 @@ std::vector<Block *> Function::reversePostOrder() const {
 
 //===-- Module -------------------------------------------------------------===//
 
-int AdtDecl::ctorIndex(std::string_view n) const {
+int AdtDecl::ctorIndex(std::string_view n, size_t hint) const {
+  if (hint < ctors.size() && ctors[hint].name == n) return static_cast<int>(hint);
   if (ctors.size() <= 8) {
     for (size_t i = 0; i < ctors.size(); ++i)
       if (ctors[i].name == n) return static_cast<int>(i);
@@ -598,7 +610,7 @@ int AdtDecl::ctorIndex(std::string_view n) const {
     for (size_t i = ctors.size(); i-- > 0;) ctorIndexCache[ctors[i].name] = static_cast<int>(i);
     ctorIndexCacheSize = ctors.size();
   }
-  auto it = ctorIndexCache.find(std::string(n));
+  auto it = ctorIndexCache.find(n);
   return it == ctorIndexCache.end() ? -1 : it->second;
 }
 

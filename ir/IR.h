@@ -262,7 +262,7 @@ public:
   Location loc() const { return loc_; }
   void setLoc(Location l) { loc_ = l; }
   bool is(OpCode c) const { return code_ == c; }
-  bool isTerminator() const { return info().hasFlag(opflags::Terminator); }
+  bool isTerminator() const { return opHasFlag(code_, opflags::Terminator); }
 
   // Operands.
   unsigned numOperands() const { return numOperands_; }
@@ -601,12 +601,19 @@ struct AdtDecl {
   std::string name;
   std::vector<Ctor> ctors;
   Location loc;
-  /// Index of constructor `name`, or -1. Hashed once the ADT has many
-  /// constructors (the index is rebuilt when `ctors` changed size).
-  int ctorIndex(std::string_view name) const;
+  /// Index of constructor `name`, or -1. `hint`, where the caller has one
+  /// (a match's k-th case usually names the k-th constructor), is tried
+  /// first; else the name is hashed once the ADT has many constructors (the
+  /// index is rebuilt when `ctors` changed size).
+  int ctorIndex(std::string_view name, size_t hint = SIZE_MAX) const;
 
-  // The cache of ctorIndex (not part of the declaration).
-  mutable std::unordered_map<std::string, int> ctorIndexCache;
+  // The cache of ctorIndex (not part of the declaration), looked up by
+  // string_view without making a string.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  mutable std::unordered_map<std::string, int, NameHash, std::equal_to<>> ctorIndexCache;
   mutable size_t ctorIndexCacheSize = 0;
 };
 

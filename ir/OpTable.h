@@ -224,7 +224,22 @@ enum : unsigned {
   Terminator = 1u << 3,  // ends a block
   Commutative = 1u << 4, // operands may be swapped
 };
+/// Each op's flags (the last column of Ops.def), indexed by OpCode: the
+/// checks every walk makes (is it a terminator, is it pure) read this
+/// without a call into the op table.
+inline constexpr unsigned kFlagsOf[] = {
+#define NIMBLE_OP(Id, Mnemonic, MinOps, MaxOps, NumResults, Attrs, Rel, Mode, Fusion, DTypes, \
+                  Flags)                                                                     \
+  Flags,
+#include "ir/Ops.def"
+};
+static_assert(sizeof(kFlagsOf) / sizeof(kFlagsOf[0]) == kNumOpCodes, "one entry per op");
 } // namespace opflags
+
+/// opInfo(code).hasFlag(f), inline.
+inline bool opHasFlag(OpCode code, unsigned f) {
+  return (opflags::kFlagsOf[static_cast<size_t>(code)] & f) != 0;
+}
 
 struct AttrSpec {
   std::string name;

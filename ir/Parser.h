@@ -19,7 +19,9 @@
 namespace nimble::ir {
 
 /// Parses `text` as file `fileName`; line numbers start at `firstLine` (for
-/// chunks of a --split-input-file input).
+/// chunks of a --split-input-file input). Every function of the module it
+/// returns has passed verifyStructure (inference of omitted result types
+/// needs it), so verifyModule may skip that (VerifyOptions::structureVerified).
 std::unique_ptr<Module> parseModule(std::string_view text, const std::string &fileName,
                                     Context &ctx, DiagnosticEngine &diag,
                                     uint32_t firstLine = 1);

@@ -48,6 +48,11 @@ struct VerifyOptions {
   /// Attach a note with the printed op (useful when the IR came from a pass
   /// and the source line no longer shows it).
   bool printOp = false;
+  /// Every function's structure (verifyStructure) was checked since the
+  /// module last changed: parseModule does so before it infers types, so a
+  /// tool verifying what it just parsed skips that part (it builds each
+  /// function's dominator tree).
+  bool structureVerified = false;
 };
 
 LogicalResult verifyStructure(const Function &f, DiagnosticEngine &diag,
@@ -67,8 +72,9 @@ public:
   bool isReachable(const Block *b) const { return index(b) >= 0; }
   /// RPO position, or -1 for unreachable blocks.
   int index(const Block *b) const {
-    auto it = index_.find(b);
-    return it == index_.end() ? -1 : it->second;
+    const uint64_t w = b->scratch();
+    if ((w >> 32) == tag_) return static_cast<int>(static_cast<uint32_t>(w));
+    return slowIndex(b);
   }
   /// The reachable blocks in reverse post-order.
   const std::vector<Block *> &reversePostOrder() const { return rpo_; }
@@ -103,8 +109,17 @@ private:
     }
     return a;
   }
+  int slowIndex(const Block *b) const;
   std::vector<Block *> rpo_;
-  std::unordered_map<const Block *, int> index_;
+  // A block's RPO position is kept in its scratch word (Block::scratch)
+  // under this object's tag (newScratchTag), so that a lookup is a load, not
+  // a hash (issue 23: the verifier asks per operand from another block). A
+  // word without the tag (an unreachable block, or one a later user of the
+  // word overwrote while this object lives) is looked up in `index_`, built
+  // at the first such lookup.
+  uint64_t tag_ = 0;
+  mutable std::unordered_map<const Block *, int> index_;
+  mutable bool indexed_ = false;
   std::vector<int> idom_;
   /// Dominator-tree children of each block, in increasing RPO index (which
   /// is also their pre-order).

@@ -171,7 +171,7 @@ void TypeInferPass::inferFunction(Function &f, Module &m, bool &changed, bool &s
             if (term->is(OpCode::Match)) {
               Type adtT = term->operand(0)->type();
               const AdtDecl *adt = adtT && adtT.isAdt() ? m.lookupAdt(adtT.adtName()) : nullptr;
-              int ci = adt ? adt->ctorIndex(s.label) : -1;
+              int ci = adt ? adt->ctorIndex(s.label, k) : -1;
               if (ci >= 0 && i < adt->ctors[static_cast<size_t>(ci)].fields.size())
                 t = adt->ctors[static_cast<size_t>(ci)].fields[i];
             } else if (i < s.operandCount) {

@@ -180,7 +180,9 @@ int main(int argc, char **argv) {
     bool chunkOk = false;
     std::string printed;
     if (ExitOwned<ir::Module> m(ir::parseModule(chunks[i].text, name, ctx, diag, chunks[i].firstLine)); m) {
-      if (ir::succeeded(ir::verifyModule(*m, diag)) && ir::succeeded(pm.run(*m))) {
+      ir::VerifyOptions parsed;
+      parsed.structureVerified = true; // by parseModule
+      if (ir::succeeded(ir::verifyModule(*m, diag, parsed)) && ir::succeeded(pm.run(*m))) {
         ir::PrintOptions popts;
         popts.debugInfo = o.pm.debugInfo;
         printed = ir::printModuleToString(*m, popts);

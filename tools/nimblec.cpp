@@ -302,7 +302,9 @@ int main(int argc, char **argv) {
   ir::DiagnosticEngine diag(&sm, std::cerr);
   ir::Context ctx;
   ExitOwned<ir::Module> m(ir::parseModule(*sm.buffer(name), name, ctx, diag));
-  if (!m || ir::failed(ir::verifyModule(*m, diag))) return kExitError;
+  ir::VerifyOptions parsed;
+  parsed.structureVerified = true; // by parseModule
+  if (!m || ir::failed(ir::verifyModule(*m, diag, parsed))) return kExitError;
 
   passes::PassManager pm(diag, std::cerr, o.pm);
   if (!pm.parsePipeline(pipeline, error)) {

@@ -5,7 +5,9 @@
 // block, whether a block lies on a cycle), on random control-flow graphs,
 // against definitions computed the slow way here: b is dominated by a when
 // removing a makes b unreachable from the entry; a block is on a cycle when
-// one of its successors reaches it.
+// one of its successors reaches it. Half of the graphs have their blocks'
+// scratch words overwritten after the analysis is built (where it keeps its
+// block numbers; it must then fall back to its map).
 //
 //===----------------------------------------------------------------------===//
 
@@ -113,6 +115,10 @@ TEST_F(DominatorsTest, RandomGraphsMatchTheDefinitions) {
     std::vector<Block *> b;
     for (auto &blk : f->blocks()) b.push_back(blk.get());
     Dominators dom(*f);
+    // Every other graph: another user of the blocks' scratch words
+    // overwrites them while `dom` lives (its lookups then take the map).
+    if (iter % 2)
+      for (Block *x : b) x->setScratch((static_cast<uint64_t>(newScratchTag()) << 32) | 1);
     std::vector<bool> live = reach(succs, 0, -1);
     // dom[a][x]: a dominates x (both reachable).
     std::vector<std::vector<bool>> D(nb, std::vector<bool>(nb, false));

@@ -148,7 +148,25 @@ TEST_F(IRTest, ModuleLookup) {
   ASSERT_NE(m.lookupAdt("Tree"), nullptr);
   EXPECT_EQ(m.lookupAdt("Tree")->ctorIndex("Node"), 1);
   EXPECT_EQ(m.lookupAdt("Tree")->ctorIndex("Nil"), -1);
+  // A hint is tried first; a wrong or out-of-range one is only a hint.
+  EXPECT_EQ(m.lookupAdt("Tree")->ctorIndex("Node", 1), 1);
+  EXPECT_EQ(m.lookupAdt("Tree")->ctorIndex("Node", 0), 1);
+  EXPECT_EQ(m.lookupAdt("Tree")->ctorIndex("Node", 7), 1);
+  EXPECT_EQ(m.lookupAdt("Tree")->ctorIndex("Nil", 1), -1);
   EXPECT_EQ(m.lookupAdt("List"), nullptr);
+  {
+    // Many constructors: the hashed index, looked up by string_view, with
+    // and without hints, and rebuilt when the list grows.
+    AdtDecl big;
+    for (int i = 0; i < 40; ++i) big.ctors.push_back({"C" + std::to_string(i), {}, Location{}});
+    EXPECT_EQ(big.ctorIndex("C17"), 17);
+    EXPECT_EQ(big.ctorIndex("C17", 17), 17);
+    EXPECT_EQ(big.ctorIndex("C17", 3), 17);
+    EXPECT_EQ(big.ctorIndex(std::string_view("C39xyz", 3)), 39);
+    EXPECT_EQ(big.ctorIndex("C40"), -1);
+    big.ctors.push_back({"C40", {}, Location{}});
+    EXPECT_EQ(big.ctorIndex("C40"), 40);
+  }
 
   m.eraseFunction(m.lookupFunction("helper"));
   EXPECT_EQ(m.lookupFunction("helper"), nullptr);
