@@ -451,17 +451,20 @@ void FunctionEmitter::allocateRegisters() {
   // Indexed by the values' Liveness numbers (every value touched is one of
   // the function's: globals are skipped).
   std::vector<Interval> ivs(live.numValues());
-  auto iv = [&](const Value *v) -> Interval & { return ivs.at(static_cast<size_t>(live.id(v))); };
-  std::vector<const Value *> values;
-  auto touch = [&](const Value *v, int p) {
-    Interval &x = iv(v);
+  // The values by liveness number, in the order first touched: the
+  // allocation below then reads no Value (issue 23: loading each value's
+  // scratch word was a cache miss per value of a million-op function).
+  std::vector<int> values;
+  auto touchId = [&](int id, int p) {
+    Interval &x = ivs.at(static_cast<size_t>(id));
     if (x.end < 0) {
       x.order = static_cast<uint32_t>(values.size());
-      values.push_back(v);
+      values.push_back(id);
     }
     x.start = std::min(x.start, p);
     x.end = std::max(x.end, p);
   };
+  auto touch = [&](const Value *v, int p) { touchId(live.id(v), p); };
   const Block *entry = f_.entry();
   for (unsigned i = 0; i < entry->numArguments(); ++i) touch(entry->argument(i), 0);
   std::vector<std::pair<const Block *, std::pair<int, int>>> span; // per block in layout order
@@ -500,8 +503,8 @@ void FunctionEmitter::allocateRegisters() {
     span.push_back({b, {start, pos - 1}});
   }
   for (const auto &[b, se] : span) {
-    for (int id : live.liveIn(b)) touch(live.value(id), se.first);
-    for (int id : live.liveOut(b)) touch(live.value(id), se.second);
+    for (int id : live.liveIn(b)) touchId(id, se.first);
+    for (int id : live.liveOut(b)) touchId(id, se.second);
   }
   // Parameters first, at their fixed registers; then globals, for good.
   next_ = entry->numArguments();
@@ -510,9 +513,9 @@ void FunctionEmitter::allocateRegisters() {
     for (const Operation &op : *b)
       for (Value *v : op.operandValues())
         if (auto *g = dyn_cast<Global>(v); g && !hasReg(g)) slot(g) = next_++;
-  std::vector<const Value *> order(values.begin(), values.end());
-  auto byStart = [&](const Value *a, const Value *b) {
-    const Interval &x = iv(a), &y = iv(b);
+  std::vector<int> order = std::move(values);
+  auto byStart = [&](int a, int b) {
+    const Interval &x = ivs[static_cast<size_t>(a)], &y = ivs[static_cast<size_t>(b)];
     return x.start != y.start ? x.start < y.start : x.order < y.order;
   };
   // Values are first touched at their definition, in layout order, so the
@@ -550,27 +553,29 @@ void FunctionEmitter::allocateRegisters() {
   // Live intervals by end: a min-heap of (end, register).
   using Active = std::pair<int, uint32_t>;
   std::priority_queue<Active, std::vector<Active>, std::greater<Active>> active;
-  for (unsigned i = 0; i < entry->numArguments(); ++i) active.push({iv(entry->argument(i)).end, i});
-  for (const Value *v : order) {
-    const Interval &x = iv(v);
+  for (unsigned i = 0; i < entry->numArguments(); ++i)
+    active.push({ivs[static_cast<size_t>(live.id(entry->argument(i)))].end, i});
+  for (int id : order) {
+    const Interval &x = ivs[static_cast<size_t>(id)];
     while (!active.empty() && active.top().first < x.start) {
       release(active.top().second);
       active.pop();
     }
-    if (hasReg(v)) continue; // a parameter
+    uint32_t &reg = regById_[static_cast<size_t>(id)];
+    if (reg != kNoReg) continue; // a parameter
     uint32_t r = kNoReg;
-    if (const Value *h = hint[live.id(v)])
+    if (const Value *h = hint[static_cast<size_t>(id)])
       if (uint32_t hr = slot(h); hr != kNoReg && hr < isFree.size() && isFree[hr]) {
         r = hr;
         isFree[r] = 0;
       }
     if (r == kNoReg) {
-      const Value *av = avoid[live.id(v)];
+      const Value *av = avoid[static_cast<size_t>(id)];
       uint32_t banned = av ? slot(av) : kNoReg;
       r = lowestFree(banned);
     }
     if (r == kNoReg) r = next_++;
-    slot(v) = r;
+    reg = r;
     active.push({x.end, r});
   }
 }

@@ -887,6 +887,19 @@ void PlanMemoryPass::reuseDynamic(Function &f, const std::vector<StorageInfo> &s
     }
     return false;
   };
+  // Each candidate's device and alignment, read once (a storage is compared
+  // with up to kMaxGroupsTried leaders; attributes are looked up by name).
+  struct Placement {
+    const std::string *device = nullptr; // interned
+    int64_t alignment = 0;
+    bool operator==(const Placement &o) const {
+      return alignment == o.alignment && (device == o.device || *device == *o.device);
+    }
+  };
+  std::vector<Placement> placement(st.size());
+  for (size_t i = 0; i < st.size(); ++i)
+    if (st[i].constSize < 0 && !st[i].escapes && !st[i].carried)
+      placement[i] = {&st[i].alloc->strAttr("device"), st[i].alloc->intAttr("alignment")};
   for (size_t i = 0; i < st.size(); ++i) {
     if (st[i].constSize >= 0 || st[i].escapes || st[i].carried) continue;
     Operation *a = st[i].alloc;
@@ -895,10 +908,9 @@ void PlanMemoryPass::reuseDynamic(Function &f, const std::vector<StorageInfo> &s
     size_t tried = 0;
     for (size_t g : sameKey) {
       if (tried++ == kMaxGroupsTried) break;
-      Operation *lead = st[groups[g][0]].alloc;
-      if (lead->strAttr("device") != a->strAttr("device") ||
-          lead->intAttr("alignment") != a->intAttr("alignment"))
-        continue;
+      const int leader = groups[g][0];
+      Operation *lead = st[static_cast<size_t>(leader)].alloc;
+      if (!(placement[static_cast<size_t>(leader)] == placement[i])) continue;
       if (!dom.dominates(lead, a)) continue;
       if (overlaps(occupied[g], static_cast<int>(i))) continue;
       groupOf[i] = static_cast<int>(g);
