@@ -13,6 +13,7 @@
 #include "vm/Bytecode.h"
 #include "vm/Format.h"
 #include "vm/Interpreter.h"
+#include "test/vm/format/TestExecutables.h"
 
 #include <gtest/gtest.h>
 
@@ -21,13 +22,7 @@
 namespace nimble::vm {
 namespace {
 
-TypeDesc tensorType(DType dt, std::vector<int64_t> dims) {
-  TypeDesc t;
-  t.kind = TypeDesc::Kind::Tensor;
-  t.dtype = dt;
-  t.dims = std::move(dims);
-  return t;
-}
+using test::tensorType;
 
 /// @main(%a: tensor<?x4xf32>, %b: tensor<?x4xf32>) -> (shape, shape): the
 /// output shape of kernel "add"(%a, %b), by ShapeFunc and by InvokeShapeFunc
@@ -81,16 +76,21 @@ ObjectRef input(int64_t rows) {
   return ObjectRef(t.get());
 }
 
-TEST(ShapeFunc, BothInstructionsGiveTheShape) {
-  auto exe = makeExecutable();
+/// Verifies `exe` and runs @main on `a` and `b` with the reference kernels.
+Status runMain(const std::shared_ptr<const Executable> &exe, ObjectRef a, ObjectRef b,
+               std::vector<ObjectRef> &results) {
   std::string error;
-  ASSERT_TRUE(verify(*exe, error)) << error;
+  if (!verify(*exe, error)) return Status::error("verify: " + error);
   VMOptions opts;
   opts.kernels = KernelMode::Reference;
   VirtualMachine vm(exe, opts);
+  return vm.run("main", {std::move(a), std::move(b)}, results);
+}
+
+TEST(ShapeFunc, BothInstructionsGiveTheShape) {
   ObjectRef a = input(3), b = input(3);
   std::vector<ObjectRef> results;
-  Status st = vm.run("main", {a, b}, results);
+  Status st = runMain(makeExecutable(), a, b, results);
   ASSERT_TRUE(st.ok()) << st.message;
   ASSERT_EQ(results.size(), 2u);
   for (const ObjectRef &r : results) {
@@ -106,12 +106,8 @@ TEST(ShapeFunc, BothInstructionsGiveTheShape) {
 }
 
 TEST(ShapeFunc, BothInstructionsRefuseMismatchedShapes) {
-  auto exe = makeExecutable();
-  VMOptions opts;
-  opts.kernels = KernelMode::Reference;
-  VirtualMachine vm(exe, opts);
   std::vector<ObjectRef> results;
-  Status st = vm.run("main", {input(3), input(2)}, results);
+  Status st = runMain(makeExecutable(), input(3), input(2), results);
   ASSERT_FALSE(st.ok());
   // ShapeFunc, the first, fails; the message is the add's shape function's.
   EXPECT_EQ(st.message.rfind("sf.nir:3:5: error: ", 0), 0u) << st.message;
@@ -119,14 +115,8 @@ TEST(ShapeFunc, BothInstructionsRefuseMismatchedShapes) {
 }
 
 TEST(ShapeFunc, InvokeShapeFuncChecksTheBufferItWrites) {
-  auto exe = makeExecutable(/*bufLen=*/3);
-  std::string error;
-  ASSERT_TRUE(verify(*exe, error)) << error;
-  VMOptions opts;
-  opts.kernels = KernelMode::Reference;
-  VirtualMachine vm(exe, opts);
   std::vector<ObjectRef> results;
-  Status st = vm.run("main", {input(3), input(3)}, results);
+  Status st = runMain(makeExecutable(/*bufLen=*/3), input(3), input(3), results);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.message.rfind("sf.nir:8:5: error: shape function output 0 of 'add' must be a 1-D i64 "
                              "tensor of length 2, got tensor<3xi64>", 0),
