@@ -391,8 +391,20 @@ uint32_t FunctionEmitter::reg(const Value *v) {
 
 size_t FunctionEmitter::begin(Opcode op, Location loc) {
   size_t pc = out_.code.size();
-  if (loc.known())
-    out_.sourceMap.push_back({static_cast<uint32_t>(pc), me_.fileString(loc.file), loc.line, loc.col});
+  // The source map is a line table (findSourceLoc: the last entry at or
+  // before a pc), so an entry is written only where the location changes: a
+  // kernel call's 8 instructions share one op's location (issue 23: at a
+  // million ops the map was half the functions section). An instruction
+  // without a location after one with gets a line-0 entry, so that it is not
+  // reported at its neighbour's.
+  std::vector<vm::SourceLoc> &map = out_.sourceMap;
+  if (loc.known()) {
+    uint32_t file = me_.fileString(loc.file);
+    if (map.empty() || map.back().file != file || map.back().line != loc.line || map.back().col != loc.col)
+      map.push_back({static_cast<uint32_t>(pc), file, loc.line, loc.col});
+  } else if (!map.empty() && map.back().line != 0) {
+    map.push_back({static_cast<uint32_t>(pc), 0, 0, 0});
+  }
   word(static_cast<uint32_t>(op));
   return pc;
 }

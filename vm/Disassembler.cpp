@@ -276,7 +276,7 @@ std::string disassembleInstr(const Executable &exe, const VMFunction &fn, uint32
   if (in.op == Opcode::Fatal && in.word(0) < exe.strings.size())
     notes.push_back(quote(exe.strings[in.word(0)]));
   if (sourceLocation)
-    if (const SourceLoc *l = findSourceLoc(fn, pc)) notes.push_back(locStr(exe, *l));
+    if (const SourceLoc *l = findSourceLoc(fn, pc); l && l->line != 0) notes.push_back(locStr(exe, *l));
   for (size_t i = 0; i < notes.size(); ++i) r += (i ? ", " : "  ; ") + notes[i];
   return r;
 }

@@ -162,7 +162,8 @@ bool readExecutableFile(const std::string &path, Executable &out, std::string &e
 bool verify(const Executable &exe, std::string &error);
 
 /// The source location of the instruction at `pc`: the source-map entry with
-/// the greatest pc not after it (a line table), or null.
+/// the greatest pc not after it (a line table), or null. An entry of line 0
+/// means the instructions from its pc on have no location.
 const SourceLoc *findSourceLoc(const VMFunction &fn, uint32_t pc);
 
 } // namespace nimble::vm

@@ -89,7 +89,7 @@ Status VirtualMachine::errorAt(uint32_t func, uint32_t pc, const std::string &ms
   if (at && at->line != 0 && at->file < exe_->strings.size())
     where = exe_->strings[at->file] + ":" + std::to_string(at->line) + ":" +
             std::to_string(at->col) + ": ";
-  else if (const SourceLoc *loc = findSourceLoc(fn, pc); loc && loc->pc == pc)
+  else if (const SourceLoc *loc = findSourceLoc(fn, pc); loc && loc->line != 0)
     where = exe_->strings[loc->file] + ":" + std::to_string(loc->line) + ":" +
             std::to_string(loc->col) + ": ";
   std::string s = where + "error: " + msg;
@@ -110,7 +110,7 @@ Status VirtualMachine::errorAt(uint32_t func, uint32_t pc, const std::string &ms
     const Frame &callee = stack[i], &caller = stack[i - 1];
     const VMFunction &cf = exe_->functions[caller.func];
     std::string at;
-    if (const SourceLoc *loc = findSourceLoc(cf, callee.callPc))
+    if (const SourceLoc *loc = findSourceLoc(cf, callee.callPc); loc && loc->line != 0)
       at = " at " + exe_->strings[loc->file] + ":" + std::to_string(loc->line) + ":" +
            std::to_string(loc->col);
     s += "\n  in @" + exe_->functions[callee.func].name + ", called from @" + cf.name + at;

@@ -301,7 +301,7 @@ public:
         return failFn(where() + "pc " + std::to_string(l.pc) + " is not the start of an instruction");
       if (i && l.pc <= f_.sourceMap[i - 1].pc)
         return failFn(where() + "pcs are not strictly increasing");
-      if (l.file >= e_.strings.size())
+      if (l.line != 0 && l.file >= e_.strings.size()) // line 0: no location from this pc on
         return failFn(where() + "file string " + std::to_string(l.file) + " out of range (" +
                       std::to_string(e_.strings.size()) + " strings)");
     }

@@ -345,6 +345,12 @@ TEST(Crafted, SourceMap) {
                 "source map entry 0: file string 9 out of range (2 strings)");
   expectRefused([](Executable &e) { e.functions[0].sourceMap[0].pc = 1000; },
                 "pc 1000 is not the start of an instruction");
+  // A line-0 entry (no location from its pc on) has no file to check.
+  Executable e = makeSmallExecutable();
+  e.functions[0].sourceMap[1] = {e.functions[0].sourceMap[1].pc, 9, 0, 0};
+  std::string err;
+  EXPECT_TRUE(verify(e, err)) << err;
+  EXPECT_TRUE(tryLoad(serialize(e)).ok);
 }
 
 /// The small executable with a batched variant of its kernel and a rows

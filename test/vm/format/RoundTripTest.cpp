@@ -2,6 +2,7 @@
 
 #include "test/vm/format/TestExecutables.h"
 #include "vm/Bytecode.h"
+#include "vm/Disassembler.h"
 #include "vm/Format.h"
 
 #include <gtest/gtest.h>
@@ -338,6 +339,12 @@ TEST(Format, FindSourceLoc) {
   EXPECT_EQ(findSourceLoc(f, 0)->line, 1u);
   EXPECT_EQ(findSourceLoc(f, 3)->line, 2u);  // InvokePacked
   EXPECT_EQ(findSourceLoc(f, 12)->line, 2u); // later instructions inherit it
+  // A line-0 entry ends the previous location: the disassembly notes none.
+  Executable u = makeSmallExecutable();
+  u.functions[0].sourceMap[1].line = 0;
+  EXPECT_EQ(findSourceLoc(u.functions[0], 3)->line, 0u);
+  EXPECT_NE(disassembleInstr(e, e.functions[0], 3, true).find(":2:5"), std::string::npos) << disassembleInstr(e, e.functions[0], 3, true);
+  EXPECT_EQ(disassembleInstr(u, u.functions[0], 3, true).find(":2:5"), std::string::npos) << disassembleInstr(u, u.functions[0], 3, true);
   VMFunction empty;
   EXPECT_EQ(findSourceLoc(empty, 0), nullptr);
 }
