@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <unordered_set>
 
 namespace nimble::ir {
@@ -272,12 +274,14 @@ const std::vector<Successor> &Operation::noSuccessors() {
 }
 
 std::vector<Successor> &Operation::successors() {
-  if (!succs_) {
+  if (!isTerminator()) {
     // Only a terminator's list may be changed (or assigned); anything else
     // reads the shared empty list, which nobody modifies.
-    if (!isTerminator()) return const_cast<std::vector<Successor> &>(noSuccessors());
-    succs_ = std::make_unique<std::vector<Successor>>();
+    if (!succs_) return const_cast<std::vector<Successor> &>(noSuccessors());
+  } else if (Function *f = function()) {
+    f->cfgChanged(); // the caller may change the edges
   }
+  if (!succs_) succs_ = std::make_unique<std::vector<Successor>>();
   return *succs_;
 }
 
@@ -373,6 +377,7 @@ Operation *Block::push_back(std::unique_ptr<Operation> op) {
   if (last_) last_->next_ = o;
   else first_ = o;
   last_ = o;
+  if (func_) func_->cfgChanged(); // a new last op: the terminator may change
   return o;
 }
 
@@ -437,8 +442,12 @@ void Block::relabelAround(Operation *o, uint64_t x) {
 void Block::unlink(Operation *op) {
   if (op->prev_) op->prev_->next_ = op->next_;
   else first_ = op->next_;
-  if (op->next_) op->next_->prev_ = op->prev_;
-  else last_ = op->prev_;
+  if (op->next_) {
+    op->next_->prev_ = op->prev_;
+  } else {
+    last_ = op->prev_;
+    if (func_) func_->cfgChanged();
+  }
   op->prev_ = op->next_ = nullptr;
   op->block_ = nullptr;
 }
@@ -475,12 +484,14 @@ void Function::setName(std::string n) {
 }
 
 Block *Function::addBlock(std::unique_ptr<Block> b) {
+  cfgChanged();
   b->func_ = this;
   blocks_.push_back(std::move(b));
   return blocks_.back().get();
 }
 
 Block *Function::insertBlockAfter(Block *after, std::unique_ptr<Block> b) {
+  cfgChanged();
   b->func_ = this;
   if (deferInsertions_) {
     Block *raw = b.get();
@@ -495,6 +506,7 @@ Block *Function::insertBlockAfter(Block *after, std::unique_ptr<Block> b) {
 }
 
 void Function::endBlockInsertions() {
+  cfgChanged();
   deferInsertions_ = false;
   if (insertedAfter_.empty()) return;
   // Each block is followed by the blocks inserted after it, the latest
@@ -525,6 +537,7 @@ void Function::endBlockInsertions() {
 
 void Function::eraseBlock(Block *b) {
   assert(!deferInsertions_ && "erasing a block while insertions are deferred");
+  cfgChanged();
   for (Operation &op : *b) op.dropAllReferences();
   for (auto &other : blocks_)
     if (Operation *t = other->terminator())
@@ -538,6 +551,7 @@ void Function::eraseBlock(Block *b) {
 
 void Function::eraseBlocks(const std::vector<Block *> &bs) {
   assert(!deferInsertions_ && "erasing blocks while insertions are deferred");
+  cfgChanged();
   std::unordered_set<const Block *> gone(bs.begin(), bs.end());
   for (Block *b : bs)
     for (Operation &op : *b) op.dropAllReferences();
@@ -555,6 +569,22 @@ void Function::eraseBlocks(const std::vector<Block *> &bs) {
 }
 
 std::vector<Block *> Function::reversePostOrder() const {
+  if (rpoEpoch_ != cfgEpoch_) {
+    rpo_ = computeReversePostOrder();
+    rpoEpoch_ = cfgEpoch_;
+  }
+#ifndef NDEBUG
+  // A change that did not call cfgChanged would leave a stale order here.
+  else if (rpo_ != computeReversePostOrder()) {
+    std::fprintf(stderr, "internal error: @%s: the kept reverse post-order is stale (a CFG change "
+                         "that did not call Function::cfgChanged)\n", name_.c_str());
+    std::abort();
+  }
+#endif
+  return rpo_;
+}
+
+std::vector<Block *> Function::computeReversePostOrder() const {
   std::vector<Block *> post;
   if (!entry()) return post;
   // Visited marks live in the blocks (Block::visited_), stamped with this

@@ -576,10 +576,20 @@ public:
   /// them one by one is O(blocks) each).
   void eraseBlocks(const std::vector<Block *> &bs);
   /// Blocks in reverse post-order from the entry (unreachable ones omitted).
+  /// Kept until the CFG changes (see cfgChanged), so the analyses of several
+  /// passes in a row share one walk.
   std::vector<Block *> reversePostOrder() const;
+
+  /// Records a change to the CFG: the block list, a block's last op (which
+  /// is its terminator) or a terminator's successors. Block, Operation and
+  /// Function call it on every such change; code that edits a CFG some
+  /// other way (none should) must call it too. Builds with assertions check
+  /// the kept order against a fresh walk on every query.
+  void cfgChanged() { ++cfgEpoch_; }
 
 private:
   friend class Module;
+  std::vector<Block *> computeReversePostOrder() const;
   std::string name_;
   Type type_;
   Location loc_;
@@ -589,6 +599,12 @@ private:
   bool deferInsertions_ = false;
   /// Blocks inserted after each block while deferred, in insertion order.
   std::unordered_map<const Block *, std::vector<Block *>> insertedAfter_;
+  /// reversePostOrder's kept result, valid while rpoEpoch_ == cfgEpoch_
+  /// (issue 23: on a function of 100,000 blocks most passes walk the CFG,
+  /// some twice, and each walk is a cache miss per block).
+  uint64_t cfgEpoch_ = 0;
+  mutable uint64_t rpoEpoch_ = UINT64_MAX;
+  mutable std::vector<Block *> rpo_;
 };
 
 /// `type @Tree = Leaf(tensor<4xf32>) | Node(@Tree, @Tree)`

@@ -17,7 +17,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
+#include <set>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -174,6 +176,96 @@ TEST_F(DominatorsTest, RandomGraphsMatchTheDefinitions) {
   // The generator makes the cases it is meant to.
   EXPECT_GT(checkedChild, 1000);
   EXPECT_GT(cyclic, 300);
+}
+
+
+// Function::reversePostOrder keeps its result until the CFG changes. Random
+// edits through every API that changes a CFG (a successor retargeted through
+// Operation::successors, a terminator erased and another appended, blocks
+// added, inserted and erased) must each show in the next order, compared
+// with a recursive DFS written here (same successor order).
+TEST_F(DominatorsTest, ReversePostOrderFollowsEveryEdit) {
+  std::mt19937 rng(31);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  Function *f = makeCFG("edits", {{1}, {2, 3}, {4}, {4}, {}});
+  Value *c = f->entry()->argument(0);
+  auto expected = [&] {
+    std::vector<Block *> post;
+    std::set<const Block *> seen;
+    std::function<void(Block *)> dfs = [&](Block *b) {
+      seen.insert(b);
+      if (Operation *t = b->terminator())
+        for (const Successor &s : t->successors())
+          if (s.block && !seen.count(s.block)) dfs(s.block);
+      post.push_back(b);
+    };
+    dfs(f->entry());
+    return std::vector<Block *>(post.rbegin(), post.rend());
+  };
+  auto branch = [&](Block *to) {
+    if (!to) return Operation::create(OpCode::Ret, {}, {c}, {}, defaultAttrs(OpCode::Ret));
+    return Operation::create(OpCode::Br, {}, {}, {}, defaultAttrs(OpCode::Br), {Successor{to, 0, 0, to->label()}});
+  };
+  int kinds[5] = {};
+  for (int step = 0; step < 2000; ++step) {
+    ASSERT_EQ(f->reversePostOrder(), expected()) << "step " << step;
+    std::vector<Block *> b;
+    for (auto &blk : f->blocks()) b.push_back(blk.get());
+    Block *x = b[pick(b.size())];
+    Block *target = b.size() > 1 ? b[1 + pick(b.size() - 1)] : nullptr; // never the entry
+    switch (pick(5)) {
+    case 0: // retarget one successor in place
+      if (Operation *t = x->terminator(); t && !t->successors().empty() && target) {
+        std::vector<Successor> &ss = t->successors();
+        ss[pick(ss.size())].block = target;
+        ++kinds[0];
+      }
+      break;
+    case 1: // replace the terminator
+      if (Operation *t = x->terminator()) {
+        t->erase();
+        x->push_back(branch(pick(3) ? target : nullptr));
+        ++kinds[1];
+      }
+      break;
+    case 2: { // a new block at the end, targeted from x
+      if (b.size() > 40) break;
+      Block *n = f->addBlock(std::make_unique<Block>("n" + std::to_string(step)));
+      n->push_back(branch(target));
+      if (Operation *t = x->terminator()) {
+        t->erase();
+        x->push_back(branch(n));
+      }
+      ++kinds[2];
+      break;
+    }
+    case 3: { // a new block after x, targeted from x
+      if (b.size() > 40) break;
+      Block *n = f->insertBlockAfter(x, std::make_unique<Block>("i" + std::to_string(step)));
+      n->push_back(branch(target));
+      if (Operation *t = x->terminator()) {
+        t->erase();
+        x->push_back(branch(n));
+      }
+      ++kinds[3];
+      break;
+    }
+    case 4: { // erase the first block (not the entry) that no terminator targets
+      std::set<const Block *> targeted;
+      for (Block *y : b)
+        if (Operation *t = y->terminator())
+          for (const Successor &s : t->successors()) targeted.insert(s.block);
+      for (Block *y : b)
+        if (y != f->entry() && !targeted.count(y)) {
+          f->eraseBlock(y);
+          ++kinds[4];
+          break;
+        }
+      break;
+    }
+    }
+  }
+  for (int k = 0; k < 5; ++k) EXPECT_GT(kinds[k], 20) << "edit kind " << k << " was rarely made";
 }
 
 } // namespace
