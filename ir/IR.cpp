@@ -273,7 +273,7 @@ const std::vector<Successor> &Operation::noSuccessors() {
   return none;
 }
 
-std::vector<Successor> &Operation::successors() {
+std::vector<Successor> &Operation::mutableSuccessors() {
   if (!isTerminator()) {
     // Only a terminator's list may be changed (or assigned); anything else
     // reads the shared empty list, which nobody modifies.

@@ -363,10 +363,11 @@ public:
 
   // Successors.
   const std::vector<Successor> &successors() const { return succs_ ? *succs_ : noSuccessors(); }
-  /// Mutable: only terminators have successors to change (others get an
-  /// empty list that must not be modified; a terminator's list is made on
-  /// first use).
-  std::vector<Successor> &successors();
+  /// To change the edges: only terminators have successors to change (others
+  /// get an empty list that must not be modified; a terminator's list is
+  /// made on first use). Marks the function's CFG changed (cfgChanged), so
+  /// reads go through the const successors().
+  std::vector<Successor> &mutableSuccessors();
   std::vector<Value *> successorOperands(unsigned i) const;
   /// Operands that are not successor arguments (e.g. cond_br's condition).
   unsigned numNonSuccessorOperands() const;

@@ -40,7 +40,7 @@ public:
       for (auto &fn : m_->functions())
         for (auto &b : fn->blocks())
           if (Operation *t = b->terminator())
-            for (Successor &s : t->successors())
+            for (Successor &s : t->mutableSuccessors())
               for (auto &[n, fb] : forwardBlocks_)
                 if (s.block == fb.block.get()) s.block = nullptr;
   }

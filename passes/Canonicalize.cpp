@@ -585,7 +585,7 @@ bool Canonicalizer::eraseUnreachableBlocks(Function &f) {
   // values (dominance) nor branch to them.
   for (Block *b : dead) {
     for (Operation &op : *b) op.dropAllReferences();
-    if (Operation *t = b->terminator()) t->successors().clear();
+    if (Operation *t = b->terminator()) t->mutableSuccessors().clear();
   }
   f.eraseBlocks(dead);
   return true;

@@ -65,7 +65,7 @@ bool eraseUnreachableBlocks(Function &f) {
 /// Removes from `term` the operands passed to argument `argIndex` of `target`
 /// (on every edge to `target`), renumbering the successor slices.
 void dropSuccessorOperand(Operation &term, const Block *target, unsigned argIndex) {
-  std::vector<Successor> &succs = term.successors();
+  std::vector<Successor> &succs = term.mutableSuccessors();
   std::vector<bool> drop(term.numOperands(), false);
   for (const Successor &s : succs)
     if (s.block == target && argIndex < s.operandCount) drop[s.operandBegin + argIndex] = true;

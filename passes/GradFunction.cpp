@@ -792,7 +792,7 @@ void FunctionGrad::buildTapeInForward() {
       succs[s].operandCount = static_cast<unsigned>(ops.size() + 1);
     }
     t->setOperands(vals);
-    t->successors() = succs;
+    t->mutableSuccessors() = succs;
   }
 }
 

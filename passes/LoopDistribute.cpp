@@ -492,11 +492,11 @@ void LoopDistributePass::distribute(Module &m, Function &f, const Loop &loop, co
       std::vector<Value *> ops = latch->operands();
       ops.push_back(upd);
       latch->setOperands(ops);
-      latch->successors()[0].operandCount += 1;
+      latch->mutableSuccessors()[0].operandCount += 1;
       std::vector<Value *> pops = preBr->operands();
       pops.push_back(s.init);
       preBr->setOperands(pops);
-      preBr->successors()[0].operandCount += 1;
+      preBr->mutableSuccessors()[0].operandCount += 1;
     } else {
       inits[static_cast<size_t>(s.from)].push_back(s.init);
       nexts[static_cast<size_t>(s.from)].push_back(upd);
@@ -524,9 +524,9 @@ void LoopDistributePass::distribute(Module &m, Function &f, const Loop &loop, co
     lops.erase(lops.begin() + latch->successors()[0].operandBegin + i);
     pops.erase(pops.begin() + preBr->successors()[0].operandBegin + i);
     latch->setOperands(lops);
-    latch->successors()[0].operandCount -= 1;
+    latch->mutableSuccessors()[0].operandCount -= 1;
     preBr->setOperands(pops);
-    preBr->successors()[0].operandCount -= 1;
+    preBr->mutableSuccessors()[0].operandCount -= 1;
     h->eraseArgument(i);
   }
 
@@ -562,7 +562,7 @@ void LoopDistributePass::distribute(Module &m, Function &f, const Loop &loop, co
     bb.create(OpCode::Br, next, {}, {}, {Successor{hk, 0, static_cast<unsigned>(next.size()), "", latch->loc()}});
     // The previous loop now leaves to this one.
     Operation *prevCond = k == 1 ? cond : heads[ku - 1]->back();
-    for (Successor &s : prevCond->successors())
+    for (Successor &s : prevCond->mutableSuccessors())
       if (s.block == exit) s.block = pk;
   }
   ++NumDistributed;

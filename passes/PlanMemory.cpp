@@ -1057,7 +1057,7 @@ size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
         if (b->label().rfind("split", 0) == 0) labels.insert(b->label());
       labelsMade = true;
     }
-    Successor &s = e.term->successors()[e.succ];
+    Successor &s = e.term->mutableSuccessors()[e.succ];
     Block *target = s.block;
     std::string label;
     do label = "split" + std::to_string(counter++);

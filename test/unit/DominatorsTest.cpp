@@ -216,7 +216,7 @@ TEST_F(DominatorsTest, ReversePostOrderFollowsEveryEdit) {
     switch (pick(5)) {
     case 0: // retarget one successor in place
       if (Operation *t = x->terminator(); t && !t->successors().empty() && target) {
-        std::vector<Successor> &ss = t->successors();
+        std::vector<Successor> &ss = t->mutableSuccessors();
         ss[pick(ss.size())].block = target;
         ++kinds[0];
       }
