@@ -2,6 +2,7 @@
 
 #include "codegen/BytecodeEmitter.h"
 
+#include "ir/FlatMap.h"
 #include "ir/Limits.h"
 #include "passes/Liveness.h"
 
@@ -373,7 +374,7 @@ private:
     size_t pad;
   };
   std::vector<Fixup> fixups_;
-  std::unordered_map<const Block *, size_t> blockPc_;
+  ir::FlatMap<const Block *, size_t> blockPc_;
   /// Pads (move sequences before a jump into a block) emitted after the body.
   struct Pad {
     const Operation *term;
@@ -616,7 +617,7 @@ LogicalResult FunctionEmitter::run() {
         }
   // Blocks in layout order; a block's first instruction is its pc.
   for (const Block *b : f_.reversePostOrder()) {
-    blockPc_[b] = out_.code.size();
+    blockPc_.tryEmplace(b, out_.code.size()); // each block is laid out once
     for (const Operation &op : *b)
       if (failed(op.isTerminator() ? emitTerminator(op) : emitOp(op))) return failure();
   }
@@ -650,7 +651,8 @@ LogicalResult FunctionEmitter::run() {
     jumpTo(at, s.block);
   }
   for (const Fixup &fx : fixups_) {
-    size_t target = fx.block ? blockPc_.at(fx.block) : padPc_.at(fx.pad);
+    // A successor of a laid-out (reachable) block is laid out too.
+    size_t target = fx.block ? *blockPc_.find(fx.block) : padPc_.at(fx.pad);
     out_.code[fx.word] = static_cast<uint32_t>(static_cast<int32_t>(target) - static_cast<int32_t>(fx.instr));
   }
   out_.numRegisters = std::max<uint32_t>(next_, static_cast<uint32_t>(entry->numArguments()));

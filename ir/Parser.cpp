@@ -430,20 +430,20 @@ bool Parser::parseResultTypes(std::vector<Type> &ts) {
 //===----------------------------------------------------------------------===//
 
 bool Parser::defineValue(Value *v, const Token &nameTok) {
-  std::string name(nameTok.text.substr(1));
+  std::string_view name = nameTok.text.substr(1);
   // One lookup that inserts (issue 23: the table of a large function does
   // not fit in cache, and each lookup was a miss).
-  auto [prev, fresh] = values_.try_emplace(name, v);
+  auto [prev, fresh] = values_.tryEmplace(name, v);
   if (!fresh) {
-    Diagnostic d{Severity::Error, nameTok.loc, "redefinition of value %" + name, {}};
-    d.note(prev->second->loc(), "previous definition is here");
+    Diagnostic d{Severity::Error, nameTok.loc, "redefinition of value %" + std::string(name), {}};
+    d.note((*prev)->loc(), "previous definition is here");
     diag_.emit(std::move(d));
     failed_ = true;
     return false;
   }
-  v->setName(std::move(name));
+  v->setName(std::string(name));
   if (!forwardValues_.empty()) {
-    auto fwd = forwardValues_.find(prev->first);
+    auto fwd = forwardValues_.find(std::string(name));
     if (fwd != forwardValues_.end()) {
       fwd->second.placeholder->replaceAllUsesWith(v);
       forwardValues_.erase(fwd);
@@ -453,16 +453,17 @@ bool Parser::defineValue(Value *v, const Token &nameTok) {
 }
 
 Block *Parser::getBlock(const Token &t) {
-  std::string name(t.text.substr(1));
-  auto it = blocks_.find(name);
-  if (it != blocks_.end()) {
-    if (it->second->isEntry()) {
-      error(t.loc, "the entry block ^" + name + " cannot be a branch target", it->second->loc(),
-            "^" + name + " is the entry block of @" + it->second->function()->name());
+  if (Block **known = blocks_.find(t.text.substr(1))) {
+    Block *b = *known;
+    if (b->isEntry()) {
+      std::string name(t.text.substr(1));
+      error(t.loc, "the entry block ^" + name + " cannot be a branch target", b->loc(),
+            "^" + name + " is the entry block of @" + b->function()->name());
       return nullptr;
     }
-    return it->second;
+    return b;
   }
+  std::string name(t.text.substr(1));
   auto fwd = forwardBlocks_.find(name);
   if (fwd != forwardBlocks_.end()) return fwd->second.block.get();
   auto b = std::make_unique<Block>(name);
@@ -508,8 +509,8 @@ bool Parser::parseBlockHeader(Function &f, Block *&b, bool first) {
     if (tok_.is(Tok::LParen))
       return error("the entry block takes the function's parameters; it has no argument list");
   } else {
-    if (auto prev = blocks_.find(name); prev != blocks_.end())
-      return error(label.loc, "redefinition of block ^" + name, prev->second->loc(),
+    if (Block **prev = blocks_.find(label.text.substr(1)))
+      return error(label.loc, "redefinition of block ^" + name, (*prev)->loc(),
                    "previous definition is here");
     auto fwd = forwardBlocks_.find(name);
     std::unique_ptr<Block> owned;
@@ -537,7 +538,7 @@ bool Parser::parseBlockHeader(Function &f, Block *&b, bool first) {
       if (!expect(Tok::RParen, "to close the block arguments")) return false;
     }
   }
-  blocks_[name] = blk;
+  blocks_.tryEmplace(label.text.substr(1), blk); // new: a redefinition was refused above
   b = blk;
   return expect(Tok::Colon, "after the block label");
 }
@@ -546,12 +547,10 @@ bool Parser::parseBlockHeader(Function &f, Block *&b, bool first) {
 bool Parser::parseOperand(Value *&v) {
   if (tok_.is(Tok::ValueId) || tok_.is(Tok::Symbol)) operandLocs_.push_back(tok_.loc);
   if (tok_.is(Tok::ValueId)) {
-    std::string name(tok_.text.substr(1));
-    auto it = values_.find(name);
-    if (it != values_.end()) {
-      v = it->second;
+    if (Value **known = values_.find(tok_.text.substr(1))) {
+      v = *known;
     } else {
-      auto &fwd = forwardValues_[name];
+      auto &fwd = forwardValues_[std::string(tok_.text.substr(1))];
       if (!fwd.placeholder) {
         fwd.placeholder = std::make_unique<BlockArgument>(nullptr, 0, Type(), tok_.loc);
         fwd.firstUse = tok_.loc;

@@ -9,6 +9,7 @@
 #ifndef NIMBLE_IR_PARSERIMPL_H
 #define NIMBLE_IR_PARSERIMPL_H
 
+#include "ir/FlatMap.h"
 #include "ir/IR.h"
 #include "ir/Lexer.h"
 
@@ -175,13 +176,15 @@ private:
   int typeDepth_ = 0;
 
   // Function scope.
-  std::unordered_map<std::string, Value *> values_;
+  // Names are views into the buffer being parsed (which outlives the
+  // parser), in flat tables: a lookup is one cache miss (issue 23).
+  FlatMap<std::string_view, Value *> values_;
   struct ForwardValue {
     std::unique_ptr<BlockArgument> placeholder;
     Location firstUse;
   };
   std::unordered_map<std::string, ForwardValue> forwardValues_;
-  std::unordered_map<std::string, Block *> blocks_;
+  FlatMap<std::string_view, Block *> blocks_;
   struct ForwardBlock {
     std::unique_ptr<Block> block;
     Location firstUse;

@@ -97,6 +97,9 @@ public:
   /// least one): the common dominator of the two with the smallest and
   /// largest pre-order numbers.
   Block *common(const std::vector<const Block *> &bs) const;
+  /// The dominator-tree children of the block at RPO position `i`, as RPO
+  /// positions in increasing order (which is also their pre-order).
+  const std::vector<int> &children(int i) const { return kids_[static_cast<size_t>(i)]; }
   /// The child of `d` in the dominator tree that dominates `c` (`d` strictly
   /// dominates `c`, both reachable). O(log children).
   Block *childToward(const Block *d, const Block *c) const;

@@ -91,25 +91,22 @@ public:
   /// Returns the number of ops erased from `f`.
   unsigned run(Function &f) {
     DominanceInfo dom(f);
-    std::vector<Block *> rpo = f.reversePostOrder();
+    const std::vector<Block *> &rpo = dom.reversePostOrder();
     if (rpo.empty()) return 0;
     // Dominator-tree children in RPO order, so the walk is deterministic.
-    std::unordered_map<const Block *, std::vector<Block *>> children;
-    for (Block *b : rpo)
-      if (const Block *parent = dom.idom(b)) children[parent].push_back(b);
 
     // Iterative pre-order walk; each frame owns the table entries its block
     // added and removes them when the walk leaves the block's subtree.
     unsigned erased = 0;
     std::vector<Frame> stack;
-    stack.push_back({rpo.front(), 0, {}});
+    stack.push_back({rpo.front(), 0, 0, {}});
     erased += visit(stack.back());
     while (!stack.empty()) {
       Frame &fr = stack.back();
-      const std::vector<Block *> &kids = children[fr.block];
+      const std::vector<int> &kids = dom.children(fr.index);
       if (fr.nextChild < kids.size()) {
-        Block *child = kids[fr.nextChild++];
-        stack.push_back({child, 0, {}});
+        int child = kids[fr.nextChild++];
+        stack.push_back({rpo[static_cast<size_t>(child)], child, 0, {}});
         erased += visit(stack.back());
         continue;
       }
@@ -126,6 +123,7 @@ public:
 private:
   struct Frame {
     Block *block;
+    int index; // RPO position
     size_t nextChild;
     std::vector<Operation *> added;
   };

@@ -70,20 +70,24 @@ CountedLoop matchCountedLoop(const Loop &loop) {
   return c;
 }
 
-std::vector<Loop> findLoops(Function &f, const DominanceInfo &dom) {
-  std::vector<Block *> rpo = f.reversePostOrder();
-  std::unordered_map<const Block *, size_t> order;
-  for (size_t i = 0; i < rpo.size(); ++i) order[rpo[i]] = i;
-  std::unordered_map<const Block *, std::vector<Block *>> preds;
+std::vector<Loop> findLoops(Function &, const DominanceInfo &dom) {
+  // Blocks are numbered by their RPO position in `dom` (a load from the
+  // block, not a hash: issue 23).
+  const std::vector<Block *> &rpo = dom.reversePostOrder();
+  std::vector<std::vector<Block *>> predsOf(rpo.size());
   for (Block *b : rpo)
-    for (Block *s : b->successors())
-      if (order.count(s)) preds[s].push_back(b);
+    if (const Operation *t = b->terminator())
+      for (const Successor &s : t->successors())
+        if (s.block && dom.isReachable(s.block)) predsOf[static_cast<size_t>(dom.index(s.block))].push_back(b);
+  auto preds = [&](const Block *b) -> const std::vector<Block *> & {
+    return predsOf[static_cast<size_t>(dom.index(b))];
+  };
 
   std::vector<Loop> loops;
   for (Block *h : rpo) {
     Loop l;
     l.header = h;
-    for (Block *p : preds[h])
+    for (Block *p : preds(h))
       if (dom.dominates(h, p)) l.latches.push_back(p);
     if (l.latches.empty()) continue;
     // Walk backwards from the latches up to the header.
@@ -93,14 +97,14 @@ std::vector<Loop> findLoops(Function &f, const DominanceInfo &dom) {
       Block *b = work.back();
       work.pop_back();
       if (!l.members.insert(b).second) continue;
-      for (Block *p : preds[b]) work.push_back(p);
+      for (Block *p : preds(b)) work.push_back(p);
     }
     for (Block *b : rpo)
       if (l.members.count(b)) l.blocks.push_back(b);
     // The preheader: the one outside predecessor, ending in `br ^header`.
     Block *outside = nullptr;
     unsigned outsideCount = 0;
-    for (Block *p : preds[h])
+    for (Block *p : preds(h))
       if (!l.members.count(p)) {
         outside = p;
         ++outsideCount;

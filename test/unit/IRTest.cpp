@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/FlatMap.h"
 #include "ir/IR.h"
 #include "ir/Verifier.h"
 
@@ -14,8 +15,13 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <set>
 #include <sstream>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
 
 namespace nimble::ir {
 namespace {
@@ -704,6 +710,69 @@ TEST_F(CFGTest, ValueDominance) {
   ASSERT_EQ(diags.size(), 1u);
   EXPECT_NE(diags[0].message.find("does not dominate this use"), std::string::npos)
       << diags[0].message;
+}
+
+
+//===-- FlatMap ------------------------------------------------------------===//
+
+// Every insert and lookup of a random sequence agrees with std::unordered_map,
+// through growth, a clear of a small and of a large table, and keys whose
+// hashes all collide (probing past occupied slots).
+template <class Hash>
+void checkFlatMapAgainstStd(unsigned seed, size_t keys, size_t steps) {
+  std::mt19937 rng(seed);
+  std::vector<std::string> pool;
+  for (size_t i = 0; i < keys; ++i) pool.push_back("v" + std::to_string(rng() % (4 * keys)));
+  FlatMap<std::string_view, int, Hash> flat;
+  std::unordered_map<std::string_view, int> ref;
+  for (size_t step = 0; step < steps; ++step) {
+    std::string_view k = pool[rng() % pool.size()];
+    if (step == steps / 3 || step == 2 * steps / 3) {
+      flat.clear();
+      ref.clear();
+      ASSERT_TRUE(flat.empty());
+    }
+    if (rng() % 2) {
+      int v = static_cast<int>(step);
+      auto [got, inserted] = flat.tryEmplace(k, v);
+      auto [it, refInserted] = ref.try_emplace(k, v);
+      ASSERT_EQ(inserted, refInserted) << k;
+      ASSERT_EQ(*got, it->second) << k;
+    } else {
+      const int *got = flat.find(k);
+      auto it = ref.find(k);
+      ASSERT_EQ(got != nullptr, it != ref.end()) << k;
+      if (got) {
+        ASSERT_EQ(*got, it->second) << k;
+      }
+    }
+    ASSERT_EQ(flat.size(), ref.size());
+  }
+}
+
+struct CollidingHash {
+  size_t operator()(std::string_view s) const { return s.size(); } // few distinct values
+};
+
+TEST(FlatMap, AgreesWithUnorderedMap) {
+  checkFlatMapAgainstStd<std::hash<std::string_view>>(1, 20000, 200000); // grows past 4096 slots
+  checkFlatMapAgainstStd<std::hash<std::string_view>>(2, 50, 5000);      // stays small
+  checkFlatMapAgainstStd<CollidingHash>(3, 500, 20000);
+}
+
+TEST(FlatMap, PointerKeys) {
+  std::vector<int> objs(1000);
+  FlatMap<const int *, size_t> pos;
+  for (size_t i = 0; i < objs.size(); ++i) EXPECT_TRUE(pos.tryEmplace(&objs[i], i).second);
+  for (size_t i = 0; i < objs.size(); ++i) {
+    ASSERT_NE(pos.find(&objs[i]), nullptr);
+    EXPECT_EQ(*pos.find(&objs[i]), i);
+    EXPECT_FALSE(pos.tryEmplace(&objs[i], 0).second); // present: not replaced
+    EXPECT_EQ(*pos.find(&objs[i]), i);
+  }
+  int other = 0;
+  EXPECT_EQ(pos.find(&other), nullptr);
+  EXPECT_EQ(pos.size(), objs.size());
 }
 
 } // namespace
