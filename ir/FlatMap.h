@@ -7,9 +7,11 @@
 // (bucket, node, and the key a node points to) and an allocation per insert
 // (issue 23: the parser's value and block tables at a million ops).
 //
-// Deliberately small: insert and find, no erase (the users fill a table and
-// clear it whole), so there are no tombstones. Capacity is a power of two
-// at most half full. Iteration order is unspecified and unused.
+// Deliberately small: insert, find, erase and clear. Erasing shifts the
+// entries after the hole back (Knuth's deletion for linear probing, 6.4
+// Algorithm R), so there are no tombstones and a lookup never probes past
+// an erased slot. Capacity is a power of two at most half full. Iteration
+// order is unspecified and unused.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,6 +57,33 @@ public:
       }
       if (s.hash == h && Eq()(s.key, k)) return {&s.value, false};
     }
+  }
+
+  /// Removes `k`; returns whether it was present. Other entries' value
+  /// pointers may move.
+  bool erase(const K &k) {
+    if (slots_.empty()) return false;
+    const uint64_t h = hashOf(k);
+    size_t i = home(h);
+    for (;; i = (i + 1) & mask()) {
+      if (slots_[i].hash == 0) return false;
+      if (slots_[i].hash == h && Eq()(slots_[i].key, k)) break;
+    }
+    // Fill the hole at i with a later entry of the run that may live there
+    // (its home is not cyclically in (i, j]), until the run ends.
+    for (size_t j = i;;) {
+      j = (j + 1) & mask();
+      if (slots_[j].hash == 0) break;
+      const size_t k0 = home(slots_[j].hash);
+      const bool homeInHole = i <= j ? (k0 <= i || k0 > j) : (k0 <= i && k0 > j);
+      if (homeInHole) {
+        slots_[i] = std::move(slots_[j]);
+        i = j;
+      }
+    }
+    slots_[i] = Slot{};
+    --size_;
+    return true;
   }
 
   size_t size() const { return size_; }

@@ -715,9 +715,10 @@ TEST_F(CFGTest, ValueDominance) {
 
 //===-- FlatMap ------------------------------------------------------------===//
 
-// Every insert and lookup of a random sequence agrees with std::unordered_map,
-// through growth, a clear of a small and of a large table, and keys whose
-// hashes all collide (probing past occupied slots).
+// Every insert, lookup and erase of a random sequence agrees with
+// std::unordered_map, through growth, a clear of a small and of a large
+// table, and keys whose hashes all collide (long runs, which erasing must
+// close up without cutting off the entries after the hole).
 template <class Hash>
 void checkFlatMapAgainstStd(unsigned seed, size_t keys, size_t steps) {
   std::mt19937 rng(seed);
@@ -732,7 +733,9 @@ void checkFlatMapAgainstStd(unsigned seed, size_t keys, size_t steps) {
       ref.clear();
       ASSERT_TRUE(flat.empty());
     }
-    if (rng() % 2) {
+    if (rng() % 5 == 0) {
+      ASSERT_EQ(flat.erase(k), ref.erase(k) == 1) << k;
+    } else if (rng() % 2) {
       int v = static_cast<int>(step);
       auto [got, inserted] = flat.tryEmplace(k, v);
       auto [it, refInserted] = ref.try_emplace(k, v);
