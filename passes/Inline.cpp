@@ -38,13 +38,27 @@
 // Callees are never deleted (they may be entry points; a later dead-function
 // pass may remove them).
 //
-// Option: inline{max-cost=N}, N a non-negative integer (default 40).
+// Growth. Since callees stay, a chain of calls each under max-cost multiplies
+// the module: bottom-up, every function absorbs the next few (a chain of
+// ten-op functions grows 3x at the default cost, and the compile time and
+// memory of every later pass with it). As GCC bounds its inliner
+// (--param inline-unit-growth over --param large-unit-insns), the module may
+// grow by at most `max-growth` percent of its size before the pass, that size
+// counted as at least `growth-base` ops so that a small module (where
+// inlining a big callee three times is sane) is never limited. A call whose
+// copy would pass the budget is left alone, unless its callee is
+// `inline = "always"`. A copy adds the callee's cost: the call and each
+// `ret` become one `br` each.
+//
+// Options: inline{max-cost=N, max-growth=P, growth-base=B}, non-negative
+// integers (defaults 40, 100 and 10000).
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Analysis.h"
 #include "passes/Pass.h"
 
+#include <algorithm>
 #include <limits>
 #include <unordered_set>
 
@@ -64,17 +78,28 @@ public:
   std::string_view name() const override { return "inline"; }
 
   std::string setOption(std::string_view key, std::string_view value) override {
-    if (key != "max-cost") return Pass::setOption(key, value);
+    size_t *target = key == "max-cost" ? &maxCost_ : key == "max-growth" ? &maxGrowth_
+                   : key == "growth-base" ? &growthBase_ : nullptr;
+    if (!target) return Pass::setOption(key, value);
+    // At most 2^40, so that the budget (run) is computed exactly.
     int64_t n = -1;
-    if (!parseIntOption(value, 0, std::numeric_limits<int64_t>::max(), n))
-      return "option 'max-cost' of 'inline' takes a non-negative integer, got '" +
+    if (!parseIntOption(value, 0, int64_t(1) << 40, n))
+      return "option '" + std::string(key) + "' of 'inline' takes a non-negative integer (at most 2^40), got '" +
              std::string(value) + "'";
-    maxCost_ = static_cast<size_t>(n);
+    *target = static_cast<size_t>(n);
     return "";
   }
 
   LogicalResult run(Module &m, DiagnosticEngine &diag, bool &changed) override {
     if (failed(checkAttributes(m, diag))) return failure();
+    size_t before = 0;
+    for (auto &f : m.functions()) before += cost(*f);
+    size_ = before;
+    // Both factors are at most 2^40 (setOption): exact in 128 bits.
+    const unsigned __int128 budget =
+        static_cast<unsigned __int128>(std::max(before, growthBase_)) * (100 + maxGrowth_) / 100;
+    budget_ = budget > std::numeric_limits<size_t>::max() ? std::numeric_limits<size_t>::max()
+                                                          : static_cast<size_t>(budget);
     CallGraph cg(m);
     for (const std::vector<Function *> &scc : cg.sccs())
       for (Function *f : scc) {
@@ -90,8 +115,9 @@ public:
         // The resulting IR is the same in either order.
         f->beginBlockInsertions();
         for (auto it = calls.rbegin(); it != calls.rend(); ++it)
-          if (shouldInline(**it, cg)) {
-            inlineCall(**it, *m.lookupFunction((*it)->strAttr("callee")));
+          if (const Function *callee = shouldInline(**it, cg)) {
+            size_ += cost(*callee);
+            inlineCall(**it, *callee);
             changed = true;
           }
         f->endBlockInsertions();
@@ -115,13 +141,17 @@ private:
     return success(ok);
   }
 
-  bool shouldInline(const Operation &call, const CallGraph &cg) const {
+  /// The callee when `call` is to be inlined, else null.
+  const Function *shouldInline(const Operation &call, const CallGraph &cg) const {
     const Function *callee = call.function()->module()->lookupFunction(call.strAttr("callee"));
-    if (!callee || callee->blocks().empty() || cg.isRecursive(callee)) return false;
+    if (!callee || callee->blocks().empty() || cg.isRecursive(callee)) return nullptr;
     const Attr *hint = callee->fnAttr("inline");
-    if (hint && hint->getStr() == "never") return false;
-    if (!(hint && hint->getStr() == "always") && cost(*callee) > maxCost_) return false;
-    return returnsFit(call, *callee);
+    if (hint && hint->getStr() == "never") return nullptr;
+    if (!(hint && hint->getStr() == "always")) {
+      const size_t c = cost(*callee);
+      if (c > maxCost_ || size_ + c > budget_) return nullptr;
+    }
+    return returnsFit(call, *callee) ? callee : nullptr;
   }
 
   /// True when every value the callee returns can flow into the call's
@@ -198,6 +228,9 @@ private:
   }
 
   size_t maxCost_ = 40;
+  size_t maxGrowth_ = 100;   // percent
+  size_t growthBase_ = 10000; // ops
+  size_t size_ = 0, budget_ = 0;
 };
 
 } // namespace
