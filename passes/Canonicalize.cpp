@@ -627,8 +627,11 @@ bool Canonicalizer::mergeBlocks(Function &f) {
     if (hasKills(*b)) continue;
     for (unsigned i = 0; i < args.size(); ++i)
       if (b->argument(i) != args[i]) b->argument(i)->replaceAllUsesWith(args[i]);
-    for (Operation *op : b->opsSnapshot()) op->moveBefore(br);
+    // Appended after the branch is gone: each op takes the next order
+    // number (inserting each before the branch halved one gap and
+    // relabelled a range every few ops: 6% of a module of inlined calls).
     br->erase();
+    while (Operation *op = b->front()) p->push_back(op->remove());
     // b's successors now have p as their predecessor.
     for (Block *s : p->successors())
       for (Block *&q : preds[s])
