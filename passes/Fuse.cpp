@@ -118,6 +118,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/FlatMap.h"
 #include "passes/Analysis.h"
 #include "passes/Pass.h"
 #include "passes/Statistic.h"
@@ -131,6 +132,10 @@ namespace nimble::passes {
 namespace {
 
 using namespace nimble::ir;
+
+/// An op's number (its group, its position in its block): a flat table, one
+/// cache miss per lookup on a block of a million ops (issue 23).
+using OpIndex = FlatMap<const Operation *, size_t>;
 
 NIMBLE_STATISTIC(NumGroups, "fuse", "Number of fused groups formed (each one call of a primitive function)");
 NIMBLE_STATISTIC(NumFusedOps, "fuse", "Number of ops moved into fused groups");
@@ -184,15 +189,15 @@ struct Group {
 /// there like the epilogue itself, evaluated per output point; what feeds
 /// the matmul's own operands still never fuses (rule 2's table).
 bool joinsEpilogue(const Operation &op, const Group &g,
-                   const std::unordered_map<const Operation *, size_t> &groupOf, size_t gi) {
+                   const OpIndex &groupOf, size_t gi) {
   FusionPattern p = op.info().fusion;
   if (g.pattern != FusionPattern::OutputFusable ||
       (p != FusionPattern::ElemWise && p != FusionPattern::Broadcast && p != FusionPattern::Injective))
     return false;
   for (const Value *r : op.resultValues())
     for (const OpOperand &u : r->uses()) {
-      auto it = groupOf.find(u.owner());
-      if (it == groupOf.end() || it->second != gi) continue; // a use outside: an extra output
+      const size_t *g = groupOf.find(u.owner());
+      if (!g || *g != gi) continue; // a use outside: an extra output
       FusionPattern up = u.owner()->info().fusion;
       if (up != FusionPattern::ElemWise && up != FusionPattern::Broadcast && up != FusionPattern::Injective)
         return false;
@@ -240,8 +245,8 @@ private:
     return false;
   }
   std::vector<Group> formGroups(Block &b) const;
-  void mergeMultiOutput(std::vector<Group> &groups, std::unordered_map<const Operation *, size_t> &groupOf,
-                        const std::unordered_map<const Operation *, size_t> &pos, const Block &b) const;
+  void mergeMultiOutput(std::vector<Group> &groups, OpIndex &groupOf,
+                        const OpIndex &pos, const Block &b) const;
   void outline(Module &m, Group &g);
 
   size_t maxGroupSize_ = 32;
@@ -309,10 +314,10 @@ uint64_t hashWords(const std::vector<uint64_t> &w) {
 
 std::vector<Group> FusePass::formGroups(Block &b) const {
   std::vector<Group> groups;
-  std::unordered_map<const Operation *, size_t> groupOf;
+  OpIndex groupOf;
   std::vector<Operation *> ops = b.opsSnapshot();
-  std::unordered_map<const Operation *, size_t> pos;
-  for (size_t i = 0; i < ops.size(); ++i) pos[ops[i]] = i;
+  OpIndex pos;
+  for (size_t i = 0; i < ops.size(); ++i) pos.tryEmplace(ops[i], i);
   for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
     Operation *op = *it;
     if (!isKernelOp(*op)) continue;
@@ -326,10 +331,10 @@ std::vector<Group> FusePass::formGroups(Block &b) const {
       for (Value *r : op->resultValues())
         for (OpOperand &u : r->uses()) {
           Operation *user = u.owner();
-          auto g = groupOf.find(user);
-          if (user->block() != &b || g == groupOf.end()) return std::nullopt;
-          if (target && *target != g->second) return std::nullopt;
-          target = g->second;
+          const size_t *g = groupOf.find(user);
+          if (user->block() != &b || !g) return std::nullopt;
+          if (target && *target != *g) return std::nullopt;
+          target = *g;
           ShapeMode um = user->info().shapeMode;
           if (um == ShapeMode::DataDependent || um == ShapeMode::UpperBound) return std::nullopt;
         }
@@ -344,10 +349,10 @@ std::vector<Group> FusePass::formGroups(Block &b) const {
       Group &g = groups[*t];
       g.members.push_back(op);
       g.pattern = worst(g.pattern, info.fusion);
-      groupOf[op] = *t;
+      groupOf.tryEmplace(op, *t); // op is visited once: new
     } else {
-      groupOf[op] = groups.size();
-      groups.push_back(Group{{op}, info.fusion, pos.at(op)});
+      groupOf.tryEmplace(op, groups.size());
+      groups.push_back(Group{{op}, info.fusion, *pos.find(op)});
     }
   }
   mergeMultiOutput(groups, groupOf, pos, b);
@@ -369,8 +374,8 @@ std::vector<Group> FusePass::formGroups(Block &b) const {
 // single-output grouping so that a matmul keeps its epilogue: a group that
 // merges is already formed.
 void FusePass::mergeMultiOutput(std::vector<Group> &groups,
-                                std::unordered_map<const Operation *, size_t> &groupOf,
-                                const std::unordered_map<const Operation *, size_t> &pos,
+                                OpIndex &groupOf,
+                                const OpIndex &pos,
                                 const Block &b) const {
   for (size_t pi = 0; pi < groups.size(); ++pi) {
     Group &P = groups[pi];
@@ -383,9 +388,9 @@ void FusePass::mergeMultiOutput(std::vector<Group> &groups,
     for (const Operation *op : P.members)
       for (const Value *r : op->resultValues())
         for (const OpOperand &u : r->uses()) {
-          auto g = groupOf.find(u.owner());
-          if (u.owner()->block() != &b || g == groupOf.end() || g->second == pi) continue;
-          if (!target || groups[g->second].rootPos < groups[*target].rootPos) target = g->second;
+          const size_t *g = groupOf.find(u.owner());
+          if (u.owner()->block() != &b || !g || *g == pi) continue;
+          if (!target || groups[*g].rootPos < groups[*target].rootPos) target = *g;
         }
     if (!target) continue;
     Group &C = groups[*target];
@@ -395,9 +400,9 @@ void FusePass::mergeMultiOutput(std::vector<Group> &groups,
       for (const Value *r : op->resultValues())
         for (const OpOperand &u : r->uses()) {
           const Operation *user = u.owner();
-          auto g = groupOf.find(user);
-          if (g != groupOf.end() && g->second == pi) continue;
-          if (g != groupOf.end() && g->second == *target) {
+          const size_t *g = groupOf.find(user);
+          if (g && *g == pi) continue;
+          if (g && *g == *target) {
             ShapeMode um = user->info().shapeMode;
             if (um == ShapeMode::DataDependent || um == ShapeMode::UpperBound) ok = false;
             FusionPattern up = user->info().fusion;
@@ -405,7 +410,7 @@ void FusePass::mergeMultiOutput(std::vector<Group> &groups,
               epilogueUsers = false;
             continue;
           }
-          if (user->block() == &b && pos.at(user) < C.rootPos) ok = false;
+          if (user->block() == &b && *pos.find(user) < C.rootPos) ok = false;
         }
     bool epilogue = C.pattern == FusionPattern::OutputFusable && epilogueUsers &&
                     (P.pattern == FusionPattern::ElemWise || P.pattern == FusionPattern::Broadcast ||
@@ -413,12 +418,12 @@ void FusePass::mergeMultiOutput(std::vector<Group> &groups,
     if (!ok || !(patternAllows(P.pattern, C.pattern) || epilogue)) continue;
     for (Operation *op : P.members) {
       C.members.push_back(op);
-      groupOf[op] = *target;
+      *groupOf.find(op) = *target;
     }
     P.members.clear();
     C.pattern = worst(C.pattern, P.pattern);
     std::sort(C.members.begin(), C.members.end(),
-              [&](const Operation *x, const Operation *y) { return pos.at(x) > pos.at(y); });
+              [&](const Operation *x, const Operation *y) { return *pos.find(x) > *pos.find(y); });
   }
 }
 
