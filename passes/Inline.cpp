@@ -114,12 +114,14 @@ public:
         // rest of the function once per call: quadratic in one long block).
         // The resulting IR is the same in either order.
         f->beginBlockInsertions();
-        for (auto it = calls.rbegin(); it != calls.rend(); ++it)
-          if (const Function *callee = shouldInline(**it, cg)) {
-            size_ += cost(*callee);
+        for (auto it = calls.rbegin(); it != calls.rend(); ++it) {
+          size_t calleeCost = 0;
+          if (const Function *callee = shouldInline(**it, cg, calleeCost)) {
+            size_ += calleeCost;
             inlineCall(**it, *callee);
             changed = true;
           }
+        }
         f->endBlockInsertions();
       }
     return success();
@@ -141,16 +143,16 @@ private:
     return success(ok);
   }
 
-  /// The callee when `call` is to be inlined, else null.
-  const Function *shouldInline(const Operation &call, const CallGraph &cg) const {
+  /// The callee when `call` is to be inlined (its cost in `calleeCost`),
+  /// else null.
+  const Function *shouldInline(const Operation &call, const CallGraph &cg, size_t &calleeCost) const {
     const Function *callee = call.function()->module()->lookupFunction(call.strAttr("callee"));
     if (!callee || callee->blocks().empty() || cg.isRecursive(callee)) return nullptr;
     const Attr *hint = callee->fnAttr("inline");
     if (hint && hint->getStr() == "never") return nullptr;
-    if (!(hint && hint->getStr() == "always")) {
-      const size_t c = cost(*callee);
-      if (c > maxCost_ || size_ + c > budget_) return nullptr;
-    }
+    calleeCost = cost(*callee);
+    if (!(hint && hint->getStr() == "always") && (calleeCost > maxCost_ || size_ + calleeCost > budget_))
+      return nullptr;
     return returnsFit(call, *callee) ? callee : nullptr;
   }
 

@@ -213,7 +213,8 @@ TEST_F(DominatorsTest, ReversePostOrderFollowsEveryEdit) {
     for (auto &blk : f->blocks()) b.push_back(blk.get());
     Block *x = b[pick(b.size())];
     Block *target = b.size() > 1 ? b[1 + pick(b.size() - 1)] : nullptr; // never the entry
-    switch (pick(5)) {
+    const size_t kind = pick(5);
+    switch (kind) {
     case 0: // retarget one successor in place
       if (Operation *t = x->terminator(); t && !t->successors().empty() && target) {
         std::vector<Successor> &ss = t->mutableSuccessors();
@@ -228,26 +229,18 @@ TEST_F(DominatorsTest, ReversePostOrderFollowsEveryEdit) {
         ++kinds[1];
       }
       break;
-    case 2: { // a new block at the end, targeted from x
-      if (b.size() > 40) break;
-      Block *n = f->addBlock(std::make_unique<Block>("n" + std::to_string(step)));
-      n->push_back(branch(target));
-      if (Operation *t = x->terminator()) {
-        t->erase();
-        x->push_back(branch(n));
-      }
-      ++kinds[2];
-      break;
-    }
+    case 2:   // a new block at the end, targeted from x
     case 3: { // a new block after x, targeted from x
       if (b.size() > 40) break;
-      Block *n = f->insertBlockAfter(x, std::make_unique<Block>("i" + std::to_string(step)));
+      const bool atEnd = kind == 2;
+      auto fresh = std::make_unique<Block>((atEnd ? "n" : "i") + std::to_string(step));
+      Block *n = atEnd ? f->addBlock(std::move(fresh)) : f->insertBlockAfter(x, std::move(fresh));
       n->push_back(branch(target));
       if (Operation *t = x->terminator()) {
         t->erase();
         x->push_back(branch(n));
       }
-      ++kinds[3];
+      ++kinds[kind];
       break;
     }
     case 4: { // erase the first block (not the entry) that no terminator targets
