@@ -4,6 +4,7 @@
 
 #include "ir/FlatMap.h"
 #include "ir/Limits.h"
+#include "passes/Analysis.h"
 #include "passes/Liveness.h"
 
 #include <algorithm>
@@ -342,8 +343,21 @@ private:
     word(0);
   }
   /// Copies `srcs` into `dsts` as if simultaneously (block arguments).
+  /// `types` are the arguments' types: a temporary that a cycle of moves
+  /// goes through is released afterwards when it holds a tensor or storage.
   void parallelMove(const std::vector<uint32_t> &srcs, const std::vector<uint32_t> &dsts,
-                    Location loc);
+                    const std::vector<Type> &types, Location loc);
+  /// The edge from `term` to its successor `k`: the moves into the block
+  /// arguments, then the release of each value passed that dies on the
+  /// edge (edgeReleases).
+  void edgeMoves(const Operation &term, unsigned k);
+  /// The registers the edge releases after its moves: a killable value
+  /// (passes::killable) passed to a block argument and not live into the
+  /// successor, whose register receives no argument (if it does, the
+  /// argument owns the object or the move overwrote it). The branch hands
+  /// the value over (docs/LangRef.md, `br`), so memory planning places no
+  /// kill on the edge for it. Each with whether it holds a storage.
+  std::vector<std::pair<uint32_t, bool>> edgeReleases(const Operation &term, unsigned k);
   LogicalResult emitOp(const Operation &op);
   std::optional<vm::ScalarOp> scalarI64Kernel(const Operation &op) const {
     return codegen::scalarI64Kernel(op, me_.module());
@@ -410,27 +424,89 @@ size_t FunctionEmitter::begin(Opcode op, Location loc) {
   return pc;
 }
 
-void FunctionEmitter::parallelMove(const std::vector<uint32_t> &srcs,
-                                   const std::vector<uint32_t> &dsts, Location loc) {
-  bool overlap = false;
+// The moves are sequentialized as in a parallel-move resolver: a move whose
+// destination no pending move still reads goes first; when only cycles are
+// left, one register of a cycle is saved in a temporary and its readers read
+// the temporary instead (one extra move per cycle, not per argument).
+void FunctionEmitter::parallelMove(const std::vector<uint32_t> &srcs, const std::vector<uint32_t> &dsts,
+                                   const std::vector<Type> &types, Location loc) {
+  struct PendingMove {
+    uint32_t src, dst;
+    Type type;
+  };
+  std::vector<PendingMove> pending;
   for (size_t i = 0; i < srcs.size(); ++i)
-    for (size_t j = 0; j < dsts.size(); ++j)
-      if (i != j && srcs[i] == dsts[j]) overlap = true;
-  std::vector<uint32_t> from = srcs;
-  if (overlap) {
-    for (size_t i = 0; i < srcs.size(); ++i) {
-      uint32_t t = fresh();
-      begin(Opcode::Move, loc);
-      word(t);
-      word(srcs[i]);
-      from[i] = t;
-    }
-  }
-  for (size_t i = 0; i < from.size(); ++i) {
-    if (from[i] == dsts[i]) continue;
+    if (srcs[i] != dsts[i]) pending.push_back({srcs[i], dsts[i], types[i]});
+  auto read = [&](uint32_t r) {
+    for (const PendingMove &m : pending)
+      if (m.src == r) return true;
+    return false;
+  };
+  auto move = [&](uint32_t dst, uint32_t src) {
     begin(Opcode::Move, loc);
-    word(dsts[i]);
-    word(from[i]);
+    word(dst);
+    word(src);
+  };
+  std::vector<PendingMove> temps; // each temporary, with the type it holds
+  while (!pending.empty()) {
+    bool progress = false;
+    for (size_t i = 0; i < pending.size();) {
+      if (read(pending[i].dst)) {
+        ++i;
+        continue;
+      }
+      move(pending[i].dst, pending[i].src);
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+      progress = true;
+    }
+    if (progress || pending.empty()) continue;
+    // Only cycles: save the destination of the first move; its readers
+    // read the copy, and the move can go on the next round.
+    const uint32_t saved = pending.front().dst;
+    const uint32_t t = fresh();
+    move(t, saved);
+    Type held;
+    for (PendingMove &m : pending)
+      if (m.src == saved) {
+        held = m.type;
+        m.src = t;
+      }
+    temps.push_back({t, t, held});
+  }
+  // A temporary is never written again: it would hold its reference until
+  // the frame ends.
+  for (const PendingMove &m : temps)
+    if (m.type.isTensor() || m.type.isStorage()) {
+      begin(m.type.isStorage() ? Opcode::FreeStorage : Opcode::FreeTensor, loc);
+      word(m.src);
+    }
+}
+
+std::vector<std::pair<uint32_t, bool>> FunctionEmitter::edgeReleases(const Operation &term, unsigned k) {
+  std::vector<std::pair<uint32_t, bool>> out;
+  const Successor &s = term.successors()[k];
+  const passes::Liveness &live = *live_;
+  for (unsigned j = 0; j < s.operandCount; ++j) {
+    const Value *v = term.operand(s.operandBegin + j);
+    if (!passes::killable(v) || live.isLiveIn(s.block, live.id(v))) continue;
+    const uint32_t r = reg(v);
+    bool receives = false;
+    for (unsigned i = 0; i < s.block->numArguments() && !receives; ++i) receives = reg(s.block->argument(i)) == r;
+    bool listed = false;
+    for (const auto &[q, storage] : out) listed |= q == r;
+    if (!receives && !listed) out.emplace_back(r, v->type().isStorage());
+  }
+  return out;
+}
+
+void FunctionEmitter::edgeMoves(const Operation &term, unsigned k) {
+  const Block *target = term.successors()[k].block;
+  std::vector<Type> types;
+  for (unsigned i = 0; i < target->numArguments(); ++i) types.push_back(target->argument(i)->type());
+  parallelMove(regs(term.successorOperands(k)), regs(target->arguments()), types, term.loc());
+  for (const auto &[r, storage] : edgeReleases(term, k)) {
+    begin(storage ? Opcode::FreeStorage : Opcode::FreeTensor, term.loc());
+    word(r);
   }
 }
 
@@ -447,12 +523,14 @@ void FunctionEmitter::parallelMove(const std::vector<uint32_t> &srcs,
 // keep registers 0..n-1 (the calling convention); globals, loaded once at
 // entry, keep theirs for the whole function. Moves into a block's arguments
 // stay correct when registers coincide: parallelMove skips a move onto
-// itself and goes through temporaries when a source is another move's
-// destination; a match's case arguments avoid the scrutinee's register (the
-// pad reads the fields one by one; it copies the scrutinee first should one
-// coincide anyway). Overwriting a register drops the reference it
-// held, so a value's tensor is released no later than before (kill
-// instructions still free it at its last use).
+// itself, orders the others so that no register is written before it is
+// read, and breaks a cycle of moves with a temporary; a match's case
+// arguments avoid the scrutinee's register (the pad reads the fields one by
+// one; it copies the scrutinee first should one coincide anyway).
+// Overwriting a register drops the reference it held, so a value's tensor is
+// released no later than before (kill instructions still free it at its last
+// use, and an edge releases what it passes and what dies there:
+// edgeReleases).
 void FunctionEmitter::allocateRegisters() {
   live_ = std::make_unique<passes::Liveness>(f_);
   const passes::Liveness &live = *live_;
@@ -644,8 +722,7 @@ LogicalResult FunctionEmitter::run() {
         word(i);
       }
     } else {
-      parallelMove(regs(p.term->successorOperands(p.succ)), regs(s.block->arguments()),
-                   p.term->loc());
+      edgeMoves(*p.term, p.succ);
     }
     size_t at = begin(Opcode::Goto, p.term->loc());
     jumpTo(at, s.block);
@@ -674,7 +751,7 @@ LogicalResult FunctionEmitter::emitTerminator(const Operation &op) {
     const Successor &s = op.successors()[k];
     if (op.is(OpCode::Match)) return s.block->numArguments() > 0;
     std::vector<uint32_t> src = regs(op.successorOperands(k)), dst = regs(s.block->arguments());
-    return src != dst;
+    return src != dst || !edgeReleases(op, k).empty();
   };
   switch (op.code()) {
   case OpCode::Ret: {
@@ -688,7 +765,7 @@ LogicalResult FunctionEmitter::emitTerminator(const Operation &op) {
     return success();
   }
   case OpCode::Br: {
-    parallelMove(regs(op.successorOperands(0)), regs(op.successors()[0].block->arguments()), loc);
+    edgeMoves(op, 0);
     size_t at = begin(Opcode::Goto, loc);
     jumpTo(at, op.successors()[0].block);
     return success();

@@ -225,6 +225,14 @@ bool smallFreshTensor(const Value *v) {
   return d && (d->is(OpCode::ShapeOf) || d->is(OpCode::InvokeShapeFunc) || d->is(OpCode::StorageSize));
 }
 
+bool killable(const Value *v) {
+  if (!v->type().isTensor() && !v->type().isStorage()) return false;
+  if (isa<Global>(v)) return false;
+  if (const auto *a = dyn_cast<BlockArgument>(v)) return !a->owner()->isEntry();
+  const Operation *d = v->definingOp();
+  return d && !d->is(OpCode::Constant) && !smallFreshTensor(v);
+}
+
 bool hasKilledResult(const Operation &op) {
   for (Value *r : op.resultValues())
     for (Operation *u : r->users())

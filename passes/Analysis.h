@@ -171,6 +171,13 @@ bool isKernelOp(const ir::Operation &op);
 /// kernel call with a dynamic shape (and one more op in the IR).
 bool smallFreshTensor(const ir::Value *v);
 
+/// A value memory planning kills where it dies, and a branch releases when
+/// it passes the value to a block argument on an edge where it dies (see
+/// `br` in docs/LangRef.md): a tensor or a storage that is not a global, a
+/// function parameter (the caller holds its own reference), a constant (the
+/// constant pool keeps it) or a small fresh tensor (above).
+bool killable(const ir::Value *v);
+
 /// True when a result of `op` is the operand of a `kill` (manifest-memory or
 /// plan-memory ended its life there). Rewrites that replace one value by
 /// another (CSE, canonicalize) leave such ops alone: the kill would move to

@@ -93,7 +93,8 @@
 //    two cannot share bytes, and without multi-view tensors or unrolling one
 //    fixed arena range cannot hold both. Decision: leave them to the run-time
 //    pool allocator. The kills below free the old state right after its last
-//    read and the value passed on the back edge on that edge, so at most two
+//    read, and the back edge hands the new state over to the header's
+//    argument (step 5), so at most two
 //    state buffers exist at a time and the pool alternates them: NNC's
 //    multi-view tensor with repeat length 2, at run time. Our IR never copies
 //    the state (block arguments are passed by reference).
@@ -107,7 +108,10 @@
 //    when every predecessor edge of the successor would kill it (then it is
 //    live at the end of every predecessor, so it dominates the successor in
 //    strict SSA), else in a new block that splits the edge and forwards the
-//    block arguments. Killed: tensors and storages (shape tensors included).
+//    block arguments. A value the edge passes to a block argument gets no
+//    kill on it: the branch hands it over (docs/LangRef.md, `br`; the
+//    emitter releases its register after the edge's moves), so joins and
+//    back edges need no split. Killed: tensors and storages (shape tensors included).
 //    Not killed: function parameters (the caller holds its own reference, so
 //    a kill could never free them; dropping our register's reference buys
 //    nothing and the caller's view of ownership stays simple), constants
@@ -938,14 +942,6 @@ void PlanMemoryPass::reuseDynamic(Function &f, const std::vector<StorageInfo> &s
     }
 }
 
-bool killable(Value *v) {
-  if (!v->type().isTensor() && !v->type().isStorage()) return false;
-  if (isa<Global>(v)) return false;
-  if (auto *a = dyn_cast<BlockArgument>(v)) return !a->owner()->isEntry();
-  Operation *d = v->definingOp();
-  return d && !d->is(OpCode::Constant) && !smallFreshTensor(v);
-}
-
 size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
   Liveness lv(f);
   size_t placed = 0;
@@ -985,7 +981,19 @@ size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
       edges.push_back(std::move(e));
     }
   }
-  // Per successor: values every incoming edge kills go to its start.
+  // Per successor: values every incoming edge kills go to its start. What
+  // an edge passes to a block argument it hands over (LangRef, `br`; the
+  // emitter releases the register after the edge's moves): no kill on that
+  // edge. A value every incoming edge passes is therefore not killed at the
+  // start either; one that some edge passes and another does not is (one
+  // kill instead of a split edge; live into the successor, it is then
+  // handed over by no edge).
+  auto passedOn = [&](const EdgeKill &e, int i) {
+    const Successor &sc = e.term->successors()[e.succ];
+    for (unsigned j = 0; j < sc.operandCount; ++j)
+      if (lv.id(e.term->operand(sc.operandBegin + j)) == i) return true;
+    return false;
+  };
   std::vector<std::vector<int>> atStart(blocks.size()); // by block index
   for (Block *s : blocks) {
     const std::vector<size_t> &preds = predEdges[lv.blockNumber(s)];
@@ -997,10 +1005,16 @@ size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
                             std::back_inserter(keep));
       common = std::move(keep);
     }
+    std::erase_if(common, [&](int i) {
+      for (size_t e : preds)
+        if (!passedOn(edges[e], i)) return false;
+      return true;
+    });
     for (size_t e : preds) {
       std::vector<int> rest;
       std::set_difference(edges[e].vals.begin(), edges[e].vals.end(), common.begin(), common.end(),
                           std::back_inserter(rest));
+      std::erase_if(rest, [&](int i) { return passedOn(edges[e], i); });
       edges[e].vals = std::move(rest);
     }
     atStart[lv.blockNumber(s)] = std::move(common);
