@@ -34,6 +34,9 @@ struct Edge {
   /// The round of the allocator that made it (a split, a merge or a new
   /// chain link): see Allocator::failedAt_.
   int born = 0;
+  /// Names this edge until it changes (a merge or a split makes a new id):
+  /// Allocator::posOf_ finds it in edges_ without a search.
+  int id = -1;
 };
 
 /// A candidate for insertion: one tensor, or a tuple of up to three that
@@ -281,19 +284,22 @@ private:
       for (size_t i = 0; i < tuple.size() && ok; ++i) ok = !busyOf_[tuple[i]].overlaps(ed.off, p_.sizes[tuple[i]]);
       if (ok) best = e;
     };
-    // The edges born since `since` are in the log of their rounds (a key
-    // logged there may since have been merged away or reborn: looking it up
-    // finds the current edge, which worthChecking filters); when they are
-    // fewer than all the edges, only they are looked at. A tensor retried
-    // after failing is then checked against the few edges made since, not
-    // every edge of the graph (issue 23).
+    // The edges born since `since` are in the log of their rounds; when
+    // they are fewer than all the edges, only they are looked at. A tensor
+    // retried after failing is then checked against the few edges made
+    // since, not every edge of the graph (issue 23). A tensor that failed in
+    // the last round (the common case: a failing tensor is retried every
+    // round) has not seen only the edges that round made, listed by
+    // position; older rounds' edges are found through their ids (an edge
+    // that changed since has a new id, and its old one reads as gone).
+    if (since > 0 && since == round_ - 1) {
+      for (int e : lastBorn_) consider(e);
+      return best;
+    }
     if (since > 0 && since <= round_ &&
         bornLog_.size() - logStart_[static_cast<size_t>(since)] < edges_.size()) {
-      for (size_t k = logStart_[static_cast<size_t>(since)]; k < bornLog_.size(); ++k) {
-        const Edge &key = bornLog_[k];
-        auto it = std::lower_bound(edges_.begin(), edges_.end(), key, edgeLess);
-        if (it != edges_.end() && !edgeLess(key, *it)) consider(static_cast<int>(it - edges_.begin()));
-      }
+      for (size_t k = logStart_[static_cast<size_t>(since)]; k < bornLog_.size(); ++k)
+        if (const int e = posOf_[static_cast<size_t>(bornLog_[k])]; e >= 0) consider(e);
       return best;
     }
     // Every edge: in best-fit order, so the first that takes the tuple is
@@ -301,19 +307,11 @@ private:
     // quadratic; issue 23).
     for (auto it = byFit_.lower_bound(Edge{INT_MIN, INT_MIN, INT64_MIN, need}); it != byFit_.end(); ++it) {
       if (it->src == kSource && it->dst == kSink) continue;
-      const int e = indexOf(*it);
-      consider(e);
+      consider(posOf_[static_cast<size_t>(it->id)]);
       if (best >= 0) return best;
     }
     return -1;
   }
-  /// The position of `key` (an edge of the graph) in edges_.
-  int indexOf(const Edge &key) const {
-    auto it = std::lower_bound(edges_.begin(), edges_.end(), key, edgeLess);
-    assert(it != edges_.end() && !edgeLess(key, *it));
-    return static_cast<int>(it - edges_.begin());
-  }
-
   /// NNC's insertion: the tuple, in access order, takes the first
   /// maxSize bytes of the edge (or of a new source->sink edge that grows the
   /// buffer); every member starts at the edge's offset.
@@ -326,6 +324,7 @@ private:
     } else {
       e = edges_[edge];
       byFit_.erase(e);
+      posOf_[static_cast<size_t>(e.id)] = -1;
       edges_.erase(edges_.begin() + edge);
       if (e.size > need) added_.push_back({e.src, e.dst, e.off + need, e.size - need, round_});
       e.size = need;
@@ -382,10 +381,14 @@ private:
     auto push = [&](const Edge &e, bool old) {
       if (!merged_.empty() && merged_.back().src == e.src && merged_.back().dst == e.dst &&
           merged_.back().off + merged_.back().size == e.off) {
-        if (backIsOld) byFit_.erase(merged_.back());
+        Edge &back = merged_.back();
+        if (backIsOld) byFit_.erase(back);
         if (old) byFit_.erase(e);
-        merged_.back().size += e.size;
-        merged_.back().born = round_;
+        if (e.id >= 0) posOf_[static_cast<size_t>(e.id)] = -1;
+        if (back.id >= 0) posOf_[static_cast<size_t>(back.id)] = -1;
+        back.size += e.size;
+        back.born = round_;
+        back.id = -1; // named below
         backIsOld = false;
       } else {
         merged_.push_back(e);
@@ -399,11 +402,20 @@ private:
     }
     edges_.swap(merged_);
     added_.clear();
-    for (const Edge &e : edges_)
-      if (e.born == round_) {
-        bornLog_.push_back(e);
-        byFit_.insert(e);
+    lastBorn_.clear();
+    for (size_t k = 0; k < edges_.size(); ++k) {
+      Edge &e = edges_[k];
+      if (e.id < 0) { // made or grown this round
+        e.id = static_cast<int>(posOf_.size());
+        posOf_.push_back(0);
       }
+      posOf_[static_cast<size_t>(e.id)] = static_cast<int>(k);
+      if (e.born == round_) {
+        bornLog_.push_back(e.id);
+        byFit_.insert(e);
+        lastBorn_.push_back(static_cast<int>(k));
+      }
+    }
   }
 
   /// Best-fit order: size, then offset, then the order of edges_ (which is
@@ -428,7 +440,9 @@ private:
   std::vector<Edge> edges_;          // sorted by (src, dst, off)
   std::set<Edge, FitLess> byFit_;    // the same edges, in best-fit order
   std::vector<Edge> added_, merged_; // scratch of insert / normalize
-  std::vector<Edge> bornLog_;        // the edges made in each round, in round order
+  std::vector<int> bornLog_;         // the ids of the edges made in each round, in round order
+  std::vector<int> posOf_;           // per edge id: its position in edges_ (-1: gone)
+  std::vector<int> lastBorn_;        // the edges made in the last round, by position in edges_
   std::vector<size_t> logStart_;     // per round: where its edges start in bornLog_
   std::set<Tuple, CandidateOrder> cands_; // the current candidates
   std::vector<Tuple> tupleOf_;        // per candidate tensor: its tuple (size 0: none)
