@@ -153,36 +153,68 @@ private:
     uint64_t w = v->scratch();
     return (w >> 1) == epoch_ && (w & 1);
   }
-  /// Raises `v` to per instance; true when that is new.
+  /// Raises `v` to per instance; true when that is new. In a function
+  /// with a cycle, a value raised after some of its users were visited is
+  /// queued for them (late_; see analyse).
   bool raise(Context &c, const Value *v, bool t) {
     if (!t || taintOf(c, v)) return false;
     v->setScratch((epoch_ << 1) | 1);
+    if (sparse_ && !usersAhead(v)) late_.push_back(v);
     return true;
   }
+  /// During the sweep, whether every user of `v` is still to be visited:
+  /// a result of the op being visited, or an argument of a block not swept
+  /// yet (strict SSA: the users are dominated, so later in the reverse
+  /// post-order). Anything else (an invoke_mut's destination, an argument
+  /// raised along a retreating edge, every raise after the sweep) may have
+  /// users already visited.
+  bool usersAhead(const Value *v) const {
+    if (!visiting_) return false;
+    if (const auto *a = dyn_cast<BlockArgument>(v)) return a->owner()->scratch() != blockStamp_;
+    return v->definingOp() == visiting_;
+  }
 
-  /// One sweep over context `ci`'s function; true when anything rose
-  /// (including its result summary).
+  /// Context `ci`'s taint, from its parameters and its callees' summaries;
+  /// true when anything rose (including its result summary).
+  ///
+  /// One sweep in reverse post-order visits every definition before its
+  /// uses except along retreating edges. Without one, the sweep is the
+  /// fixpoint (issue 23: a confirming second sweep was a third of the pass
+  /// on call chains). With one, the values raised after some of their users
+  /// were visited are queued during the sweep, and afterwards their users
+  /// are visited again, queueing whatever rises in turn, until the queue
+  /// empties: sparse propagation over the use lists (each value rises at
+  /// most once, so each use is revisited at most once per rise), the same
+  /// least fixpoint repeated sweeps reached at the cost of a sweep per
+  /// level of loop nesting (issue 23: two or more sweeps of a loop of
+  /// 140,000 blocks).
   bool analyse(size_t ci) {
     ++epoch_;
-    bool any = false, changed = true;
+    bool any = false;
     const Function *f = contexts_[ci].f;
     const Shape &shape = shapeOf(f);
-    while (changed) {
-      changed = false;
-      Block *entry = f->entry();
-      for (unsigned i = 0; i < entry->numArguments(); ++i)
-        changed |= raise(contexts_[ci], entry->argument(i), contexts_[ci].params[i]);
-      // Incoming edges per block argument (SSA copies along edges).
-      for (Block *b : shape.rpo) {
-        for (Operation &op : *b) changed |= visit(ci, op);
+    sparse_ = shape.cyclic;
+    blockStamp_ = epoch_;
+    late_.clear();
+    Block *entry = f->entry();
+    for (unsigned i = 0; i < entry->numArguments(); ++i)
+      any |= raise(contexts_[ci], entry->argument(i), contexts_[ci].params[i]);
+    for (Block *b : shape.rpo) {
+      b->setScratch(blockStamp_);
+      for (Operation &op : *b) {
+        visiting_ = &op;
+        any |= visit(ci, op);
       }
-      any |= changed;
-      // Without a retreating edge, reverse post-order visits every
-      // definition (and every edge into a block) before its uses: one sweep
-      // is the fixpoint, and a second would only confirm it (issue 23: it
-      // was a third of the pass on call chains).
-      if (!shape.cyclic) break;
     }
+    visiting_ = nullptr;
+    while (!late_.empty()) {
+      const Value *v = late_.back();
+      late_.pop_back();
+      for (const OpOperand &u : v->uses())
+        if (Operation *op = u.owner(); op->block()->scratch() == blockStamp_) // reachable
+          any |= visit(ci, *op);
+    }
+    sparse_ = false;
     return any;
   }
 
@@ -327,6 +359,13 @@ private:
 
   const Module &m_;
   uint64_t epoch_ = uint64_t(1) << 40; // unlikely to meet a word another pass left
+  // The sweep of analyse: whether values raised out of order are queued,
+  // the op being visited (null after the sweep), the swept blocks' scratch
+  // word, and the queue.
+  bool sparse_ = false;
+  const Operation *visiting_ = nullptr;
+  uint64_t blockStamp_ = 0;
+  std::vector<const Value *> late_;
   std::vector<Context> contexts_;
   std::map<std::pair<const Function *, std::vector<bool>>, size_t> index_;
   std::unordered_map<const Function *, size_t> perFunction_;
