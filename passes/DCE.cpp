@@ -37,7 +37,8 @@
 #include "passes/Analysis.h"
 #include "passes/Pass.h"
 
-#include <unordered_set>
+#include <algorithm>
+#include <span>
 
 namespace nimble::passes {
 namespace {
@@ -46,12 +47,14 @@ using namespace nimble::ir;
 
 /// Deletes blocks that cannot be reached from the entry. Returns true if any.
 bool eraseUnreachableBlocks(Function &f) {
-  std::vector<Block *> rpo = f.reversePostOrder();
-  std::unordered_set<Block *> reachable(rpo.begin(), rpo.end());
+  const std::vector<Block *> &rpo = f.reversePostOrder();
+  if (rpo.size() == f.blocks().size()) return false; // every block is reached
+  // Reached blocks carry a fresh tag in their scratch word.
+  const uint64_t reached = uint64_t(newScratchTag()) << 32;
+  for (Block *b : rpo) b->setScratch(reached);
   std::vector<Block *> dead;
   for (auto &b : f.blocks())
-    if (!reachable.count(b.get())) dead.push_back(b.get());
-  if (dead.empty()) return false;
+    if (b->scratch() != reached) dead.push_back(b.get());
   // Their ops may use each other's values and branch to each other: drop all
   // references and terminators before erasing any block.
   for (Block *b : dead)
@@ -90,6 +93,7 @@ public:
 
   bool run(Function &f) {
     bool changed = eraseUnreachableBlocks(f);
+    tag_ = newScratchTag();
     collectEdges(f);
     markLive(f);
     return sweep(f) || changed;
@@ -101,31 +105,53 @@ private:
     unsigned succ;
   };
 
-  /// Records, for each block, the br/cond_br edges into it, and which blocks
-  /// some `match` targets (their arguments are never removed).
+  /// Numbers the blocks (in their scratch words, under this run's tag) and
+  /// records, for each, the br/cond_br edges into it (grouped by target:
+  /// edgeBegin_ / edges_) and whether some `match` targets it (its
+  /// arguments are never removed). Vectors by block number, no hash table
+  /// (issue 23: a loop of 140,000 blocks).
   void collectEdges(Function &f) {
-    incoming_.clear();
-    matchTargets_.clear();
-    for (auto &b : f.blocks()) {
-      Operation *t = b->terminator();
-      if (!t) continue;
-      for (unsigned k = 0; k < t->successors().size(); ++k) {
-        Block *target = t->successors()[k].block;
-        if (t->is(OpCode::Br) || t->is(OpCode::CondBr)) incoming_[target].push_back({t, k});
-        else matchTargets_.insert(target);
+    const size_t n = f.blocks().size();
+    size_t i = 0;
+    for (auto &b : f.blocks()) b->setScratch((tag_ << 32) | i++);
+    matchTarget_.assign(n, false);
+    edgeBegin_.assign(n + 1, 0);
+    auto eachEdge = [&](auto &&fn) {
+      for (auto &b : f.blocks()) {
+        Operation *t = b->terminator();
+        if (!t) continue;
+        const bool branch = t->is(OpCode::Br) || t->is(OpCode::CondBr);
+        for (unsigned k = 0; k < t->successors().size(); ++k) {
+          const size_t target = blockNumber(t->successors()[k].block);
+          if (branch) fn(target, Edge{t, k});
+          else matchTarget_[target] = true;
+        }
       }
-    }
+    };
+    eachEdge([&](size_t target, Edge) { ++edgeBegin_[target + 1]; });
+    for (size_t k = 0; k < n; ++k) edgeBegin_[k + 1] += edgeBegin_[k];
+    edges_.resize(edgeBegin_[n]);
+    std::vector<uint32_t> fill(edgeBegin_.begin(), edgeBegin_.end() - 1);
+    eachEdge([&](size_t target, Edge e) { edges_[fill[target]++] = e; });
+  }
+  /// The number collectEdges gave `b` (a successor is a block of the
+  /// function: the verifier holds it).
+  size_t blockNumber(const Block *b) const { return static_cast<uint32_t>(b->scratch()); }
+  std::span<const Edge> incoming(const Block *b) const {
+    const size_t k = blockNumber(b);
+    return {edges_.data() + edgeBegin_[k], edges_.data() + edgeBegin_[k + 1]};
   }
 
   bool argRemovable(const BlockArgument *a) const {
     const Block *b = a->owner();
-    return !b->isEntry() && !matchTargets_.count(b);
+    return !b->isEntry() && !matchTarget_[blockNumber(b)];
   }
 
   // Marks live in the values' scratch words under a tag of this run (a
   // lookup is a load, not a hash: issue 23): bit 0, the value is live; bit
-  // 1 on an op's first result, the op is. Ops without results (rare among
-  // the removable ones) are kept in a set.
+  // 1 on an op's first result, the op is. An op without results is marked
+  // only at the start (a terminator, or an op with an effect), never
+  // through a use: it is live exactly when it is one of those.
   static constexpr uint64_t kLiveValue = 1, kLiveOp = 2;
   bool hasMark(const Value *v, uint64_t bit) const {
     const uint64_t w = v->scratch();
@@ -137,8 +163,9 @@ private:
     v->setScratch(w | bit);
   }
   bool isLive(const Operation *op) const {
-    return op->numResults() ? hasMark(op->result(0), kLiveOp) : liveNoResultOps_.count(op) != 0;
+    return op->numResults() ? hasMark(op->result(0), kLiveOp) : liveAtStart(*op);
   }
+  bool liveAtStart(const Operation &op) const { return op.isTerminator() || !effects_.isRemovableIfUnused(op); }
 
   void markValue(Value *v) {
     if (!v || hasMark(v, kLiveValue)) return;
@@ -147,9 +174,10 @@ private:
   }
 
   void markOp(Operation *op) {
-    if (isLive(op)) return;
-    if (op->numResults()) setMark(op->result(0), kLiveOp);
-    else liveNoResultOps_.insert(op);
+    if (op->numResults()) {
+      if (hasMark(op->result(0), kLiveOp)) return;
+      setMark(op->result(0), kLiveOp);
+    }
     // A branch's successor operands are live only through the argument they
     // feed; everything else an op reads is live with it.
     bool branch = op->is(OpCode::Br) || op->is(OpCode::CondBr);
@@ -158,14 +186,12 @@ private:
   }
 
   void markLive(Function &f) {
-    tag_ = newScratchTag();
-    liveNoResultOps_.clear();
     worklist_.clear();
     for (auto &b : f.blocks()) {
       for (unsigned i = 0; i < b->numArguments(); ++i)
         if (!argRemovable(b->argument(i))) markValue(b->argument(i));
       for (Operation &op : *b)
-        if (op.isTerminator() || !effects_.isRemovableIfUnused(op)) markOp(&op);
+        if (liveAtStart(op)) markOp(&op);
     }
     while (!worklist_.empty()) {
       Value *v = worklist_.back();
@@ -173,9 +199,7 @@ private:
       if (Operation *def = v->definingOp()) {
         markOp(def);
       } else if (BlockArgument *a = dyn_cast<BlockArgument>(v)) {
-        auto it = incoming_.find(a->owner());
-        if (it == incoming_.end()) continue;
-        for (const Edge &e : it->second) {
+        for (const Edge &e : incoming(a->owner())) {
           const Successor &s = e.term->successors()[e.succ];
           if (a->index() < s.operandCount) markValue(e.term->operand(s.operandBegin + a->index()));
         }
@@ -199,10 +223,10 @@ private:
       for (unsigned i = b->numArguments(); i-- > 0;) {
         if (hasMark(b->argument(i), kLiveValue)) continue;
         deadArgs.push_back(b->argument(i));
-        auto it = incoming_.find(b.get());
-        std::unordered_set<Operation *> preds;
-        if (it != incoming_.end())
-          for (const Edge &e : it->second) preds.insert(e.term);
+        std::vector<Operation *> preds; // each terminator once
+        for (const Edge &e : incoming(b.get())) preds.push_back(e.term);
+        std::sort(preds.begin(), preds.end());
+        preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
         for (Operation *t : preds) dropSuccessorOperand(*t, b.get(), i);
       }
     }
@@ -213,10 +237,10 @@ private:
   }
 
   const EffectAnalysis &effects_;
-  std::unordered_map<const Block *, std::vector<Edge>> incoming_;
-  std::unordered_set<const Block *> matchTargets_;
-  uint64_t tag_ = 0; // of the current markLive
-  std::unordered_set<const Operation *> liveNoResultOps_;
+  uint64_t tag_ = 0; // of the current run: block numbers and live marks
+  std::vector<uint32_t> edgeBegin_; // per block number: where its incoming edges start in edges_
+  std::vector<Edge> edges_;
+  std::vector<bool> matchTarget_;
   std::vector<Value *> worklist_;
 };
 
