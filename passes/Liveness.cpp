@@ -3,6 +3,7 @@
 #include "passes/Liveness.h"
 
 #include <algorithm>
+#include <climits>
 
 namespace nimble::passes {
 
@@ -45,8 +46,35 @@ Liveness::Liveness(const Function &f) {
   }
   for (auto &[v, bi] : later) // a value of another function is not tracked
     if (const uint64_t w = v->scratch(); (w >> 32) == tag_) cross.emplace_back(static_cast<int>(static_cast<uint32_t>(w)), bi);
-  std::sort(cross.begin(), cross.end());
-  cross.erase(std::unique(cross.begin(), cross.end()), cross.end());
+  // The using blocks grouped by value, values ascending (groups: each
+  // value and where its blocks start in `users`). Within a value the order
+  // does not matter, nor do repeats: markIn skips a block already marked
+  // for the value. Many uses (a loop of 140,000 blocks reading a few
+  // values in every block): a counting sort, values being numbered densely
+  // (a comparison sort of the pairs was a tenth of the analysis). Few uses
+  // beside the values (one long block): a sort of the pairs, which needs no
+  // table of every value.
+  std::vector<std::pair<int, uint32_t>> groups;
+  std::vector<uint32_t> users;
+  users.reserve(cross.size());
+  if (cross.size() * 4 < values_.size()) {
+    std::sort(cross.begin(), cross.end());
+    for (const auto &[v, bi] : cross) {
+      if (groups.empty() || groups.back().first != v) groups.emplace_back(v, static_cast<uint32_t>(users.size()));
+      users.push_back(bi);
+    }
+  } else {
+    std::vector<uint32_t> count(values_.size() + 1, 0);
+    for (const auto &[v, bi] : cross) ++count[static_cast<size_t>(v) + 1];
+    for (size_t k = 0; k < values_.size(); ++k) {
+      if (count[k + 1]) groups.emplace_back(static_cast<int>(k), count[k]);
+      count[k + 1] += count[k]; // count[k + 1]: where value k + 1 starts
+    }
+    users.resize(cross.size());
+    for (const auto &[v, bi] : cross) users[count[static_cast<size_t>(v)]++] = bi;
+  }
+  cross = {};
+  groups.emplace_back(INT_MAX, static_cast<uint32_t>(users.size())); // the end of the last
 
   std::vector<std::vector<size_t>> preds(blocks_.size());
   for (size_t i = 0; i < blocks_.size(); ++i)
@@ -58,15 +86,15 @@ Liveness::Liveness(const Function &f) {
   // Values in increasing number order: each set receives numbers in
   // ascending order, and "already there" is a look at its last element.
   std::vector<size_t> work;
-  for (size_t c = 0; c < cross.size();) {
-    const int v = cross[c].first;
+  for (size_t g = 0; g + 1 < groups.size(); ++g) {
+    const int v = groups[g].first;
     const size_t d = static_cast<size_t>(std::upper_bound(blockStart.begin(), blockStart.end(), v) - blockStart.begin()) - 1;
     auto markIn = [&](size_t b) {
       if (b == d || (!in_[b].empty() && in_[b].back() == v)) return;
       in_[b].push_back(v);
       work.push_back(b);
     };
-    for (; c < cross.size() && cross[c].first == v; ++c) markIn(cross[c].second);
+    for (uint32_t c = groups[g].second; c < groups[g + 1].second; ++c) markIn(users[c]);
     while (!work.empty()) {
       size_t b = work.back();
       work.pop_back();
