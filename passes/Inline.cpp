@@ -1,8 +1,14 @@
 //===- Inline.cpp - Inlining of non-recursive calls -----------------------===//
 //
 // Replaces `call @g(args)` by a copy of @g's body (DLVM §2 names inlining
-// among the interprocedural optimizations a modular SSA IR enables; the
-// mechanics are LLVM's InlineFunction on block arguments instead of phis):
+// among the interprocedural optimizations a modular SSA IR enables). A
+// callee of one block (its entry ends in `ret`: a layer, a cell, a fused
+// group) is copied in place, before the call, and the call's results are
+// replaced by the returned values, as MLIR's inliner does for a
+// single-block region: nothing to split, and nothing for canonicalize to
+// merge afterwards (issue 23: 111,000 inlined calls in one function made
+// 222,000 blocks to merge back). Otherwise the mechanics are LLVM's
+// InlineFunction on block arguments instead of phis:
 //
 //   ^bb:                                ^bb:
 //     %pre = ...                          %pre = ...
@@ -47,8 +53,9 @@
 // counted as at least `growth-base` ops so that a small module (where
 // inlining a big callee three times is sane) is never limited. A call whose
 // copy would pass the budget is left alone, unless its callee is
-// `inline = "always"`. A copy adds the callee's cost: the call and each
-// `ret` become one `br` each.
+// `inline = "always"`. A copy counts as the callee's cost: at most what
+// it adds (a split copy turns the call and each `ret` into one `br` each; an
+// in-place copy drops both).
 //
 // Options: inline{max-cost=N, max-growth=P, growth-base=B}, non-negative
 // integers (defaults 40, 100 and 10000).
@@ -173,9 +180,38 @@ private:
     return true;
   }
 
+  /// A call's member locations (fuse shares one body between identical
+  /// groups) go to the copied members, in order, when they match in number.
+  static void applyMemberLocs(const Operation &call, const std::vector<Operation *> &body) {
+    const std::vector<Location> &ml = call.memberLocs();
+    if (ml.empty() || body.size() != ml.size()) return;
+    for (size_t i = 0; i < body.size(); ++i)
+      if (ml[i].known()) body[i]->setLoc(ml[i]);
+  }
+
   void inlineCall(Operation &call, const Function &callee) {
     Block *block = call.block();
     Function &caller = *block->function();
+    Block *entry = callee.entry();
+
+    // A callee of one block ending in `ret` (the common case: a layer, a
+    // cell, a fused group) is copied in place, before the call, whose
+    // results become the returned values: no split, no blocks to merge
+    // afterwards (MLIR's inliner does the same for a single-block region).
+    // Only the entry is reachable when its terminator is `ret`.
+    if (Operation *ret = entry->terminator(); ret && ret->is(OpCode::Ret)) {
+      IRMapping map;
+      for (unsigned i = 0; i < entry->numArguments(); ++i)
+        map.values[entry->argument(i)] = call.operand(i);
+      std::vector<Operation *> body;
+      for (Operation &op : *entry)
+        if (&op != ret) body.push_back(block->insertBefore(&call, cloneOp(op, map)));
+      applyMemberLocs(call, body);
+      for (unsigned i = 0; i < call.numResults(); ++i)
+        call.result(i)->replaceAllUsesWith(map.lookup(ret->operand(i)));
+      call.erase();
+      return;
+    }
 
     // Split: the ops after the call move to the continuation block, whose
     // arguments stand for the call's results.
@@ -191,7 +227,6 @@ private:
 
     // Clone the reachable blocks between the two halves.
     IRMapping map;
-    Block *entry = callee.entry();
     for (unsigned i = 0; i < entry->numArguments(); ++i)
       map.values[entry->argument(i)] = call.operand(i);
     std::vector<Block *> order;
@@ -204,13 +239,11 @@ private:
     // A call of a fused kernel knows where this site's members were written
     // (fuse shares one body between identical groups): the copies get those
     // locations rather than the body's.
-    if (const std::vector<Location> &ml = call.memberLocs(); !ml.empty() && clones.size() == 1) {
+    if (!call.memberLocs().empty() && clones.size() == 1) {
       std::vector<Operation *> body;
       for (Operation &op : *clones.front())
         if (!op.isTerminator()) body.push_back(&op);
-      if (body.size() == ml.size())
-        for (size_t i = 0; i < body.size(); ++i)
-          if (ml[i].known()) body[i]->setLoc(ml[i]);
+      applyMemberLocs(call, body);
     }
 
     // Each `ret` becomes a branch to the continuation.
