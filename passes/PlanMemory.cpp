@@ -872,18 +872,25 @@ void PlanMemoryPass::reuseDynamic(Function &f, const std::vector<StorageInfo> &s
                                   const Dominators &dom, bool &changed) {
   SizeKeys keys(*f.module());
   // Groups by key, in creation order (first fit, as before). Members of a
-  // group never interfere with each other, so their segments are disjoint
-  // and a group keeps their union in a map (start -> end) that answers "does
-  // storage i interfere with any member" in O(log) per segment of i. At most
-  // kMaxGroupsTried groups of a key are tried per storage: a program with
-  // thousands of live run-time-size storages of one size would otherwise
-  // try them all (the models have none reused, see docs/perf.md).
+  // group never interfere with each other, so their segments are disjoint;
+  // once a second member joins, the group keeps their union in a map (start
+  // -> end) that answers "does storage i interfere with any member" in
+  // O(log) per segment of i (a group of one asks its leader's segments). At
+  // most kMaxGroupsTried groups of a key are tried per storage: a program
+  // with thousands of live run-time-size storages of one size would
+  // otherwise try them all (the models have none reused, see
+  // docs/perf.md). Flat tables: most storages stay alone (a chain of a
+  // million kernel calls, each size its own key, made a million vectors,
+  // maps and hash entries; issue 23).
   constexpr size_t kMaxGroupsTried = 64;
-  std::vector<std::vector<int>> groups; // group leader first
-  std::vector<std::map<int64_t, int64_t>> occupied;
-  std::unordered_map<int, std::vector<size_t>> groupsByKey;
+  std::vector<int> leaderOf;        // per group: its first member
+  std::vector<int> nextOfKey;       // per group: the next group of its key, -1
+  std::vector<std::unique_ptr<std::map<int64_t, int64_t>>> occupied; // per group of two or more
+  std::vector<int> firstOfKey, lastOfKey; // per key number: its groups' list
   std::vector<int> groupOf(st.size(), -1);
-  auto overlaps = [&](const std::map<int64_t, int64_t> &occ, int i) {
+  auto overlaps = [&](size_t g, int i) {
+    if (!occupied[g]) return ai.interferes(leaderOf[g], i);
+    const std::map<int64_t, int64_t> &occ = *occupied[g];
     for (const Segment &sg : ai.segments[i]) {
       auto it = occ.upper_bound(sg.second); // first range starting after sg
       if (it == occ.begin()) continue;
@@ -904,42 +911,57 @@ void PlanMemoryPass::reuseDynamic(Function &f, const std::vector<StorageInfo> &s
   for (size_t i = 0; i < st.size(); ++i)
     if (st[i].constSize < 0 && !st[i].escapes && !st[i].carried)
       placement[i] = {&st[i].alloc->strAttr("device"), st[i].alloc->intAttr("alignment")};
+  std::vector<int> joined; // the storages that joined a group, in order
   for (size_t i = 0; i < st.size(); ++i) {
     if (st[i].constSize >= 0 || st[i].escapes || st[i].carried) continue;
     Operation *a = st[i].alloc;
-    int keyA = keys.ofSize(a->operand(0));
-    std::vector<size_t> &sameKey = groupsByKey[keyA];
+    const auto keyA = static_cast<size_t>(keys.ofSize(a->operand(0)));
+    if (keyA >= firstOfKey.size()) {
+      firstOfKey.resize(keyA + 1, -1);
+      lastOfKey.resize(keyA + 1, -1);
+    }
     size_t tried = 0;
-    for (size_t g : sameKey) {
+    for (int g = firstOfKey[keyA]; g >= 0; g = nextOfKey[static_cast<size_t>(g)]) {
       if (tried++ == kMaxGroupsTried) break;
-      const int leader = groups[g][0];
+      const int leader = leaderOf[static_cast<size_t>(g)];
       Operation *lead = st[static_cast<size_t>(leader)].alloc;
       if (!(placement[static_cast<size_t>(leader)] == placement[i])) continue;
       if (!dom.dominates(lead, a)) continue;
-      if (overlaps(occupied[g], static_cast<int>(i))) continue;
-      groupOf[i] = static_cast<int>(g);
-      groups[g].push_back(static_cast<int>(i));
+      if (overlaps(static_cast<size_t>(g), static_cast<int>(i))) continue;
+      std::unique_ptr<std::map<int64_t, int64_t>> &occ = occupied[static_cast<size_t>(g)];
+      if (!occ) {
+        occ = std::make_unique<std::map<int64_t, int64_t>>();
+        for (const Segment &sg : ai.segments[static_cast<size_t>(leader)]) (*occ)[sg.first] = sg.second;
+      }
+      for (const Segment &sg : ai.segments[i]) (*occ)[sg.first] = sg.second;
+      groupOf[i] = g;
+      joined.push_back(static_cast<int>(i));
       break;
     }
     if (groupOf[i] < 0) {
-      groupOf[i] = static_cast<int>(groups.size());
-      groups.push_back({static_cast<int>(i)});
+      const int g = static_cast<int>(leaderOf.size());
+      groupOf[i] = g;
+      leaderOf.push_back(static_cast<int>(i));
+      nextOfKey.push_back(-1);
       occupied.emplace_back();
-      sameKey.push_back(static_cast<size_t>(groupOf[i]));
+      if (lastOfKey[keyA] >= 0) nextOfKey[static_cast<size_t>(lastOfKey[keyA])] = g;
+      else firstOfKey[keyA] = g;
+      lastOfKey[keyA] = g;
     }
-    for (const Segment &sg : ai.segments[i]) occupied[static_cast<size_t>(groupOf[i])][sg.first] = sg.second;
   }
-  for (auto &g : groups)
-    for (size_t k = 1; k < g.size(); ++k) {
-      Operation *a = st[g[k]].alloc;
-      a->result()->replaceAllUsesWith(st[g[0]].alloc->result());
-      Value *size = a->operand(0);
-      a->erase();
-      if (Operation *d = size->definingOp(); d && !size->hasUses() && d->info().hasFlag(opflags::Pure))
-        d->erase();
-      ++NumDynamicReuses;
-      changed = true;
-    }
+  // Members by group, in join order within each (as before).
+  std::stable_sort(joined.begin(), joined.end(), [&](int x, int y) { return groupOf[x] < groupOf[y]; });
+  for (int member : joined) {
+    const int leader = leaderOf[static_cast<size_t>(groupOf[static_cast<size_t>(member)])];
+    Operation *a = st[static_cast<size_t>(member)].alloc;
+    a->result()->replaceAllUsesWith(st[static_cast<size_t>(leader)].alloc->result());
+    Value *size = a->operand(0);
+    a->erase();
+    if (Operation *d = size->definingOp(); d && !size->hasUses() && d->info().hasFlag(opflags::Pure))
+      d->erase();
+    ++NumDynamicReuses;
+    changed = true;
+  }
 }
 
 size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
