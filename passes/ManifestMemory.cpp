@@ -363,7 +363,8 @@ public:
       lastConst_ = nullptr;
       i64s_.clear();
       shapes_.clear();
-      shapeOf_.clear();
+      shapeTag_ = newScratchTag();
+      shapeVals_.clear();
       InPlacePlan plan = inPlaceUpdates(m, *f);
       for (Operation *c : plan.privatize) privatizeConstant(m, *c);
       inPlace_ = std::move(plan.updates);
@@ -386,7 +387,7 @@ public:
     lastConst_ = nullptr;
     i64s_.clear();
     shapes_.clear();
-    shapeOf_.clear();
+    shapeVals_.clear();
     return success();
   }
 
@@ -408,7 +409,20 @@ private:
   std::map<int64_t, Value *> i64s_;
   std::map<std::vector<int64_t>, Value *> shapes_;
   /// The shape_of made for a kernel input, by value (reused in its block).
-  std::unordered_map<const Value *, Value *> shapeOf_;
+  // The last `shape_of` made of each value, kept in the value's scratch word
+  // (shapeTag_ << 32 | its index in shapeVals_): a hash map keyed by value
+  // was a tenth of the pass on a chain of a million kernel calls (issue 23).
+  // Nothing else writes a value's scratch while a function is rewritten.
+  uint64_t shapeTag_ = 0;
+  std::vector<Value *> shapeVals_;
+  Value *lastShapeOf(const Value *v) const {
+    const uint64_t w = v->scratch();
+    return (w >> 32) == shapeTag_ ? shapeVals_[static_cast<uint32_t>(w)] : nullptr;
+  }
+  void setShapeOf(const Value *v, Value *shape) {
+    v->setScratch((shapeTag_ << 32) | shapeVals_.size());
+    shapeVals_.push_back(shape);
+  }
   std::map<std::string, Function *> outlined_;
   std::unordered_set<const Operation *> inPlace_;
 };
@@ -583,10 +597,12 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
         // One shape_of per value and block: a later kernel call of the
         // block reads the same shape (a value's shape never changes, even
         // when an in-place update writes its buffer).
-        Value *&s = shapeOf_[ins[i]];
-        if (!s || s->definingOp()->block() != op.block())
+        Value *s = lastShapeOf(ins[i]);
+        if (!s || s->definingOp()->block() != op.block()) {
           s = b.create(OpCode::ShapeOf, {ins[i]}, {}, {m.context().tensor(DType::I64, {ins[i]->type().rank()})})
                   ->result();
+          setShapeOf(ins[i], s);
+        }
         shapeIns.push_back(s); // not killed: smallFreshTensor
       }
     }
