@@ -423,21 +423,28 @@ private:
     v->setScratch((shapeTag_ << 32) | shapeVals_.size());
     shapeVals_.push_back(shape);
   }
-  std::map<std::string, Function *> outlined_;
+  std::unordered_map<std::string, Function *> outlined_;
   std::unordered_set<const Operation *> inPlace_;
 };
 
 /// A one-op primitive function for `op`; identical ops (same op, attributes
-/// and types) share one, keyed by their printed form.
+/// and types) share one, keyed by the op's name, its types (uniqued in the
+/// context: equal types are one object, so the key holds their addresses;
+/// printing every type of a million kernel calls was a tenth of the pass)
+/// and its attributes' printed form.
 Function *ManifestMemoryPass::outline(Module &m, Operation &op) {
   Context &ctx = m.context();
   std::vector<Type> ins, outs;
   for (Value *v : op.operandValues()) ins.push_back(v->type());
   for (Value *r : op.resultValues()) outs.push_back(r->type());
   std::string key = std::string(op.name()) + "|";
-  for (Type t : ins) key += t.str() + ",";
+  auto addType = [&](Type t) {
+    const void *p = t.impl();
+    key.append(reinterpret_cast<const char *>(&p), sizeof p);
+  };
+  for (Type t : ins) addType(t);
   key += "|";
-  for (Type t : outs) key += t.str() + ",";
+  for (Type t : outs) addType(t);
   for (const Attr &a : op.attrs()) key += "|" + printAttr(a);
   auto it = outlined_.find(key);
   if (it != outlined_.end()) return it->second;
