@@ -131,7 +131,9 @@ private:
 
   unsigned visit(Frame &fr) {
     unsigned erased = 0;
-    for (Operation *op : fr.block->opsSnapshot()) {
+    // Only the op visited is erased: keep its successor, no snapshot.
+    for (Operation *op = fr.block->front(), *next; op; op = next) {
+      next = op->nextOp();
       if (op->numResults() == 0 || op->isTerminator() || !effects_.isPure(*op) ||
           hasKilledResult(*op))
         continue;
