@@ -38,6 +38,7 @@
 #include "passes/Pass.h"
 
 #include <algorithm>
+#include <cassert>
 #include <span>
 
 namespace nimble::passes {
@@ -136,7 +137,10 @@ private:
   }
   /// The number collectEdges gave `b` (a successor is a block of the
   /// function: the verifier holds it).
-  size_t blockNumber(const Block *b) const { return static_cast<uint32_t>(b->scratch()); }
+  size_t blockNumber(const Block *b) const {
+    assert((b->scratch() >> 32) == tag_ && "a block collectEdges numbered");
+    return static_cast<uint32_t>(b->scratch());
+  }
   std::span<const Edge> incoming(const Block *b) const {
     const size_t k = blockNumber(b);
     return {edges_.data() + edgeBegin_[k], edges_.data() + edgeBegin_[k + 1]};
