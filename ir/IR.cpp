@@ -669,7 +669,18 @@ Function *Module::addFunction(std::unique_ptr<Function> f) {
   f->module_ = this;
   funcs_.push_back(std::move(f));
   funcIndex_.emplace(funcs_.back()->name(), funcs_.back().get());
+  syncSymbol(funcs_.back()->name());
   return funcs_.back().get();
+}
+
+void Module::syncSymbol(const std::string &name) {
+  const std::string *key = Attr::intern(name);
+  auto it = funcIndex_.find(name);
+  if (it == funcIndex_.end()) {
+    symIndex_.erase(key);
+    return;
+  }
+  *symIndex_.tryEmplace(key, it->second).first = it->second;
 }
 
 void Module::renameFunction(Function *f, const std::string &oldName) {
@@ -690,6 +701,8 @@ void Module::renameFunction(Function *f, const std::string &oldName) {
       at->second = g.get();
       break;
     }
+  syncSymbol(oldName);
+  syncSymbol(f->name());
 }
 
 void Module::eraseFunction(Function *f) {
@@ -706,6 +719,7 @@ void Module::eraseFunction(Function *f) {
         funcIndex_.emplace(name, g.get());
         break;
       }
+    syncSymbol(name);
   }
 }
 
@@ -740,6 +754,12 @@ Global *Module::lookupGlobal(std::string_view n) const {
 Function *Module::lookupFunction(std::string_view n) const {
   auto it = funcIndex_.find(n);
   return it == funcIndex_.end() ? nullptr : it->second;
+}
+
+Function *Module::lookupFunction(const Attr &sym) const {
+  Function *const *f = symIndex_.find(sym.internedStr());
+  assert(f ? *f == lookupFunction(sym.getStr()) : !lookupFunction(sym.getStr()));
+  return f ? *f : nullptr;
 }
 
 std::string Module::freshFunctionName(const std::string &base) {

@@ -19,6 +19,7 @@
 #define NIMBLE_IR_IR_H
 
 #include "ir/Diagnostics.h"
+#include "ir/FlatMap.h"
 #include "ir/OpTable.h"
 #include "ir/Types.h"
 
@@ -661,6 +662,11 @@ public:
   AdtDecl *lookupAdt(std::string_view name) const;
   Global *lookupGlobal(std::string_view name) const;
   Function *lookupFunction(std::string_view name) const;
+  /// The function a symbol attribute (a `callee`) names: one probe of a
+  /// table keyed by the attribute's interned text. Passes resolve every
+  /// call, invoke and kernel reference on every visit (issue 23: the
+  /// string-keyed lookup was 5% of compiling 110,000 functions).
+  Function *lookupFunction(const Attr &sym) const;
   /// `base_N` for the smallest N (from the last one handed out for `base`)
   /// that names no function: O(1) amortized per new function.
   std::string freshFunctionName(const std::string &base);
@@ -683,6 +689,10 @@ private:
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
   };
   std::unordered_map<std::string, Function *, NameHash, std::equal_to<>> funcIndex_;
+  /// funcIndex_ again, keyed by the interned name (Attr::intern): kept in
+  /// step with it by syncSymbol after every change of funcIndex_.
+  FlatMap<const std::string *, Function *> symIndex_;
+  void syncSymbol(const std::string &name);
   std::unordered_map<std::string, unsigned> freshCounters_;
 };
 

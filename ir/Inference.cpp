@@ -37,7 +37,7 @@ InferredTypes inferStructural(const Operation &op, const Module &m) {
   switch (op.code()) {
   case OpCode::Call: {
     const std::string &callee = op.attr("callee").getStr();
-    Function *f = m.lookupFunction(callee);
+    Function *f = m.lookupFunction(op.attr("callee"));
     if (!f) return failAttr(op, "callee", "callee @" + callee + " is not defined");
     r.types = f->resultTypes();
     return r;
@@ -45,7 +45,7 @@ InferredTypes inferStructural(const Operation &op, const Module &m) {
   case OpCode::InvokeShapeFunc: {
     // One 1-D i64 shape per kernel result, as long as the result's rank.
     const std::string &callee = op.attr("callee").getStr();
-    Function *f = m.lookupFunction(callee);
+    Function *f = m.lookupFunction(op.attr("callee"));
     if (!f) return failAttr(op, "callee", "kernel @" + callee + " is not defined");
     for (Type t : f->resultTypes()) {
       if (!t.isTensor())

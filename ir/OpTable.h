@@ -151,6 +151,13 @@ public:
   const std::vector<int64_t> &getInts() const { return check(Rep::Ints), *ints_; }
   DType getDType() const { return check(Rep::DType), dtype_; }
   const std::string &getStr() const { return check(Rep::Str), *str_; }
+  /// The interned copy of a string or symbol attribute's text: equal texts
+  /// give the same pointer, so it keys pointer tables (Module's symbol
+  /// index: a callee resolves with one probe, no hash of its name).
+  const std::string *internedStr() const { return check(Rep::Str), str_; }
+  /// The interned copy of `s` (what internedStr returns for an attribute of
+  /// that text).
+  static const std::string *intern(std::string_view s) { return internString(s); }
   const DenseValue &getDense() const;
   bool operator==(const Attr &o) const;
   bool operator!=(const Attr &o) const { return !(*this == o); }

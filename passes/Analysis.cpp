@@ -26,7 +26,7 @@ CallGraph::CallGraph(const Module &m) {
     for (auto &b : f.blocks())
       for (Operation &op : *b) {
         if (op.is(OpCode::Call)) {
-          Function *callee = m.lookupFunction(op.strAttr("callee"));
+          Function *callee = m.lookupFunction(op.attr("callee"));
           if (!callee) local |= kCallsUnknown;
           else if (seen.insert(callee).second) out.push_back(callee);
           continue;
@@ -127,7 +127,7 @@ EffectAnalysis::Level EffectAnalysis::level(const Function *f) const {
 }
 
 EffectAnalysis::Level EffectAnalysis::level(const Operation &op) const {
-  if (op.is(OpCode::Call)) return level(m_.lookupFunction(op.strAttr("callee")));
+  if (op.is(OpCode::Call)) return level(m_.lookupFunction(op.attr("callee")));
   const OpInfo &info = op.info();
   if (info.hasFlag(opflags::Effect)) return Level::Effect;
   if (info.hasFlag(opflags::Alloc)) return Level::Alloc;

@@ -281,7 +281,7 @@ private:
       return changed;
     }
     case OpCode::Call: {
-      const Function *callee = m_.lookupFunction(op.attr("callee").getStr());
+      const Function *callee = m_.lookupFunction(op.attr("callee"));
       std::vector<bool> args;
       for (Value *v : op.operandValues()) args.push_back(taintOf(contexts_[ci], v));
       if (!callee || isPrimitive(*callee) || !callee->entry()) {

@@ -331,7 +331,7 @@ bool Canonicalizer::simplifyPrimitiveCall(Operation *op) {
   // softmax(neg(neg x)): a group whose body became `ret %in0`. The runtime
   // also runs such a kernel (a copy), for pipelines that empty a body after
   // manifest-memory has turned the call into invoke_mut.
-  const Function *callee = m_.lookupFunction(op->strAttr("callee"));
+  const Function *callee = m_.lookupFunction(op->attr("callee"));
   if (!callee || !isPrimitive(*callee) || callee->blocks().size() != 1) return false;
   const Block *body = callee->entry();
   const Operation *ret = body->terminator();

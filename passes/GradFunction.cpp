@@ -185,7 +185,7 @@ LogicalResult FunctionGrad::cloneAndRewriteCalls() {
   for (auto &b : fwd.blocks())
     for (Operation *op : b->opsSnapshot()) {
       if (!op->is(OpCode::Call)) continue;
-      Function *callee = m_.lookupFunction(op->strAttr("callee"));
+      Function *callee = m_.lookupFunction(op->attr("callee"));
       if (!callee || callee->blocks().empty() || isPrimitive(*callee)) {
         diag_.error(op->loc(), "grad: cannot differentiate the call to @" + op->strAttr("callee") +
                                    ": it is a kernel (primitive) function, not a differentiable body");
@@ -862,7 +862,7 @@ FuncGrad *GradBuilder::declareRoot(Function *f, const std::vector<unsigned> &wrt
     for (auto &b : g->blocks())
       for (Operation &op : *b) {
         if (!op.is(OpCode::Call)) continue;
-        Function *h = m_.lookupFunction(op.strAttr("callee"));
+        Function *h = m_.lookupFunction(op.attr("callee"));
         if (!h) continue;
         bool fresh = !params.count(h), grew = false;
         std::set<unsigned> &hp = params[h];

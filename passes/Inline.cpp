@@ -153,7 +153,7 @@ private:
   /// The callee when `call` is to be inlined (its cost in `calleeCost`),
   /// else null.
   const Function *shouldInline(const Operation &call, const CallGraph &cg, size_t &calleeCost) const {
-    const Function *callee = call.function()->module()->lookupFunction(call.strAttr("callee"));
+    const Function *callee = call.function()->module()->lookupFunction(call.attr("callee"));
     if (!callee || callee->blocks().empty() || cg.isRecursive(callee)) return nullptr;
     const Attr *hint = callee->fnAttr("inline");
     if (hint && hint->getStr() == "never") return nullptr;

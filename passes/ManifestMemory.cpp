@@ -134,7 +134,7 @@ bool escapes(const OpOperand &use) {
 Value *updatedOperand(Module &m, Operation &op) {
   if (op.is(OpCode::DynamicUpdateSlice)) return op.operand(0);
   if (!op.is(OpCode::Call) || op.numResults() != 1) return nullptr;
-  Function *callee = m.lookupFunction(op.strAttr("callee"));
+  Function *callee = m.lookupFunction(op.attr("callee"));
   if (!callee || !isPrimitive(*callee) || callee->blocks().size() != 1) return nullptr;
   Block *body = callee->entry();
   Operation *first = body->empty() ? nullptr : &*body->begin();
@@ -222,7 +222,7 @@ InPlacePlan inPlaceUpdates(Module &m, Function &f) {
           for (unsigned k = 0; k < s.block->numArguments(); ++k) foreign.push_back(s.block->argument(k));
         break;
       case OpCode::Call: case OpCode::Tuple: case OpCode::Construct: {
-        Function *callee = op.is(OpCode::Call) ? m.lookupFunction(op.strAttr("callee")) : nullptr;
+        Function *callee = op.is(OpCode::Call) ? m.lookupFunction(op.attr("callee")) : nullptr;
         bool kernel = callee && isPrimitive(*callee);
         if (Value *x = kernel ? updatedOperand(m, op) : nullptr) {
           unite(op.result(0), x);
@@ -372,7 +372,7 @@ public:
         for (Operation *op : b->opsSnapshot()) {
           Function *prim = nullptr;
           if (op->is(OpCode::Call)) {
-            Function *callee = m.lookupFunction(op->strAttr("callee"));
+            Function *callee = m.lookupFunction(op->attr("callee"));
             if (callee && isPrimitive(*callee)) prim = callee;
           } else if (isKernelOp(*op)) {
             prim = outline(m, *op);

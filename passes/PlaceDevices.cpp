@@ -392,7 +392,7 @@ bool PlaceDevicesPass::collect(Module &m, Function &f, bool entry, DiagnosticEng
         break;
       }
       case OpCode::Call: {
-        Function *callee = m.lookupFunction(op.strAttr("callee"));
+        Function *callee = m.lookupFunction(op.attr("callee"));
         if (!callee || isPrimitive(*callee) || !callee->entry() ||
             callee->entry()->numArguments() != op.numOperands() ||
             callee->resultTypes().size() != op.numResults()) {

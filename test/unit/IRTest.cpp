@@ -405,6 +405,33 @@ TEST_F(IRTest, SymbolTablesFollowRenames) {
   EXPECT_EQ(m.lookupFunction("b_0"), nullptr);
 }
 
+// The symbol-attribute lookup (keyed by the interned name) agrees with the
+// name lookup through additions, renames, duplicate names and erasures.
+TEST_F(IRTest, SymbolAttrLookupFollowsTheNameTable) {
+  auto sym = [](const char *n) { return Attr::getSym(n); };
+  Function *f = makeFunction("p");
+  EXPECT_EQ(m.lookupFunction(sym("p")), f);
+  EXPECT_EQ(m.lookupFunction(sym("q")), nullptr);
+  f->setName("q");
+  EXPECT_EQ(m.lookupFunction(sym("p")), nullptr);
+  EXPECT_EQ(m.lookupFunction(sym("q")), f);
+  // A second function of the same name (invalid IR) is found only once the
+  // first is gone, by both lookups.
+  Function *g = makeFunction("q");
+  EXPECT_EQ(m.lookupFunction(sym("q")), f);
+  m.eraseFunction(f);
+  EXPECT_EQ(m.lookupFunction("q"), g);
+  EXPECT_EQ(m.lookupFunction(sym("q")), g);
+  g->setName("r");
+  EXPECT_EQ(m.lookupFunction(sym("q")), nullptr);
+  EXPECT_EQ(m.lookupFunction(sym("r")), g);
+  m.eraseFunction(g);
+  EXPECT_EQ(m.lookupFunction(sym("r")), nullptr);
+  // A string attribute of the same text is the same key.
+  Function *h = makeFunction("s");
+  EXPECT_EQ(m.lookupFunction(Attr::getStr("s")), h);
+}
+
 TEST_F(IRTest, RemoveReturnsOwnershipAndKeepsUses) {
   Function *f = makeFunction();
   Block *e = f->entry();
