@@ -52,16 +52,16 @@ public:
   uint32_t functionIndex(const std::string &name) const { return funcIndex_.at(name); }
   bool hasFunction(const std::string &name) const { return funcIndex_.count(name) != 0; }
   /// Kernel-table index of primitive function `name` (built on first use).
-  bool kernelIndex(const std::string &name, Location loc, uint32_t &idx);
-  /// The kernel a call from a site whose members were written at `site`
-  /// (Operation::memberLocs) runs. Fuse gives identical groups one function
-  /// and keeps each group's member locations on its call; the VM reports a
-  /// member's run-time error at its kernel's member location, so a site
-  /// whose locations are not the function body's gets its own copy of the
-  /// descriptor with them (and of its batched variant's). The native code
-  /// is shared all the same (identical kernels share one entry).
-  bool kernelIndex(const std::string &name, Location loc, const std::vector<Location> &site, uint32_t &idx);
-  bool batching(const Function &f, uint32_t idx, const std::vector<Location> &site = {});
+  bool kernelIndex(const Attr &callee, Location loc, uint32_t &idx);
+  /// The member locations of a call whose members were written at `site`
+  /// (Operation::memberLocs), to record for the call's pc (format 1.7,
+  /// VMFunction::sites), or empty when the kernel's own (kernel-locs) are
+  /// those. Fuse gives identical groups one function and keeps each group's
+  /// member locations on its call; the VM reports a member's run-time error
+  /// at its call's member location, so every call shares one descriptor,
+  /// one batching entry and one native entry.
+  std::vector<vm::SourceLoc> siteLocs(uint32_t idx, const std::vector<Location> &site);
+  bool batching(const Function &f, uint32_t idx);
   uint32_t constantIndex(const std::string &name, DType dt, const std::vector<int64_t> &shape,
                          std::vector<uint8_t> bytes);
   uint32_t globalConstant(const Global *g);
@@ -82,10 +82,10 @@ private:
   const GlobalData &globals_;
   vm::Executable &out_;
   DiagnosticEngine &diag_;
-  std::unordered_map<std::string, uint32_t> funcIndex_, kernelIndex_, adtIndex_;
-  /// Copies made for call sites' member locations: by the function's
-  /// kernel index and the locations (as bytes).
-  std::unordered_map<std::string, uint32_t> siteKernelIndex_;
+  std::unordered_map<std::string, uint32_t> funcIndex_, adtIndex_;
+  /// By the callee's interned name (Attr::internedStr): a kernel call
+  /// resolves with one probe.
+  FlatMap<const std::string *, uint32_t> kernelIndex_;
   std::unordered_map<const char *, uint32_t> files_;
   std::unordered_map<const Global *, uint32_t> globalIndex_;
   std::map<std::pair<std::string, std::vector<uint8_t>>, uint32_t> literalIndex_;
@@ -150,13 +150,13 @@ uint32_t ModuleEmitter::globalConstant(const Global *g) {
   return idx;
 }
 
-bool ModuleEmitter::kernelIndex(const std::string &name, Location loc, uint32_t &idx) {
-  auto it = kernelIndex_.find(name);
-  if (it != kernelIndex_.end()) {
-    idx = it->second;
+bool ModuleEmitter::kernelIndex(const Attr &callee, Location loc, uint32_t &idx) {
+  if (const uint32_t *known = kernelIndex_.find(callee.internedStr())) {
+    idx = *known;
     return true;
   }
-  const Function *f = m_.lookupFunction(name);
+  const std::string &name = callee.getStr();
+  const Function *f = m_.lookupFunction(callee);
   if (!f || !isPrimitive(*f) || f->blocks().size() != 1) {
     diag_.error(loc, "@" + name + " is not a primitive function (one block, attribute primitive = true)");
     return false;
@@ -202,42 +202,26 @@ bool ModuleEmitter::kernelIndex(const std::string &name, Location loc, uint32_t 
   }
   out_.kernels.push_back(std::move(k));
   idx = static_cast<uint32_t>(out_.kernels.size() - 1);
-  kernelIndex_[name] = idx;
+  kernelIndex_.tryEmplace(callee.internedStr(), idx);
   return batching(*f, idx);
 }
 
-bool ModuleEmitter::kernelIndex(const std::string &name, Location loc, const std::vector<Location> &site,
-                                uint32_t &idx) {
-  if (!kernelIndex(name, loc, idx)) return false;
-  if (site.empty() || site.size() != out_.kernels[idx].members.size()) return true;
+std::vector<vm::SourceLoc> ModuleEmitter::siteLocs(uint32_t idx, const std::vector<Location> &site) {
+  const std::vector<vm::SourceLoc> &own = out_.kernels[idx].memberLocs;
+  if (site.size() <= 1 || site.size() != own.size()) return {};
+  auto same = [&](Location l, const vm::SourceLoc &o) {
+    return l.known() ? o.line == l.line && o.col == l.col && o.file == fileString(l.file) : o.line == 0;
+  };
+  if (std::equal(site.begin(), site.end(), own.begin(), own.end(), same)) return {};
   std::vector<vm::SourceLoc> locs;
   locs.reserve(site.size());
   for (Location l : site) locs.push_back(l.known() ? vm::SourceLoc{0, fileString(l.file), l.line, l.col} : vm::SourceLoc{});
-  const std::vector<vm::SourceLoc> &own = out_.kernels[idx].memberLocs;
-  auto same = [](const vm::SourceLoc &a, const vm::SourceLoc &b) {
-    return a.file == b.file && a.line == b.line && a.col == b.col;
-  };
-  if (std::equal(locs.begin(), locs.end(), own.begin(), own.end(), same)) return true;
-  std::string bytes;
-  for (const vm::SourceLoc &l : locs)
-    for (uint32_t x : {idx, l.file, l.line, l.col}) bytes.append(reinterpret_cast<const char *>(&x), sizeof x);
-  auto [it, fresh] = siteKernelIndex_.try_emplace(std::move(bytes), 0);
-  if (!fresh) {
-    idx = it->second;
-    return true;
-  }
-  vm::KernelDesc copy = out_.kernels[idx];
-  copy.memberLocs = std::move(locs);
-  out_.kernels.push_back(std::move(copy));
-  idx = it->second = static_cast<uint32_t>(out_.kernels.size() - 1);
-  return batching(*m_.lookupFunction(name), idx, site);
+  return locs;
 }
 
 // The auto-batch pass's attributes (passes/AutoBatch.cpp) as the kernel's
-// batching entry; a `rows` kernel brings its batched variant into the table
-// (for a call site's copy, the variant's copy with the same member
-// locations).
-bool ModuleEmitter::batching(const Function &f, uint32_t idx, const std::vector<Location> &site) {
+// batching entry; a `rows` kernel brings its batched variant into the table.
+bool ModuleEmitter::batching(const Function &f, uint32_t idx) {
   const Attr *mode = f.fnAttr("batch");
   if (!mode) return true;
   const Attr *shared = f.fnAttr("batch_shared");
@@ -253,7 +237,7 @@ bool ModuleEmitter::batching(const Function &f, uint32_t idx, const std::vector<
   }
   for (int64_t s : shared->getInts()) b.shared.push_back(s ? 1 : 0);
   b.mode = rows ? vm::KernelBatching::Mode::Rows : vm::KernelBatching::Mode::Invariant;
-  if (rows && !kernelIndex(variant->getStr(), f.loc(), site, b.batched)) return false;
+  if (rows && !kernelIndex(*variant, f.loc(), b.batched)) return false;
   if (out_.batching.size() < out_.kernels.size()) out_.batching.resize(out_.kernels.size());
   out_.batching[idx] = std::move(b);
   return true;
@@ -265,7 +249,7 @@ bool ModuleEmitter::batching(const Function &f, uint32_t idx, const std::vector<
 /// runs those as an instruction, without a kernel call.
 std::optional<vm::ScalarOp> scalarI64Kernel(const Operation &invoke, const Module &m) {
   if (invoke.numOperands() != 3 || invoke.intAttr("num_inputs") != 2) return std::nullopt;
-  const Function *f = m.lookupFunction(invoke.strAttr("callee"));
+  const Function *f = m.lookupFunction(invoke.attr("callee"));
   if (!f || f->blocks().size() != 1) return std::nullopt;
   const Block *body = f->entry();
   auto it = body->begin();
@@ -319,6 +303,27 @@ private:
   void allocateRegisters();
   /// Starts an instruction: records its pc and source location.
   size_t begin(Opcode op, Location loc);
+  /// Before begin() of a call of kernel `k` by `op`: records the call's own
+  /// member locations when they are not the kernel's (ModuleEmitter::siteLocs).
+  void site(uint32_t k, const Operation &op) {
+    const std::vector<Location> &at = op.memberLocs();
+    if (at.empty()) return;
+    std::vector<vm::SourceLoc> locs = me_.siteLocs(k, at);
+    if (locs.empty()) return;
+    const uint32_t pc = static_cast<uint32_t>(out_.code.size()), n = static_cast<uint32_t>(locs.size());
+    // A call's ShapeFunc and InvokePacked share one range of the table.
+    std::vector<vm::SourceLoc> &table = out_.siteMemberLocs;
+    if (!out_.sites.empty() && out_.sites.back().count == n &&
+        std::equal(locs.begin(), locs.end(), table.begin() + out_.sites.back().first,
+                   [](const vm::SourceLoc &a, const vm::SourceLoc &b) {
+                     return a.file == b.file && a.line == b.line && a.col == b.col;
+                   })) {
+      out_.sites.push_back({pc, out_.sites.back().first, n});
+      return;
+    }
+    out_.sites.push_back({pc, static_cast<uint32_t>(table.size()), n});
+    table.insert(table.end(), locs.begin(), locs.end());
+  }
   void word(uint32_t w) { out_.code.push_back(w); }
   void i64(int64_t v) {
     word(static_cast<uint32_t>(static_cast<uint64_t>(v)));
@@ -894,9 +899,10 @@ LogicalResult FunctionEmitter::emitOp(const Operation &op) {
     }
     {
       uint32_t k;
-      if (!me_.kernelIndex(op.strAttr("callee"), loc, op.memberLocs(), k)) return failure();
+      if (!me_.kernelIndex(op.attr("callee"), loc, k)) return failure();
       unsigned nin = static_cast<unsigned>(op.intAttr("num_inputs"));
       std::vector<Value *> all = op.operands();
+      site(k, op);
       begin(Opcode::InvokePacked, loc);
       word(k);
       regList(regs({all.begin(), all.begin() + nin}));
@@ -905,7 +911,8 @@ LogicalResult FunctionEmitter::emitOp(const Operation &op) {
     }
   case OpCode::InvokeShapeFunc: {
     uint32_t k;
-    if (!me_.kernelIndex(op.strAttr("callee"), loc, op.memberLocs(), k)) return failure();
+    if (!me_.kernelIndex(op.attr("callee"), loc, k)) return failure();
+    site(k, op);
     begin(Opcode::ShapeFunc, loc);
     word(k);
     regList(regs(op.operands()));

@@ -277,6 +277,14 @@ std::string disassembleInstr(const Executable &exe, const VMFunction &fn, uint32
     notes.push_back(quote(exe.strings[in.word(0)]));
   if (sourceLocation)
     if (const SourceLoc *l = findSourceLoc(fn, pc); l && l->line != 0) notes.push_back(locStr(exe, *l));
+  // A call's own member locations (site-locs): where each member of the
+  // shared kernel was written for this call.
+  if (sourceLocation && fn.siteMemberLoc(pc, 0)) {
+    std::string members = "members at";
+    for (size_t m = 0; const SourceLoc *l = fn.siteMemberLoc(pc, m); ++m)
+      members += " " + (l->line ? locStr(exe, *l) : std::string("?"));
+    notes.push_back(members);
+  }
   for (size_t i = 0; i < notes.size(); ++i) r += (i ? ", " : "  ; ") + notes[i];
   return r;
 }

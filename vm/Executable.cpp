@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "vm/Executable.h"
 
+#include <algorithm>
+
 namespace nimble::vm {
 
 namespace {
@@ -58,6 +60,14 @@ const char *batchingModeName(KernelBatching::Mode m) {
   case KernelBatching::Mode::Invariant: return "invariant";
   }
   return "<invalid batching mode>";
+}
+
+// Only on an error path (a kernel member failed): a binary search.
+const SourceLoc *VMFunction::siteMemberLoc(uint32_t pc, size_t member) const {
+  auto it = std::lower_bound(sites.begin(), sites.end(), pc,
+                             [](const Site &s, uint32_t p) { return s.pc < p; });
+  if (it == sites.end() || it->pc != pc || member >= it->count) return nullptr;
+  return &siteMemberLocs[size_t(it->first) + member];
 }
 
 int Executable::findFunction(const std::string &name) const {

@@ -131,6 +131,23 @@ struct VMFunction {
   uint32_t numRegisters = 0; // parameters occupy registers 0..params-1
   std::vector<uint32_t> code;
   std::vector<SourceLoc> sourceMap; // sorted by pc
+  /// Format 1.7 (the site-locs section): the member locations of the kernel
+  /// calls whose members were written elsewhere than the kernel's own
+  /// (kernel-locs). Fuse gives identical groups one primitive function; each
+  /// call keeps its group's locations here, keyed by the pc of its
+  /// InvokePacked, ShapeFunc or InvokeShapeFunc. Sorted by pc; a site's
+  /// locations are siteMemberLocs[first, first + count), count being its
+  /// kernel's member count.
+  struct Site {
+    uint32_t pc = 0;
+    uint32_t first = 0;
+    uint32_t count = 0;
+  };
+  std::vector<Site> sites;
+  std::vector<SourceLoc> siteMemberLocs;
+  /// The location of member `member` of the kernel that the instruction at
+  /// `pc` calls, when that call has its own (null otherwise).
+  const SourceLoc *siteMemberLoc(uint32_t pc, size_t member) const;
 };
 
 /// Native code for some kernels (format 1.2, the optional native-code
@@ -204,7 +221,7 @@ inline constexpr uint32_t kNumBatchingModes = 3;
 const char *batchingModeName(KernelBatching::Mode m);
 
 struct Executable {
-  static constexpr uint16_t kMajor = 1, kMinor = 6;
+  static constexpr uint16_t kMajor = 1, kMinor = 7;
   uint16_t major = kMajor, minor = kMinor;
   std::vector<std::string> strings;
   std::vector<AdtDesc> adts;

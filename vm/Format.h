@@ -67,8 +67,9 @@ enum class SectionKind : uint32_t {
   NativeCode = 8, // format 1.2; optional (written only when there is native code)
   CudaCode = 9,   // format 1.3; optional (written only when there is device code)
   Batching = 10,  // format 1.4; optional (written only when some kernel batches)
+  SiteLocs = 11,  // format 1.7; optional (written only when some call has its own member locations)
 };
-inline constexpr uint32_t kNumSectionKinds = 10;
+inline constexpr uint32_t kNumSectionKinds = 11;
 /// Kinds 1..kNumRequiredSectionKinds must appear in every file.
 inline constexpr uint32_t kNumRequiredSectionKinds = 6;
 const char *sectionName(SectionKind k);

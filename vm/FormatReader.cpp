@@ -452,6 +452,50 @@ bool readKernelLocs(Cursor &c, Executable &e) {
   return true;
 }
 
+// Format 1.7: per function with any, its location table and its sites (pc,
+// range of the table), functions and pcs in increasing order. Whether a pc
+// is a kernel call of that many members is the verifier's to check (it
+// decodes the code).
+bool readSiteLocs(Cursor &c, Executable &e) {
+  uint32_t n;
+  if (!c.count(n, 12, "function count")) return false;
+  int64_t lastFn = -1;
+  for (uint32_t i = 0; i < n; ++i) {
+    auto where = [i] { return "record " + std::to_string(i); }; // built on failure only
+    uint32_t fn, nlocs, nsites;
+    if (!c.u32(fn, "function")) return c.wrap(where());
+    if (fn >= e.functions.size())
+      return c.fail(where() + ": function " + std::to_string(fn) + " out of range (" +
+                    std::to_string(e.functions.size()) + " functions)");
+    if (int64_t(fn) <= lastFn) return c.fail(where() + ": functions are not in increasing order");
+    lastFn = fn;
+    VMFunction &f = e.functions[fn];
+    if (!c.count(nlocs, 12, "location count")) return c.wrap(where());
+    f.siteMemberLocs.resize(nlocs);
+    for (uint32_t m = 0; m < nlocs; ++m) {
+      SourceLoc &l = f.siteMemberLocs[m];
+      if (!c.u32(l.file, "file string") || !c.u32(l.line, "line") || !c.u32(l.col, "column"))
+        return c.wrap(where() + ", location " + std::to_string(m));
+      if (l.line != 0 && l.file >= e.strings.size())
+        return c.fail(where() + ", location " + std::to_string(m) + ": file string " + std::to_string(l.file) +
+                      " out of range (" + std::to_string(e.strings.size()) + " strings)");
+    }
+    if (!c.count(nsites, 12, "site count")) return c.wrap(where());
+    f.sites.resize(nsites);
+    for (uint32_t s = 0; s < nsites; ++s) {
+      VMFunction::Site &st = f.sites[s];
+      if (!c.u32(st.pc, "pc") || !c.u32(st.first, "first location") || !c.u32(st.count, "location count"))
+        return c.wrap(where() + ", site " + std::to_string(s));
+      if (s && st.pc <= f.sites[s - 1].pc)
+        return c.fail(where() + ", site " + std::to_string(s) + ": pcs are not strictly increasing");
+      if (uint64_t(st.first) + st.count > nlocs)
+        return c.fail(where() + ", site " + std::to_string(s) + ": locations [" + std::to_string(st.first) + ", +" +
+                      std::to_string(st.count) + ") outside the table of " + std::to_string(nlocs));
+    }
+  }
+  return true;
+}
+
 // Format 1.3: one entry per kernel; what the entries mean is checked by the
 // verifier (vm/Verifier.cpp).
 bool readBatching(Cursor &c, Executable &e) {
@@ -667,6 +711,8 @@ bool deserialize(const uint8_t *data, size_t size, std::shared_ptr<const void> k
       !section(SectionKind::Functions, [&](Cursor &c, auto &) { return readFunctions(c, exe); }) ||
       (byKind[static_cast<uint32_t>(SectionKind::KernelLocs)] &&
        !section(SectionKind::KernelLocs, [&](Cursor &c, auto &) { return readKernelLocs(c, exe); })) ||
+      (byKind[static_cast<uint32_t>(SectionKind::SiteLocs)] &&
+       !section(SectionKind::SiteLocs, [&](Cursor &c, auto &) { return readSiteLocs(c, exe); })) ||
       (byKind[static_cast<uint32_t>(SectionKind::Batching)] &&
        !section(SectionKind::Batching, [&](Cursor &c, auto &) { return readBatching(c, exe); })) ||
       (byKind[static_cast<uint32_t>(SectionKind::NativeCode)] &&

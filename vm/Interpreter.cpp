@@ -82,6 +82,19 @@ ObjectRef VirtualMachine::scalarConstant(int64_t v) {
   return ObjectRef(t.get());
 }
 
+const SourceLoc *VirtualMachine::memberLoc(uint32_t kernel, uint32_t func, uint32_t pc, size_t member) const {
+  const KernelDesc &k = exe_->kernels[kernel];
+  if (k.members.size() <= 1 || member >= k.members.size()) return nullptr;
+  const VMFunction &fn = exe_->functions[func];
+  if (const SourceLoc *l = fn.siteMemberLoc(pc, member)) {
+    // A batched variant of another member count runs at the same pc.
+    auto it = std::lower_bound(fn.sites.begin(), fn.sites.end(), pc,
+                               [](const VMFunction::Site &s, uint32_t p) { return s.pc < p; });
+    if (it->count == k.members.size()) return l;
+  }
+  return member < k.memberLocs.size() ? &k.memberLocs[member] : nullptr;
+}
+
 Status VirtualMachine::errorAt(uint32_t func, uint32_t pc, const std::string &msg,
                                const SourceLoc *at) const {
   const VMFunction &fn = exe_->functions[func];
@@ -323,7 +336,6 @@ void VirtualMachine::profileKernelCall(uint32_t kernel, KernelImpl ran, double s
 
 Status VirtualMachine::callKernel(uint32_t kernel, const std::vector<Tensor *> &ti,
                                   const std::vector<Tensor *> &to, uint32_t func, uint32_t pc) {
-  const KernelDesc &k = exe_->kernels[kernel];
   auto t0 = opts_.profile ? Clock::now() : Clock::time_point();
   size_t failed = SIZE_MAX;
   KernelImpl ran = KernelImpl::Reference;
@@ -339,11 +351,8 @@ Status VirtualMachine::callKernel(uint32_t kernel, const std::vector<Tensor *> &
                        : dispatch_.run(kernel, ti, to, kctx_, &failed, &ran);
   if (opts_.profile) profileKernelCall(kernel, ran, std::chrono::duration<double>(Clock::now() - t0).count(), shapesKey(ti));
   // In a kernel of several members (a fused group), the failing member's
-  // own location; a one-member kernel may be shared by identical ops, so
-  // there the instruction's location (the op's) is the precise one.
-  if (!st.ok() && k.members.size() > 1 && failed < k.memberLocs.size())
-    return errorAt(func, pc, st.message, &k.memberLocs[failed]);
-  if (!st.ok()) return errorAt(func, pc, st.message);
+  // own location (memberLoc).
+  if (!st.ok()) return errorAt(func, pc, st.message, memberLoc(kernel, func, pc, failed));
   return st;
 }
 
@@ -626,8 +635,8 @@ dispatch:
         profile_.shapeFuncSeconds += std::chrono::duration<double>(Clock::now() - t0).count();
         ++profile_.shapeFuncCalls;
       }
-      if (!st.ok() && k.members.size() > 1 && failed < k.memberLocs.size())
-        return errorAt(func, pc, st.message, &k.memberLocs[failed]);
+      if (!st.ok() && memberLoc(code[pc + 1], func, pc, failed))
+        return errorAt(func, pc, st.message, memberLoc(code[pc + 1], func, pc, failed));
       if (!st.ok()) FAIL(st.message);
       // The verifier checked nout against the kernel's outputs.
       for (uint32_t o = 0; o < nout; ++o) {

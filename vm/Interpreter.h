@@ -215,6 +215,12 @@ private:
   /// of a fused kernel that failed).
   Status errorAt(uint32_t func, uint32_t pc, const std::string &msg,
                  const SourceLoc *at = nullptr) const;
+  /// Where member `member` of kernel `kernel`, called at (func, pc), was
+  /// written: the call's own location (site-locs) when it has one for a
+  /// kernel of that many members, else the kernel's (kernel-locs); null for
+  /// a one-member kernel, which identical ops share, so that the
+  /// instruction's location (the op's) is the precise one.
+  const SourceLoc *memberLoc(uint32_t kernel, uint32_t func, uint32_t pc, size_t member) const;
   TensorRef constant(uint32_t index);
   /// LoadConsti's scalar for `v`: one read-only tensor per value, made once
   /// (offsets and sizes repeat on every call; allocating each was a third

@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <utility>
 
 namespace nimble::vm {
 
@@ -305,10 +306,42 @@ public:
         return failFn(where() + "file string " + std::to_string(l.file) + " out of range (" +
                       std::to_string(e_.strings.size()) + " strings)");
     }
-    return true;
+    return checkSites(starts);
   }
 
 private:
+  /// The calls' own member locations (format 1.7): each at a kernel call,
+  /// by increasing pc, one location per member of that call's kernel.
+  bool checkSites(const std::vector<char> &starts) {
+    const std::vector<uint32_t> &code = f_.code;
+    for (size_t i = 0; i < f_.sites.size(); ++i) {
+      const VMFunction::Site &s = f_.sites[i];
+      auto where = [i] { return "site-locs entry " + std::to_string(i) + ": "; }; // built on failure only
+      if (s.pc >= code.size() || !starts[s.pc])
+        return failFn(where() + "pc " + std::to_string(s.pc) + " is not the start of an instruction");
+      if (i && s.pc <= f_.sites[i - 1].pc) return failFn(where() + "pcs are not strictly increasing");
+      DecodedInstr in;
+      decodeInstr(code.data(), code.size(), s.pc, in, nullptr); // decoded and checked by run()
+      if (in.op != Opcode::InvokePacked && in.op != Opcode::ShapeFunc && in.op != Opcode::InvokeShapeFunc)
+        return failAt(s.pc, opcodeInfo(in.op).name, where() + "not a kernel call");
+      const KernelDesc &k = e_.kernels[in.word(0)];
+      if (s.count != k.members.size())
+        return failAt(s.pc, opcodeInfo(in.op).name,
+                      where() + std::to_string(s.count) + " member locations for kernel '" + k.name + "' of " +
+                          std::to_string(k.members.size()) + " members");
+      if (uint64_t(s.first) + s.count > f_.siteMemberLocs.size())
+        return failFn(where() + "locations [" + std::to_string(s.first) + ", +" + std::to_string(s.count) +
+                      ") outside the table of " + std::to_string(f_.siteMemberLocs.size()));
+    }
+    for (size_t m = 0; m < f_.siteMemberLocs.size(); ++m) {
+      const SourceLoc &l = f_.siteMemberLocs[m];
+      if (l.line != 0 && l.file >= e_.strings.size())
+        return failFn("site-locs location " + std::to_string(m) + ": file string " + std::to_string(l.file) +
+                      " out of range (" + std::to_string(e_.strings.size()) + " strings)");
+    }
+    return true;
+  }
+
   struct Jump {
     uint32_t pc;
     Opcode op;
@@ -394,9 +427,9 @@ private:
     case Opcode::Ret: return count(in, "result count", in.regs(0).count, f_.resultTypes.size());
     case Opcode::Invoke: {
       const VMFunction &callee = e_.functions[in.word(0)];
-      return count(in, "argument count of @" + callee.name, in.regs(1).count,
+      return count(in, [&] { return "argument count of @" + callee.name; }, in.regs(1).count,
                    callee.paramTypes.size()) &&
-             count(in, "destination count of @" + callee.name, in.regs(2).count,
+             count(in, [&] { return "destination count of @" + callee.name; }, in.regs(2).count,
                    callee.resultTypes.size());
     }
     case Opcode::InvokePacked:
@@ -404,8 +437,8 @@ private:
     case Opcode::ShapeFunc: {
       const KernelDesc &k = e_.kernels[in.word(0)];
       size_t outs = k.outputs.size() + (in.op == Opcode::InvokePacked && k.upperBound ? 1 : 0);
-      return count(in, "input count of kernel '" + k.name + "'", in.regs(1).count, k.numInputs) &&
-             count(in, "output count of kernel '" + k.name + "'", in.regs(2).count, outs);
+      return count(in, [&] { return "input count of kernel '" + k.name + "'"; }, in.regs(1).count, k.numInputs) &&
+             count(in, [&] { return "output count of kernel '" + k.name + "'"; }, in.regs(2).count, outs);
     }
     case Opcode::ScalarI64:
       if (in.word(0) >= kNumScalarOps)
@@ -424,8 +457,12 @@ private:
     }
   }
 
-  bool count(const DecodedInstr &in, const std::string &what, size_t got, size_t want) {
-    return count(in, what.c_str(), got, want);
+  /// `what()` names the count; it is built only on a mismatch (a kernel or
+  /// function call per instruction: issue 23).
+  template <class What, class = decltype(std::declval<const What &>()())>
+  bool count(const DecodedInstr &in, const What &what, size_t got, size_t want) {
+    if (got == want) return true;
+    return count(in, what().c_str(), got, want);
   }
 
   const Executable &e_;

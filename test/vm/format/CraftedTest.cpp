@@ -335,6 +335,53 @@ TEST(Crafted, OperandCodes) {
                 "pc 0 (ScalarI64): register 99 out of range");
 }
 
+// Format 1.7: a call's own member locations. The full executable has two
+// (k0's InvokePacked and ShapeFunc); each damage is refused by the reader and
+// by the in-memory verifier, with the entry named.
+TEST(Crafted, SiteLocs) {
+  auto refusedFull = [](const std::function<void(Executable &)> &mutate, const std::string &message) {
+    Executable e = makeFullExecutable();
+    mutate(e);
+    std::string err;
+    EXPECT_FALSE(verify(e, err)) << "expected: " << message;
+    EXPECT_NE(err.find(message), std::string::npos) << "expected: " << message << "\n     got: " << err;
+    Outcome o = tryLoad(serialize(e));
+    EXPECT_FALSE(o.ok) << "expected: " << message;
+    EXPECT_NE(o.error.find(message), std::string::npos) << "expected: " << message << "\n     got: " << o.error;
+  };
+  {
+    Executable e = makeFullExecutable();
+    ASSERT_EQ(e.functions[0].sites.size(), 2u);
+    Outcome o = tryLoad(serialize(e));
+    EXPECT_TRUE(o.ok) << o.error;
+  }
+  refusedFull([](Executable &e) { e.functions[0].sites[0].pc += 1; },
+              "site-locs entry 0: pc 49 is not the start of an instruction");
+  refusedFull([](Executable &e) { e.functions[0].sites[1].pc = 0; },
+              "1: pcs are not strictly increasing");
+  refusedFull([](Executable &e) { e.functions[0].sites[0].pc = 3; },
+              "pc 3 (LoadConsti): site-locs entry 0: not a kernel call");
+  refusedFull(
+      [](Executable &e) {
+        e.functions[0].sites[0].count = 1;
+      },
+      "site-locs entry 0: 1 member locations for kernel 'fused_matmul_add' of 2 members");
+  refusedFull([](Executable &e) { e.functions[0].siteMemberLocs[1].file = 7; },
+              "location 1: file string 7 out of range (2 strings)");
+  // A line-0 location has no file to check.
+  Executable ok = makeFullExecutable();
+  ok.functions[0].siteMemberLocs[3].file = 7;
+  std::string err;
+  EXPECT_TRUE(verify(ok, err)) << err;
+  // A range outside the table; two sites may share one.
+  refusedFull([](Executable &e) { e.functions[0].sites[1].first = 3; }, "locations [3, +2) outside the table of 4");
+  Executable shared = makeFullExecutable();
+  shared.functions[0].sites[1].first = 0;
+  EXPECT_TRUE(verify(shared, err)) << err;
+  Outcome o = tryLoad(serialize(shared));
+  EXPECT_TRUE(o.ok) << o.error;
+}
+
 TEST(Crafted, SourceMap) {
   expectRefused([](Executable &e) { e.functions[0].sourceMap[1].pc = 4; },
                 "function 'main': source map entry 1: pc 4 is not the start of an instruction");

@@ -12,7 +12,7 @@ using namespace test;
 
 TEST(Disassembler, SmallExecutableGolden) {
   Executable e = makeSmallExecutable();
-  EXPECT_EQ(disassemble(e), R"(; nimble executable, format 1.6
+  EXPECT_EQ(disassemble(e), R"(; nimble executable, format 1.7
 
 strings:
   s0 = "small.nir"
@@ -39,7 +39,7 @@ TEST(Disassembler, SourceLocationsAndNoTables) {
   DisasmOptions o;
   o.sourceLocations = true;
   o.tables = false;
-  EXPECT_EQ(disassemble(e, o), R"(; nimble executable, format 1.6
+  EXPECT_EQ(disassemble(e, o), R"(; nimble executable, format 1.7
 
 func @main(%x: tensor<2x2xf32>) -> tensor<2x2xf32> registers=4
   0: LoadConst r1, c0  ; @w, small.nir:1:1
@@ -116,6 +116,23 @@ TEST(Disassembler, OneInstructionForTheTracer) {
   EXPECT_EQ(size, 7u);
   EXPECT_EQ(disassembleInstr(e, e.functions[0], 3, true),
             "InvokePacked k0 (r0, r1) -> (r2)  ; kernel \"add\", small.nir:2:5");
+}
+
+// With locations, a call that has its own member locations (site-locs)
+// lists them; an unknown one is '?'.
+TEST(Disassembler, CallSiteMemberLocations) {
+  Executable e = makeFullExecutable();
+  const VMFunction &f = e.functions[0];
+  ASSERT_EQ(f.sites.size(), 2u);
+  EXPECT_EQ(disassembleInstr(e, f, f.sites[0].pc, true),
+            "InvokePacked k0 (r0, r2, r5) -> (r8)  ; kernel \"fused_matmul_add\", model.nir:5:7, members at "
+            "model.nir:11:3 model.nir:12:5");
+  EXPECT_EQ(disassembleInstr(e, f, f.sites[1].pc, true),
+            "ShapeFunc k0 (r0, r2, r5) -> (r20)  ; kernel \"fused_matmul_add\", model.nir:5:7, members at "
+            "model.nir:13:3 ?");
+  // Without locations, none.
+  EXPECT_EQ(disassembleInstr(e, f, f.sites[0].pc, false),
+            "InvokePacked k0 (r0, r2, r5) -> (r8)  ; kernel \"fused_matmul_add\"");
 }
 
 TEST(Disassembler, UnverifiedCodeDoesNotCrash) {

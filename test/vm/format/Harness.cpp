@@ -101,6 +101,14 @@ void checkRunnable(const Executable &e, const AlignedBuffer &buf) {
         ASSERT_LT(l.file, e.strings.size());
       }
     }
+    for (const VMFunction::Site &s : f.sites) {
+      ASSERT_TRUE(s.pc < f.code.size() && start[s.pc]);
+      DecodedInstr in;
+      ASSERT_TRUE(decodeInstr(f.code.data(), f.code.size(), s.pc, in, nullptr));
+      ASSERT_TRUE(in.op == Opcode::InvokePacked || in.op == Opcode::ShapeFunc || in.op == Opcode::InvokeShapeFunc);
+      ASSERT_EQ(s.count, e.kernels[in.word(0)].members.size());
+      ASSERT_LE(uint64_t(s.first) + s.count, f.siteMemberLocs.size());
+    }
   }
 }
 

@@ -74,6 +74,19 @@ void expectSameExecutable(const Executable &a, const Executable &b) {
       EXPECT_EQ(x.sourceMap[s].line, y.sourceMap[s].line);
       EXPECT_EQ(x.sourceMap[s].col, y.sourceMap[s].col);
     }
+    ASSERT_EQ(x.sites.size(), y.sites.size());
+    for (size_t s = 0; s < x.sites.size(); ++s) {
+      EXPECT_EQ(x.sites[s].pc, y.sites[s].pc);
+      ASSERT_EQ(x.sites[s].count, y.sites[s].count);
+      for (uint32_t m = 0; m < x.sites[s].count; ++m) {
+        const SourceLoc &p = *x.siteMemberLoc(x.sites[s].pc, m), &q = *y.siteMemberLoc(y.sites[s].pc, m);
+        EXPECT_EQ(p.line, q.line);
+        EXPECT_EQ(p.col, q.col);
+        if (p.line) {
+          EXPECT_EQ(p.file, q.file);
+        }
+      }
+    }
   }
 }
 

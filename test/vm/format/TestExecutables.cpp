@@ -173,7 +173,8 @@ Executable makeFullExecutable() {
   m.word(8).word(4).word(6).word(uint32_t(DType::F32)).word(7);
   loc(m.begin(Opcode::InvokeShapeFunc), 5, 7);
   m.word(0).regs({0, 2, 5}).regs({9});
-  loc(m.begin(Opcode::InvokePacked), 5, 7);
+  const uint32_t sitePc0 = m.begin(Opcode::InvokePacked);
+  loc(sitePc0, 5, 7);
   m.word(0).regs({0, 2, 5}).regs({8});
   m.begin(Opcode::InvokePacked);
   m.word(5).regs({0}).regs({17, 18});
@@ -189,7 +190,8 @@ Executable makeFullExecutable() {
   m.word(14).word(1);
   m.begin(Opcode::ScalarI64);
   m.word(uint32_t(ScalarOp::Lt)).word(19).word(3).word(6);
-  loc(m.begin(Opcode::ShapeFunc), 5, 7);
+  const uint32_t sitePc1 = m.begin(Opcode::ShapeFunc);
+  loc(sitePc1, 5, 7);
   m.word(0).regs({0, 2, 5}).regs({20});
   m.begin(Opcode::Move);
   m.word(15).word(13);
@@ -219,6 +221,10 @@ Executable makeFullExecutable() {
   m.patchJump(case1, switchPc, retBlock);
   m.patchJump(caseDefault, switchPc, fatalPc);
   m.patchJump(gotoTarget, gotoPc, retBlock);
+  // Format 1.7: two calls of the two-member kernel k0 with their own member
+  // locations (one unknown).
+  main.sites = {{sitePc0, 0, 2}, {sitePc1, 2, 2}};
+  main.siteMemberLocs = {{0, 0, 11, 3}, {0, 0, 12, 5}, {0, 0, 13, 3}, {0, 0, 0, 0}};
 
   VMFunction helper;
   helper.name = "helper";
