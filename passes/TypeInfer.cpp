@@ -125,11 +125,16 @@ void TypeInferPass::inferFunction(Function &f, Module &m, bool &changed, bool &s
   auto blockNumber = [&](const Block *b) { return static_cast<uint32_t>(b->scratch()); };
 
   // Incoming edges of each block: (terminator, successor index).
+  // Whether some edge goes back in the reverse post-order (a cycle).
   std::vector<std::vector<std::pair<Operation *, unsigned>>> preds(rpo.size());
+  bool cyclic = false;
   for (Block *b : rpo)
     if (Operation *t = b->terminator())
-      for (unsigned k = 0; k < t->successors().size(); ++k)
-        preds[blockNumber(t->successors()[k].block)].push_back({t, k});
+      for (unsigned k = 0; k < t->successors().size(); ++k) {
+        uint32_t to = blockNumber(t->successors()[k].block);
+        cyclic |= to <= blockNumber(b);
+        preds[to].push_back({t, k});
+      }
 
   // Declared types; optimistic start: nothing known yet about non-entry block
   // arguments and op results (back edges are read before they are computed).
@@ -151,8 +156,11 @@ void TypeInferPass::inferFunction(Function &f, Module &m, bool &changed, bool &s
       }
   }
 
+  // Without a cycle one sweep in reverse post-order is the fixpoint: every
+  // definition is visited before its uses, and a sweep that confirms it
+  // changes nothing (issue 23: that second sweep was half the pass).
   bool moving = true;
-  for (int iter = 0; moving && iter < 64; ++iter) {
+  for (int iter = 0; moving && iter < (cyclic ? 64 : 1); ++iter) {
     moving = false;
     auto update = [&](Value *v, Type t) {
       if (v->type() == t) return;
