@@ -20,18 +20,33 @@ DominanceInfo::DominanceInfo(const Function &f) {
   tag_ = newScratchTag();
   for (int i = 0; i < n; ++i) rpo_[i]->setScratch((tag_ << 32) | static_cast<uint32_t>(i));
   if (n == 0) return;
-  std::vector<std::vector<int>> preds(rpo_.size());
+  // Predecessors and, below, dominator-tree children as flat arrays with
+  // offsets (compressed rows): two allocations, not one per block (issue 23:
+  // the tree is built about ten times per function of 140,000 blocks).
+  std::vector<int> succ; // (from, to) pairs of the reachable edges
   for (int i = 0; i < n; ++i)
     if (Operation *t = rpo_[i]->terminator())
       for (const Successor &s : t->successors())
-        if (int j = index(s.block); j >= 0) preds[j].push_back(i);
+        if (int j = index(s.block); j >= 0) {
+          succ.push_back(i);
+          succ.push_back(j);
+        }
+  std::vector<uint32_t> predBegin(static_cast<size_t>(n) + 1, 0);
+  for (size_t e = 0; e < succ.size(); e += 2) ++predBegin[static_cast<size_t>(succ[e + 1]) + 1];
+  for (int i = 0; i < n; ++i) predBegin[i + 1] += predBegin[i];
+  std::vector<int> preds(succ.size() / 2);
+  {
+    std::vector<uint32_t> at(predBegin.begin(), predBegin.end() - 1);
+    for (size_t e = 0; e < succ.size(); e += 2) preds[at[static_cast<size_t>(succ[e + 1])]++] = succ[e];
+  }
   idom_.assign(rpo_.size(), -1);
   idom_[0] = 0;
   for (bool changed = true; changed;) {
     changed = false;
     for (int i = 1; i < n; ++i) {
       int nd = -1;
-      for (int p : preds[i]) {
+      for (uint32_t e = predBegin[i]; e < predBegin[i + 1]; ++e) {
+        int p = preds[e];
         if (idom_[p] < 0) continue;
         nd = nd < 0 ? p : intersect(p, nd);
       }
@@ -42,8 +57,14 @@ DominanceInfo::DominanceInfo(const Function &f) {
     }
   }
   // Pre/post numbers of the dominator tree (iterative DFS).
-  kids_.assign(rpo_.size(), {});
-  for (int i = 1; i < n; ++i) kids_[idom_[i]].push_back(i);
+  kidBegin_.assign(static_cast<size_t>(n) + 1, 0);
+  for (int i = 1; i < n; ++i) ++kidBegin_[static_cast<size_t>(idom_[i]) + 1];
+  for (int i = 0; i < n; ++i) kidBegin_[i + 1] += kidBegin_[i];
+  kids_.assign(static_cast<size_t>(n > 0 ? n - 1 : 0), 0);
+  {
+    std::vector<uint32_t> at(kidBegin_.begin(), kidBegin_.end() - 1);
+    for (int i = 1; i < n; ++i) kids_[at[static_cast<size_t>(idom_[i])]++] = i;
+  }
   pre_.assign(rpo_.size(), 0);
   post_.assign(rpo_.size(), 0);
   uint32_t clock = 0;
@@ -51,8 +72,8 @@ DominanceInfo::DominanceInfo(const Function &f) {
   pre_[0] = clock++;
   while (!stack.empty()) {
     auto &[b, k] = stack.back();
-    if (k < kids_[b].size()) {
-      int c = kids_[b][k++];
+    if (k < children(b).size()) {
+      int c = children(b)[k++];
       pre_[c] = clock++;
       stack.push_back({c, 0});
     } else {
@@ -94,7 +115,7 @@ Block *DominanceInfo::common(const std::vector<const Block *> &bs) const {
 }
 
 Block *DominanceInfo::childToward(const Block *d, const Block *c) const {
-  const std::vector<int> &ks = kids_[index(d)];
+  std::span<const int> ks = children(index(d));
   uint32_t pc = pre_[index(c)];
   auto it = std::upper_bound(ks.begin(), ks.end(), pc,
                              [&](uint32_t p, int k) { return p < pre_[k]; });

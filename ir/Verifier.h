@@ -40,7 +40,9 @@
 
 #include "ir/IR.h"
 
+#include <span>
 #include <unordered_map>
+#include <vector>
 
 namespace nimble::ir {
 
@@ -99,7 +101,9 @@ public:
   Block *common(const std::vector<const Block *> &bs) const;
   /// The dominator-tree children of the block at RPO position `i`, as RPO
   /// positions in increasing order (which is also their pre-order).
-  const std::vector<int> &children(int i) const { return kids_[static_cast<size_t>(i)]; }
+  std::span<const int> children(int i) const {
+    return {kids_.data() + kidBegin_[static_cast<size_t>(i)], kids_.data() + kidBegin_[static_cast<size_t>(i) + 1]};
+  }
   /// The child of `d` in the dominator tree that dominates `c` (`d` strictly
   /// dominates `c`, both reachable). O(log children).
   Block *childToward(const Block *d, const Block *c) const;
@@ -125,8 +129,10 @@ private:
   mutable bool indexed_ = false;
   std::vector<int> idom_;
   /// Dominator-tree children of each block, in increasing RPO index (which
-  /// is also their pre-order).
-  std::vector<std::vector<int>> kids_;
+  /// is also their pre-order): those of block i are kids_[kidBegin_[i],
+  /// kidBegin_[i + 1]).
+  std::vector<int> kids_;
+  std::vector<uint32_t> kidBegin_;
   std::vector<uint32_t> pre_, post_;
 };
 

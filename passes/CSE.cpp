@@ -104,7 +104,7 @@ public:
     erased += visit(stack.back());
     while (!stack.empty()) {
       Frame &fr = stack.back();
-      const std::vector<int> &kids = dom.children(fr.index);
+      std::span<const int> kids = dom.children(fr.index);
       if (fr.nextChild < kids.size()) {
         int child = kids[fr.nextChild++];
         stack.push_back({rpo[static_cast<size_t>(child)], child, 0, {}});
