@@ -76,34 +76,68 @@ Liveness::Liveness(const Function &f) {
   cross = {};
   groups.emplace_back(INT_MAX, static_cast<uint32_t>(users.size())); // the end of the last
 
-  std::vector<std::vector<size_t>> preds(blocks_.size());
-  for (size_t i = 0; i < blocks_.size(); ++i)
+  // Predecessors, and below the live sets, as flat arrays with offsets
+  // (compressed rows): a few allocations, not one or more per block (issue
+  // 23: the analysis runs three times on functions of 140,000 blocks).
+  const size_t nb = blocks_.size();
+  std::vector<uint32_t> edges; // (from, to) pairs
+  for (size_t i = 0; i < nb; ++i)
     if (Operation *t = blocks_[i]->terminator())
       for (const Successor &s : t->successors())
-        if (size_t j = findBlock(s.block); j != SIZE_MAX) preds[j].push_back(i);
-  in_.assign(blocks_.size(), {});
-  out_.assign(blocks_.size(), {});
-  // Values in increasing number order: each set receives numbers in
-  // ascending order, and "already there" is a look at its last element.
+        if (size_t j = findBlock(s.block); j != SIZE_MAX) {
+          edges.push_back(static_cast<uint32_t>(i));
+          edges.push_back(static_cast<uint32_t>(j));
+        }
+  std::vector<uint32_t> predBegin(nb + 1, 0);
+  for (size_t e = 0; e < edges.size(); e += 2) ++predBegin[edges[e + 1] + 1];
+  for (size_t b = 0; b < nb; ++b) predBegin[b + 1] += predBegin[b];
+  std::vector<uint32_t> preds(edges.size() / 2);
+  {
+    std::vector<uint32_t> at(predBegin.begin(), predBegin.end() - 1);
+    for (size_t e = 0; e < edges.size(); e += 2) preds[at[edges[e + 1]]++] = edges[e];
+  }
+  edges = {};
+  // Values in increasing number order, so that each block's sets receive
+  // numbers in ascending order; a block's stamp says whether the value
+  // being propagated is in its set already.
+  std::vector<std::pair<uint32_t, int>> ins, outs; // (block, value)
+  std::vector<int> inStamp(nb, -1), outStamp(nb, -1);
   std::vector<size_t> work;
   for (size_t g = 0; g + 1 < groups.size(); ++g) {
     const int v = groups[g].first;
     const size_t d = static_cast<size_t>(std::upper_bound(blockStart.begin(), blockStart.end(), v) - blockStart.begin()) - 1;
     auto markIn = [&](size_t b) {
-      if (b == d || (!in_[b].empty() && in_[b].back() == v)) return;
-      in_[b].push_back(v);
+      if (b == d || inStamp[b] == v) return;
+      inStamp[b] = v;
+      ins.emplace_back(static_cast<uint32_t>(b), v);
       work.push_back(b);
     };
     for (uint32_t c = groups[g].second; c < groups[g + 1].second; ++c) markIn(users[c]);
     while (!work.empty()) {
       size_t b = work.back();
       work.pop_back();
-      for (size_t p : preds[b]) {
-        if (out_[p].empty() || out_[p].back() != v) out_[p].push_back(v);
+      for (uint32_t e = predBegin[b]; e < predBegin[b + 1]; ++e) {
+        const uint32_t p = preds[e];
+        if (outStamp[p] != v) {
+          outStamp[p] = v;
+          outs.emplace_back(p, v);
+        }
         markIn(p);
       }
     }
   }
+  // Grouped by block (a counting sort, stable: ascending within a block).
+  auto rows = [nb](const std::vector<std::pair<uint32_t, int>> &pairs, std::vector<uint32_t> &begin,
+                   std::vector<int> &list) {
+    begin.assign(nb + 1, 0);
+    for (const auto &[b, v] : pairs) ++begin[b + 1];
+    for (size_t b = 0; b < nb; ++b) begin[b + 1] += begin[b];
+    list.resize(pairs.size());
+    std::vector<uint32_t> at(begin.begin(), begin.end() - 1);
+    for (const auto &[b, v] : pairs) list[at[b]++] = v;
+  };
+  rows(ins, inBegin_, in_);
+  rows(outs, outBegin_, out_);
 }
 
 size_t Liveness::slowBlock(const Block *b) const {
@@ -128,12 +162,12 @@ int Liveness::slowId(const Value *v) const {
 }
 
 bool Liveness::isLiveIn(const Block *b, int id) const {
-  const std::vector<int> &s = liveIn(b);
+  std::span<const int> s = liveIn(b);
   return std::binary_search(s.begin(), s.end(), id);
 }
 
 bool Liveness::isLiveOut(const Block *b, int id) const {
-  const std::vector<int> &s = liveOut(b);
+  std::span<const int> s = liveOut(b);
   return std::binary_search(s.begin(), s.end(), id);
 }
 

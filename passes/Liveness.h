@@ -25,6 +25,7 @@
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -44,8 +45,8 @@ public:
   size_t numValues() const { return values_.size(); }
 
   /// The values live into / out of `b`, ascending.
-  const std::vector<int> &liveIn(const ir::Block *b) const { return in_[blockIndex(b)]; }
-  const std::vector<int> &liveOut(const ir::Block *b) const { return out_[blockIndex(b)]; }
+  std::span<const int> liveIn(const ir::Block *b) const { return row(in_, inBegin_, blockIndex(b)); }
+  std::span<const int> liveOut(const ir::Block *b) const { return row(out_, outBegin_, blockIndex(b)); }
   bool isLiveIn(const ir::Block *b, int id) const;
   /// The block's position in the function's block list.
   size_t blockNumber(const ir::Block *b) const { return blockIndex(b); }
@@ -88,7 +89,13 @@ private:
   std::vector<const ir::Block *> blocks_;
   mutable std::unordered_map<const ir::Block *, size_t> blockIndex_; // built at the first miss
   mutable bool blocksIndexed_ = false;
-  std::vector<std::vector<int>> in_, out_;
+  /// The live-in values of block i are in_[inBegin_[i], inBegin_[i + 1]),
+  /// ascending; likewise out_.
+  std::vector<int> in_, out_;
+  std::vector<uint32_t> inBegin_, outBegin_;
+  static std::span<const int> row(const std::vector<int> &list, const std::vector<uint32_t> &begin, size_t i) {
+    return {list.data() + begin[i], list.data() + begin[i + 1]};
+  }
   mutable std::vector<int32_t> lastUse_;
   mutable std::vector<int> touched_;
 };

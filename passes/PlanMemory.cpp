@@ -989,7 +989,8 @@ size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
   for (Block *b : blocks) {
     Operation *t = b->terminator();
     if (!t) continue;
-    std::vector<int> atEnd = lv.liveOut(b);
+    std::span<const int> out = lv.liveOut(b);
+    std::vector<int> atEnd(out.begin(), out.end());
     for (Value *v : t->operandValues())
       if (int i = lv.id(v); i >= 0) atEnd.push_back(i);
     std::sort(atEnd.begin(), atEnd.end());

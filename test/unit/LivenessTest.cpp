@@ -21,6 +21,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <span>
 
 namespace nimble::passes {
 namespace {
@@ -187,7 +188,7 @@ TEST_F(LivenessTest, RandomGraphsMatchDataflowFixpoint) {
     Liveness lv(*f);
     ASSERT_EQ(lv.numValues(), all.size());
     expectNumbering(lv);
-    auto asSet = [&](const std::vector<int> &ids) {
+    auto asSet = [&](std::span<const int> ids) {
       EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
       std::set<const Value *> r;
       for (int id : ids) r.insert(lv.value(id));
