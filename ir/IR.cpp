@@ -452,10 +452,6 @@ void Block::unlink(Operation *op) {
   op->block_ = nullptr;
 }
 
-Operation *Block::terminator() const {
-  return last_ && last_->isTerminator() ? last_ : nullptr;
-}
-
 std::vector<Block *> Block::successors() const {
   std::vector<Block *> r;
   if (Operation *t = terminator())

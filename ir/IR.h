@@ -508,7 +508,9 @@ public:
   Operation *push_back(std::unique_ptr<Operation> op);
   Operation *insertBefore(Operation *before, std::unique_ptr<Operation> op);
   /// The terminator, or null if the block does not end in one.
-  Operation *terminator() const;
+  /// The last op when it is a terminator, else null. Inline: analyses ask it
+  /// of every block, several times per pass.
+  Operation *terminator() const { return last_ && last_->isTerminator() ? last_ : nullptr; }
   std::vector<Block *> successors() const;
 
   /// A word an analysis may keep on the block while it runs, as

@@ -2,13 +2,13 @@
 
 #include "ir/Verifier.h"
 
+#include "ir/FlatMap.h"
 #include "ir/Inference.h"
 #include "ir/Printer.h"
 
 #include <algorithm>
 #include <cassert>
 #include <functional>
-#include <unordered_set>
 
 namespace nimble::ir {
 
@@ -193,11 +193,13 @@ bool Verifier::structure(const Function &f) {
     return false;
   }
   bool ok = true;
-  std::unordered_set<const Block *> own;
-  for (auto &b : f.blocks()) own.insert(b.get());
+  // The function's blocks, by address: a successor is checked against the
+  // set, not through its pointer (a pass's bug may leave one dangling).
+  FlatMap<const Block *, char> own;
+  for (auto &b : f.blocks()) own.tryEmplace(b.get(), 1);
   auto checkSuccessors = [&](const Operation &op) {
     for (const Successor &s : op.successors())
-      if (!s.block || !own.count(s.block)) {
+      if (!s.block || !own.find(s.block)) {
         diag_.error(succLoc(op, s), "successor is not a block of @" + f.name());
         ok = false;
       } else if (s.block == f.entry()) {
@@ -220,7 +222,7 @@ bool Verifier::structure(const Function &f) {
       break;
     }
     for (const Successor &s : term->successors())
-      cfgOk = cfgOk && s.block && own.count(s.block) && s.block != f.entry();
+      cfgOk = cfgOk && s.block && own.find(s.block) && s.block != f.entry();
   }
   std::unique_ptr<DominanceInfo> dom;
   if (cfgOk) dom = std::make_unique<DominanceInfo>(f);
