@@ -85,12 +85,11 @@ DominanceInfo::DominanceInfo(const Function &f) {
 
 int DominanceInfo::slowIndex(const Block *b) const {
   if (!indexed_) {
-    index_.reserve(rpo_.size());
-    for (size_t i = 0; i < rpo_.size(); ++i) index_.emplace(rpo_[i], static_cast<int>(i));
+    for (size_t i = 0; i < rpo_.size(); ++i) index_.tryEmplace(rpo_[i], static_cast<int>(i));
     indexed_ = true;
   }
-  auto it = index_.find(b);
-  return it == index_.end() ? -1 : it->second;
+  const int *i = index_.find(b);
+  return i ? *i : -1;
 }
 
 Block *DominanceInfo::idom(const Block *b) const {

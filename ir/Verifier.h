@@ -38,10 +38,10 @@
 #ifndef NIMBLE_IR_VERIFIER_H
 #define NIMBLE_IR_VERIFIER_H
 
+#include "ir/FlatMap.h"
 #include "ir/IR.h"
 
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 namespace nimble::ir {
@@ -125,7 +125,7 @@ private:
   // word overwrote while this object lives) is looked up in `index_`, built
   // at the first such lookup.
   uint64_t tag_ = 0;
-  mutable std::unordered_map<const Block *, int> index_;
+  mutable FlatMap<const Block *, int> index_;
   mutable bool indexed_ = false;
   std::vector<int> idom_;
   /// Dominator-tree children of each block, in increasing RPO index (which

@@ -142,23 +142,21 @@ Liveness::Liveness(const Function &f) {
 
 size_t Liveness::slowBlock(const Block *b) const {
   if (!blocksIndexed_) {
-    blockIndex_.reserve(blocks_.size());
-    for (size_t i = 0; i < blocks_.size(); ++i) blockIndex_.emplace(blocks_[i], i);
+    for (size_t i = 0; i < blocks_.size(); ++i) blockIndex_.tryEmplace(blocks_[i], i);
     blocksIndexed_ = true;
   }
-  auto it = blockIndex_.find(b);
-  return it == blockIndex_.end() ? SIZE_MAX : it->second;
+  const size_t *i = blockIndex_.find(b);
+  return i ? *i : SIZE_MAX;
 }
 
 int Liveness::slowId(const Value *v) const {
   if (isa<Global>(v)) return -1; // never numbered; common (weights)
   if (!idsBuilt_) {
-    ids_.reserve(values_.size());
-    for (size_t i = 0; i < values_.size(); ++i) ids_.emplace(values_[i], static_cast<int>(i));
+    for (size_t i = 0; i < values_.size(); ++i) ids_.tryEmplace(values_[i], static_cast<int>(i));
     idsBuilt_ = true;
   }
-  auto it = ids_.find(v);
-  return it == ids_.end() ? -1 : it->second;
+  const int *i = ids_.find(v);
+  return i ? *i : -1;
 }
 
 bool Liveness::isLiveIn(const Block *b, int id) const {

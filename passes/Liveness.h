@@ -20,13 +20,13 @@
 #ifndef NIMBLE_PASSES_LIVENESS_H
 #define NIMBLE_PASSES_LIVENESS_H
 
+#include "ir/FlatMap.h"
 #include "ir/IR.h"
 
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 namespace nimble::passes {
@@ -84,10 +84,10 @@ private:
   // user of the word overwrote while this object lives) is looked up in
   // `ids_`, built at the first such lookup.
   uint64_t tag_ = 0;
-  mutable std::unordered_map<const ir::Value *, int> ids_;
+  mutable ir::FlatMap<const ir::Value *, int> ids_;
   mutable bool idsBuilt_ = false;
   std::vector<const ir::Block *> blocks_;
-  mutable std::unordered_map<const ir::Block *, size_t> blockIndex_; // built at the first miss
+  mutable ir::FlatMap<const ir::Block *, size_t> blockIndex_; // built at the first miss
   mutable bool blocksIndexed_ = false;
   /// The live-in values of block i are in_[inBegin_[i], inBegin_[i + 1]),
   /// ascending; likewise out_.
