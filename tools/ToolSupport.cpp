@@ -103,14 +103,32 @@ bool writeOutputAtomically(const std::string &path, const std::vector<std::strin
     if (!ok) error = "cannot write '" + path + "': " + std::strerror(saved);
     return ok;
   }
+  return writeOutputAtomicallyWith(
+      path,
+      [&](int fd, std::string &why) {
+        if (writeAll(fd, data)) return true;
+        why = std::strerror(errno);
+        return false;
+      },
+      error);
+}
+
+bool isRegularOutput(const std::string &path) {
+  if (path == "-") return false;
+  struct stat st;
+  return ::stat(path.c_str(), &st) != 0 ? errno == ENOENT : S_ISREG(st.st_mode);
+}
+
+bool writeOutputAtomicallyWith(const std::string &path, const std::function<bool(int fd, std::string &why)> &produce,
+                               std::string &error) {
   std::string tmp = path + ".tmp.XXXXXX";
   int fd = ::mkstemp(tmp.data());
   if (fd < 0) {
     error = "cannot write '" + path + "': " + std::strerror(errno);
     return false;
   }
-  if (!writeAll(fd, data)) {
-    error = "cannot write '" + path + "': " + std::strerror(errno);
+  if (std::string why; !produce(fd, why)) {
+    error = "cannot write '" + path + "': " + why;
     ::close(fd);
     ::unlink(tmp.c_str());
     return false;

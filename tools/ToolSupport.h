@@ -9,6 +9,7 @@
 #ifndef NIMBLE_TOOLS_TOOLSUPPORT_H
 #define NIMBLE_TOOLS_TOOLSUPPORT_H
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -30,6 +31,16 @@ bool writeOutputAtomically(const std::string &path, std::string_view data, std::
 /// place: no second copy of a big output). A failed write leaves no file.
 bool writeOutputAtomically(const std::string &path, const std::vector<std::string_view> &data,
                            std::string &error);
+/// Whether `path` names a regular file or nothing yet (not `-`, a device, a
+/// FIFO or a socket): an output writeOutputAtomicallyWith can produce.
+bool isRegularOutput(const std::string &path);
+/// Writes `path` through `produce`, which writes the whole output into `fd`
+/// (an empty temporary file beside `path`, open for reading and writing; it
+/// may seek) or returns false with the reason; the file then replaces
+/// `path`. For outputs not worth holding in memory; `path` must satisfy
+/// isRegularOutput. A failed write leaves no file.
+bool writeOutputAtomicallyWith(const std::string &path, const std::function<bool(int fd, std::string &why)> &produce,
+                               std::string &error);
 
 /// The display name of an input path in diagnostics (`<stdin>` for `-`).
 std::string displayName(const std::string &path);

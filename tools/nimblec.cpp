@@ -395,8 +395,18 @@ int main(int argc, char **argv) {
       return kExitError;
     }
   }
-  // Written from where it was made: a copy of a big .nbc would raise the
-  // peak memory by its size.
+  // Into the file as it is made (vm::writeExecutable): a copy of a big .nbc
+  // in memory would raise the peak by its size (164 MB at a million ops; a
+  // model's weights). Standard output and special files get the bytes in
+  // memory, written from where they were made.
+  if (o.emit != "asm" && isRegularOutput(o.output)) {
+    if (!writeOutputAtomicallyWith(
+            o.output, [&](int fd, std::string &why) { return vm::writeExecutable(fd, exe, why); }, error)) {
+      std::cerr << "nimblec: error: " << error << "\n";
+      return kExitError;
+    }
+    return kExitOk;
+  }
   std::string asmText;
   std::vector<uint8_t> bytes;
   if (o.emit == "asm") asmText = vm::disassemble(exe);

@@ -22,12 +22,17 @@
 //===----------------------------------------------------------------------===//
 #include "vm/Format.h"
 
-#include <cassert>
+#include <algorithm>
 #include <bit>
+#include <cassert>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <utility>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
@@ -162,10 +167,16 @@ void resealChecksum(uint8_t *data, size_t size) {
 
 namespace {
 
+/// Appends the file's bytes: into `b` (serialize), or through `b` as a
+/// buffer of kFlushAt bytes into a file (writeExecutable: the file is never
+/// whole in memory, issue 23). Positions are absolute file offsets; a patch
+/// of bytes already flushed is written with pwrite at the end (finish).
 class ByteWriter {
 public:
-  std::vector<uint8_t> b;
-  void u8(uint8_t v) { b.push_back(v); }
+  ByteWriter() = default;
+  explicit ByteWriter(int fd) : fd_(fd) {}
+  std::vector<uint8_t> b; // the bytes not yet flushed (all of them in memory)
+  void u8(uint8_t v) { raw(&v, 1); }
   void u16(uint16_t v) { raw(&v, 2); }
   void u32(uint32_t v) { raw(&v, 4); }
   void u64(uint64_t v) { raw(&v, 8); }
@@ -173,16 +184,74 @@ public:
   void f64(double v) { u64(std::bit_cast<uint64_t>(v)); }
   void raw(const void *p, size_t n) {
     const uint8_t *c = static_cast<const uint8_t *>(p);
+    if (fd_ >= 0 && n >= kFlushAt) { // a constant's or an object's bytes: not copied
+      flush();
+      put(c, n);
+      return;
+    }
     b.insert(b.end(), c, c + n);
+    if (fd_ >= 0 && b.size() >= kFlushAt) flush();
   }
   void str(const std::string &s) {
     u32(static_cast<uint32_t>(s.size()));
     raw(s.data(), s.size());
   }
   void pad(size_t align) {
-    while (b.size() % align) b.push_back(0);
+    static const uint8_t zeros[64] = {};
+    if (size_t r = size() % align) raw(zeros, align - r);
   }
-  size_t size() const { return b.size(); }
+  size_t size() const { return flushed_ + b.size(); }
+  bool streaming() const { return fd_ >= 0; }
+  /// Overwrites bytes written before, at absolute offset `pos`.
+  void patch(size_t pos, const void *p, size_t n) {
+    const uint8_t *c = static_cast<const uint8_t *>(p);
+    if (pos >= flushed_) {
+      std::memcpy(b.data() + (pos - flushed_), c, n);
+      return;
+    }
+    deferred_.push_back({pos, std::vector<uint8_t>(c, c + n)});
+  }
+  void patch32(size_t pos, uint32_t v) { patch(pos, &v, 4); }
+  void patch64(size_t pos, uint64_t v) { patch(pos, &v, 8); }
+  /// Streaming: flushes the buffer and applies the deferred patches; false
+  /// (errno set) if a write failed.
+  bool finish() {
+    flush();
+    for (const auto &[pos, bytes] : deferred_)
+      for (size_t off = 0; ok_ && off < bytes.size();) {
+        ssize_t w = ::pwrite(fd_, bytes.data() + off, bytes.size() - off, static_cast<off_t>(pos + off));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) ok_ = false;
+        else off += static_cast<size_t>(w);
+      }
+    deferred_.clear();
+    return ok_;
+  }
+
+private:
+  static constexpr size_t kFlushAt = size_t(1) << 20;
+  void flush() {
+    if (fd_ < 0 || b.empty()) return;
+    put(b.data(), b.size());
+    b.clear();
+  }
+  void put(const uint8_t *p, size_t n) {
+    flushed_ += n;
+    while (ok_ && n > 0) {
+      ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        ok_ = false;
+        break;
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+  }
+  int fd_ = -1;
+  size_t flushed_ = 0;
+  bool ok_ = true;
+  std::vector<std::pair<size_t, std::vector<uint8_t>>> deferred_;
 };
 
 void writeType(ByteWriter &w, const TypeDesc &t) {
@@ -360,7 +429,7 @@ void writeNativeCode(ByteWriter &w, const Executable &e) {
   w.u64(0);
   w.u64(n.object.size());
   w.pad(nbc::kConstantAlign);
-  store64(w.b.data() + offsetField, w.size() - start);
+  w.patch64(offsetField, w.size() - start);
   w.raw(n.object.data(), n.object.size());
 }
 
@@ -385,10 +454,10 @@ void writeCudaCode(ByteWriter &w, const Executable &e) {
   w.u64(0);
   w.u64(c.cubin.size());
   w.pad(nbc::kConstantAlign);
-  store64(w.b.data() + fields, w.size() - start);
+  w.patch64(fields, w.size() - start);
   w.raw(c.ptx.data(), c.ptx.size());
   w.pad(nbc::kConstantAlign);
-  store64(w.b.data() + fields + 16, w.size() - start);
+  w.patch64(fields + 16, w.size() - start);
   w.raw(c.cubin.data(), c.cubin.size());
 }
 
@@ -426,7 +495,7 @@ void writeConstants(ByteWriter &w, const Executable &e) {
   for (size_t i = 0; i < e.constants.size(); ++i) {
     const ConstantDesc &c = e.constants[i];
     w.pad(nbc::kConstantAlign);
-    store64(w.b.data() + offsetFields[i], w.size());
+    w.patch64(offsetFields[i], w.size());
     // A constant without data (a producer's bug) writes no bytes; the reader
     // then rejects the file instead of this call reading through null.
     if (c.data) w.raw(c.data, c.size);
@@ -477,9 +546,9 @@ size_t bulkSizeBound(const Executable &e) {
   return n;
 }
 
-std::vector<uint8_t> serialize(const Executable &exe) {
+// The whole file but its checksum, through `w`.
+static void writeFile(ByteWriter &w, const Executable &exe) {
   using nbc::SectionKind;
-  ByteWriter w;
   w.raw(nbc::kMagic, 8);
   w.u16(Executable::kMajor);
   w.u16(Executable::kMinor);
@@ -502,7 +571,7 @@ std::vector<uint8_t> serialize(const Executable &exe) {
   w.u32(numSections);
   w.u32(0);
   size_t table = w.size();
-  w.b.resize(table + numSections * nbc::kSectionEntrySize, 0);
+  for (uint32_t i = 0; i < numSections * nbc::kSectionEntrySize; i += 8) w.u64(0);
 
   struct Placed {
     SectionKind kind;
@@ -527,7 +596,7 @@ std::vector<uint8_t> serialize(const Executable &exe) {
   size_t reserved = 0;
   for (const Placed &p : order) {
     if (!present(p.kind)) continue;
-    if (p.kind == SectionKind::Functions) {
+    if (p.kind == SectionKind::Functions && !w.streaming()) {
       w.b.reserve(w.size() + bulkSizeBound(exe));
       reserved = w.b.capacity();
     }
@@ -538,29 +607,68 @@ std::vector<uint8_t> serialize(const Executable &exe) {
     // file order.
     uint32_t slot = 0;
     for (uint32_t k = 1; k < static_cast<uint32_t>(p.kind); ++k) slot += present(static_cast<SectionKind>(k));
-    uint8_t *entry = w.b.data() + table + slot * nbc::kSectionEntrySize;
-    uint32_t kind = static_cast<uint32_t>(p.kind);
-    std::memcpy(entry, &kind, 4);
-    store64(entry + 8, start);
-    store64(entry + 16, w.size() - start);
+    const size_t entry = table + slot * nbc::kSectionEntrySize;
+    w.patch32(entry, static_cast<uint32_t>(p.kind));
+    w.patch64(entry + 8, start);
+    w.patch64(entry + 16, w.size() - start);
   }
-  assert(w.b.capacity() == reserved && "bulkSizeBound is below what the sections took");
+  assert((w.streaming() || w.b.capacity() == reserved) && "bulkSizeBound is below what the sections took");
   (void)reserved;
-  store64(w.b.data() + nbc::kOffFileSize, w.size());
+  w.patch64(nbc::kOffFileSize, w.size());
+}
+
+std::vector<uint8_t> serialize(const Executable &exe) {
+  ByteWriter w;
+  writeFile(w, exe);
   resealChecksum(w.b.data(), w.b.size());
   return std::move(w.b);
 }
 
+bool writeExecutable(int fd, const Executable &exe, std::string &error) {
+  auto fail = [&](const char *) {
+    error = std::strerror(errno);
+    return false;
+  };
+  ByteWriter w(fd);
+  writeFile(w, exe);
+  if (!w.finish()) return fail("cannot write the executable");
+  // The checksum covers the bytes after the header, written by now: read
+  // back (from the page cache) in pieces.
+  const size_t size = w.size();
+  std::vector<uint8_t> buf(size_t(1) << 20);
+  uint32_t crc = 0;
+  for (size_t pos = nbc::kHeaderSize; pos < size;) {
+    ssize_t r = ::pread(fd, buf.data(), std::min(buf.size(), size - pos), static_cast<off_t>(pos));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) errno = EIO; // shorter than written
+    if (r <= 0) return fail("cannot read the executable back");
+    crc = crc32c(buf.data(), static_cast<size_t>(r), crc);
+    pos += static_cast<size_t>(r);
+  }
+  uint64_t sum = crc;
+  for (size_t off = 0; off < 8;) {
+    ssize_t wr = ::pwrite(fd, reinterpret_cast<const uint8_t *>(&sum) + off, 8 - off,
+                          static_cast<off_t>(nbc::kOffChecksum + off));
+    if (wr < 0 && errno == EINTR) continue;
+    if (wr <= 0) return fail("cannot write the executable");
+    off += static_cast<size_t>(wr);
+  }
+  return true;
+}
+
 bool writeExecutableFile(const std::string &path, const Executable &exe, std::string &error) {
-  std::vector<uint8_t> bytes = serialize(exe);
-  FILE *f = std::fopen(path.c_str(), "wb");
-  if (!f) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) {
     error = "cannot open '" + path + "' for writing: " + std::strerror(errno);
     return false;
   }
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) error = "cannot write '" + path + "': " + std::strerror(errno);
+  std::string why;
+  bool ok = writeExecutable(fd, exe, why);
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    why = std::strerror(errno);
+  }
+  if (!ok) error = "cannot write '" + path + "': " + why;
   return ok;
 }
 

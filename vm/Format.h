@@ -116,7 +116,17 @@ void resealChecksum(uint8_t *data, size_t size);
 /// run verify() first to catch a producer's mistake at its source.
 std::vector<uint8_t> serialize(const Executable &exe);
 
-/// serialize() to a file. Returns false with a message on an I/O error.
+/// The same bytes written to `fd`, an empty regular file open for reading
+/// and writing, without holding them in memory: the sections go out as they
+/// are made (in pieces of 1 MiB; a constant's or an object's bytes straight
+/// from where they are), the section table and the header fields are
+/// written last, and the checksum from reading the file back. At a million
+/// ops the bytecode alone is 164 MB, and a model's weights may be gigabytes:
+/// serialize() would hold a second copy of either (issue 23). Returns false
+/// with strerror's message on an I/O error.
+bool writeExecutable(int fd, const Executable &exe, std::string &error);
+
+/// writeExecutable() to a file. Returns false with a message on an I/O error.
 bool writeExecutableFile(const std::string &path, const Executable &exe, std::string &error);
 
 //===-- Reading ------------------------------------------------------------===//

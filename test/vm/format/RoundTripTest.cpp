@@ -312,6 +312,46 @@ TEST(Format, FileRoundTrip) {
   EXPECT_NE(err.find("cannot open"), std::string::npos) << err;
 }
 
+// The file writer streams: past 1 MiB of buffered bytes it writes them out,
+// a large constant goes straight from its data, and the section table,
+// header fields and offsets inside flushed bytes are patched at the end, the
+// checksum from reading the file back. Its bytes are serialize()'s.
+TEST(Format, StreamedFileEqualsSerializedBytes) {
+  const char *tmp = std::getenv("TEST_TMPDIR");
+  std::string path = std::string(tmp ? tmp : "/tmp") + "/big.nbc";
+  Executable e = makeFullExecutable();
+  // A function of 2 Mi code words (its Ret last) and constants after it of
+  // 3 MiB and of a few bytes: patches fall in flushed bytes and in the buffer.
+  VMFunction &h = e.functions[1]; // Move r1, r0; Ret (r1)
+  ASSERT_EQ(h.code.size(), 6u);
+  std::vector<uint32_t> move(h.code.begin(), h.code.begin() + 3), ret(h.code.begin() + 3, h.code.end());
+  h.code.clear();
+  while (h.code.size() < (size_t(2) << 20)) h.code.insert(h.code.end(), move.begin(), move.end());
+  h.code.insert(h.code.end(), ret.begin(), ret.end());
+  std::vector<uint8_t> big(3 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7 + 1);
+  addConstant(e, "huge", DType::I8, {int64_t(big.size())}, big);
+  addConstant(e, "tail", DType::I8, {3}, {1, 2, 3});
+  std::string err;
+  ASSERT_TRUE(verify(e, err)) << err;
+  ASSERT_TRUE(writeExecutableFile(path, e, err)) << err;
+  std::vector<uint8_t> expected = serialize(e);
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  ASSERT_NE(f, nullptr);
+  std::vector<uint8_t> got(expected.size() + 1);
+  size_t n = std::fread(got.data(), 1, got.size(), f);
+  std::fclose(f);
+  got.resize(n);
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_TRUE(got == expected);
+  Executable r;
+  ASSERT_TRUE(readExecutableFile(path, r, err)) << err;
+  expectSameExecutable(e, r);
+  // A directory that does not exist: the error names the file.
+  EXPECT_FALSE(writeExecutableFile(path + ".d/x.nbc", e, err));
+  EXPECT_NE(err.find("cannot open"), std::string::npos) << err;
+}
+
 TEST(Format, UnalignedBufferIsRefused) {
   std::vector<uint8_t> bytes = serialize(makeSmallExecutable());
   auto buf = AlignedBuffer::create(bytes.size() + 1);
