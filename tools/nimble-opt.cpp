@@ -159,7 +159,7 @@ int main(int argc, char **argv) {
   }
   std::string name = displayName(o.input);
   ir::SourceMgr sm;
-  sm.addBuffer(name, text);
+  sm.addBuffer(name, std::move(text)); // the only copy
   const std::string &buffer = *sm.buffer(name);
   ir::DiagnosticEngine diag(&sm, std::cerr);
   ir::Context ctx;
