@@ -144,16 +144,14 @@ std::unique_ptr<Operation> Operation::create(OpCode code, Location loc,
   OpOperand *slots = op->inlineOperands();
   for (size_t i = 0; i < operands.size(); ++i) new (slots + i) OpOperand();
   op->inlineCapacity_ = static_cast<unsigned>(operands.size());
-  op->operands_ = slots;
   op->setOperands(operands);
-  if (!successors.empty()) op->succs_ = std::make_unique<std::vector<Successor>>(std::move(successors));
+  if (!successors.empty()) op->extra().succs = std::move(successors);
   return op;
 }
 
 Operation::~Operation() {
   assert(!hasResultUses() && "destroying an operation whose results are still used");
   dropAllReferences();
-  if (operands_ != inlineOperands()) delete[] operands_;
 }
 
 void Operation::operator delete(Operation *op, std::destroying_delete_t) {
@@ -171,61 +169,62 @@ void Operation::operator delete(Operation *op, std::destroying_delete_t) {
 std::vector<Value *> Operation::operands() const {
   std::vector<Value *> r;
   r.reserve(numOperands_);
-  for (unsigned i = 0; i < numOperands_; ++i) r.push_back(operands_[i].get());
+  const OpOperand *ops = slots();
+  for (unsigned i = 0; i < numOperands_; ++i) r.push_back(ops[i].get());
   return r;
 }
 
 void Operation::setOperands(const std::vector<Value *> &vals) {
   dropAllReferences();
-  OpOperand *slots = inlineOperands();
-  if (operands_ != slots) delete[] operands_;
-  operands_ = vals.size() <= inlineCapacity_ ? slots : new OpOperand[vals.size()];
+  if (extra_) {
+    extra_->outOfLine.reset();
+    extra_->operands.clear(); // a new list: where it was written is unknown
+  }
   numOperands_ = static_cast<unsigned>(vals.size());
-  if (locs_) locs_->operands.clear(); // a new list: where it was written is unknown
+  if (numOperands_ > inlineCapacity_) extra().outOfLine.reset(new OpOperand[numOperands_]);
+  OpOperand *ops = slots();
   for (unsigned i = 0; i < numOperands_; ++i) {
-    operands_[i].owner_ = this;
-    operands_[i].set(vals[i]);
+    ops[i].owner_ = this;
+    ops[i].set(vals[i]);
   }
 }
 
 void Operation::dropAllReferences() {
-  for (unsigned i = 0; i < numOperands_; ++i) operands_[i].set(nullptr);
+  OpOperand *ops = slots();
+  for (unsigned i = 0; i < numOperands_; ++i) ops[i].set(nullptr);
 }
 
 Location Operation::operandLoc(unsigned i) const {
-  Location l = operand(i) && locs_ && i < locs_->operands.size() ? locs_->operands[i] : Location();
+  Location l = operand(i) && extra_ && i < extra_->operands.size() ? extra_->operands[i] : Location();
   return l.known() ? l : loc_;
 }
 
 void Operation::setOperandLoc(unsigned i, Location l) {
   assert(i < numOperands_ && "op has no such operand");
-  if (!locs_) locs_ = std::make_unique<WrittenLocs>();
-  if (locs_->operands.size() < numOperands_) locs_->operands.resize(numOperands_);
-  locs_->operands[i] = l;
+  std::vector<Location> &at = extra().operands;
+  if (at.size() < numOperands_) at.resize(numOperands_);
+  at[i] = l;
 }
 
 Location Operation::attrLoc(unsigned i) const {
-  return locs_ && i < locs_->attrs.size() && locs_->attrs[i].known() ? locs_->attrs[i] : loc_;
+  return extra_ && i < extra_->attrs.size() && extra_->attrs[i].known() ? extra_->attrs[i] : loc_;
 }
 
 void Operation::setAttrLoc(unsigned i, Location l) {
   assert(i < numAttrs_ && "op has no such attribute");
-  if (!locs_) locs_ = std::make_unique<WrittenLocs>();
-  if (locs_->attrs.size() < numAttrs_) locs_->attrs.resize(numAttrs_);
-  locs_->attrs[i] = l;
+  std::vector<Location> &at = extra().attrs;
+  if (at.size() < numAttrs_) at.resize(numAttrs_);
+  at[i] = l;
 }
 
 const std::vector<Location> &Operation::memberLocs() const {
   static const std::vector<Location> none;
-  return locs_ ? locs_->members : none;
+  return extra_ ? extra_->members : none;
 }
 
 void Operation::setMemberLocs(std::vector<Location> locs) {
-  if (!locs_) {
-    if (locs.empty()) return;
-    locs_ = std::make_unique<WrittenLocs>();
-  }
-  locs_->members = std::move(locs);
+  if (!extra_ && locs.empty()) return;
+  extra().members = std::move(locs);
 }
 
 std::vector<Value *> Operation::results() const {
@@ -251,7 +250,7 @@ void Operation::setAttr(std::string_view name, Attr a) {
   int i = info().attrIndex(name);
   assert(i >= 0 && "op has no such attribute");
   attrsBase()[i] = std::move(a);
-  if (locs_ && static_cast<size_t>(i) < locs_->attrs.size()) locs_->attrs[static_cast<size_t>(i)] = Location();
+  if (extra_ && static_cast<size_t>(i) < extra_->attrs.size()) extra_->attrs[static_cast<size_t>(i)] = Location();
 }
 
 std::vector<Value *> Operation::successorOperands(unsigned i) const {
@@ -277,12 +276,11 @@ std::vector<Successor> &Operation::mutableSuccessors() {
   if (!isTerminator()) {
     // Only a terminator's list may be changed (or assigned); anything else
     // reads the shared empty list, which nobody modifies.
-    if (!succs_) return const_cast<std::vector<Successor> &>(noSuccessors());
+    if (!extra_) return const_cast<std::vector<Successor> &>(noSuccessors());
   } else if (Function *f = function()) {
     f->cfgChanged(); // the caller may change the edges
   }
-  if (!succs_) succs_ = std::make_unique<std::vector<Successor>>();
-  return *succs_;
+  return extra().succs;
 }
 
 Function *Operation::function() const { return block_ ? block_->function() : nullptr; }

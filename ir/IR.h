@@ -269,9 +269,9 @@ public:
   unsigned numOperands() const { return numOperands_; }
   Value *operand(unsigned i) const {
     assert(i < numOperands_);
-    return operands_[i].get();
+    return slots()[i].get();
   }
-  OpOperand &opOperand(unsigned i) { return operands_[i]; }
+  OpOperand &opOperand(unsigned i) { return slots()[i]; }
   std::vector<Value *> operands() const;
   /// The operands without a copy (a range of Value *): for read-only loops
   /// on hot paths; valid until the operand list is replaced (setOperands)
@@ -293,13 +293,13 @@ public:
     const OpOperand *b_;
     unsigned n_;
   };
-  OperandRange operandValues() const { return {operands_, numOperands_}; }
+  OperandRange operandValues() const { return {slots(), numOperands_}; }
   /// Where operand `i` was written, or the op's location when unknown
   /// (ops built by passes): lets diagnostics point at the use rather than
   /// at the whole operation.
   Location operandLoc(unsigned i) const;
   void setOperandLoc(unsigned i, Location l);
-  void setOperand(unsigned i, Value *v) { operands_[i].set(v); }
+  void setOperand(unsigned i, Value *v) { slots()[i].set(v); }
   /// Replaces the whole operand list (successor slices must be updated by the
   /// caller through setSuccessors).
   void setOperands(const std::vector<Value *> &vals);
@@ -363,7 +363,7 @@ public:
   const std::string &strAttr(std::string_view n) const { return attr(n).getStr(); }
 
   // Successors.
-  const std::vector<Successor> &successors() const { return succs_ ? *succs_ : noSuccessors(); }
+  const std::vector<Successor> &successors() const { return extra_ ? extra_->succs : noSuccessors(); }
   /// To change the edges: only terminators have successors to change (others
   /// get an empty list that must not be modified; a terminator's list is
   /// made on first use). Marks the function's CFG changed (cfgChanged), so
@@ -402,14 +402,14 @@ private:
   OpResult *resultsBase() const;
   Attr *attrsBase() const;
   OpOperand *inlineOperands() const;
-  // One allocation holds the results, the op (88 bytes), its attributes and
+  // One allocation holds the results, the op (72 bytes), its attributes and
   // its operands, in that order: an op with one result, no attribute and two
-  // operands is 200 bytes, where it was five allocations (op, result vector,
+  // operands is 184 bytes, where it was five allocations (op, result vector,
   // result: 128 + 8 + 64, then attributes and operands). A walk over ops and
   // their operands, which every pass is, then reads neighbouring lines
   // instead of a second allocation per op (issue 23). Operands beyond the
   // count the op was created with (setOperands growing the list, rare) move
-  // out of line. Rarely used lists are out of line.
+  // out of line. Rarely used lists are out of line, in Extra.
   OpCode code_;
   uint16_t numAttrs_ = 0;
   unsigned numOperands_ = 0;
@@ -417,18 +417,25 @@ private:
   /// Operand slots in the op's own allocation (constructed once, reused).
   unsigned inlineCapacity_ = 0;
   Location loc_;
-  /// The inline slots, or an out-of-line array (new[]) when the list grew
-  /// past inlineCapacity_.
-  OpOperand *operands_ = nullptr;
-  /// Null, or where each attribute and each operand was written (the
-  /// parser's; ops built by passes have none). A vector is empty or has one
-  /// entry per attribute / operand.
-  struct WrittenLocs {
+  /// What few ops have, in one side allocation (null for most ops a pass
+  /// builds: issue 23, an op was 88 bytes with three pointers for these):
+  /// where each attribute, operand and fused member was written (the
+  /// parser's; a vector is empty or has one entry per attribute / operand /
+  /// member), the successors (branches), and the operand slots when the list
+  /// grew past the inline ones.
+  struct Extra {
     std::vector<Location> attrs, operands, members;
+    std::vector<Successor> succs;
+    std::unique_ptr<OpOperand[]> outOfLine;
   };
-  std::unique_ptr<WrittenLocs> locs_;
-  /// Null for ops without successors (all but branches).
-  std::unique_ptr<std::vector<Successor>> succs_;
+  std::unique_ptr<Extra> extra_;
+  Extra &extra() {
+    if (!extra_) extra_ = std::make_unique<Extra>();
+    return *extra_;
+  }
+  /// The operand slots: inline unless there are more operands than inline
+  /// slots (then out of line: the invariant setOperands keeps).
+  OpOperand *slots() const { return numOperands_ <= inlineCapacity_ ? inlineOperands() : extra_->outOfLine.get(); }
   Block *block_ = nullptr;
   Operation *prev_ = nullptr, *next_ = nullptr;
   /// Position in the block, valid while the block's orderValid_ is set.

@@ -256,6 +256,41 @@ TEST_F(IRTest, SetOperandsReplacesTheWholeList) {
   EXPECT_EQ(c->operands(), (std::vector<Value *>{a}));
 }
 
+// The side structure (Operation::Extra) holds grown operand slots, written
+// locations and member locations together: each survives what it should
+// when another is set, and an op with all of them is destroyed cleanly.
+TEST_F(IRTest, OutOfLineOperandsAndWrittenLocations) {
+  Function *f = makeFunction();
+  Block *e = f->entry();
+  Value *a = e->argument(0), *b = e->argument(1);
+  Operation *c = op(e, OpCode::Concat, {a, b});
+  ret(e, c->result());
+  Location here{m.context().intern("x.nir"), 3, 5}, there{m.context().intern("x.nir"), 4, 7};
+  c->setMemberLocs({here, there});
+  c->setOperandLoc(1, there);
+  EXPECT_EQ(c->operandLoc(1).line, 4u);
+  c->setOperands({b, a, b, a}); // past the two inline slots
+  ASSERT_EQ(c->numOperands(), 4u);
+  for (unsigned i = 0; i < 4; ++i) {
+    EXPECT_EQ(c->opOperand(i).index(), i);
+    EXPECT_EQ(c->opOperand(i).owner(), c);
+  }
+  EXPECT_EQ(useSet(a), (Uses{{c, 1}, {c, 3}}));
+  EXPECT_EQ(c->operandLoc(1).line, c->loc().line); // a new list: written locations forgotten
+  ASSERT_EQ(c->memberLocs().size(), 2u);            // the members' stay
+  EXPECT_EQ(c->memberLocs()[1].line, 4u);
+  c->setOperandLoc(3, here);
+  EXPECT_EQ(c->operandLoc(3).line, 3u);
+  c->setOperand(3, b);
+  EXPECT_EQ(useSet(b), (Uses{{c, 0}, {c, 2}, {c, 3}}));
+  EXPECT_TRUE(c->successors().empty());
+  // Erasing it leaves no use behind (ASan checks the slots are freed once).
+  e->terminator()->erase();
+  c->erase();
+  EXPECT_FALSE(a->hasUses());
+  EXPECT_FALSE(b->hasUses());
+}
+
 TEST_F(IRTest, OperandAndResultRangesSeeWhatTheCopiesSee) {
   Function *f = makeFunction();
   Block *e = f->entry();
