@@ -63,11 +63,15 @@ const char *batchingModeName(KernelBatching::Mode m) {
 }
 
 // Only on an error path (a kernel member failed): a binary search.
-const SourceLoc *VMFunction::siteMemberLoc(uint32_t pc, size_t member) const {
+const VMFunction::Site *VMFunction::siteAt(uint32_t pc) const {
   auto it = std::lower_bound(sites.begin(), sites.end(), pc,
                              [](const Site &s, uint32_t p) { return s.pc < p; });
-  if (it == sites.end() || it->pc != pc || member >= it->count) return nullptr;
-  return &siteMemberLocs[size_t(it->first) + member];
+  return it == sites.end() || it->pc != pc ? nullptr : &*it;
+}
+
+const SourceLoc *VMFunction::siteMemberLoc(uint32_t pc, size_t member) const {
+  const Site *s = siteAt(pc);
+  return s && member < s->count ? &siteMemberLocs[size_t(s->first) + member] : nullptr;
 }
 
 int Executable::findFunction(const std::string &name) const {

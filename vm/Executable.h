@@ -145,6 +145,8 @@ struct VMFunction {
   };
   std::vector<Site> sites;
   std::vector<SourceLoc> siteMemberLocs;
+  /// The site of the call at `pc`, or null when it has no own locations.
+  const Site *siteAt(uint32_t pc) const;
   /// The location of member `member` of the kernel that the instruction at
   /// `pc` calls, when that call has its own (null otherwise).
   const SourceLoc *siteMemberLoc(uint32_t pc, size_t member) const;

@@ -86,12 +86,9 @@ const SourceLoc *VirtualMachine::memberLoc(uint32_t kernel, uint32_t func, uint3
   const KernelDesc &k = exe_->kernels[kernel];
   if (k.members.size() <= 1 || member >= k.members.size()) return nullptr;
   const VMFunction &fn = exe_->functions[func];
-  if (const SourceLoc *l = fn.siteMemberLoc(pc, member)) {
-    // A batched variant of another member count runs at the same pc.
-    auto it = std::lower_bound(fn.sites.begin(), fn.sites.end(), pc,
-                               [](const VMFunction::Site &s, uint32_t p) { return s.pc < p; });
-    if (it->count == k.members.size()) return l;
-  }
+  // A batched variant of another member count may run at the same pc.
+  if (const VMFunction::Site *s = fn.siteAt(pc); s && s->count == k.members.size())
+    return &fn.siteMemberLocs[size_t(s->first) + member];
   return member < k.memberLocs.size() ? &k.memberLocs[member] : nullptr;
 }
 
