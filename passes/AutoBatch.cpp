@@ -53,6 +53,7 @@
 #include "passes/Pass.h"
 #include "passes/Statistic.h"
 
+#include "ir/FlatMap.h"
 #include "ir/Inference.h"
 
 #include <algorithm>
@@ -105,7 +106,11 @@ public:
 
   /// Per kernel (primitive function name): per input, true when some call
   /// passes a per-instance value.
-  const std::unordered_map<std::string, std::vector<bool>> &masks() const { return masks_; }
+  /// Null when no call of `kernel` was seen.
+  const std::vector<bool> *mask(const Function *kernel) const {
+    auto it = masks_.find(kernel);
+    return it == masks_.end() ? nullptr : &it->second;
+  }
   size_t numContexts() const { return contexts_.size(); }
 
 private:
@@ -264,10 +269,10 @@ private:
       // variable, an if's result) is per instance.
       for (unsigned s = 0; s < op.successors().size(); ++s) {
         const Successor &succ = op.successors()[s];
-        std::vector<Value *> ins = op.successorOperands(s);
-        for (unsigned a = 0; a < ins.size() && a < succ.block->numArguments(); ++a) {
+        for (unsigned a = 0; a < succ.operandCount && a < succ.block->numArguments(); ++a) {
           BlockArgument *arg = succ.block->argument(a);
-          bool t = taintOf(contexts_[ci], ins[a]) || !sameIncoming(arg, ins[a]);
+          const Value *in = op.operand(succ.operandBegin + a);
+          bool t = taintOf(contexts_[ci], in) || !sameIncoming(arg, in);
           changed |= raise(contexts_[ci], arg, t);
         }
       }
@@ -282,14 +287,19 @@ private:
     }
     case OpCode::Call: {
       const Function *callee = m_.lookupFunction(op.attr("callee"));
-      std::vector<bool> args;
-      for (Value *v : op.operandValues()) args.push_back(taintOf(contexts_[ci], v));
       if (!callee || isPrimitive(*callee) || !callee->entry()) {
-        bool t = std::find(args.begin(), args.end(), true) != args.end();
+        std::vector<bool> *mask = callee && isPrimitive(*callee) ? maskFor(callee, op.numOperands()) : nullptr;
+        bool t = false;
+        for (unsigned i = 0; i < op.numOperands(); ++i) {
+          const bool a = taintOf(contexts_[ci], op.operand(i));
+          t |= a;
+          if (mask && a && i < mask->size()) (*mask)[i] = true;
+        }
         for (Value *r : op.resultValues()) changed |= raise(contexts_[ci], r, t);
-        if (callee && isPrimitive(*callee)) recordMask(callee->name(), args);
         return changed;
       }
+      std::vector<bool> args;
+      for (Value *v : op.operandValues()) args.push_back(taintOf(contexts_[ci], v));
       size_t cc = context(callee, args);
       users_[cc].insert(ci);
       for (unsigned i = 0; i < op.numResults(); ++i)
@@ -305,15 +315,19 @@ private:
     }
     case OpCode::InvokeMut: {
       unsigned nin = static_cast<unsigned>(op.intAttr("num_inputs"));
-      std::vector<bool> args;
+      const unsigned n = std::min(nin, op.numOperands());
+      // A callee that is not a function of the module is no kernel to
+      // batch (the verifier rejects it): nothing to record.
+      const Function *callee = m_.lookupFunction(op.attr("callee"));
+      std::vector<bool> *mask = callee ? maskFor(callee, n) : nullptr;
       bool t = false;
-      for (unsigned i = 0; i < nin && i < op.numOperands(); ++i) {
-        args.push_back(taintOf(contexts_[ci], op.operand(i)));
-        t |= args.back();
+      for (unsigned i = 0; i < n; ++i) {
+        const bool a = taintOf(contexts_[ci], op.operand(i));
+        t |= a;
+        if (mask && a && i < mask->size()) (*mask)[i] = true;
       }
       // The outputs are the destinations: their contents come from the inputs.
       for (unsigned i = nin; i < op.numOperands(); ++i) changed |= raise(contexts_[ci], op.operand(i), t);
-      recordMask(op.attr("callee").getStr(), args);
       return changed;
     }
     default: {
@@ -328,33 +342,36 @@ private:
   bool sameIncoming(const BlockArgument *arg, const Value *) {
     const Function *f = arg->owner()->function();
     if (incomingDone_.insert(f).second) {
-      // Every edge of the function once: per block argument, whether all
-      // incoming edges pass one value.
-      std::unordered_map<const BlockArgument *, const Value *> first;
+      // Every edge of the function once: the block arguments whose incoming
+      // edges pass more than one value (open addressing, no allocation per
+      // edge: issue 23).
+      FlatMap<const BlockArgument *, const Value *> first;
       for (auto &blk : f->blocks()) {
         Operation *t = blk->terminator();
         if (!t || (!t->is(OpCode::Br) && !t->is(OpCode::CondBr))) continue;
-        for (unsigned s = 0; s < t->successors().size(); ++s) {
-          const Block *b = t->successors()[s].block;
-          std::vector<Value *> ins = t->successorOperands(s);
-          for (unsigned a = 0; a < ins.size() && a < b->numArguments(); ++a) {
-            const BlockArgument *ba = b->argument(a);
-            auto [it, fresh] = first.try_emplace(ba, ins[a]);
-            bool &same = incoming_.try_emplace(ba, true).first->second;
-            if (!fresh && it->second != ins[a]) same = false;
+        for (const Successor &sc : t->successors())
+          for (unsigned a = 0; a < sc.operandCount && a < sc.block->numArguments(); ++a) {
+            const BlockArgument *ba = sc.block->argument(a);
+            const Value *in = t->operand(sc.operandBegin + a);
+            auto [v, fresh] = first.tryEmplace(ba, in);
+            if (!fresh && *v != in) mixed_.tryEmplace(ba, 1);
           }
-        }
       }
     }
-    auto it = incoming_.find(arg);
-    return it == incoming_.end() || it->second;
+    return !mixed_.find(arg);
   }
 
-  void recordMask(const std::string &kernel, const std::vector<bool> &args) {
-    auto [it, fresh] = masks_.try_emplace(kernel, args);
-    if (!fresh)
-      for (size_t i = 0; i < args.size() && i < it->second.size(); ++i)
-        it->second[i] = it->second[i] || args[i];
+  /// The mask of `kernel`, made (all shared) for `numInputs` inputs at
+  /// its first call; later calls raise its entries (those of a call with
+  /// more inputs than the first are not kept). Keyed by function, not
+  /// name: no string is hashed per kernel call (issue 23), and a run of
+  /// calls to one kernel finds it without a lookup.
+  std::vector<bool> *maskFor(const Function *kernel, unsigned numInputs) {
+    if (kernel != lastKernel_) {
+      lastKernel_ = kernel;
+      lastMask_ = &masks_.try_emplace(kernel, std::vector<bool>(numInputs, false)).first->second;
+    }
+    return lastMask_;
   }
 
   const Module &m_;
@@ -369,12 +386,14 @@ private:
   std::vector<Context> contexts_;
   std::map<std::pair<const Function *, std::vector<bool>>, size_t> index_;
   std::unordered_map<const Function *, size_t> perFunction_;
-  std::unordered_map<const BlockArgument *, bool> incoming_;
+  FlatMap<const BlockArgument *, char> mixed_; // merging different values (sameIncoming)
   std::unordered_set<const Function *> incomingDone_;
   std::vector<std::unordered_set<size_t>> users_; // by context: the contexts that read its summary
   std::vector<bool> queued_;
   std::deque<size_t> work_;
-  std::unordered_map<std::string, std::vector<bool>> masks_; // looked up per kernel call: hashed
+  std::unordered_map<const Function *, std::vector<bool>> masks_; // per kernel (stable addresses)
+  const Function *lastKernel_ = nullptr;
+  std::vector<bool> *lastMask_ = nullptr;
   std::unordered_map<const Function *, Shape> shapes_;
 };
 
@@ -543,8 +562,8 @@ public:
     // The kernels in module order (deterministic output).
     std::vector<Function *> kernels;
     for (auto &f : m.functions())
-      if (isPrimitive(*f) && taint.masks().count(f->name()) && !f->fnAttr("batch")) kernels.push_back(f.get());
-    for (Function *f : kernels) changed |= batch(m, *f, taint.masks().at(f->name()), diag);
+      if (isPrimitive(*f) && taint.mask(f.get()) && !f->fnAttr("batch")) kernels.push_back(f.get());
+    for (Function *f : kernels) changed |= batch(m, *f, *taint.mask(f), diag);
     return success();
   }
 

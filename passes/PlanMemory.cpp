@@ -976,34 +976,46 @@ size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
     changed = true;
   };
 
-  // Edge kills first (from the unmodified liveness).
+  // Edge kills first (from the unmodified liveness). Flat arrays with
+  // offsets and reused scratch, not a few vectors per block and edge (issue
+  // 23: a loop of 430,000 blocks made over a million small allocations here).
   struct EdgeKill {
     Operation *term;
     unsigned succ;
-    std::vector<int> vals;
+    uint32_t begin, end; // its values: edgeVals[begin, end)
   };
   std::vector<EdgeKill> edges;
-  std::vector<std::vector<size_t>> predEdges(f.blocks().size()); // by block index
+  std::vector<int> edgeVals;
   std::vector<Block *> blocks;
   for (auto &b : f.blocks()) blocks.push_back(b.get());
+  std::vector<int> atEnd;
   for (Block *b : blocks) {
     Operation *t = b->terminator();
     if (!t) continue;
     std::span<const int> out = lv.liveOut(b);
-    std::vector<int> atEnd(out.begin(), out.end());
+    atEnd.assign(out.begin(), out.end());
     for (Value *v : t->operandValues())
       if (int i = lv.id(v); i >= 0) atEnd.push_back(i);
     std::sort(atEnd.begin(), atEnd.end());
     atEnd.erase(std::unique(atEnd.begin(), atEnd.end()), atEnd.end());
     for (unsigned k = 0; k < t->successors().size(); ++k) {
       Block *s = t->successors()[k].block;
-      EdgeKill e{t, k, {}};
+      const auto begin = static_cast<uint32_t>(edgeVals.size());
       for (int i : atEnd)
-        if (!lv.isLiveIn(s, i) && killable(lv.value(i))) e.vals.push_back(i);
-      predEdges[lv.blockNumber(s)].push_back(edges.size());
-      edges.push_back(std::move(e));
+        if (!lv.isLiveIn(s, i) && killable(lv.value(i))) edgeVals.push_back(i);
+      edges.push_back({t, k, begin, static_cast<uint32_t>(edgeVals.size())});
     }
   }
+  // The incoming edges of each block (by block index), as compressed rows.
+  std::vector<uint32_t> predBegin(blocks.size() + 1, 0), predEdges(edges.size());
+  for (const EdgeKill &e : edges) ++predBegin[lv.blockNumber(e.term->successors()[e.succ].block) + 1];
+  for (size_t b = 0; b < blocks.size(); ++b) predBegin[b + 1] += predBegin[b];
+  {
+    std::vector<uint32_t> at(predBegin.begin(), predBegin.end() - 1);
+    for (size_t e = 0; e < edges.size(); ++e)
+      predEdges[at[lv.blockNumber(edges[e].term->successors()[edges[e].succ].block)]++] = static_cast<uint32_t>(e);
+  }
+  auto valsOf = [&](const EdgeKill &e) { return std::span<const int>(edgeVals.data() + e.begin, e.end - e.begin); };
   // Per successor: values every incoming edge kills go to its start. What
   // an edge passes to a block argument it hands over (LangRef, `br`; the
   // emitter releases the register after the edge's moves): no kill on that
@@ -1017,37 +1029,50 @@ size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
       if (lv.id(e.term->operand(sc.operandBegin + j)) == i) return true;
     return false;
   };
-  std::vector<std::vector<int>> atStart(blocks.size()); // by block index
-  for (Block *s : blocks) {
-    const std::vector<size_t> &preds = predEdges[lv.blockNumber(s)];
-    if (preds.empty()) continue;
-    std::vector<int> common = edges[preds[0]].vals;
-    for (size_t e : preds) {
-      std::vector<int> keep;
-      std::set_intersection(common.begin(), common.end(), edges[e].vals.begin(), edges[e].vals.end(),
-                            std::back_inserter(keep));
-      common = std::move(keep);
+  // The agreed start kills of each block (by block index), as compressed
+  // rows; an edge's own remaining values shrink in place (a subsequence).
+  std::vector<uint32_t> startBegin(blocks.size() + 1, 0);
+  std::vector<int> startVals, common, keep;
+  for (size_t si = 0; si < blocks.size(); ++si) {
+    startBegin[si] = static_cast<uint32_t>(startVals.size());
+    const uint32_t p0 = predBegin[si], p1 = predBegin[si + 1];
+    if (p0 == p1) continue;
+    std::span<const int> first = valsOf(edges[predEdges[p0]]);
+    common.assign(first.begin(), first.end());
+    for (uint32_t pe = p0; pe < p1 && !common.empty(); ++pe) {
+      std::span<const int> vals = valsOf(edges[predEdges[pe]]);
+      keep.clear();
+      std::set_intersection(common.begin(), common.end(), vals.begin(), vals.end(), std::back_inserter(keep));
+      common.swap(keep);
     }
     std::erase_if(common, [&](int i) {
-      for (size_t e : preds)
-        if (!passedOn(edges[e], i)) return false;
+      for (uint32_t pe = p0; pe < p1; ++pe)
+        if (!passedOn(edges[predEdges[pe]], i)) return false;
       return true;
     });
-    for (size_t e : preds) {
-      std::vector<int> rest;
-      std::set_difference(edges[e].vals.begin(), edges[e].vals.end(), common.begin(), common.end(),
-                          std::back_inserter(rest));
-      std::erase_if(rest, [&](int i) { return passedOn(edges[e], i); });
-      edges[e].vals = std::move(rest);
+    for (uint32_t pe = p0; pe < p1; ++pe) {
+      EdgeKill &e = edges[predEdges[pe]];
+      // The difference with `common`, minus what the edge passes on,
+      // written over the edge's own values (both sorted).
+      uint32_t w = e.begin;
+      size_t c = 0;
+      for (uint32_t r = e.begin; r < e.end; ++r) {
+        const int i = edgeVals[r];
+        while (c < common.size() && common[c] < i) ++c;
+        if (c < common.size() && common[c] == i) continue;
+        if (!passedOn(e, i)) edgeVals[w++] = i;
+      }
+      e.end = w;
     }
-    atStart[lv.blockNumber(s)] = std::move(common);
+    startVals.insert(startVals.end(), common.begin(), common.end());
   }
+  startBegin[blocks.size()] = static_cast<uint32_t>(startVals.size());
 
   // Kills inside blocks, after the last use. Walking each block backwards,
   // the first use met of a value is its last in the block: no positions,
   // no snapshot of the op list (the kills go after the op just visited).
   std::vector<int32_t> usedBelow(lv.numValues(), -1); // the block index
-  std::vector<Value *> dying;
+  std::vector<Value *> dying, start;
   for (size_t bi = 0; bi < blocks.size(); ++bi) {
     Block *b = blocks[bi];
     const auto stamp = static_cast<int32_t>(bi);
@@ -1069,8 +1094,8 @@ size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
       for (Value *v : dying) kill(v, op->nextOp(), nullptr, op->loc());
     }
     // Block start: agreed edge kills and dead block arguments.
-    std::vector<Value *> start;
-    for (int i : atStart[bi]) start.push_back(lv.value(i));
+    start.clear();
+    for (uint32_t k = startBegin[bi]; k < startBegin[bi + 1]; ++k) start.push_back(lv.value(startVals[k]));
     for (Value *a : b->arguments()) {
       bool used = a->hasUses() || lv.isLiveOut(b, lv.id(a));
       if (!used && killable(a)) start.push_back(a);
@@ -1088,7 +1113,7 @@ size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
   std::unordered_set<std::string> labels;
   bool labelsMade = false;
   for (EdgeKill &e : edges) {
-    if (e.vals.empty()) continue;
+    if (e.begin == e.end) continue;
     if (!labelsMade) {
       for (Block *b : blocks)
         if (b->label().rfind("split", 0) == 0) labels.insert(b->label());
@@ -1108,7 +1133,7 @@ size_t PlanMemoryPass::placeKills(Module &m, Function &f, bool &changed) {
     split->push_back(Operation::create(OpCode::Br, e.term->loc(), fwd, {}, defaultAttrs(OpCode::Br),
                                        {Successor{target, 0, static_cast<unsigned>(fwd.size()), "", {}}}));
     s.block = split;
-    for (int i : e.vals) kill(lv.value(i), split->front(), nullptr, e.term->loc());
+    for (int i : valsOf(e)) kill(lv.value(i), split->front(), nullptr, e.term->loc());
     ++NumEdgesSplit;
     changed = true;
   }
