@@ -142,7 +142,10 @@ class Verifier {
 public:
   Verifier(DiagnosticEngine &diag, const VerifyOptions &opts) : diag_(diag), opts_(opts) {}
 
-  bool structure(const Function &f);
+  /// With `ops`, the walk also verifies each op (verifyOp) and each
+  /// block's arguments once the structure seen so far is sound; those
+  /// diagnostics are held (held_) for the caller.
+  bool structure(const Function &f, bool ops = false);
   bool module(const Module &m);
 
 private:
@@ -150,7 +153,8 @@ private:
             std::vector<Diagnostic::Note> notes = {}) {
     Diagnostic d{Severity::Error, loc, std::move(msg), std::move(notes)};
     if (opts_.printOp && op) d.note(op->loc(), "see current operation: " + printOperation(*op));
-    diag_.emit(std::move(d));
+    if (held_) held_->push_back(std::move(d));
+    else diag_.emit(std::move(d));
     ok_ = false;
   }
   void fail(const Operation &op, std::string msg, std::vector<Diagnostic::Note> notes = {}) {
@@ -184,9 +188,11 @@ private:
   const VerifyOptions &opts_;
   const Module *m_ = nullptr;
   bool ok_ = true;
+  /// Non-null: fail() keeps its diagnostics here instead of emitting them.
+  std::vector<Diagnostic> *held_ = nullptr;
 };
 
-bool Verifier::structure(const Function &f) {
+bool Verifier::structure(const Function &f, bool ops) {
   if (f.blocks().empty()) {
     diag_.error(f.loc(), "function @" + f.name() + " has no body");
     return false;
@@ -236,6 +242,9 @@ bool Verifier::structure(const Function &f) {
       ok = false;
       continue;
     }
+    if (ops && ok)
+      for (unsigned i = 0; i < b->numArguments(); ++i)
+        checkNamedTypes(b->argument(i)->type(), b->argument(i)->argLoc(), nullptr);
     for (Operation &op : *b) {
       if (op.isTerminator() && &op != term) {
         diag_.error(op.loc(), "'" + std::string(op.name()) +
@@ -248,9 +257,13 @@ bool Verifier::structure(const Function &f) {
           ok = false;
         }
       checkSuccessors(op);
-      if (!ok || !dom) continue;
-      for (unsigned i = 0; i < op.numOperands(); ++i)
-        if (!dom->valueDominates(op.operand(i), &op)) undominated.push_back({&op, i});
+      if (!ok) continue;
+      if (dom)
+        for (unsigned i = 0; i < op.numOperands(); ++i)
+          if (!dom->valueDominates(op.operand(i), &op)) undominated.push_back({&op, i});
+      // The op's own structure is sound (operands defined, successors
+      // blocks of f): its checks may run in this walk (issue 23).
+      if (ops) verifyOp(op, f);
     }
   }
   if (!ok) return false;
@@ -641,36 +654,56 @@ bool Verifier::module(const Module &m) {
     for (auto &c : adt->ctors)
       for (Type t : c.fields) checkNamedTypes(t, c.loc, nullptr);
   for (auto &f : m.functions()) {
-    if (!opts_.structureVerified && !structure(*f)) {
-      ok_ = false;
-      continue;
-    }
+    // One walk over the ops checks the structure and verifies each op
+    // (issue 23: two walks of a lowered program of millions of ops). The
+    // signature's and the ops' diagnostics are held meanwhile: a structural
+    // error anywhere in the function reports alone, as when the ops were
+    // verified after the structure.
+    std::vector<Diagnostic> held;
+    held_ = &held;
     // Parameters and results one by one: the limits count their nesting, not
     // the function type's (the executable stores them so).
     bool typesOk = true;
     for (Type t : f->argTypes()) typesOk = typesOk && checkNamedTypes(t, f->loc(), nullptr);
     for (Type t : f->resultTypes()) typesOk = typesOk && checkNamedTypes(t, f->loc(), nullptr);
-    if (!typesOk) continue;
-    std::vector<Type> params = f->argTypes();
-    Block *entry = f->entry();
-    if (entry->numArguments() != params.size()) {
-      fail(nullptr, f->loc(), "the entry block of @" + f->name() + " has " +
-                                  std::to_string(entry->numArguments()) +
-                                  " arguments but the signature has " +
-                                  std::to_string(params.size()) + " parameters");
+    bool signatureOk = typesOk;
+    if (typesOk && !f->blocks().empty()) {
+      std::vector<Type> params = f->argTypes();
+      Block *entry = f->entry();
+      if (entry->numArguments() != params.size()) {
+        fail(nullptr, f->loc(), "the entry block of @" + f->name() + " has " +
+                                    std::to_string(entry->numArguments()) +
+                                    " arguments but the signature has " +
+                                    std::to_string(params.size()) + " parameters");
+        signatureOk = false;
+      } else {
+        for (unsigned i = 0; i < params.size(); ++i)
+          if (entry->argument(i)->type() != params[i])
+            fail(nullptr, entry->argument(i)->argLoc(),
+                 "parameter " + std::to_string(i) + " of @" + f->name() + " has type " +
+                     entry->argument(i)->type().str() + " but the signature says " +
+                     params[i].str());
+      }
+    }
+    bool structured = true;
+    if (opts_.structureVerified) {
+      if (signatureOk)
+        for (auto &b : f->blocks()) {
+          for (unsigned i = 0; i < b->numArguments(); ++i)
+            checkNamedTypes(b->argument(i)->type(), b->argument(i)->argLoc(), nullptr);
+          for (Operation &op : *b) verifyOp(op, *f);
+        }
+    } else {
+      // The structure's own errors go out as found (it reports through
+      // diag_, not fail()); verifyOp's are held.
+      structured = structure(*f, signatureOk);
+    }
+    held_ = nullptr;
+    if (!structured) {
+      ok_ = false;
       continue;
     }
-    for (unsigned i = 0; i < params.size(); ++i)
-      if (entry->argument(i)->type() != params[i])
-        fail(nullptr, entry->argument(i)->argLoc(),
-             "parameter " + std::to_string(i) + " of @" + f->name() + " has type " +
-                 entry->argument(i)->type().str() + " but the signature says " +
-                 params[i].str());
-    for (auto &b : f->blocks()) {
-      for (unsigned i = 0; i < b->numArguments(); ++i)
-        checkNamedTypes(b->argument(i)->type(), b->argument(i)->argLoc(), nullptr);
-      for (Operation &op : *b) verifyOp(op, *f);
-    }
+    for (Diagnostic &d : held) diag_.emit(std::move(d));
   }
   return ok_;
 }

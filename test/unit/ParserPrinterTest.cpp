@@ -566,6 +566,44 @@ func @g(%x: tensor<4xf32>, %y: tensor<4xf32>) {
   EXPECT_EQ(diags[0].loc.line, 6u);
 }
 
+// One walk checks a function's structure and verifies its ops (issue 23);
+// an op's error met before a structural error further down the function is
+// held and dropped, so the structural error reports alone, as when the ops
+// were verified after the structure. Once the structure is sound, the op's
+// error is reported.
+TEST_F(ParserTest, VerifierReportsAStructuralErrorAlone) {
+  std::unique_ptr<Module> m = parse(R"(func @k(%a: tensor<4xf32>) -> tensor<4xf32> {
+  ret %a
+}
+
+func @g(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  invoke_mut @k(%x, %y) -> ()
+  %z = neg %x
+  %w = neg %z
+  ret %w
+})");
+  ASSERT_NE(m, nullptr) << allDiags();
+  Function *g = m->lookupFunction("g");
+  ASSERT_NE(g, nullptr);
+  std::vector<Operation *> ops;
+  for (Operation &op : *g->entry()) ops.push_back(&op);
+  ASSERT_EQ(ops.size(), 4u);
+  Value *x = ops[1]->operand(0), *w = ops[2]->result();
+  ops[1]->setOperand(0, w); // %z = neg %w: a use before the definition
+  diags.clear();
+  EXPECT_TRUE(failed(verifyModule(*m, diag)));
+  ASSERT_EQ(diags.size(), 1u) << allDiags();
+  EXPECT_EQ(diags[0].message, "operand 0 (%w) does not dominate this use: it is used before its definition");
+  EXPECT_EQ(diags[0].loc.line, 7u);
+  ops[1]->setOperand(0, x);
+  diags.clear();
+  EXPECT_TRUE(failed(verifyModule(*m, diag)));
+  ASSERT_EQ(diags.size(), 1u) << allDiags();
+  EXPECT_EQ(diags[0].message,
+            "'invoke_mut' of @k passes 2 inputs and 0 outputs but @k takes 1 and returns 1");
+  EXPECT_EQ(diags[0].loc.line, 6u);
+}
+
 TEST_F(ParserTest, LineNumbersStartAtFirstLine) {
   diags.clear();
   auto m = parseModule("func @f() {\n  %x = nope\n}\n", "chunk.nir", ctx, diag, 40);
