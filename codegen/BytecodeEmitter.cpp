@@ -378,6 +378,8 @@ private:
   std::unique_ptr<passes::Liveness> live_;
   std::vector<uint32_t> regById_;
   std::unordered_map<const Value *, uint32_t> globalRegs_;
+  /// The globals the function uses, in the order of their first use.
+  std::vector<const Global *> globals_;
   static constexpr uint32_t kNoReg = UINT32_MAX;
   /// The register slot of `v` (kNoReg when unassigned).
   uint32_t &slot(const Value *v) {
@@ -581,19 +583,21 @@ void FunctionEmitter::allocateRegisters() {
       int at = pos++;
       for (Value *v : op.operandValues())
         if (!isa<Global>(v)) touch(v, at);
-      for (unsigned k = 0; k < op.successors().size(); ++k)
-        for (Value *v : op.successorOperands(k))
-          if (!isa<Global>(v)) touch(v, at);
+      for (const Successor &sc : op.successors())
+        for (unsigned j = 0; j < sc.operandCount; ++j)
+          if (Value *v = op.operand(sc.operandBegin + j); !isa<Global>(v)) touch(v, at);
       for (Value *r : op.resultValues()) touch(r, at);
       if (op.is(OpCode::Match))
         for (const Successor &sc : op.successors())
           for (unsigned i = 0; i < sc.block->numArguments(); ++i) avoid[live.id(sc.block->argument(i))] = op.operand(0);
       else
         for (unsigned k = 0; k < op.successors().size(); ++k) {
-          const Block *t = op.successors()[k].block;
-          std::vector<Value *> passed = op.successorOperands(k);
-          for (unsigned i = 0; i < t->numArguments() && i < passed.size(); ++i)
-            if (const Value *&h = hint[live.id(t->argument(i))]; !h && !isa<Global>(passed[i])) h = passed[i];
+          const Successor &sc = op.successors()[k];
+          const Block *t = sc.block;
+          for (unsigned i = 0; i < t->numArguments() && i < sc.operandCount; ++i) {
+            const Value *passed = op.operand(sc.operandBegin + i);
+            if (const Value *&h = hint[live.id(t->argument(i))]; !h && !isa<Global>(passed)) h = passed;
+          }
         }
     }
     span.push_back({b, {start, pos - 1}});
@@ -605,10 +609,14 @@ void FunctionEmitter::allocateRegisters() {
   // Parameters first, at their fixed registers; then globals, for good.
   next_ = entry->numArguments();
   for (unsigned i = 0; i < entry->numArguments(); ++i) slot(entry->argument(i)) = i;
+  // (run() loads them at entry in the same order: globals_.)
   for (auto &b : f_.blocks())
     for (const Operation &op : *b)
       for (Value *v : op.operandValues())
-        if (auto *g = dyn_cast<Global>(v); g && !hasReg(g)) slot(g) = next_++;
+        if (auto *g = dyn_cast<Global>(v); g && !hasReg(g)) {
+          slot(g) = next_++;
+          globals_.push_back(g);
+        }
   std::vector<int> order = std::move(values);
   auto byStart = [&](int a, int b) {
     const Interval &x = ivs[static_cast<size_t>(a)], &y = ivs[static_cast<size_t>(b)];
@@ -691,18 +699,14 @@ LogicalResult FunctionEmitter::run() {
   }
   for (Type t : f_.argTypes()) out_.paramTypes.push_back(me_.typeDesc(t));
   for (Type t : f_.resultTypes()) out_.resultTypes.push_back(me_.typeDesc(t));
-  // Globals used here are loaded once, at entry.
-  std::unordered_set<const Global *> loaded;
-  for (auto &b : f_.blocks())
-    for (const Operation &op : *b)
-      for (Value *v : op.operandValues())
-        if (auto *g = dyn_cast<Global>(v); g && !loaded.count(g)) {
-          loaded.insert(g);
-          uint32_t c = me_.globalConstant(g);
-          begin(Opcode::LoadConst, g->declLoc());
-          word(reg(g));
-          word(c);
-        }
+  // Globals used here are loaded once, at entry, in the order of their
+  // first use (found by allocateRegisters: no second walk of the ops).
+  for (const Global *g : globals_) {
+    uint32_t c = me_.globalConstant(g);
+    begin(Opcode::LoadConst, g->declLoc());
+    word(reg(g));
+    word(c);
+  }
   // Blocks in layout order; a block's first instruction is its pc.
   for (const Block *b : f_.reversePostOrder()) {
     blockPc_.tryEmplace(b, out_.code.size()); // each block is laid out once
