@@ -145,6 +145,7 @@ std::unique_ptr<Operation> Operation::create(OpCode code, Location loc,
   for (size_t i = 0; i < operands.size(); ++i) new (slots + i) OpOperand();
   op->inlineCapacity_ = static_cast<unsigned>(operands.size());
   op->setOperands(operands);
+  assert((successors.empty() || op->isTerminator()) && "only a terminator has successors");
   if (!successors.empty()) op->extra().succs = std::move(successors);
   return op;
 }
@@ -276,7 +277,7 @@ std::vector<Successor> &Operation::mutableSuccessors() {
   if (!isTerminator()) {
     // Only a terminator's list may be changed (or assigned); anything else
     // reads the shared empty list, which nobody modifies.
-    if (!extra_) return const_cast<std::vector<Successor> &>(noSuccessors());
+    return const_cast<std::vector<Successor> &>(noSuccessors());
   } else if (Function *f = function()) {
     f->cfgChanged(); // the caller may change the edges
   }

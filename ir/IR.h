@@ -363,7 +363,12 @@ public:
   const std::string &strAttr(std::string_view n) const { return attr(n).getStr(); }
 
   // Successors.
-  const std::vector<Successor> &successors() const { return extra_ ? extra_->succs : noSuccessors(); }
+  /// Only a terminator's list is looked up: most ops a walk meets have a
+  /// side structure (written or member locations) whose list is empty, and
+  /// reading it was a cache miss per op (issue 23).
+  const std::vector<Successor> &successors() const {
+    return extra_ && isTerminator() ? extra_->succs : noSuccessors();
+  }
   /// To change the edges: only terminators have successors to change (others
   /// get an empty list that must not be modified; a terminator's list is
   /// made on first use). Marks the function's CFG changed (cfgChanged), so
