@@ -313,30 +313,68 @@ std::vector<StorageInfo> PlanMemoryPass::dropKillsAndCollectStorages(Function &f
   return out;
 }
 
+namespace {
+
+/// The storages each value may alias (sorted sets of storage indices, by
+/// the values' liveness numbers). Almost every set is empty or holds one
+/// storage: those are one integer per value, and only larger sets have a
+/// vector (issue 23: a vector per value was 24 bytes for each of millions
+/// of values, and one allocation per storage and per alias).
+class AliasSets {
+public:
+  explicit AliasSets(size_t numValues) : tag_(numValues, kEmpty) {}
+  bool empty(int v) const { return tag_[static_cast<size_t>(v)] == kEmpty; }
+  std::span<const int> get(int v) const {
+    const int &t = tag_[static_cast<size_t>(v)];
+    if (t == kEmpty) return {};
+    if (t >= 0) return {&t, 1};
+    return multi_[static_cast<size_t>(kEmpty - 1 - t)];
+  }
+  /// Adds storage `s` to the empty set of `v`.
+  void init(int v, int s) { tag_[static_cast<size_t>(v)] = s; }
+  /// dst := dst u src; true when dst grew.
+  bool unite(int dst, int src) {
+    std::span<const int> a = get(dst), b = get(src);
+    scratch_.clear();
+    std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(scratch_));
+    if (scratch_.size() == a.size()) return false;
+    int &t = tag_[static_cast<size_t>(dst)];
+    if (scratch_.size() == 1) t = scratch_[0];
+    else if (t <= kEmpty - 1) multi_[static_cast<size_t>(kEmpty - 1 - t)].swap(scratch_);
+    else {
+      t = kEmpty - 1 - static_cast<int>(multi_.size());
+      multi_.push_back(std::move(scratch_));
+      scratch_ = {};
+    }
+    return true;
+  }
+
+private:
+  static constexpr int kEmpty = -1; // then -2 - k: multi_[k]
+  std::vector<int> tag_;
+  std::vector<std::vector<int>> multi_;
+  std::vector<int> scratch_;
+};
+
+} // namespace
+
 AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, const Dominators &dom) {
   AliasInfo ai;
   // Liveness first: its value numbers index the alias sets (sorted vectors
   // of storage indices; almost all hold one), so the fixpoint below makes
   // no hash lookup and no node allocation per value (issue 23).
   Liveness lv(f);
-  std::vector<std::vector<int>> aliases(lv.numValues());
+  AliasSets aliases(lv.numValues());
   std::vector<int> work;
   for (size_t i = 0; i < st.size(); ++i) {
     int v = lv.id(st[i].alloc->result());
-    aliases[v].push_back(static_cast<int>(i));
+    aliases.init(v, static_cast<int>(i)); // one storage per alloc_storage result
     work.push_back(v);
   }
-  std::vector<int> merged;
   auto flow = [&](int from, Value *toValue) {
     int to = lv.id(toValue);
     if (to < 0) return;
-    std::vector<int> &dst = aliases[to];
-    const std::vector<int> &src = aliases[from];
-    merged.clear();
-    std::set_union(dst.begin(), dst.end(), src.begin(), src.end(), std::back_inserter(merged));
-    if (merged.size() == dst.size()) return;
-    dst.swap(merged);
-    work.push_back(to);
+    if (aliases.unite(to, from)) work.push_back(to);
   };
   auto escape = [&](const std::vector<int> &s, bool carried) {
     for (int i : s) (carried ? st[i].carried : st[i].escapes) = true;
@@ -345,7 +383,8 @@ AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, con
   while (!work.empty()) {
     int vid = work.back();
     work.pop_back();
-    set = aliases[vid];
+    std::span<const int> cur = aliases.get(vid);
+    set.assign(cur.begin(), cur.end());
     for (OpOperand &u : lv.value(vid)->uses()) {
       Operation *op = u.owner();
       unsigned idx = u.index();
@@ -406,7 +445,7 @@ AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, con
           lastUseAt[i] = pos;
         }
       for (Value *r : op.resultValues())
-        if (int i = lv.id(r); !aliases[i].empty()) defPos.emplace_back(i, pos);
+        if (int i = lv.id(r); !aliases.empty(i)) defPos.emplace_back(i, pos);
       ++pos;
     }
     if (b->empty()) end = start;
@@ -415,24 +454,22 @@ AliasInfo PlanMemoryPass::analyze(Function &f, std::vector<StorageInfo> &st, con
       if (lv.isLiveOut(b, i)) to = end;
       else if (lastUseBlock[i] == stamp) to = lastUseAt[i];
       else to = from;
-      for (int s : aliases[i]) ai.segments[s].push_back({from, std::max(from, to)});
+      for (int s : aliases.get(i)) ai.segments[s].push_back({from, std::max(from, to)});
     };
     for (int i : lv.liveIn(b))
-      if (!aliases[i].empty()) add(i, start);
+      if (!aliases.empty(i)) add(i, start);
     for (Value *a : b->arguments())
-      if (int i = lv.id(a); !aliases[i].empty()) add(i, start);
+      if (int i = lv.id(a); !aliases.empty(i)) add(i, start);
     for (auto &[i, at] : defPos) add(i, at);
   }
-  for (std::vector<Segment> &segs : ai.segments) {
+  for (std::vector<Segment> &segs : ai.segments) { // merged in place
     std::sort(segs.begin(), segs.end());
-    std::vector<Segment> merged;
+    size_t n = 0;
     for (const Segment &sg : segs) {
-      if (!merged.empty() && sg.first <= merged.back().second)
-        merged.back().second = std::max(merged.back().second, sg.second);
-      else
-        merged.push_back(sg);
+      if (n > 0 && sg.first <= segs[n - 1].second) segs[n - 1].second = std::max(segs[n - 1].second, sg.second);
+      else segs[n++] = sg;
     }
-    segs = std::move(merged);
+    segs.resize(n);
   }
   return ai;
 }
@@ -687,8 +724,10 @@ private:
     return id;
   }
   int callee(const std::string &name) {
-    auto [it, added] = callees_.emplace(name, static_cast<int>(callees_.size()));
-    return it->second;
+    // Found without making a node: emplace built one (a string copy) per
+    // shape function call before seeing the name was known (issue 23).
+    if (auto it = callees_.find(name); it != callees_.end()) return it->second;
+    return callees_.emplace(name, static_cast<int>(callees_.size())).first->second;
   }
 
   /// The shape of tensor `t`: static, the contents of the shape tensor it
