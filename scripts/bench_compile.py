@@ -34,7 +34,8 @@ tables measured; `native`, nimblec's default, adds LLVM's code generation of
 every distinct kernel), taking the minimum CPU time (user +
 system, from the child's rusage) over `--reps` runs (the machine is shared: on
 a loaded 2-core box wall time counts other processes too, so it is printed but
-not used) and the peak resident set of the child (ru_maxrss), and prints the
+not used) and the peak resident set of the child (ru_maxrss, measured through
+a small launcher process: see LAUNCHER), and prints the
 per-pass times of the fastest run (wall times scaled to its CPU time). The
 growth exponent of a shape is the least-squares slope of log(time) against
 log(ops) over the sizes measured (1.0: linear; 2.0: quadratic).
@@ -252,44 +253,63 @@ def find_nimblec():
 KERNELS = "reference"  # nimblec --kernels (--kernels)
 
 
+# Linux keeps a process's peak resident set across exec (the old image's
+# high-water mark becomes the floor of ru_maxrss), so a compiler started
+# straight from this script, which holds the generated program text, would
+# report at least this script's own peak (200 MB at 1,000,000 ops). A small
+# launcher, a fresh interpreter whose own size is then the floor, starts the
+# compiler and reports the compiler's rusage on a last line of its stderr.
+LAUNCHER = r"""
+import os, subprocess, sys
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+err = p.stderr.read()
+_, status, ru = os.wait4(p.pid, 0)
+sys.stderr.buffer.write(err)
+sys.stderr.write("\nBENCH-RUSAGE %r %r %d %d\n" % (ru.ru_utime, ru.ru_stime, ru.ru_maxrss,
+                                                  os.waitstatus_to_exitcode(status)))
+"""
+RUSAGE_ROW = re.compile(r"^BENCH-RUSAGE (\S+) (\S+) (\d+) (-?\d+)$")
+
+
 def run_once(nimblec, src, level, timeout):
     """One compilation: (seconds, peak RSS bytes, {pass: seconds}) or None on timeout."""
     with tempfile.TemporaryDirectory(prefix="bench_compile.") as tmp:
         out = os.path.join(tmp, "out.nbc")
         t0 = time.perf_counter()
-        proc = subprocess.Popen([nimblec, f"-O{level}", "--time-passes", "--kernels=" + KERNELS, src, "-o", out],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = t0 + timeout
-        stderr = b""
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.perf_counter() > deadline:
-                proc.kill()
-                os.wait4(proc.pid, 0)
-                return None
-            time.sleep(0.002)
+        cmd = [nimblec, f"-O{level}", "--time-passes", "--kernels=" + KERNELS, src, "-o", out]
+        # Its own session: a timeout ends the launcher and the compiler.
+        proc = subprocess.Popen([sys.executable, "-c", LAUNCHER] + cmd, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            stderr = proc.communicate(timeout=max(0.0, t0 + timeout - time.perf_counter()))[1]
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.communicate()
+            return None
         wall = time.perf_counter() - t0
-        # CPU time (user + system) of the child: on a shared machine the
+        stderr = stderr.decode(errors="replace")
+        lines = stderr.splitlines()
+        m = RUSAGE_ROW.match(lines[-1]) if lines else None
+        if not m:
+            return ("error", "the launcher did not report the compiler's rusage: " + (lines[-1] if lines else "(nothing)"))
+        # CPU time (user + system) of the compiler: on a shared machine the
         # wall time also counts the time other processes held the cores.
-        secs = usage.ru_utime + usage.ru_stime
-        stderr = proc.stderr.read().decode(errors="replace")
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode != 0:
+        secs = float(m.group(1)) + float(m.group(2))
+        maxrss = int(m.group(3)) * 1024
+        if int(m.group(4)) != 0:
             # A limit of the format (e.g. registers per function) is a result
             # worth recording, not a reason to stop the whole table.
-            last = [l for l in stderr.splitlines() if l.strip()][-1:] or ["(no message)"]
+            last = [l for l in lines[:-1] if l.strip()][-1:] or ["(no message)"]
             return ("error", last[0])
         passes = {}
-        for line in stderr.splitlines():
-            m = TIMING_ROW.match(line)
-            if m and m.group(2) != "Total":
-                passes[m.group(2)] = passes.get(m.group(2), 0.0) + float(m.group(1)) / 1e3
+        for line in lines[:-1]:
+            t = TIMING_ROW.match(line)
+            if t and t.group(2) != "Total":
+                passes[t.group(2)] = passes.get(t.group(2), 0.0) + float(t.group(1)) / 1e3
         # Per-pass figures are wall times; scale them to the CPU time so they
         # add up to (at most) the total under contention.
         scale = min(1.0, secs / wall) if wall > 0 else 1.0
-        return secs, usage.ru_maxrss * 1024, {k: v * scale for k, v in passes.items()}, wall
+        return secs, maxrss, {k: v * scale for k, v in passes.items()}, wall
 
 
 def measure(nimblec, shape, size, level, reps, timeout, workdir):
