@@ -813,4 +813,54 @@ ShapeFnResult inferShapes(OpCode code, const std::vector<TensorSig> &operands,
   return std::move(c.r);
 }
 
+int shapeIdentityOperand(OpCode code, const std::vector<TensorSig> &operands,
+                         std::span<const Attr> attrs) {
+  const OpInfo &info = opInfo(code);
+  if (info.shapeMode != ShapeMode::DataIndependent || info.numResults != 1) return -1;
+  switch (info.relation) {
+  case Relation::Unary: case Relation::Cast: case Relation::Broadcast: case Relation::Compare:
+  case Relation::Select: case Relation::MatMul: break;
+  default: return -1;
+  }
+  // The relation itself decides that nothing is left for run time: a
+  // deferred check (`?` against `?`, `?` against a size other than 1) is
+  // the shape function's to make, and it must stay.
+  ShapeFnResult r = inferShapes(code, operands, attrs);
+  if (!r.ok() || !r.deferred.empty() || r.results.size() != 1) return -1;
+  const std::vector<int64_t> &out = r.results[0].dims;
+  auto candidate = [&](size_t j) -> bool {
+    const auto &dj = operands[j].dims;
+    if (dj != out) return false;
+    for (size_t i = 0; i < operands.size(); ++i) {
+      if (i == j) continue;
+      const auto &di = operands[i].dims;
+      if (di.size() > dj.size()) return false;
+      size_t off = dj.size() - di.size();
+      for (size_t k = 0; k < di.size(); ++k)
+        if (di[k] != 1 && (di[k] == kDynamic || di[k] != dj[off + k])) return false;
+    }
+    return true;
+  };
+  switch (info.relation) {
+  case Relation::Unary: case Relation::Cast:
+    return operands.size() == 1 && operands[0].dims == out ? 0 : -1;
+  case Relation::Broadcast: case Relation::Compare: case Relation::Select:
+    for (size_t j = 0; j < operands.size(); ++j)
+      if (candidate(j)) return static_cast<int>(j);
+    return -1;
+  case Relation::MatMul: {
+    // out = [m, n]: m is lhs dim 0 unless transposed; n must equal the lhs
+    // width, both static (then out is the lhs's shape whatever m is).
+    if (operands.size() != 2) return -1;
+    const auto &a = operands[0].dims;
+    int ta = info.attrIndex("transpose_a");
+    if (a.size() != 2 || ta < 0 || static_cast<size_t>(ta) >= attrs.size() ||
+        attrs[static_cast<size_t>(ta)].getBool())
+      return -1;
+    return a[1] != kDynamic && out[1] == a[1] && out[0] == a[0] ? 0 : -1;
+  }
+  default: return -1;
+  }
+}
+
 } // namespace nimble

@@ -67,6 +67,20 @@ ShapeFnResult inferShapes(OpCode code, const std::vector<TensorSig> &operands,
                           std::span<const Attr> attrs,
                           const std::vector<const DenseValue *> &values = {});
 
+/// The operand whose shape op `code`'s single result always has, for every
+/// run-time size its operands' signatures allow, when the relation also
+/// leaves no check for run time (`deferred` empty); -1 otherwise. Then the
+/// run-time shape function would only copy that operand's shape, and
+/// manifest-memory sizes the output from the operand's `shape_of` instead
+/// of calling it. Proved per relation, not sampled: element-wise unary ops
+/// and casts (operand 0); broadcasting ops whose other operands broadcast
+/// only along size-1 dims or match a static size (`?x8` + `8`, `?x8` +
+/// `1x8`); a rank-2 matmul whose output width equals the lhs width (`?x8`
+/// by `8x8`). Everything else, and every data-dependent or upper-bound op,
+/// gives -1.
+int shapeIdentityOperand(OpCode code, const std::vector<TensorSig> &operands,
+                         std::span<const Attr> attrs);
+
 /// "2x?x3" (no dtype); "scalar" for rank 0.
 std::string formatDims(const std::vector<int64_t> &dims);
 /// "tensor<2x?xf32>".

@@ -160,6 +160,8 @@ private:
 class CSEPass : public Pass {
 public:
   std::string_view name() const override { return "cse"; }
+  /// A fixpoint: run again on what it left, it finds nothing (Pass::idempotent).
+  bool idempotent() const override { return true; }
   /// CSE erases pure ops only, each for an equal one that stays (a call
   /// for a call of the same callee): no function's effects or callees
   /// change.

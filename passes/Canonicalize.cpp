@@ -57,9 +57,9 @@
 #include "passes/Pass.h"
 #include "passes/PatternUtils.h"
 
+#include "ir/FlatMap.h"
+
 #include <limits>
-#include <unordered_map>
-#include <unordered_set>
 
 namespace nimble::passes {
 namespace {
@@ -78,20 +78,17 @@ public:
 private:
   //===-- Worklist -----------------------------------------------------------===//
   void push(Operation *op) {
-    if (op && !pos_.count(op)) {
-      pos_[op] = list_.size();
-      list_.push_back(op);
-    }
+    if (op && pos_.tryEmplace(op, list_.size()).second) list_.push_back(op);
   }
   void pushDef(Value *v) { push(v->definingOp()); }
   void pushUsers(Value *v) {
     for (Operation *u : v->users()) push(u);
   }
   void forget(Operation *op) {
-    auto it = pos_.find(op);
-    if (it == pos_.end()) return;
-    list_[it->second] = nullptr;
-    pos_.erase(it);
+    const size_t *at = pos_.find(op);
+    if (!at) return;
+    list_[*at] = nullptr;
+    pos_.erase(op);
   }
   bool drain(Function &f);
 
@@ -140,7 +137,9 @@ private:
   Context &ctx_;
   int64_t foldLimit_;
   std::vector<Operation *> list_;
-  std::unordered_map<Operation *, size_t> pos_;
+  /// Where each queued op is in list_ (an open-addressing map: a node per
+  /// queued op was a tenth of the pass on a function of a million ops).
+  FlatMap<Operation *, size_t> pos_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -574,11 +573,12 @@ bool Canonicalizer::simplifyCFG(Function &f) {
 }
 
 bool Canonicalizer::eraseUnreachableBlocks(Function &f) {
-  std::vector<Block *> rpo = f.reversePostOrder();
-  std::unordered_set<Block *> reachable(rpo.begin(), rpo.end());
+  // Reachable blocks carry a fresh tag in their scratch word.
+  const uint64_t mark = static_cast<uint64_t>(newScratchTag()) << 32;
+  for (Block *b : f.reversePostOrder()) b->setScratch(mark);
   std::vector<Block *> dead;
   for (auto &b : f.blocks())
-    if (!reachable.count(b.get())) dead.push_back(b.get());
+    if (b->scratch() != mark) dead.push_back(b.get());
   if (dead.empty()) return false;
   // Dead blocks may use each other's values and branch to each other: cut
   // every reference first, then delete. Reachable code cannot use their
@@ -599,14 +599,28 @@ static bool hasKills(Block &b) {
 }
 
 bool Canonicalizer::mergeBlocks(Function &f) {
-  // Incoming edges per block, one entry per edge (a cond_br with both
-  // successors to one block counts twice).
-  std::unordered_map<Block *, std::vector<Block *>> preds;
+  // Incoming edges per block, one per edge (a cond_br with both successors
+  // to one block counts twice), and the first one's source: only a block
+  // with one incoming edge merges, so the others need not be listed. In
+  // block i's scratch word: (tag << 32 | i).
+  struct Preds {
+    size_t count = 0;
+    Block *first = nullptr;
+  };
+  std::vector<Preds> preds;
   std::vector<Block *> blocks;
+  const uint64_t tag = static_cast<uint64_t>(newScratchTag()) << 32;
   for (auto &b : f.blocks()) {
+    b->setScratch(tag | blocks.size());
     blocks.push_back(b.get());
-    for (Block *s : b->successors()) preds[s].push_back(b.get());
   }
+  preds.resize(blocks.size());
+  auto predsOf = [&](Block *b) -> Preds & { return preds[static_cast<uint32_t>(b->scratch())]; };
+  for (Block *b : blocks)
+    for (Block *s : b->successors()) {
+      Preds &ps = predsOf(s);
+      if (ps.count++ == 0) ps.first = b;
+    }
   bool changed = false;
   // Merged blocks are erased together at the end: one at a time, each
   // erasure searches and shifts the block list (quadratic in a function of
@@ -614,9 +628,9 @@ bool Canonicalizer::mergeBlocks(Function &f) {
   std::vector<Block *> merged;
   for (Block *b : blocks) {
     if (b->isEntry()) continue;
-    auto &ps = preds[b];
-    if (ps.size() != 1 || ps[0] == b) continue;
-    Block *p = ps[0];
+    const Preds &ps = predsOf(b);
+    if (ps.count != 1 || ps.first == b) continue;
+    Block *p = ps.first;
     Operation *br = p->terminator();
     if (!br || !br->is(OpCode::Br) || br->successors()[0].block != b) continue;
     std::vector<Value *> args = br->operands();
@@ -634,8 +648,7 @@ bool Canonicalizer::mergeBlocks(Function &f) {
     while (Operation *op = b->front()) p->push_back(op->remove());
     // b's successors now have p as their predecessor.
     for (Block *s : p->successors())
-      for (Block *&q : preds[s])
-        if (q == b) q = p;
+      if (Preds &q = predsOf(s); q.first == b) q.first = p;
     merged.push_back(b);
     changed = true;
   }

@@ -251,6 +251,8 @@ private:
 class DCEPass : public Pass {
 public:
   std::string_view name() const override { return "dce"; }
+  /// A fixpoint: run again on what it left, it finds nothing (Pass::idempotent).
+  bool idempotent() const override { return true; }
   LogicalResult run(Module &m, DiagnosticEngine &, bool &changed) override {
     AnalysisCache local(m); // built only when run alone
     const EffectAnalysis &effects = (analyses() ? *analyses() : local).effects();

@@ -91,21 +91,21 @@ std::vector<Loop> findLoops(Function &, const DominanceInfo &dom) {
       if (dom.dominates(h, p)) l.latches.push_back(p);
     if (l.latches.empty()) continue;
     // Walk backwards from the latches up to the header.
-    l.members.insert(h);
+    l.members.tryEmplace(h, 1);
     std::vector<Block *> work(l.latches.begin(), l.latches.end());
     while (!work.empty()) {
       Block *b = work.back();
       work.pop_back();
-      if (!l.members.insert(b).second) continue;
+      if (!l.members.tryEmplace(b, 1).second) continue;
       for (Block *p : preds(b)) work.push_back(p);
     }
     for (Block *b : rpo)
-      if (l.members.count(b)) l.blocks.push_back(b);
+      if (l.contains(b)) l.blocks.push_back(b);
     // The preheader: the one outside predecessor, ending in `br ^header`.
     Block *outside = nullptr;
     unsigned outsideCount = 0;
     for (Block *p : preds(h))
-      if (!l.members.count(p)) {
+      if (!l.contains(p)) {
         outside = p;
         ++outsideCount;
       }

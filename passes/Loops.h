@@ -16,10 +16,10 @@
 #ifndef NIMBLE_PASSES_LOOPS_H
 #define NIMBLE_PASSES_LOOPS_H
 
+#include "ir/FlatMap.h"
 #include "ir/IR.h"
 #include "ir/Verifier.h"
 
-#include <unordered_set>
 #include <vector>
 
 namespace nimble::passes {
@@ -29,9 +29,12 @@ struct Loop {
   ir::Block *preheader = nullptr;        // null when there is none (see above)
   std::vector<ir::Block *> blocks;       // the header first, then in reverse post-order
   std::vector<ir::Block *> latches;      // blocks with an edge back to the header
-  std::unordered_set<const ir::Block *> members;
+  /// The blocks of `blocks`, for lookups (open addressing: a loop of a
+  /// million blocks made a million nodes in each of the three passes that
+  /// find loops; issue 23).
+  ir::FlatMap<const ir::Block *, char> members;
 
-  bool contains(const ir::Block *b) const { return members.count(b) != 0; }
+  bool contains(const ir::Block *b) const { return members.find(b) != nullptr; }
   /// Defined outside the loop: a global, an argument of a block outside it,
   /// or a result of an op outside it.
   bool isInvariant(const ir::Value *v) const;

@@ -50,6 +50,16 @@
 // of the block that needs that input's shape (issue 23: a value read by two
 // kernels, a residual connection, had two).
 //
+// No shape function is called where it could only copy an input's shape
+// (shapeIdentityInput: tanh of `?x8`, matmul of `?x8` by `8x8`, add of two
+// tensors sized from one shape): the output is sized from that input's
+// shape value, the shape each output was allocated with is remembered as
+// its shape, and a storage_size is made once per shape value, dtype and
+// block. A chain of kernels that keep the batch dimension then reads one
+// shape_of and one storage_size, and plan-memory sees one size (issue 23:
+// a matmul chain was 8 ops a call, now 4, and alternates two storages;
+// the VM calls no shape function for it).
+//
 // Not lowered, because the VM has an instruction for them: constant (LoadConst
 // / LoadConsti), shape_of (ShapeOf), reshape and dyn_reshape (ReshapeTensor:
 // a view), device_copy (DeviceCopy), storage_size, and the structural ops.
@@ -93,6 +103,7 @@
 #include "passes/Statistic.h"
 
 #include "ir/Builder.h"
+#include "ir/FlatMap.h"
 #include "ir/Limits.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
@@ -110,6 +121,8 @@ using namespace nimble::ir;
 NIMBLE_STATISTIC(NumKernelCalls, "manifest-memory", "Number of kernel calls made explicit (invoke_mut)");
 NIMBLE_STATISTIC(NumOutlined, "manifest-memory", "Number of one-op primitive functions outlined");
 NIMBLE_STATISTIC(NumShapeFuncCalls, "manifest-memory", "Number of shape function calls inserted (invoke_shape_func)");
+NIMBLE_STATISTIC(NumShapeFuncsElided, "manifest-memory",
+                 "Number of shape function calls left out (the output has an input's shape)");
 NIMBLE_STATISTIC(NumStaticAllocs, "manifest-memory", "Number of kernel output storages of static size");
 NIMBLE_STATISTIC(NumDynamicAllocs, "manifest-memory", "Number of kernel output storages of run-time size");
 NIMBLE_STATISTIC(NumKills, "manifest-memory", "Number of kills inserted");
@@ -365,6 +378,7 @@ public:
       shapes_.clear();
       shapeTag_ = newScratchTag();
       shapeVals_.clear();
+      storageSizes_.clear();
       InPlacePlan plan = inPlaceUpdates(m, *f);
       for (Operation *c : plan.privatize) privatizeConstant(m, *c);
       inPlace_ = std::move(plan.updates);
@@ -400,6 +414,8 @@ private:
   Value *constI64(Module &m, int64_t v, Location loc);
   Value *constShape(Module &m, const std::vector<int64_t> &dims, Location loc);
   Value *hoisted(Module &m, Location loc, const std::function<Value *(Builder &)> &make);
+  int shapeIdentityInput(const Function &prim, const std::vector<Value *> &ins,
+                         const std::vector<int> &classes);
 
   std::string device_ = "cpu";
   bool kills_ = true;
@@ -423,9 +439,107 @@ private:
     v->setScratch((shapeTag_ << 32) | shapeVals_.size());
     shapeVals_.push_back(shape);
   }
+  /// The last `storage_size` made of each shape value (with its dtype):
+  /// outputs sized from one shape (a chain of kernels keeping the batch
+  /// dimension) share it within a block.
+  FlatMap<const Value *, std::pair<Value *, DType>> storageSizes_;
   std::unordered_map<std::string, Function *> outlined_;
   std::unordered_set<const Operation *> inPlace_;
+  /// shapeIdentityInput's answers, by kernel and its inputs' types (a
+  /// million calls of one kernel ask one question).
+  struct IdentityAnswer {
+    std::vector<Type> ins;
+    std::vector<int> classes;
+    int input;
+  };
+  std::unordered_map<const Function *, std::vector<IdentityAnswer>> identity_;
 };
+
+/// The kernel input whose shape the kernel's one output has for every
+/// run-time size, or -1. `classes[i]` numbers input i's shape: inputs whose
+/// shapes are one value of the caller (the same `shape_of`, or outputs
+/// sized from the same shape) have one number. Through each member of the
+/// body in turn, a result has an input's shape when
+///   - the member's relation proves it from the operand types alone
+///     (ir/ShapeFns.h, shapeIdentityOperand: `tanh`, `?x8` by `8x8`), or
+///   - it broadcasts operands (add, select, ...) that all have one input's
+///     shape: equal shapes broadcast to themselves, and the check the shape
+///     function would make (`?` against `?`) cannot fail.
+/// Every member must be proved: a member whose shape function is left a
+/// run-time check (`?x8` + `?x8` of unrelated shapes) keeps the call, since
+/// that check is what stops the kernel from reading out of bounds. The
+/// members' operand types are the call's input types where they are the
+/// body's arguments (a kernel shared by calls of different types is typed
+/// by their join; the call's own are as precise or more).
+int ManifestMemoryPass::shapeIdentityInput(const Function &prim, const std::vector<Value *> &ins,
+                                           const std::vector<int> &classes) {
+  auto &answers = identity_[&prim];
+  for (const IdentityAnswer &a : answers) {
+    bool same = a.ins.size() == ins.size() && a.classes == classes;
+    for (size_t i = 0; same && i < ins.size(); ++i) same = a.ins[i] == ins[i]->type();
+    if (same) return a.input;
+  }
+  auto answer = [&](int input) {
+    IdentityAnswer a{{}, classes, input};
+    for (Value *v : ins) a.ins.push_back(v->type());
+    answers.push_back(std::move(a));
+    return input;
+  };
+  const Block *body = prim.entry();
+  // The shape class of each member's result (-1: unknown, or a constant's
+  // static shape). Hashed: a fused group may have many members.
+  FlatMap<const Value *, int> same;
+  auto classOf = [&](const Value *v) -> int {
+    if (const auto *a = dyn_cast<BlockArgument>(v))
+      return a->index() < classes.size() ? classes[a->index()] : -1;
+    const int *c = same.find(v);
+    return c ? *c : -1;
+  };
+  std::vector<TensorSig> sigs;
+  for (const Operation &member : *body) {
+    if (member.is(OpCode::Ret)) {
+      int c = member.numOperands() == 1 ? classOf(member.operand(0)) : -1;
+      for (size_t i = 0; c >= 0 && i < classes.size(); ++i)
+        if (classes[i] == c) return answer(static_cast<int>(i));
+      return answer(-1);
+    }
+    if (member.is(OpCode::Constant) && member.numResults() == 1 && member.result()->type().isTensor()) {
+      same.tryEmplace(member.result(), -1);
+      continue;
+    }
+    if (member.numResults() != 1) return answer(-1);
+    const OpInfo &info = member.info();
+    if (info.shapeMode == ShapeMode::DataIndependent &&
+        (info.relation == Relation::Broadcast || info.relation == Relation::Compare ||
+         info.relation == Relation::Select) &&
+        member.numOperands() > 0) {
+      int c = classOf(member.operand(0));
+      for (const Value *v : member.operandValues()) c = classOf(v) == c ? c : -1;
+      if (c >= 0) {
+        same.tryEmplace(member.result(), c);
+        continue;
+      }
+    }
+    sigs.clear();
+    for (const Value *v : member.operandValues()) {
+      const auto *a = dyn_cast<BlockArgument>(v);
+      Type t = a && a->index() < ins.size() ? ins[a->index()]->type() : v->type();
+      if (!t.isTensor()) return answer(-1);
+      sigs.push_back(t.sig());
+    }
+    int j = shapeIdentityOperand(member.code(), sigs, member.attrs());
+    if (j < 0) return answer(-1);
+    int c = classOf(member.operand(static_cast<unsigned>(j)));
+    // A static shape (a constant's) has no class, and needs none: an
+    // output of static shape never asks.
+    if (c < 0 && !sigs[static_cast<size_t>(j)].dims.empty() &&
+        std::find(sigs[static_cast<size_t>(j)].dims.begin(), sigs[static_cast<size_t>(j)].dims.end(),
+                  kDynamic) != sigs[static_cast<size_t>(j)].dims.end())
+      return answer(-1);
+    same.tryEmplace(member.result(), c);
+  }
+  return answer(-1);
+}
 
 /// A one-op primitive function for `op`; identical ops (same op, attributes
 /// and types) share one, keyed by the op's name, its types (uniqued in the
@@ -591,27 +705,45 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
     allStatic &= r->type().hasStaticShape();
   }
 
-  // Output shapes: static, or computed by the shape function.
+  // Output shapes: static, or computed by the shape function, or, when
+  // the shape function would only copy an input's shape, that input's.
   std::vector<Value *> outShapes(op.numResults(), nullptr);
-  if (!allStatic || upperBound) {
+  auto shapeOfInput = [&](size_t i) -> Value * {
+    if (ins[i]->type().hasStaticShape()) return constShape(m, ins[i]->type().dims(), op.loc());
+    // One shape_of per value and block: a later kernel call of the block
+    // reads the same shape (a value's shape never changes, even when an
+    // in-place update writes its buffer).
+    Value *s = lastShapeOf(ins[i]);
+    if (!s || s->definingOp()->block() != op.block()) {
+      s = b.create(OpCode::ShapeOf, {ins[i]}, {}, {m.context().tensor(DType::I64, {ins[i]->type().rank()})})
+              ->result();
+      setShapeOf(ins[i], s);
+    }
+    return s; // not killed: smallFreshTensor
+  };
+  int sameShape = -1;
+  if (!allStatic && !upperBound && op.numResults() == 1) {
+    // Inputs of one shape value share a class (see shapeIdentityInput).
+    std::vector<int> classes(ins.size());
+    for (size_t i = 0; i < ins.size(); ++i) {
+      classes[i] = static_cast<int>(i);
+      Value *si = ins[i]->type().isTensor() && !ins[i]->type().hasStaticShape() ? lastShapeOf(ins[i]) : nullptr;
+      for (size_t j = 0; si && j < i; ++j)
+        if (ins[j]->type().isTensor() && !ins[j]->type().hasStaticShape() && lastShapeOf(ins[j]) == si) {
+          classes[i] = classes[j];
+          break;
+        }
+    }
+    sameShape = shapeIdentityInput(prim, ins, classes);
+  }
+  if (sameShape >= 0) {
+    ++NumShapeFuncsElided;
+    outShapes[0] = shapeOfInput(static_cast<size_t>(sameShape));
+  } else if (!allStatic || upperBound) {
     std::vector<Value *> shapeIns;
     for (size_t i = 0; i < ins.size(); ++i) {
-      if (needsValue[i] || !ins[i]->type().isTensor()) {
-        shapeIns.push_back(ins[i]);
-      } else if (ins[i]->type().hasStaticShape()) {
-        shapeIns.push_back(constShape(m, ins[i]->type().dims(), op.loc()));
-      } else {
-        // One shape_of per value and block: a later kernel call of the
-        // block reads the same shape (a value's shape never changes, even
-        // when an in-place update writes its buffer).
-        Value *s = lastShapeOf(ins[i]);
-        if (!s || s->definingOp()->block() != op.block()) {
-          s = b.create(OpCode::ShapeOf, {ins[i]}, {}, {m.context().tensor(DType::I64, {ins[i]->type().rank()})})
-                  ->result();
-          setShapeOf(ins[i], s);
-        }
-        shapeIns.push_back(s); // not killed: smallFreshTensor
-      }
+      if (needsValue[i] || !ins[i]->type().isTensor()) shapeIns.push_back(ins[i]);
+      else shapeIns.push_back(shapeOfInput(i));
     }
     // The output shapes: fresh results (not killed: smallFreshTensor).
     std::vector<Type> shapeTypes;
@@ -643,9 +775,16 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
       }
       size = constI64(m, (bytes + 63) / 64 * 64, op.loc());
     } else {
-      size = b.create(OpCode::StorageSize, {outShapes[i]}, {{"dtype", Attr::getDType(t.dtype())}},
-                      {m.context().tensor(DType::I64, {})})
-                 ->result();
+      auto *known = storageSizes_.tryEmplace(outShapes[i], {nullptr, t.dtype()}).first;
+      size = known->first && known->second == t.dtype() && known->first->definingOp()->block() == op.block()
+                 ? known->first
+                 : nullptr;
+      if (!size) {
+        size = b.create(OpCode::StorageSize, {outShapes[i]}, {{"dtype", Attr::getDType(t.dtype())}},
+                        {m.context().tensor(DType::I64, {})})
+                   ->result();
+        *known = {size, t.dtype()};
+      }
     }
     Value *st = b.create(OpCode::AllocStorage, {size}, {{"device", Attr::getStr(device_)}},
                          {m.context().storage()})
@@ -663,6 +802,11 @@ LogicalResult ManifestMemoryPass::manifest(Module &m, Operation &op, Function &p
       out = b.create(OpCode::AllocTensor, {st, zero, outShapes[i]},
                      {{"dtype", Attr::getDType(t.dtype())}}, {t})
                 ->result();
+      // Its shape is that value: a later kernel call reading it needs no
+      // shape_of, and sees it share a shape with the inputs it was sized
+      // from (shapeIdentityInput's classes). Not an upper bound's: the
+      // kernel gives the true shape.
+      if (!upperBound) setShapeOf(out, outShapes[i]);
     }
     outs.push_back(out);
   }

@@ -66,6 +66,15 @@ public:
   /// True when the pass, even when it changes the IR, leaves every
   /// function's effects (EffectAnalysis) and calls as they were.
   virtual bool preservesEffects() const { return false; }
+  /// True when running the pass on IR it left changes nothing (it runs to
+  /// its fixpoint: cse, dce, type-infer). The pass manager then skips it
+  /// where no pass has changed the IR since it last ran with the same
+  /// options: nimblec -O2 runs cse, dce and type-infer a second time for
+  /// what licm, loop-distribute and batch-input-projection change, and when
+  /// they change nothing the second round would walk every op to find
+  /// nothing. Builds with assertions run it anyway and check that it
+  /// changes nothing.
+  virtual bool idempotent() const { return false; }
   /// Set by the pass manager around run(); null when run alone.
   void setAnalysisCache(AnalysisCache *c) { analyses_ = c; }
 
@@ -106,6 +115,14 @@ struct PassManagerOptions {
   bool printAfterChange = false;
   bool timePasses = false;
   bool debugInfo = false;
+  /// Run an idempotent pass even where it would be skipped, and stop with an
+  /// error if it changes the IR (Pass::idempotent): on in builds with
+  /// assertions, so that every test checks the passes' claim.
+#ifdef NDEBUG
+  bool checkIdempotent = false;
+#else
+  bool checkIdempotent = true;
+#endif
 };
 
 class PassManager {
@@ -113,7 +130,12 @@ public:
   PassManager(DiagnosticEngine &diag, std::ostream &dumpStream, PassManagerOptions opts = {});
   ~PassManager();
 
-  void addPass(std::unique_ptr<Pass> p) { passes_.push_back(std::move(p)); }
+  /// `spec` names the pass and its options for Pass::idempotent (empty:
+  /// never skipped).
+  void addPass(std::unique_ptr<Pass> p, std::string spec = "") {
+    passes_.push_back(std::move(p));
+    specs_.push_back(std::move(spec));
+  }
   /// Appends the passes of a textual pipeline "a,b{key=value,...},c".
   /// Reports unknown passes or options through the error string.
   bool parsePipeline(std::string_view text, std::string &error);
@@ -133,7 +155,13 @@ private:
   std::ostream &dump_;
   PassManagerOptions opts_;
   std::vector<std::unique_ptr<Pass>> passes_;
+  /// Each pass as the pipeline wrote it (`cse`, `manifest-memory{kills=false}`):
+  /// an idempotent pass is skipped only after a run with the same options
+  /// (empty for addPass: never skipped).
+  std::vector<std::string> specs_;
   std::vector<double> seconds_;
+  /// Per pass: the runs skipped (Pass::idempotent) and made.
+  std::vector<int> skipped_, ran_;
   double verifySeconds_ = 0;
 };
 

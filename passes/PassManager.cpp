@@ -10,6 +10,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <ostream>
 
 namespace nimble::passes {
@@ -55,6 +56,7 @@ bool PassManager::parsePipeline(std::string_view text, std::string &error) {
     return s;
   };
   while (pos < text.size()) {
+    const size_t start = pos;
     size_t end = pos;
     while (end < text.size() && text[end] != ',' && text[end] != '{') ++end;
     std::string_view name = trim(text.substr(pos, end - pos));
@@ -104,6 +106,7 @@ bool PassManager::parsePipeline(std::string_view text, std::string &error) {
       pos = close + 1;
     }
     passes_.push_back(std::move(p));
+    specs_.emplace_back(trim(text.substr(start, pos - start)));
     if (pos < text.size()) {
       if (text[pos] != ',') {
         error = "expected ',' between passes in '" + std::string(text) + "'";
@@ -140,7 +143,13 @@ LogicalResult PassManager::run(Module &m) {
   seconds_.resize(passes_.size(), 0.0);
   ir::PrintOptions popts;
   popts.debugInfo = opts_.debugInfo;
+  skipped_.resize(passes_.size(), 0);
+  ran_.resize(passes_.size(), 0);
   AnalysisCache analyses(m);
+  // How many passes have changed the IR so far, and for each idempotent
+  // pass (by its text in the pipeline) that count when its last run ended.
+  uint64_t changes = 0;
+  std::map<std::string, uint64_t, std::less<>> leftAt;
   for (size_t i = 0; i < passes_.size(); ++i) {
     Pass &p = *passes_[i];
     std::string name(p.name());
@@ -149,14 +158,30 @@ LogicalResult PassManager::run(Module &m) {
       ir::printModule(m, dump_, popts);
       dump_ << "\n";
     }
+    const std::string &spec = specs_[i];
+    auto left = !spec.empty() && p.idempotent() ? leftAt.find(spec) : leftAt.end();
+    const bool asItLeft = left != leftAt.end() && left->second == changes;
     bool changed = false;
-    auto t0 = Clock::now();
-    p.setAnalysisCache(&analyses);
-    LogicalResult r = p.run(m, diag_, changed);
-    p.setAnalysisCache(nullptr);
-    if (changed && !p.preservesEffects()) analyses.invalidate();
-    seconds_[i] += std::chrono::duration<double>(Clock::now() - t0).count();
-    if (ir::failed(r)) return r;
+    if (asItLeft && !opts_.checkIdempotent) {
+      ++skipped_[i];
+    } else {
+      auto t0 = Clock::now();
+      p.setAnalysisCache(&analyses);
+      LogicalResult r = p.run(m, diag_, changed);
+      p.setAnalysisCache(nullptr);
+      if (changed && !p.preservesEffects()) analyses.invalidate();
+      seconds_[i] += std::chrono::duration<double>(Clock::now() - t0).count();
+      ++ran_[i];
+      if (ir::failed(r)) return r;
+      if (asItLeft && changed) {
+        diag_.error({}, "pass '" + name +
+                            "' changed IR that it had left and no pass had changed since (it is declared "
+                            "idempotent: a bug in the pass)");
+        return ir::failure();
+      }
+    }
+    if (changed) ++changes;
+    if (!spec.empty() && p.idempotent()) leftAt[spec] = changes;
     if (opts_.verifyEach) {
       auto v0 = Clock::now();
       bool ok = verifyOrExplain(m, "the IR is invalid after pass '" + name + "' (a bug in the pass)");
@@ -206,7 +231,10 @@ void PassManager::printTimings(std::ostream &os) const {
     os << buf;
   };
   for (size_t i = 0; i < passes_.size() && i < seconds_.size(); ++i)
-    row(seconds_[i], std::string(passes_[i]->name()));
+    row(seconds_[i], std::string(passes_[i]->name()) +
+                         (i < skipped_.size() && skipped_[i] && !ran_[i]
+                              ? " (skipped: no pass changed the IR since its last run)"
+                              : ""));
   if (opts_.verifyEach) row(verifySeconds_, "(verifier)");
   row(total, "Total");
 }

@@ -85,6 +85,8 @@ Type meet(Context &ctx, Type declared, Type inferred) {
 class TypeInferPass : public Pass {
 public:
   std::string_view name() const override { return "type-infer"; }
+  /// A fixpoint: run again on what it left, it finds nothing (Pass::idempotent).
+  bool idempotent() const override { return true; }
   std::string setOption(std::string_view key, std::string_view value) override {
     if (key == "remarks" && (value == "true" || value == "false")) {
       remarks_ = value == "true";

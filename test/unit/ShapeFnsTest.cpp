@@ -727,5 +727,52 @@ TEST(RunTime, ConcreteShapesNeedNoDeferredChecks) {
   }
 }
 
+/// shapeIdentityOperand with the schema defaults, overriding named attributes.
+int identity(OpCode code, std::vector<TensorSig> ops, std::map<std::string, Attr> attrs = {}) {
+  const OpInfo &info = opInfo(code);
+  std::vector<Attr> list;
+  for (const AttrSpec &s : info.attrs) {
+    auto it = attrs.find(s.name);
+    list.push_back(it != attrs.end() ? it->second : s.defaultValue ? *s.defaultValue : Attr());
+  }
+  return shapeIdentityOperand(code, ops, list);
+}
+
+// The shape function would only copy an operand's shape: manifest-memory
+// sizes the output from that operand instead of calling it.
+TEST(ShapeIdentity, ProvedCases) {
+  EXPECT_EQ(identity(OpCode::Tanh, {F({Q, 8})}), 0);
+  EXPECT_EQ(identity(OpCode::Softmax, {F({Q, Q})}), 0);
+  EXPECT_EQ(identity(OpCode::Cast, {F({Q, 3})}, {{"dtype", Attr::getDType(DType::F16)}}), 0);
+  EXPECT_EQ(identity(OpCode::Add, {F({Q, 8}), F({8})}), 0);      // a bias
+  EXPECT_EQ(identity(OpCode::Mul, {F({1, 8}), F({Q, 8})}), 1);   // a row, on the left
+  EXPECT_EQ(identity(OpCode::Sub, {F({Q, 8}), F({})}), 0);       // a scalar
+  EXPECT_EQ(identity(OpCode::Less, {F({Q, 1}), F({1, 1})}), 0);  // i1 out, same shape
+  EXPECT_EQ(identity(OpCode::Select, {B({Q, 4}), F({4}), F({1})}), 0);
+  EXPECT_EQ(identity(OpCode::Add, {F({2, 3}), F({2, 3})}), 0);   // static: either
+  EXPECT_EQ(identity(OpCode::Add, {F({8}), F({2, 8})}), 1);      // the larger one
+  EXPECT_EQ(identity(OpCode::Add, {F({1}), F({Q})}), 1);
+  EXPECT_EQ(identity(OpCode::Add, {F({Q}), F({1})}), 0);
+  EXPECT_EQ(identity(OpCode::MatMul, {F({Q, 8}), F({8, 8})}), 0);
+  EXPECT_EQ(identity(OpCode::MatMul, {F({Q, 8}), F({8, 8})}, {{"transpose_b", Attr::getBool(true)}}), 0);
+}
+
+// Anything that leaves a check for run time, or computes a new shape, is
+// not an identity: the shape function stays.
+TEST(ShapeIdentity, RefusedCases) {
+  EXPECT_EQ(identity(OpCode::Add, {F({Q, 8}), F({Q, 8})}), -1);  // ? against ?
+  EXPECT_EQ(identity(OpCode::Add, {F({Q, 8}), F({Q})}), -1);     // ? must be 1 or 8
+  EXPECT_EQ(identity(OpCode::Add, {F({Q, 1}), F({1, 8})}), -1);  // a new shape
+  EXPECT_EQ(identity(OpCode::Add, {F({1, 8}), F({Q, 1})}), -1);
+  EXPECT_EQ(identity(OpCode::Add, {F({2, 3}), F({3, 2})}), -1);  // an error
+  EXPECT_EQ(identity(OpCode::MatMul, {F({Q, Q}), F({8, 8})}), -1);  // ? contracted
+  EXPECT_EQ(identity(OpCode::MatMul, {F({Q, 8}), F({8, 4})}), -1);  // a new width
+  EXPECT_EQ(identity(OpCode::MatMul, {F({8, Q}), F({8, 8})}, {{"transpose_a", Attr::getBool(true)}}), -1);
+  EXPECT_EQ(identity(OpCode::BatchMatMul, {F({Q, 2, 2}), F({Q, 2, 2})}), -1);
+  EXPECT_EQ(identity(OpCode::Sum, {F({Q, 8})}, {{"axes", ints({1})}}), -1);
+  EXPECT_EQ(identity(OpCode::Transpose, {F({Q, Q})}, {{"perm", ints({0, 1})}}), -1);
+  EXPECT_EQ(identity(OpCode::Unique, {T(DType::I64, {Q})}), -1);  // upper bound
+}
+
 } // namespace
 } // namespace nimble
