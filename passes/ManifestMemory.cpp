@@ -532,10 +532,8 @@ int ManifestMemoryPass::shapeIdentityInput(const Function &prim, const std::vect
     int c = classOf(member.operand(static_cast<unsigned>(j)));
     // A static shape (a constant's) has no class, and needs none: an
     // output of static shape never asks.
-    if (c < 0 && !sigs[static_cast<size_t>(j)].dims.empty() &&
-        std::find(sigs[static_cast<size_t>(j)].dims.begin(), sigs[static_cast<size_t>(j)].dims.end(),
-                  kDynamic) != sigs[static_cast<size_t>(j)].dims.end())
-      return answer(-1);
+    const std::vector<int64_t> &dims = sigs[static_cast<size_t>(j)].dims;
+    if (c < 0 && std::find(dims.begin(), dims.end(), kDynamic) != dims.end()) return answer(-1);
     same.tryEmplace(member.result(), c);
   }
   return answer(-1);

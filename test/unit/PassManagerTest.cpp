@@ -55,6 +55,13 @@ protected:
                     "}\n",
                     "t.nir", ctx, diag);
   }
+  /// A pass manager that skips idempotent passes (`check` false) or runs
+  /// them and checks them (`check` true).
+  std::unique_ptr<PassManager> manager(bool check) {
+    PassManagerOptions o;
+    o.checkIdempotent = check;
+    return std::make_unique<PassManager>(diag, dump, o);
+  }
   std::string timings(const PassManager &pm) {
     std::ostringstream os;
     pm.printTimings(os);
@@ -68,9 +75,8 @@ protected:
 
 TEST_F(PassManagerTest, SkipsAnIdempotentPassWhenNothingChangedSinceItRan) {
   ASSERT_TRUE(m);
-  PassManagerOptions o;
-  o.checkIdempotent = false;
-  PassManager pm(diag, dump, o);
+  auto owned = manager(false);
+  PassManager &pm = *owned;
   int runs = 0;
   std::string error;
   // cse merges the two negs (a change); dce then changes nothing; the second
@@ -89,9 +95,8 @@ TEST_F(PassManagerTest, SkipsAnIdempotentPassWhenNothingChangedSinceItRan) {
 
 TEST_F(PassManagerTest, RunsAnIdempotentPassAgainAfterAChange) {
   ASSERT_TRUE(m);
-  PassManagerOptions o;
-  o.checkIdempotent = false;
-  PassManager pm(diag, dump, o);
+  auto owned = manager(false);
+  PassManager &pm = *owned;
   int runs = 0;
   std::string error;
   ASSERT_TRUE(pm.parsePipeline("dce", error)) << error;
@@ -103,9 +108,8 @@ TEST_F(PassManagerTest, RunsAnIdempotentPassAgainAfterAChange) {
 
 TEST_F(PassManagerTest, OptionsArePartOfThePass) {
   ASSERT_TRUE(m);
-  PassManagerOptions o;
-  o.checkIdempotent = false;
-  PassManager pm(diag, dump, o);
+  auto owned = manager(false);
+  PassManager &pm = *owned;
   int a = 0, b = 0;
   // Two idempotent passes under different specs: neither skips the other.
   pm.addPass(std::make_unique<ProbePass>(a, false, true), "probe{mode=a}");
@@ -118,9 +122,8 @@ TEST_F(PassManagerTest, OptionsArePartOfThePass) {
 
 TEST_F(PassManagerTest, CheckedModeCatchesAPassThatIsNotIdempotent) {
   ASSERT_TRUE(m);
-  PassManagerOptions o;
-  o.checkIdempotent = true;
-  PassManager pm(diag, dump, o);
+  auto owned = manager(true);
+  PassManager &pm = *owned;
   int runs = 0;
   pm.addPass(std::make_unique<ProbePass>(runs, true, true), "probe");
   pm.addPass(std::make_unique<ProbePass>(runs, true, true), "probe");
@@ -136,9 +139,8 @@ TEST_F(PassManagerTest, CheckedModeCatchesAPassThatIsNotIdempotent) {
 
 TEST_F(PassManagerTest, CheckedModeRunsEveryPass) {
   ASSERT_TRUE(m);
-  PassManagerOptions o;
-  o.checkIdempotent = true;
-  PassManager pm(diag, dump, o);
+  auto owned = manager(true);
+  PassManager &pm = *owned;
   int runs = 0;
   pm.addPass(std::make_unique<ProbePass>(runs, false, true), "probe");
   pm.addPass(std::make_unique<ProbePass>(runs, false, true), "probe");
