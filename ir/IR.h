@@ -529,6 +529,11 @@ public:
   /// Value::scratch (the same rules: tag what you write).
   uint64_t scratch() const { return scratch_; }
   void setScratch(uint64_t w) const { scratch_ = w; }
+  /// DominanceInfo's word (its RPO numbering, tagged the same way), apart
+  /// from `scratch` so that an analysis using that word while a
+  /// DominanceInfo lives does not send every dominance query to a hash map.
+  uint64_t domWord() const { return domWord_; }
+  void setDomWord(uint64_t w) const { domWord_ = w; }
 
 private:
   friend class Operation;
@@ -545,6 +550,7 @@ private:
   std::vector<std::unique_ptr<BlockArgument>> args_;
   Operation *first_ = nullptr, *last_ = nullptr;
   mutable uint64_t scratch_ = 0;
+  mutable uint64_t domWord_ = 0;
   /// Function::reversePostOrder's visited mark: the walk's number (a
   /// process-wide count), so no set of visited blocks is built per walk.
   mutable uint64_t visited_ = 0;

@@ -18,7 +18,7 @@ DominanceInfo::DominanceInfo(const Function &f) {
   rpo_ = f.reversePostOrder();
   const int n = static_cast<int>(rpo_.size());
   tag_ = newScratchTag();
-  for (int i = 0; i < n; ++i) rpo_[i]->setScratch((tag_ << 32) | static_cast<uint32_t>(i));
+  for (int i = 0; i < n; ++i) rpo_[i]->setDomWord((tag_ << 32) | static_cast<uint32_t>(i));
   if (n == 0) return;
   // Predecessors and, below, dominator-tree children as flat arrays with
   // offsets (compressed rows): two allocations, not one per block (issue 23:

@@ -74,7 +74,7 @@ public:
   bool isReachable(const Block *b) const { return index(b) >= 0; }
   /// RPO position, or -1 for unreachable blocks.
   int index(const Block *b) const {
-    const uint64_t w = b->scratch();
+    const uint64_t w = b->domWord();
     if ((w >> 32) == tag_) return static_cast<int>(static_cast<uint32_t>(w));
     return slowIndex(b);
   }
@@ -118,12 +118,12 @@ private:
   }
   int slowIndex(const Block *b) const;
   std::vector<Block *> rpo_;
-  // A block's RPO position is kept in its scratch word (Block::scratch)
+  // A block's RPO position is kept in its dominance word (Block::domWord)
   // under this object's tag (newScratchTag), so that a lookup is a load, not
   // a hash (issue 23: the verifier asks per operand from another block). A
-  // word without the tag (an unreachable block, or one a later user of the
-  // word overwrote while this object lives) is looked up in `index_`, built
-  // at the first such lookup.
+  // word without the tag (an unreachable block, or one a later
+  // DominanceInfo of the function overwrote while this one lives) is looked
+  // up in `index_`, built at the first such lookup.
   uint64_t tag_ = 0;
   mutable FlatMap<const Block *, int> index_;
   mutable bool indexed_ = false;

@@ -30,13 +30,18 @@ class Dominators : public ir::DominanceInfo {
 
 public:
   explicit Dominators(const Function &f) : DominanceInfo(f) {
+    // Successors as compressed rows (a vector per block was a million
+    // allocations on a function of a million blocks).
     const std::vector<Block *> &rpo = reversePostOrder();
-    std::vector<std::vector<int>> succs(rpo.size());
-    for (size_t i = 0; i < rpo.size(); ++i)
+    std::vector<uint32_t> begin(rpo.size() + 1, 0);
+    std::vector<int> succs;
+    for (size_t i = 0; i < rpo.size(); ++i) {
       if (ir::Operation *t = rpo[i]->terminator())
         for (const ir::Successor &s : t->successors())
-          if (int j = index(s.block); j >= 0) succs[i].push_back(j);
-    markCycles(succs);
+          if (int j = index(s.block); j >= 0) succs.push_back(j);
+      begin[i + 1] = static_cast<uint32_t>(succs.size());
+    }
+    markCycles(begin, succs);
   }
   /// True when `b` (reachable) can reach itself.
   bool inCycle(const Block *b) const { return cyclic_[index(b)]; }
@@ -44,8 +49,9 @@ public:
 private:
   /// Tarjan's SCCs, iteratively: a block is on a cycle when its component
   /// has several blocks or it branches to itself.
-  void markCycles(const std::vector<std::vector<int>> &succs) {
-    const int n = static_cast<int>(succs.size());
+  /// The successors of block v are succs[begin[v], begin[v + 1]).
+  void markCycles(const std::vector<uint32_t> &begin, const std::vector<int> &succs) {
+    const int n = static_cast<int>(begin.size()) - 1;
     cyclic_.assign(n, false);
     std::vector<int> num(n, -1), low(n, 0), stack;
     std::vector<bool> onStack(n, false);
@@ -58,8 +64,8 @@ private:
       onStack[root] = true;
       while (!dfs.empty()) {
         auto &[v, k] = dfs.back();
-        if (k < succs[v].size()) {
-          int w = succs[v][k++];
+        if (k < begin[v + 1] - begin[v]) {
+          int w = succs[begin[v] + k++];
           if (w == v) cyclic_[v] = true;
           if (num[w] < 0) {
             num[w] = low[w] = counter++;
@@ -75,16 +81,14 @@ private:
         dfs.pop_back();
         if (!dfs.empty()) low[dfs.back().first] = std::min(low[dfs.back().first], low[done]);
         if (low[done] != num[done]) continue;
-        std::vector<int> comp;
-        int w;
-        do {
-          w = stack.back();
-          stack.pop_back();
-          onStack[w] = false;
-          comp.push_back(w);
-        } while (w != done);
-        if (comp.size() > 1)
-          for (int c : comp) cyclic_[c] = true;
+        // The component is the stack from `done` up.
+        const size_t from = static_cast<size_t>(std::find(stack.rbegin(), stack.rend(), done).base() - stack.begin()) - 1;
+        const bool cycle = stack.size() - from > 1;
+        for (size_t k = from; k < stack.size(); ++k) {
+          onStack[stack[k]] = false;
+          if (cycle) cyclic_[stack[k]] = true;
+        }
+        stack.resize(from);
       }
     }
   }

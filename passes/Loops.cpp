@@ -3,7 +3,8 @@
 #include "passes/Loops.h"
 
 #include <algorithm>
-#include <unordered_map>
+#include <cassert>
+#include <span>
 
 namespace nimble::passes {
 
@@ -72,51 +73,109 @@ CountedLoop matchCountedLoop(const Loop &loop) {
 
 std::vector<Loop> findLoops(Function &, const DominanceInfo &dom) {
   // Blocks are numbered by their RPO position in `dom` (a load from the
-  // block, not a hash: issue 23).
+  // block, not a hash: issue 23); predecessors are compressed rows.
   const std::vector<Block *> &rpo = dom.reversePostOrder();
-  std::vector<std::vector<Block *>> predsOf(rpo.size());
-  for (Block *b : rpo)
-    if (const Operation *t = b->terminator())
-      for (const Successor &s : t->successors())
-        if (s.block && dom.isReachable(s.block)) predsOf[static_cast<size_t>(dom.index(s.block))].push_back(b);
-  auto preds = [&](const Block *b) -> const std::vector<Block *> & {
-    return predsOf[static_cast<size_t>(dom.index(b))];
+  const size_t n = rpo.size();
+  std::vector<uint32_t> predBegin(n + 1, 0);
+  std::vector<int> predList;
+  {
+    std::vector<std::pair<int, int>> edges; // (successor, predecessor)
+    for (size_t i = 0; i < n; ++i)
+      if (const Operation *t = rpo[i]->terminator())
+        for (const Successor &s : t->successors())
+          if (s.block)
+            if (const int j = dom.index(s.block); j >= 0) {
+              edges.emplace_back(j, static_cast<int>(i));
+              ++predBegin[static_cast<size_t>(j) + 1];
+            }
+    for (size_t i = 0; i < n; ++i) predBegin[i + 1] += predBegin[i];
+    predList.resize(edges.size());
+    std::vector<uint32_t> fill(predBegin.begin(), predBegin.end() - 1);
+    for (const auto &[to, from] : edges) predList[fill[static_cast<size_t>(to)]++] = from;
+  }
+  auto preds = [&](int b) {
+    return std::span<const int>(predList.data() + predBegin[static_cast<size_t>(b)],
+                                predList.data() + predBegin[static_cast<size_t>(b) + 1]);
   };
 
   std::vector<Loop> loops;
-  for (Block *h : rpo) {
+  std::vector<std::vector<int>> members; // per loop: RPO positions, ascending
+  // The header (RPO position) whose loop last reached each block: the
+  // visited set of every walk at once, never cleared.
+  std::vector<int> reachedBy(n, -1);
+  for (size_t hi = 0; hi < n; ++hi) {
+    const int h = static_cast<int>(hi);
     Loop l;
-    l.header = h;
-    for (Block *p : preds(h))
-      if (dom.dominates(h, p)) l.latches.push_back(p);
+    l.header = rpo[hi];
+    for (int p : preds(h))
+      if (dom.dominates(rpo[hi], rpo[static_cast<size_t>(p)])) l.latches.push_back(rpo[static_cast<size_t>(p)]);
     if (l.latches.empty()) continue;
     // Walk backwards from the latches up to the header.
-    l.members.tryEmplace(h, 1);
-    std::vector<Block *> work(l.latches.begin(), l.latches.end());
+    std::vector<int> in{h};
+    reachedBy[hi] = h;
+    std::vector<int> work;
+    for (Block *b : l.latches) work.push_back(dom.index(b));
     while (!work.empty()) {
-      Block *b = work.back();
+      const int b = work.back();
       work.pop_back();
-      if (!l.members.tryEmplace(b, 1).second) continue;
-      for (Block *p : preds(b)) work.push_back(p);
+      if (reachedBy[static_cast<size_t>(b)] == h) continue;
+      reachedBy[static_cast<size_t>(b)] = h;
+      in.push_back(b);
+      for (int p : preds(b)) work.push_back(p);
     }
-    for (Block *b : rpo)
-      if (l.contains(b)) l.blocks.push_back(b);
+    std::sort(in.begin(), in.end()); // the header (smallest) first, then RPO
+    for (int b : in) l.blocks.push_back(rpo[static_cast<size_t>(b)]);
     // The preheader: the one outside predecessor, ending in `br ^header`.
     Block *outside = nullptr;
     unsigned outsideCount = 0;
-    for (Block *p : preds(h))
-      if (!l.contains(p)) {
-        outside = p;
+    for (int p : preds(h))
+      if (reachedBy[static_cast<size_t>(p)] != h) {
+        outside = rpo[static_cast<size_t>(p)];
         ++outsideCount;
       }
     if (outsideCount == 1 && outside->back() && outside->back()->is(OpCode::Br) &&
         outside->back()->successors().size() == 1)
       l.preheader = outside;
     loops.push_back(std::move(l));
+    members.push_back(std::move(in));
   }
-  std::stable_sort(loops.begin(), loops.end(),
-                   [](const Loop &a, const Loop &b) { return a.blocks.size() < b.blocks.size(); });
-  return loops;
+  std::vector<size_t> order(loops.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return loops[a].blocks.size() < loops[b].blocks.size(); });
+
+  // The nest, innermost first: natural loops with different headers are
+  // disjoint or nested, so a block's first loop is its innermost, and a
+  // loop reaching a block already in a loop encloses that loop's outermost
+  // ancestor so far.
+  auto nest = std::make_shared<LoopNest>();
+  nest->dom = &dom;
+  nest->innermost.assign(n, -1);
+  nest->parent.assign(loops.size(), -1);
+  std::vector<Loop> sorted;
+  sorted.reserve(loops.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    const int id = static_cast<int>(k);
+    for (int b : members[order[k]]) {
+      int &in = nest->innermost[static_cast<size_t>(b)];
+      if (in < 0) {
+        in = id;
+        continue;
+      }
+      int top = in;
+      while (nest->parent[static_cast<size_t>(top)] >= 0 && nest->parent[static_cast<size_t>(top)] != id)
+        top = nest->parent[static_cast<size_t>(top)];
+      if (top != id) nest->parent[static_cast<size_t>(top)] = id;
+    }
+    sorted.push_back(std::move(loops[order[k]]));
+    sorted.back().id_ = id;
+  }
+  for (Loop &l : sorted) l.nest_ = nest;
+#ifndef NDEBUG
+  for (size_t k = 0; k < sorted.size(); ++k)
+    for (int b : members[order[k]]) assert(sorted[k].contains(rpo[static_cast<size_t>(b)]) && "natural loops overlap");
+#endif
+  return sorted;
 }
 
 } // namespace nimble::passes

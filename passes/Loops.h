@@ -16,28 +16,50 @@
 #ifndef NIMBLE_PASSES_LOOPS_H
 #define NIMBLE_PASSES_LOOPS_H
 
-#include "ir/FlatMap.h"
 #include "ir/IR.h"
 #include "ir/Verifier.h"
 
+#include <memory>
 #include <vector>
 
 namespace nimble::passes {
+
+/// The loop nest of one findLoops call, shared by its loops: per block (by
+/// its RPO position in the DominanceInfo) the innermost loop holding it, and
+/// per loop the loop it is directly nested in (LLVM's LoopInfo: membership
+/// is a walk up the nest from the block's innermost loop, not a set per
+/// loop: a loop of a million blocks made a million entries in a hash set in
+/// each of the three passes that find loops; issue 23).
+struct LoopNest {
+  const ir::DominanceInfo *dom = nullptr;
+  std::vector<int> innermost; // per RPO position: a loop id, or -1
+  std::vector<int> parent;    // per loop id: the enclosing loop's id, or -1
+};
 
 struct Loop {
   ir::Block *header = nullptr;
   ir::Block *preheader = nullptr;        // null when there is none (see above)
   std::vector<ir::Block *> blocks;       // the header first, then in reverse post-order
   std::vector<ir::Block *> latches;      // blocks with an edge back to the header
-  /// The blocks of `blocks`, for lookups (open addressing: a loop of a
-  /// million blocks made a million nodes in each of the three passes that
-  /// find loops; issue 23).
-  ir::FlatMap<const ir::Block *, char> members;
 
-  bool contains(const ir::Block *b) const { return members.find(b) != nullptr; }
+  /// Whether `b` is one of `blocks`: O(nesting depth). Blocks made after
+  /// findLoops (and unreachable ones) are in no loop. Valid while the
+  /// DominanceInfo given to findLoops lives.
+  bool contains(const ir::Block *b) const {
+    const int i = nest_->dom->index(b);
+    if (i < 0) return false;
+    int l = nest_->innermost[static_cast<size_t>(i)];
+    while (l >= 0 && l != id_) l = nest_->parent[static_cast<size_t>(l)];
+    return l == id_;
+  }
   /// Defined outside the loop: a global, an argument of a block outside it,
   /// or a result of an op outside it.
   bool isInvariant(const ir::Value *v) const;
+
+private:
+  friend std::vector<Loop> findLoops(ir::Function &f, const ir::DominanceInfo &dom);
+  std::shared_ptr<const LoopNest> nest_;
+  int id_ = -1; // position in findLoops' result
 };
 
 /// A loop over the rows of a tensor X, in the form `batch-input-projection`
@@ -68,7 +90,8 @@ bool isI64Constant(const ir::Value *val, int64_t v);
 ir::Value *passedTo(const ir::Operation *term, const ir::Block *target, unsigned i);
 
 /// The loops of `f`, innermost first (fewer blocks first). Unreachable blocks
-/// belong to no loop.
+/// belong to no loop. O(blocks + edges + the sum of the loops' sizes): the
+/// sum is the blocks times the nesting depth.
 std::vector<Loop> findLoops(ir::Function &f, const ir::DominanceInfo &dom);
 
 } // namespace nimble::passes

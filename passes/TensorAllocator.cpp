@@ -18,6 +18,7 @@
 #include <array>
 #include <cassert>
 #include <climits>
+#include <map>
 #include <numeric>
 #include <set>
 #include <tuple>
@@ -34,8 +35,8 @@ struct Edge {
   /// The round of the allocator that made it (a split, a merge or a new
   /// chain link): see Allocator::failedAt_.
   int born = 0;
-  /// Names this edge until it changes (a merge or a split makes a new id):
-  /// Allocator::posOf_ finds it in edges_ without a search.
+  /// Names this edge until it changes (a merge or a split makes a new
+  /// edge): its place in Allocator::pool_.
   int id = -1;
 };
 
@@ -268,13 +269,13 @@ private:
         }
       }
     };
-    // Best fit: the least (size, offset, position in edges_).
+    // Best fit: the least in FitLess's order (size, offset, then the
+    // pair of tensors).
     int best = -1;
     auto consider = [&](int e) {
-      const Edge &ed = edges_[e];
+      const Edge &ed = pool_[static_cast<size_t>(e)];
       if (!worthChecking(ed)) return;
-      if (best >= 0 && std::make_tuple(ed.size, ed.off, e) >= std::make_tuple(edges_[best].size, edges_[best].off, best))
-        return; // cannot beat the best fit so far
+      if (best >= 0 && !FitLess()(ed, pool_[static_cast<size_t>(best)])) return; // cannot beat the best fit so far
       bool ok = true;
       for (size_t i = 0; i < tuple.size() && ok; ++i) {
         int m = tuple[i];
@@ -289,17 +290,15 @@ private:
     // retried after failing is then checked against the few edges made
     // since, not every edge of the graph (issue 23). A tensor that failed in
     // the last round (the common case: a failing tensor is retried every
-    // round) has not seen only the edges that round made, listed by
-    // position; older rounds' edges are found through their ids (an edge
-    // that changed since has a new id, and its old one reads as gone).
+    // round) has not seen only the edges that round made; older rounds'
+    // edges may have gone since (an edge that changes is a new edge).
     if (since > 0 && since == round_ - 1) {
       for (int e : lastBorn_) consider(e);
       return best;
     }
-    if (since > 0 && since <= round_ &&
-        bornLog_.size() - logStart_[static_cast<size_t>(since)] < edges_.size()) {
+    if (since > 0 && since <= round_ && bornLog_.size() - logStart_[static_cast<size_t>(since)] < numEdges_) {
       for (size_t k = logStart_[static_cast<size_t>(since)]; k < bornLog_.size(); ++k)
-        if (const int e = posOf_[static_cast<size_t>(bornLog_[k])]; e >= 0) consider(e);
+        if (const int e = bornLog_[k]; alive_[static_cast<size_t>(e)]) consider(e);
       return best;
     }
     // Every edge: in best-fit order, so the first that takes the tuple is
@@ -307,7 +306,7 @@ private:
     // quadratic; issue 23).
     for (auto it = byFit_.lower_bound(Edge{INT_MIN, INT_MIN, INT64_MIN, need}); it != byFit_.end(); ++it) {
       if (it->src == kSource && it->dst == kSink) continue;
-      consider(posOf_[static_cast<size_t>(it->id)]);
+      consider(it->id);
       if (best >= 0) return best;
     }
     return -1;
@@ -322,10 +321,8 @@ private:
       e = {kSource, kSink, sol_.size, need, round_};
       sol_.size += need;
     } else {
-      e = edges_[edge];
-      byFit_.erase(e);
-      posOf_[static_cast<size_t>(e.id)] = -1;
-      edges_.erase(edges_.begin() + edge);
+      e = pool_[static_cast<size_t>(edge)];
+      removeEdge(edge);
       if (e.size > need) added_.push_back({e.src, e.dst, e.off + need, e.size - need, round_});
       e.size = need;
     }
@@ -361,65 +358,64 @@ private:
     normalize();
   }
 
-  static bool edgeLess(const Edge &a, const Edge &b) {
-    return std::tie(a.src, a.dst, a.off) < std::tie(b.src, b.dst, b.off);
-  }
-
-  /// Adds the edges of `added_` to `edges_` and merges contiguous edges
-  /// between the same two nodes (one edge of the allocation graph per pair
-  /// and region, as in NNC's weighted edges). `edges_` stays sorted by
-  /// (src, dst, off), a key no two edges share (a chain passes a pair of
-  /// tensors at most once per byte), so a round costs one merge of the few
-  /// new edges into it, not a sort of all of them.
+  /// Adds the edges of `added_` and merges contiguous edges between the
+  /// same two nodes (one edge of the allocation graph per pair and region,
+  /// as in NNC's weighted edges). The edges are kept by (src, dst, off), a
+  /// key no two edges share (a chain passes a pair of tensors at most once
+  /// per byte), so an added edge merges with at most its two neighbours in
+  /// that order: a round costs O(log edges) per added edge (a merge of the
+  /// sorted list of every edge per round made each region quadratic;
+  /// issue 23).
   void normalize() {
-    std::sort(added_.begin(), added_.end(), edgeLess);
-    merged_.clear();
-    merged_.reserve(edges_.size() + added_.size());
-    // byFit_ follows: an old edge merged into another leaves it, and every
-    // edge made or grown this round (born == round_) enters it.
-    bool backIsOld = false; // merged_.back() is an old edge, unchanged
-    auto push = [&](const Edge &e, bool old) {
-      if (!merged_.empty() && merged_.back().src == e.src && merged_.back().dst == e.dst &&
-          merged_.back().off + merged_.back().size == e.off) {
-        Edge &back = merged_.back();
-        if (backIsOld) byFit_.erase(back);
-        if (old) byFit_.erase(e);
-        if (e.id >= 0) posOf_[static_cast<size_t>(e.id)] = -1;
-        if (back.id >= 0) posOf_[static_cast<size_t>(back.id)] = -1;
-        back.size += e.size;
-        back.born = round_;
-        back.id = -1; // named below
-        backIsOld = false;
-      } else {
-        merged_.push_back(e);
-        backIsOld = old;
+    std::sort(added_.begin(), added_.end(),
+              [](const Edge &a, const Edge &b) { return std::tie(a.src, a.dst, a.off) < std::tie(b.src, b.dst, b.off); });
+    size_t firstNew = pool_.size();
+    for (Edge e : added_) {
+      auto next = byKey_.lower_bound({e.src, e.dst, e.off});
+      assert((next == byKey_.end() || next->first != std::make_tuple(e.src, e.dst, e.off)) && "two edges share a key");
+      if (next != byKey_.begin()) {
+        const Edge &p = pool_[static_cast<size_t>(std::prev(next)->second)];
+        if (p.src == e.src && p.dst == e.dst && p.off + p.size == e.off) {
+          e.off = p.off;
+          e.size += p.size;
+          removeEdge(p.id);
+        }
       }
-    };
-    size_t i = 0, j = 0;
-    while (i < edges_.size() || j < added_.size()) {
-      if (j == added_.size() || (i < edges_.size() && edgeLess(edges_[i], added_[j]))) push(edges_[i++], true);
-      else push(added_[j++], false);
+      if (next != byKey_.end()) {
+        const Edge &q = pool_[static_cast<size_t>(next->second)];
+        if (q.src == e.src && q.dst == e.dst && e.off + e.size == q.off) {
+          e.size += q.size;
+          removeEdge(q.id);
+        }
+      }
+      e.born = round_;
+      e.id = static_cast<int>(pool_.size());
+      pool_.push_back(e);
+      alive_.push_back(1);
+      byKey_.emplace(std::make_tuple(e.src, e.dst, e.off), e.id);
+      byFit_.insert(e);
+      ++numEdges_;
     }
-    edges_.swap(merged_);
     added_.clear();
+    // The edges made this round and still there (one may have merged into
+    // a later one), in the order made.
     lastBorn_.clear();
-    for (size_t k = 0; k < edges_.size(); ++k) {
-      Edge &e = edges_[k];
-      if (e.id < 0) { // made or grown this round
-        e.id = static_cast<int>(posOf_.size());
-        posOf_.push_back(0);
+    for (size_t id = firstNew; id < pool_.size(); ++id)
+      if (alive_[id]) {
+        lastBorn_.push_back(static_cast<int>(id));
+        bornLog_.push_back(static_cast<int>(id));
       }
-      posOf_[static_cast<size_t>(e.id)] = static_cast<int>(k);
-      if (e.born == round_) {
-        bornLog_.push_back(e.id);
-        byFit_.insert(e);
-        lastBorn_.push_back(static_cast<int>(k));
-      }
-    }
+  }
+  void removeEdge(int id) {
+    const Edge &e = pool_[static_cast<size_t>(id)];
+    byFit_.erase(e);
+    byKey_.erase({e.src, e.dst, e.off});
+    alive_[static_cast<size_t>(id)] = 0;
+    --numEdges_;
   }
 
-  /// Best-fit order: size, then offset, then the order of edges_ (which is
-  /// by (src, dst, off), and the offsets are equal here).
+  /// Best-fit order: size, then offset, then the pair (the order of the
+  /// edges' keys, the offsets being equal).
   struct FitLess {
     bool operator()(const Edge &a, const Edge &b) const {
       return std::tie(a.size, a.off, a.src, a.dst) < std::tie(b.size, b.off, b.src, b.dst);
@@ -437,12 +433,14 @@ private:
   std::vector<int> failedAt_;
   int numPlaced_ = 0;                 // placed tensors of nonzero size
   std::vector<int> placedNeighbours_; // of each: interfering ones among those
-  std::vector<Edge> edges_;          // sorted by (src, dst, off)
+  std::vector<Edge> pool_;           // every edge ever made, by id
+  std::vector<char> alive_;          // per id: not yet split, merged or taken
+  size_t numEdges_ = 0;              // alive ones
+  std::map<std::tuple<int, int, int64_t>, int> byKey_; // alive ones by (src, dst, off): their ids
   std::set<Edge, FitLess> byFit_;    // the same edges, in best-fit order
-  std::vector<Edge> added_, merged_; // scratch of insert / normalize
+  std::vector<Edge> added_;          // scratch of insert / normalize
   std::vector<int> bornLog_;         // the ids of the edges made in each round, in round order
-  std::vector<int> posOf_;           // per edge id: its position in edges_ (-1: gone)
-  std::vector<int> lastBorn_;        // the edges made in the last round, by position in edges_
+  std::vector<int> lastBorn_;        // the ids of the edges made in the last round
   std::vector<size_t> logStart_;     // per round: where its edges start in bornLog_
   std::set<Tuple, CandidateOrder> cands_; // the current candidates
   std::vector<Tuple> tupleOf_;        // per candidate tensor: its tuple (size 0: none)

@@ -6,21 +6,26 @@
 // against definitions computed the slow way here: b is dominated by a when
 // removing a makes b unreachable from the entry; a block is on a cycle when
 // one of its successors reaches it. Half of the graphs have their blocks'
-// scratch words overwritten after the analysis is built (where it keeps its
-// block numbers; it must then fall back to its map).
+// dominance words overwritten by a second analysis after the first is built
+// (where it keeps its block numbers; it must then fall back to its map).
+// The natural loops (passes/Loops.h) likewise: a loop of header h is h and
+// every block reaching a latch without passing h.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/IR.h"
 #include "ir/Verifier.h"
 #include "passes/Dominators.h"
+#include "passes/Loops.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
-#include <set>
+#include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -117,10 +122,11 @@ TEST_F(DominatorsTest, RandomGraphsMatchTheDefinitions) {
     std::vector<Block *> b;
     for (auto &blk : f->blocks()) b.push_back(blk.get());
     Dominators dom(*f);
-    // Every other graph: another user of the blocks' scratch words
-    // overwrites them while `dom` lives (its lookups then take the map).
-    if (iter % 2)
-      for (Block *x : b) x->setScratch((static_cast<uint64_t>(newScratchTag()) << 32) | 1);
+    // Every other graph: another DominanceInfo of the function overwrites
+    // the blocks' dominance words while `dom` lives (its lookups then take
+    // the map).
+    std::optional<DominanceInfo> other;
+    if (iter % 2) other.emplace(*f);
     std::vector<bool> live = reach(succs, 0, -1);
     // dom[a][x]: a dominates x (both reachable).
     std::vector<std::vector<bool>> D(nb, std::vector<bool>(nb, false));
@@ -259,6 +265,99 @@ TEST_F(DominatorsTest, ReversePostOrderFollowsEveryEdit) {
     }
   }
   for (int k = 0; k < 5; ++k) EXPECT_GT(kinds[k], 20) << "edit kind " << k << " was rarely made";
+}
+
+TEST_F(DominatorsTest, LoopNest) {
+  // 0 -> 1; 1 -> 2 | 6 (outer header); 2 -> 3 (inner preheader);
+  // 3 -> 4 | 5 (inner header); 4 -> 3; 5 -> 1; 6 -> ret
+  std::vector<std::vector<size_t>> succs = {{1}, {2, 6}, {3}, {4, 5}, {3}, {1}, {}};
+  Function *f = makeCFG("loops", succs);
+  std::vector<Block *> b;
+  for (auto &blk : f->blocks()) b.push_back(blk.get());
+  DominanceInfo dom(*f);
+  std::vector<Loop> loops = findLoops(*f, dom);
+  ASSERT_EQ(loops.size(), 2u);
+  const Loop &inner = loops[0], &outer = loops[1]; // innermost first
+  EXPECT_EQ(inner.header, b[3]);
+  EXPECT_EQ(inner.preheader, b[2]);
+  EXPECT_EQ(inner.blocks, (std::vector<Block *>{b[3], b[4]}));
+  EXPECT_EQ(inner.latches, (std::vector<Block *>{b[4]}));
+  EXPECT_EQ(outer.header, b[1]);
+  EXPECT_EQ(outer.preheader, b[0]);
+  EXPECT_EQ(outer.latches, (std::vector<Block *>{b[5]}));
+  for (size_t i = 0; i < b.size(); ++i) {
+    EXPECT_EQ(inner.contains(b[i]), i == 3 || i == 4) << i;
+    EXPECT_EQ(outer.contains(b[i]), i >= 1 && i <= 5) << i;
+  }
+  // A block made after the analysis is in no loop.
+  Block *late = f->addBlock(std::make_unique<Block>("late"));
+  EXPECT_FALSE(outer.contains(late));
+  EXPECT_FALSE(inner.contains(late));
+}
+
+TEST_F(DominatorsTest, RandomLoopsMatchTheDefinition) {
+  std::mt19937 rng(31);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  int loopsSeen = 0, nested = 0;
+  for (int iter = 0; iter < 400; ++iter) {
+    const size_t nb = 2 + pick(12);
+    std::vector<std::vector<size_t>> succs(nb);
+    for (size_t i = 0; i < nb; ++i) {
+      size_t k = pick(4) == 0 ? 0 : 1 + pick(2);
+      for (size_t s = 0; s < k; ++s) succs[i].push_back(1 + pick(nb - 1)); // nothing branches to the entry
+    }
+    Function *f = makeCFG("l" + std::to_string(iter), succs);
+    std::vector<Block *> b;
+    for (auto &blk : f->blocks()) b.push_back(blk.get());
+    DominanceInfo dom(*f);
+    std::vector<Loop> loops = findLoops(*f, dom);
+    // Every header (a block dominating a predecessor) has exactly one loop,
+    // and the loops come innermost first.
+    std::vector<const Loop *> loopOf(nb, nullptr);
+    for (size_t k = 0; k < loops.size(); ++k) {
+      const Loop &l = loops[k];
+      size_t h = static_cast<size_t>(std::find(b.begin(), b.end(), l.header) - b.begin());
+      ASSERT_LT(h, nb);
+      EXPECT_EQ(loopOf[h], nullptr) << iter;
+      loopOf[h] = &l;
+      if (k) {
+        EXPECT_LE(loops[k - 1].blocks.size(), l.blocks.size()) << iter;
+      }
+    }
+    for (size_t h = 0; h < nb; ++h) {
+      std::vector<size_t> latches;
+      for (size_t p = 0; p < nb; ++p)
+        if (dom.isReachable(b[p]) && std::count(succs[p].begin(), succs[p].end(), h) &&
+            dom.dominates(b[h], b[p]))
+          latches.push_back(p);
+      ASSERT_EQ(loopOf[h] != nullptr, !latches.empty()) << iter << " " << h;
+      if (latches.empty()) continue;
+      ++loopsSeen;
+      // The members: h, and every block reaching a latch without passing h.
+      std::vector<bool> in(nb, false);
+      in[h] = true;
+      std::vector<size_t> work(latches.begin(), latches.end());
+      while (!work.empty()) {
+        size_t x = work.back();
+        work.pop_back();
+        if (in[x]) continue;
+        in[x] = true;
+        for (size_t p = 0; p < nb; ++p)
+          if (dom.isReachable(b[p]) && std::count(succs[p].begin(), succs[p].end(), x)) work.push_back(p);
+      }
+      const Loop &l = *loopOf[h];
+      std::vector<Block *> want; // in reverse post-order, the header first
+      for (Block *x : dom.reversePostOrder())
+        if (in[static_cast<size_t>(std::find(b.begin(), b.end(), x) - b.begin())]) want.push_back(x);
+      EXPECT_EQ(l.blocks, want) << iter << " " << h;
+      for (size_t x = 0; x < nb; ++x) {
+        EXPECT_EQ(l.contains(b[x]), static_cast<bool>(in[x])) << iter << " " << h << " " << x;
+      }
+      for (size_t g = 0; g < nb; ++g) nested += g != h && loopOf[g] && in[g];
+    }
+  }
+  EXPECT_GT(loopsSeen, 200); // the graphs have loops
+  EXPECT_GT(nested, 20);     // and nests
 }
 
 } // namespace
