@@ -818,8 +818,8 @@ int shapeIdentityOperand(OpCode code, const std::vector<TensorSig> &operands,
   const OpInfo &info = opInfo(code);
   if (info.shapeMode != ShapeMode::DataIndependent || info.numResults != 1) return -1;
   switch (info.relation) {
-  case Relation::Unary: case Relation::Cast: case Relation::Broadcast: case Relation::Compare:
-  case Relation::Select: case Relation::MatMul: break;
+  case Relation::Unary: case Relation::Cast: case Relation::LayerNorm: case Relation::Broadcast:
+  case Relation::Compare: case Relation::Select: case Relation::MatMul: break;
   default: return -1;
   }
   // The relation itself decides that nothing is left for run time: a
@@ -844,6 +844,8 @@ int shapeIdentityOperand(OpCode code, const std::vector<TensorSig> &operands,
   switch (info.relation) {
   case Relation::Unary: case Relation::Cast:
     return operands.size() == 1 && operands[0].dims == out ? 0 : -1;
+  case Relation::LayerNorm: // gamma and beta match the last dim statically
+    return operands[0].dims == out ? 0 : -1;
   case Relation::Broadcast: case Relation::Compare: case Relation::Select:
     for (size_t j = 0; j < operands.size(); ++j)
       if (candidate(j)) return static_cast<int>(j);

@@ -72,8 +72,8 @@ ShapeFnResult inferShapes(OpCode code, const std::vector<TensorSig> &operands,
 /// leaves no check for run time (`deferred` empty); -1 otherwise. Then the
 /// run-time shape function would only copy that operand's shape, and
 /// manifest-memory sizes the output from the operand's `shape_of` instead
-/// of calling it. Proved per relation, not sampled: element-wise unary ops
-/// and casts (operand 0); broadcasting ops whose other operands broadcast
+/// of calling it. Proved per relation, not sampled: element-wise unary ops,
+/// casts and layer_norm (operand 0); broadcasting ops whose other operands broadcast
 /// only along size-1 dims or match a static size (`?x8` + `8`, `?x8` +
 /// `1x8`); a rank-2 matmul whose output width equals the lhs width (`?x8`
 /// by `8x8`). Everything else, and every data-dependent or upper-bound op,

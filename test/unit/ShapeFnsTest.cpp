@@ -744,6 +744,7 @@ TEST(ShapeIdentity, ProvedCases) {
   EXPECT_EQ(identity(OpCode::Tanh, {F({Q, 8})}), 0);
   EXPECT_EQ(identity(OpCode::Softmax, {F({Q, Q})}), 0);
   EXPECT_EQ(identity(OpCode::Cast, {F({Q, 3})}, {{"dtype", Attr::getDType(DType::F16)}}), 0);
+  EXPECT_EQ(identity(OpCode::LayerNorm, {F({Q, 8}), F({8}), F({8})}), 0);
   EXPECT_EQ(identity(OpCode::Add, {F({Q, 8}), F({8})}), 0);      // a bias
   EXPECT_EQ(identity(OpCode::Mul, {F({1, 8}), F({Q, 8})}), 1);   // a row, on the left
   EXPECT_EQ(identity(OpCode::Sub, {F({Q, 8}), F({})}), 0);       // a scalar
@@ -765,6 +766,7 @@ TEST(ShapeIdentity, RefusedCases) {
   EXPECT_EQ(identity(OpCode::Add, {F({Q, 1}), F({1, 8})}), -1);  // a new shape
   EXPECT_EQ(identity(OpCode::Add, {F({1, 8}), F({Q, 1})}), -1);
   EXPECT_EQ(identity(OpCode::Add, {F({2, 3}), F({3, 2})}), -1);  // an error
+  EXPECT_EQ(identity(OpCode::LayerNorm, {F({Q, Q}), F({8}), F({8})}), -1);  // ? against 8
   EXPECT_EQ(identity(OpCode::MatMul, {F({Q, Q}), F({8, 8})}), -1);  // ? contracted
   EXPECT_EQ(identity(OpCode::MatMul, {F({Q, 8}), F({8, 4})}), -1);  // a new width
   EXPECT_EQ(identity(OpCode::MatMul, {F({8, Q}), F({8, 8})}, {{"transpose_a", Attr::getBool(true)}}), -1);
