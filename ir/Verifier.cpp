@@ -31,13 +31,13 @@ DominanceInfo::DominanceInfo(const Function &f) {
           succ.push_back(i);
           succ.push_back(j);
         }
-  std::vector<uint32_t> predBegin(static_cast<size_t>(n) + 1, 0);
-  for (size_t e = 0; e < succ.size(); e += 2) ++predBegin[static_cast<size_t>(succ[e + 1]) + 1];
-  for (int i = 0; i < n; ++i) predBegin[i + 1] += predBegin[i];
-  std::vector<int> preds(succ.size() / 2);
+  predBegin_.assign(static_cast<size_t>(n) + 1, 0);
+  for (size_t e = 0; e < succ.size(); e += 2) ++predBegin_[static_cast<size_t>(succ[e + 1]) + 1];
+  for (int i = 0; i < n; ++i) predBegin_[i + 1] += predBegin_[i];
+  preds_.resize(succ.size() / 2);
   {
-    std::vector<uint32_t> at(predBegin.begin(), predBegin.end() - 1);
-    for (size_t e = 0; e < succ.size(); e += 2) preds[at[static_cast<size_t>(succ[e + 1])]++] = succ[e];
+    std::vector<uint32_t> at(predBegin_.begin(), predBegin_.end() - 1);
+    for (size_t e = 0; e < succ.size(); e += 2) preds_[at[static_cast<size_t>(succ[e + 1])]++] = succ[e];
   }
   idom_.assign(rpo_.size(), -1);
   idom_[0] = 0;
@@ -45,8 +45,7 @@ DominanceInfo::DominanceInfo(const Function &f) {
     changed = false;
     for (int i = 1; i < n; ++i) {
       int nd = -1;
-      for (uint32_t e = predBegin[i]; e < predBegin[i + 1]; ++e) {
-        int p = preds[e];
+      for (int p : predecessors(i)) {
         if (idom_[p] < 0) continue;
         nd = nd < 0 ? p : intersect(p, nd);
       }

@@ -104,6 +104,11 @@ public:
   std::span<const int> children(int i) const {
     return {kids_.data() + kidBegin_[static_cast<size_t>(i)], kids_.data() + kidBegin_[static_cast<size_t>(i) + 1]};
   }
+  /// The predecessors of the block at RPO position `i` that are reachable,
+  /// as RPO positions: by increasing position, each once per edge.
+  std::span<const int> predecessors(int i) const {
+    return {preds_.data() + predBegin_[static_cast<size_t>(i)], preds_.data() + predBegin_[static_cast<size_t>(i) + 1]};
+  }
   /// The child of `d` in the dominator tree that dominates `c` (`d` strictly
   /// dominates `c`, both reachable). O(log children).
   Block *childToward(const Block *d, const Block *c) const;
@@ -128,6 +133,10 @@ private:
   mutable FlatMap<const Block *, int> index_;
   mutable bool indexed_ = false;
   std::vector<int> idom_;
+  /// Predecessors as compressed rows: those of block i are
+  /// preds_[predBegin_[i], predBegin_[i + 1]).
+  std::vector<int> preds_;
+  std::vector<uint32_t> predBegin_;
   /// Dominator-tree children of each block, in increasing RPO index (which
   /// is also their pre-order): those of block i are kids_[kidBegin_[i],
   /// kidBegin_[i + 1]).

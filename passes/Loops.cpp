@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <span>
 
 namespace nimble::passes {
 
@@ -73,30 +72,9 @@ CountedLoop matchCountedLoop(const Loop &loop) {
 
 std::vector<Loop> findLoops(Function &, const DominanceInfo &dom) {
   // Blocks are numbered by their RPO position in `dom` (a load from the
-  // block, not a hash: issue 23); predecessors are compressed rows.
+  // block, not a hash: issue 23), and their predecessors are dom's.
   const std::vector<Block *> &rpo = dom.reversePostOrder();
   const size_t n = rpo.size();
-  std::vector<uint32_t> predBegin(n + 1, 0);
-  std::vector<int> predList;
-  {
-    std::vector<std::pair<int, int>> edges; // (successor, predecessor)
-    for (size_t i = 0; i < n; ++i)
-      if (const Operation *t = rpo[i]->terminator())
-        for (const Successor &s : t->successors())
-          if (s.block)
-            if (const int j = dom.index(s.block); j >= 0) {
-              edges.emplace_back(j, static_cast<int>(i));
-              ++predBegin[static_cast<size_t>(j) + 1];
-            }
-    for (size_t i = 0; i < n; ++i) predBegin[i + 1] += predBegin[i];
-    predList.resize(edges.size());
-    std::vector<uint32_t> fill(predBegin.begin(), predBegin.end() - 1);
-    for (const auto &[to, from] : edges) predList[fill[static_cast<size_t>(to)]++] = from;
-  }
-  auto preds = [&](int b) {
-    return std::span<const int>(predList.data() + predBegin[static_cast<size_t>(b)],
-                                predList.data() + predBegin[static_cast<size_t>(b) + 1]);
-  };
 
   std::vector<Loop> loops;
   std::vector<std::vector<int>> members; // per loop: RPO positions, ascending
@@ -107,7 +85,7 @@ std::vector<Loop> findLoops(Function &, const DominanceInfo &dom) {
     const int h = static_cast<int>(hi);
     Loop l;
     l.header = rpo[hi];
-    for (int p : preds(h))
+    for (int p : dom.predecessors(h))
       if (dom.dominates(rpo[hi], rpo[static_cast<size_t>(p)])) l.latches.push_back(rpo[static_cast<size_t>(p)]);
     if (l.latches.empty()) continue;
     // Walk backwards from the latches up to the header.
@@ -121,14 +99,14 @@ std::vector<Loop> findLoops(Function &, const DominanceInfo &dom) {
       if (reachedBy[static_cast<size_t>(b)] == h) continue;
       reachedBy[static_cast<size_t>(b)] = h;
       in.push_back(b);
-      for (int p : preds(b)) work.push_back(p);
+      for (int p : dom.predecessors(b)) work.push_back(p);
     }
     std::sort(in.begin(), in.end()); // the header (smallest) first, then RPO
     for (int b : in) l.blocks.push_back(rpo[static_cast<size_t>(b)]);
     // The preheader: the one outside predecessor, ending in `br ^header`.
     Block *outside = nullptr;
     unsigned outsideCount = 0;
-    for (int p : preds(h))
+    for (int p : dom.predecessors(h))
       if (reachedBy[static_cast<size_t>(p)] != h) {
         outside = rpo[static_cast<size_t>(p)];
         ++outsideCount;

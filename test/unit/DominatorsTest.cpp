@@ -60,6 +60,18 @@ protected:
     return f;
   }
 
+  /// The successor lists of a random CFG of `nb` blocks: each block
+  /// returns (a quarter of them) or branches to one or two blocks, never to
+  /// the entry. `pick(n)` draws from [0, n).
+  template <typename Pick> static std::vector<std::vector<size_t>> randomCFG(size_t nb, Pick &pick) {
+    std::vector<std::vector<size_t>> succs(nb);
+    for (size_t i = 0; i < nb; ++i) {
+      size_t k = nb == 1 ? 0 : pick(4) == 0 ? 0 : 1 + pick(2);
+      for (size_t s = 0; s < k; ++s) succs[i].push_back(1 + pick(nb - 1));
+    }
+    return succs;
+  }
+
   /// Blocks reachable from block 0 without passing `removed` (none: -1).
   static std::vector<bool> reach(const std::vector<std::vector<size_t>> &succs, size_t from, long removed) {
     std::vector<bool> seen(succs.size(), false);
@@ -112,11 +124,7 @@ TEST_F(DominatorsTest, RandomGraphsMatchTheDefinitions) {
   int checkedChild = 0, cyclic = 0;
   for (int iter = 0; iter < 400; ++iter) {
     const size_t nb = 1 + pick(10);
-    std::vector<std::vector<size_t>> succs(nb);
-    for (size_t i = 0; i < nb; ++i) {
-      size_t k = nb == 1 ? 0 : pick(4) == 0 ? 0 : 1 + pick(2);
-      for (size_t s = 0; s < k; ++s) succs[i].push_back(1 + pick(nb - 1)); // nothing branches to the entry
-    }
+    std::vector<std::vector<size_t>> succs = randomCFG(nb, pick);
     Function *f = makeCFG("r" + std::to_string(iter), succs);
     ASSERT_TRUE(succeeded(verifyStructure(*f, diag))) << iter << diagOut.str();
     std::vector<Block *> b;
@@ -301,11 +309,7 @@ TEST_F(DominatorsTest, RandomLoopsMatchTheDefinition) {
   int loopsSeen = 0, nested = 0;
   for (int iter = 0; iter < 400; ++iter) {
     const size_t nb = 2 + pick(12);
-    std::vector<std::vector<size_t>> succs(nb);
-    for (size_t i = 0; i < nb; ++i) {
-      size_t k = pick(4) == 0 ? 0 : 1 + pick(2);
-      for (size_t s = 0; s < k; ++s) succs[i].push_back(1 + pick(nb - 1)); // nothing branches to the entry
-    }
+    std::vector<std::vector<size_t>> succs = randomCFG(nb, pick);
     Function *f = makeCFG("l" + std::to_string(iter), succs);
     std::vector<Block *> b;
     for (auto &blk : f->blocks()) b.push_back(blk.get());
