@@ -9,8 +9,12 @@
 # memory table (scripts/bench_memory.py).
 #
 # The latency run rewrites docs/perf.md's generated section (header with the
-# date, CPU and load; both tables), docs/perf/*.png and
-# docs/perf/bench_models.json. BERT-base runs fewer repetitions and 3 of its
+# date, CPU and load; both tables), its plots docs/perf/latency_*.png and
+# nimble_split.png (each with a sidecar .json naming the run's commit and date,
+# which test/docs/plots-stamped.test compares with the table's) and
+# docs/perf/bench_models.json. The page's other plots (autobatch.png,
+# compile_time.png) are redrawn from its tables by
+# `scripts/bench_plot.py --from-doc docs/perf.md docs/perf`. BERT-base runs fewer repetitions and 3 of its
 # mixed-length inputs: the reference kernels make one 128-token run take seconds.
 # Run it on a machine as quiet as you can get, not under `nice`: the benchmark
 # waits up to 3 minutes per model for the 1-minute load to drop below 1, then

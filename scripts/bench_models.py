@@ -48,8 +48,10 @@ Before each model block the 1-minute load is read (the benchmark waits up to
 printed. Progress lines go to stderr. --json keeps everything (header, one
 row per system / model / length / threads with median, runs, cores used;
 every input's median for the plots; Nimble's split); --plot DIR writes PNGs
-(scripts/bench_plot.py); --markdown FILE the header and tables for
-docs/perf.md. Exit 1 if a tool fails, an output mismatches or a thread count
+(scripts/bench_plot.py), each stamped with the run's commit and date (in the
+image, a PNG tEXt chunk and a sidecar DIR/NAME.json; test/docs checks that
+docs/perf.md's plots are not older than its tables); --markdown FILE the
+header and tables for docs/perf.md. Exit 1 if a tool fails, an output mismatches or a thread count
 was not held.
 
 Auto-batching throughput (issue 17), instead of the latency tables:
