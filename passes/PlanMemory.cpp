@@ -136,6 +136,7 @@
 #include "passes/TensorAllocator.h"
 
 #include "ir/Builder.h"
+#include "ir/Limits.h"
 
 #include <algorithm>
 #include <array>
@@ -518,6 +519,33 @@ void PlanMemoryPass::coalesceStatic(Module &m, Function &f, const std::vector<St
                                                                                std::vector<int> members,
                                                                                bool window) {
     if (members.size() < 2) return;
+    // An arena is one storage, so it obeys the limit on one tensor's bytes
+    // (limits::kMaxTensorBytes, which alloc_storage's type rule enforces):
+    // members whose sizes add up past it are cut, in order, into runs that
+    // fit, each planned on its own. Only programs whose static tensors are
+    // near 2^48 bytes reach this (they can never run, but must compile).
+    {
+      std::vector<int> run;
+      int64_t sum = 0;
+      bool cut = false;
+      std::vector<std::vector<int>> runs;
+      for (int i : members) {
+        int64_t bytes = (st[i].constSize + 63) / 64 * 64, next;
+        if (!limits::checkedAdd(sum, bytes, next) || next > limits::kMaxTensorBytes) {
+          cut = true;
+          runs.push_back(std::move(run));
+          run.clear();
+          next = bytes;
+        }
+        run.push_back(i);
+        sum = next;
+      }
+      if (cut) {
+        runs.push_back(std::move(run));
+        for (std::vector<int> &r : runs) split(device, std::move(r), window);
+        return;
+      }
+    }
     if (members.size() > kMaxRegionMembers) {
       for (size_t k = 0; k < members.size(); k += kMaxRegionMembers)
         split(device,
