@@ -240,7 +240,12 @@ def _num(cell):
     return float(m.group(1).replace(",", "")) if m else None
 
 
-LABEL_SYSTEM = {v: k for k, v in benchlib.SYSTEM_LABEL.items()}
+def _log_y(ax):
+    """A log y axis labelled at 1, 2 and 5 of each decade, in plain numbers."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: "%g" % v))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
 def draw_latency(model, rows, title):
@@ -270,10 +275,12 @@ def draw_latency(model, rows, title):
     ax.set_xticklabels(["%d %s\n%d thread%s" % (n, what, T, "" if T == 1 else "s") for n, T in groups], fontsize=7)
     ax.set_ylabel("%s (median; lower is faster)" % unit)
     if vals and max(vals) / min(vals) > 8:  # PyTorch's cell loop is 7-9x the rest: keep the others readable
-        ax.set_yscale("log")
+        _log_y(ax)
     ax.grid(True, axis="y", which="both", alpha=0.3)
     ax.set_title("%s: latency against the peers and the floor\n%s" % (model, title), fontsize=9)
-    ax.legend(fontsize=7, loc="upper left")
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi * (2.5 if ax.get_yscale() == "log" else 1.25))  # room for the legend above the bars
+    ax.legend(fontsize=7, loc="upper left", ncol=len(systems) + 1)
     fig.tight_layout(rect=(0, 0.02, 1, 1))
     return fig
 
@@ -295,11 +302,13 @@ def draw_autobatch(rows, title):
         ax.bar([i - 0.4 + width * (k + 0.5) for i in range(len(rows))], ys, width, color=color, label=label)
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels(["%s\nbatch %s" % (r["model"], r["batch"]) for r in rows], fontsize=7)
-    ax.set_yscale("log")
+    _log_y(ax)
     ax.set_ylabel("instances/s (higher is faster)")
     ax.grid(True, axis="y", which="both", alpha=0.3)
     ax.set_title("Auto-batching throughput, 1 thread\n%s" % title, fontsize=9)
-    ax.legend(fontsize=7, loc="upper right")
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi * 2.5)  # room for the legend above the bars
+    ax.legend(fontsize=7, loc="upper right", ncol=2)
     fig.tight_layout(rect=(0, 0.02, 1, 1))
     return fig
 
