@@ -41,6 +41,16 @@ PACKAGES=(
   libclang-rt-19-dev
   # scripts/setup_peers.sh: the virtualenv of the optional peers (ONNX Runtime, IREE).
   python3-venv
+  # nimble-import-onnx (frontend/onnx, third_party/onnx.BUILD): the ONNX
+  # schema's generated C++ and libonnx_proto.so ...
+  libonnx-dev
+  # ... over the protobuf runtime's headers and libprotobuf.so.
+  libprotobuf-dev
+  # test/import-onnx: the tests make their .onnx inputs with onnx.helper.
+  python3-onnx
+  # scripts/onnx_node_tests.py: ONNX's backend node tests (model.onnx and
+  # test_data_set_*/ per test, under /usr/include/onnx/backend/test/data/node).
+  libonnx-testdata
 )
 
 is_installed() {

@@ -1,0 +1,85 @@
+//===- Graph.h - The importer's state while it walks a model (internal) -*- C++ -*-===//
+//
+// One GraphImporter per model: the module and @main being built, the block
+// ops go to, a scope per (sub-)graph mapping ONNX names to IR values (a
+// sub-graph sees its parents' names, as the ONNX spec says), and the data of
+// the initializers that go to the side file. Importer.cpp holds the model
+// and graph walk, ControlFlow.cpp `If` and `Loop`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_FRONTEND_ONNX_GRAPH_H
+#define NIMBLE_FRONTEND_ONNX_GRAPH_H
+
+#include "frontend/onnx/Importer.h"
+
+#include <onnx/onnx_pb.h> // onnx-ml.pb.h, with ONNX_ML (third_party/onnx.BUILD)
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+namespace nimble::onnx_import {
+
+inline constexpr int kMinOpset = 13, kMaxOpset = 21;
+
+class GraphImporter {
+public:
+  GraphImporter(ir::Module &m, ir::Context &ctx, const ImportOptions &opts, int opset)
+      : m_(m), ctx_(ctx), opts_(opts), opset_(opset) {}
+
+  bool importMain(const onnx::GraphProto &g, std::string &error);
+  void cleanUp();
+
+  // For converters (Conv) and control flow.
+  ir::Operation *emit(OpCode code, const std::vector<ir::Value *> &operands,
+                      const std::vector<std::pair<std::string, Attr>> &attrs, int numResults,
+                      std::string &error);
+  ir::Operation *terminate(OpCode code, const std::vector<ir::Value *> &operands,
+                           std::vector<ir::Successor> succs);
+  ir::Value *constant(DenseValue v);
+  const DenseValue *known(ir::Value *v) const;
+  ir::Context &ctx() const { return ctx_; }
+  bool readTensor(const onnx::TensorProto &t, DenseValue &v, std::string &error);
+  ir::Module &module() const { return m_; }
+
+  /// `If` and `Loop` (ControlFlow.cpp): they import their sub-graphs.
+  bool convertIf(class Conv &c, std::vector<ir::Value *> &out);
+  bool convertLoop(class Conv &c, std::vector<ir::Value *> &out);
+
+private:
+  friend bool importOnnxBytes(const std::string &, const ImportOptions &, ir::Context &, ImportResult &,
+                              std::string &);
+  bool readExternal(const onnx::TensorProto &t, size_t want, std::vector<uint8_t> &out, std::string &error);
+  bool valueType(const onnx::ValueInfoProto &vi, ir::Type &t, std::vector<std::string> &params, std::string &error);
+  bool addInitializers(const onnx::GraphProto &g, std::string &error);
+  bool importNodes(const onnx::GraphProto &g, std::string &error);
+  bool graphOutputs(const onnx::GraphProto &g, std::vector<ir::Value *> &out, std::string &error);
+  /// A sub-graph's nodes in a scope of their own; its outputs in `out`.
+  bool importSubgraph(const onnx::GraphProto &g, std::vector<ir::Value *> &out, std::string &error);
+  void checkDimParams(const std::vector<std::tuple<std::string, ir::Value *, int64_t, int>> &uses);
+  std::string valueName(const std::string &onnxName);
+  std::string symbolName(const std::string &onnxName);
+  ir::Value *lookup(const std::string &name) const;
+  void bind(const std::string &name, ir::Value *v);
+  ir::Location nodeLoc() const;
+  ir::Block *newBlock(const std::string &label);
+
+  ir::Module &m_;
+  ir::Context &ctx_;
+  const ImportOptions &opts_;
+  int opset_;
+  ir::Function *fn_ = nullptr;
+  ir::Block *block_ = nullptr;
+  ir::Operation *lastConstant_ = nullptr;
+  std::vector<std::unordered_map<std::string, ir::Value *>> scopes_;
+  std::map<const ir::Global *, DenseValue> externalData_;
+  std::unordered_map<std::string, ir::Value *> constants_;
+  uint32_t nodeNumber_ = 0;
+  unsigned blockCount_ = 0;
+};
+
+} // namespace nimble::onnx_import
+
+#endif // NIMBLE_FRONTEND_ONNX_GRAPH_H

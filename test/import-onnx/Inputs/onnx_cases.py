@@ -1,0 +1,454 @@
+#!/usr/bin/python3
+"""The .onnx inputs of test/import-onnx, made at test time with onnx.helper
+(Debian's python3-onnx; nothing is downloaded and no binary model is
+committed), and the end-to-end check of the importer against numpy.
+
+    onnx_cases.py make NAME OUT.onnx     write one model (external data beside it)
+    onnx_cases.py e2e [NAME...]          for each numeric case (default: all):
+                                         import | nimblec -O0 / -O2 | nimble-run on
+                                         the case's inputs, compared with numpy
+    onnx_cases.py list                   the case names
+
+Each case builds a graph and, where it is numeric, feeds and the numpy
+reference of its outputs. The tools are found on PATH (lit puts ours first).
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+B = TensorProto.BOOL
+
+CASES = {}
+# Cases saved with their initializers in a file beside the model: the file's
+# length (None: as written; a number: truncated to it).
+EXTERNAL = {"external-data": None, "short-external": 100}
+
+
+def case(fn):
+    CASES[fn.__name__.replace("_", "-")] = fn
+    return fn
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17, name="g"):
+    g = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in outputs],
+        initializer=[numpy_helper.from_array(np.asarray(v), n) for n, v in inits])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def N(op, ins, outs, name=None, **attrs):
+    return helper.make_node(op, ins, outs, name=name or (op.lower() + "0"), **attrs)
+
+
+rng = np.random.default_rng(47)
+
+
+def randn(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+# --- Op mappings (FileCheck and numeric) -------------------------------------
+
+@case
+def add_relu():
+    m = model([N("Add", ["a", "b"], ["s"]), N("Relu", ["s"], ["y"])],
+              [("a", F, ["N", 4]), ("b", F, [4])], [("y", F, ["N", 4])])
+    a, b = randn(3, 4), randn(4)
+    return m, [a, b], [np.maximum(a + b, 0)]
+
+
+@case
+def dim_params():
+    # Two inputs share the dim_param "batch": one run-time size (checked).
+    m = model([N("Add", ["x", "y"], ["s"])],
+              [("x", F, ["batch", None, 8]), ("y", F, ["batch", 1, 8])], [("s", F, ["batch", None, 8])])
+    x, y = randn(2, 3, 8), randn(2, 1, 8)
+    return m, [x, y], [x + y]
+
+
+@case
+def gemm():
+    w, b = randn(5, 4), randn(5)
+    m = model([N("Gemm", ["x", "w", "b"], ["y"], transB=1, alpha=0.5, beta=2.0)],
+              [("x", F, ["N", 4])], [("y", F, ["N", 5])], inits=[("w", w), ("b", b)])
+    x = randn(3, 4)
+    return m, [x], [0.5 * x @ w.T + 2.0 * b]
+
+
+@case
+def matmul_batched():
+    m = model([N("MatMul", ["a", "b"], ["y"])], [("a", F, [2, "S", 4]), ("b", F, [4, 3])], [("y", F, [2, "S", 3])])
+    a, b = randn(2, 5, 4), randn(4, 3)
+    return m, [a, b], [a @ b]
+
+
+@case
+def matmul_vector():
+    m = model([N("MatMul", ["a", "b"], ["y"])], [("a", F, [4]), ("b", F, [3, 4, 2])], [("y", F, [3, 2])])
+    a, b = randn(4), randn(3, 4, 2)
+    return m, [a, b], [np.matmul(a, b)]
+
+
+@case
+def reduce_axes_input():
+    # opset 18: ReduceMean's axes are an input; ReduceSum's since 13.
+    axes = np.array([1], dtype=np.int64)
+    m = model([N("ReduceMean", ["x", "axes"], ["m"], keepdims=0), N("ReduceSum", ["x", "axes"], ["s"]),
+               N("ReduceMax", ["x"], ["mx"], keepdims=0)],
+              [("x", F, ["N", 6])], [("m", F, ["N"]), ("s", F, ["N", 1]), ("mx", F, [])], inits=[("axes", axes)],
+              opset=18)
+    x = randn(3, 6)
+    return m, [x], [x.mean(axis=1), x.sum(axis=1, keepdims=True), x.max()]
+
+
+@case
+def reduce_axes_attr():
+    # opset 13: ReduceMean's axes are an attribute.
+    m = model([N("ReduceMean", ["x"], ["m"], axes=[0, 2]), N("ReduceL2", ["x"], ["l2"], axes=[2], keepdims=0),
+               N("ReduceLogSumExp", ["x"], ["lse"], axes=[1], keepdims=0)],
+              [("x", F, [2, 3, 4])], [("m", F, [1, 3, 1]), ("l2", F, [2, 3]), ("lse", F, [2, 4])], opset=13)
+    x = randn(2, 3, 4)
+    return m, [x], [x.mean(axis=(0, 2), keepdims=True), np.sqrt((x * x).sum(axis=2)),
+                    np.log(np.exp(x).sum(axis=1))]
+
+
+@case
+def squeeze_unsqueeze():
+    ax = np.array([0, 3], dtype=np.int64)
+    m = model([N("Unsqueeze", ["x", "ax"], ["u"]), N("Squeeze", ["u", "ax"], ["y"])],
+              [("x", F, ["N", 4])], [("u", F, [1, "N", 4, 1]), ("y", F, ["N", 4])], inits=[("ax", ax)])
+    x = randn(3, 4)
+    return m, [x], [x[None, :, :, None], x]
+
+
+@case
+def split_input():
+    # opset 13: the sizes are an input; unequal sizes become slices.
+    sizes = np.array([2, 4], dtype=np.int64)
+    m = model([N("Split", ["x", "sizes"], ["a", "b"], axis=1), N("Split", ["x"], ["c", "d"], axis=1)],
+              [("x", F, ["N", 6])], [("a", F, ["N", 2]), ("b", F, ["N", 4]), ("c", F, ["N", 3]), ("d", F, ["N", 3])],
+              inits=[("sizes", sizes)])
+    x = randn(2, 6)
+    return m, [x], [x[:, :2], x[:, 2:], x[:, :3], x[:, 3:]]
+
+
+@case
+def split_num_outputs():
+    # opset 18: num_outputs, the last part smaller when the size does not divide.
+    m = model([N("Split", ["x"], ["a", "b", "c"], axis=0, num_outputs=3)],
+              [("x", F, [7, 2])], [("a", F, [3, 2]), ("b", F, [3, 2]), ("c", F, [1, 2])], opset=18)
+    x = randn(7, 2)
+    return m, [x], [x[:3], x[3:6], x[6:]]
+
+
+@case
+def reshape_shape_of():
+    # The torch export pattern: the target computed from Shape, Gather,
+    # Unsqueeze and Concat; with a dynamic batch it is computed at run time.
+    m = model([N("Shape", ["x"], ["s"]),
+               N("Gather", ["s", "zero"], ["n"], axis=0),
+               N("Unsqueeze", ["n", "zero1"], ["n1"]),
+               N("Concat", ["n1", "minus1"], ["t"], axis=0),
+               N("Reshape", ["x", "t"], ["y"]),
+               N("Reshape", ["x", "zero_m1"], ["z"], name="reshape1")],
+              [("x", F, ["N", 3, 4])], [("y", F, ["N", 12]), ("z", F, ["N", 12])],
+              inits=[("zero", np.array(0, dtype=np.int64)), ("zero1", np.array([0], dtype=np.int64)),
+                     ("minus1", np.array([-1], dtype=np.int64)), ("zero_m1", np.array([0, -1], dtype=np.int64))])
+    x = randn(2, 3, 4)
+    return m, [x], [x.reshape(2, 12), x.reshape(2, 12)]
+
+
+@case
+def flatten_transpose():
+    m = model([N("Transpose", ["x"], ["t"], perm=[0, 2, 1]), N("Flatten", ["t"], ["y"], axis=1)],
+              [("x", F, ["N", 3, 4])], [("y", F, ["N", 12])])
+    x = randn(2, 3, 4)
+    return m, [x], [x.transpose(0, 2, 1).reshape(2, 12)]
+
+
+@case
+def slice_gather():
+    m = model([N("Slice", ["x", "st", "en", "ax"], ["s"]), N("Gather", ["s", "idx"], ["y"], axis=1)],
+              [("x", F, ["N", 8])], [("y", F, ["N", 2])],
+              inits=[("st", np.array([1], dtype=np.int64)), ("en", np.array([-1], dtype=np.int64)),
+                     ("ax", np.array([1], dtype=np.int64)), ("idx", np.array([0, -1], dtype=np.int64))])
+    x = randn(3, 8)
+    s = x[:, 1:-1]
+    return m, [x], [s[:, [0, -1]]]
+
+
+@case
+def activations():
+    m = model([N("LeakyRelu", ["x"], ["a"], alpha=0.1), N("Elu", ["x"], ["b"]), N("HardSigmoid", ["x"], ["c"]),
+               N("Softplus", ["x"], ["d"]), N("Sigmoid", ["x"], ["e"]), N("Tanh", ["x"], ["f"]),
+               N("Clip", ["x", "lo", "hi"], ["g"]), N("Selu", ["x"], ["h"]), N("HardSwish", ["x"], ["i"]),
+               N("Sign", ["x"], ["j"]), N("Reciprocal", ["x"], ["k"]), N("Softsign", ["x"], ["l"])],
+              [("x", F, ["N", 5])], [(n, F, ["N", 5]) for n in "abcdefghijkl"],
+              inits=[("lo", np.array(-0.5, dtype=np.float32)), ("hi", np.array(0.5, dtype=np.float32))])
+    x = randn(4, 5)
+    al, ga = 1.67326319217681884765625, 1.05070102214813232421875
+    return m, [x], [np.where(x < 0, 0.1 * x, x), np.where(x < 0, np.exp(x) - 1, x),
+                    np.clip(0.2 * x + 0.5, 0, 1), np.log(np.exp(x) + 1), sigmoid(x), np.tanh(x),
+                    np.clip(x, -0.5, 0.5), ga * np.where(x <= 0, al * np.exp(x) - al, x),
+                    x * np.clip(x / 6 + 0.5, 0, 1), np.sign(x), 1 / x, x / (1 + np.abs(x))]
+
+
+@case
+def softmax_layernorm():
+    g, b = randn(8), randn(8)
+    m = model([N("Softmax", ["x"], ["s"]), N("LogSoftmax", ["x"], ["ls"], axis=1),
+               N("LayerNormalization", ["x", "g", "b"], ["ln"], epsilon=1e-5)],
+              [("x", F, ["N", 8])], [("s", F, ["N", 8]), ("ls", F, ["N", 8]), ("ln", F, ["N", 8])],
+              inits=[("g", g), ("b", b)])
+    x = randn(3, 8)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    sm = e / e.sum(axis=1, keepdims=True)
+    mu, var = x.mean(axis=1, keepdims=True), x.var(axis=1, keepdims=True)
+    return m, [x], [sm, np.log(sm), (x - mu) / np.sqrt(var + 1e-5) * g + b]
+
+
+@case
+def batchnorm_pool():
+    sc, bi, mean, var = randn(3), randn(3), randn(3), np.abs(randn(3)) + 0.5
+    m = model([N("BatchNormalization", ["x", "sc", "bi", "mean", "var"], ["bn"]),
+               N("GlobalAveragePool", ["bn"], ["gap"]), N("InstanceNormalization", ["x", "sc", "bi"], ["inn"])],
+              [("x", F, ["N", 3, 4, 4])], [("gap", F, ["N", 3, 1, 1]), ("inn", F, ["N", 3, 4, 4])],
+              inits=[("sc", sc), ("bi", bi), ("mean", mean), ("var", var)], opset=15)
+    x = randn(2, 3, 4, 4)
+    c = lambda v: v.reshape(1, 3, 1, 1)
+    bn = (x - c(mean)) / np.sqrt(c(var) + 1e-5) * c(sc) + c(bi)
+    mu, vr = x.mean(axis=(2, 3), keepdims=True), x.var(axis=(2, 3), keepdims=True)
+    return m, [x], [bn.mean(axis=(2, 3), keepdims=True), (x - mu) / np.sqrt(vr + 1e-5) * c(sc) + c(bi)]
+
+
+@case
+def compare_where_cast():
+    m = model([N("Greater", ["a", "b"], ["gt"]), N("Where", ["gt", "a", "b"], ["w"]),
+               N("Cast", ["gt"], ["gi"], to=TensorProto.INT64), N("Not", ["gt"], ["ng"]),
+               N("Equal", ["a", "a"], ["eq"]), N("Xor", ["gt", "eq"], ["x"])],
+              [("a", F, ["N"]), ("b", F, ["N"])],
+              [("w", F, ["N"]), ("gi", I64, ["N"]), ("ng", B, ["N"]), ("x", B, ["N"])])
+    a, b = randn(6), randn(6)
+    return m, [a, b], [np.where(a > b, a, b), (a > b).astype(np.int64), ~(a > b), (a > b) ^ True]
+
+
+@case
+def expand_constant():
+    m = model([N("Constant", [], ["c"], value=numpy_helper.from_array(np.array([2, 1, 3], dtype=np.int64))),
+               N("Expand", ["x", "c"], ["y"]), N("ConstantOfShape", ["c"], ["z"],
+                                                 value=numpy_helper.from_array(np.array([1.5], dtype=np.float32))),
+               N("Range", ["s", "l", "d"], ["r"])],
+              [("x", F, [1, 4, 1]), ("s", F, []), ("l", F, []), ("d", F, [])],
+              [("y", F, [2, 4, 3]), ("z", F, [2, 1, 3]), ("r", F, ["R"])])
+    x = randn(1, 4, 1)
+    s, l, d = (np.array(v, dtype=np.float32) for v in (1.0, 4.0, 0.5))
+    return m, [x, s, l, d], [np.broadcast_to(x, (2, 4, 3)), np.full((2, 1, 3), 1.5, np.float32),
+                             np.arange(1.0, 4.0, 0.5, dtype=np.float32)]
+
+
+@case
+def variadic():
+    m = model([N("Sum", ["a", "b", "c"], ["s"]), N("Max", ["a", "b", "c"], ["mx"]), N("Mean", ["a", "b"], ["mn"])],
+              [("a", F, [3]), ("b", F, [3]), ("c", F, [1])], [("s", F, [3]), ("mx", F, [3]), ("mn", F, [3])])
+    a, b, c = randn(3), randn(3), randn(1)
+    return m, [a, b, c], [a + b + c, np.maximum(np.maximum(a, b), c), (a + b) / 2]
+
+
+@case
+def if_branches():
+    # If as cond_br and a merge block; the branches read an outer value.
+    then_g = helper.make_graph([N("Add", ["x", "x"], ["t"], name="then_add")], "then", [],
+                               [helper.make_tensor_value_info("t", F, ["N"])])
+    else_g = helper.make_graph([N("Neg", ["x"], ["e"], name="else_neg")], "else", [],
+                               [helper.make_tensor_value_info("e", F, ["N"])])
+    m = model([N("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+              [("c", B, []), ("x", F, ["N"])], [("y", F, ["N"])])
+    x = randn(4)
+    return m, [np.array(True), x], [x + x]
+
+
+@case
+def loop_count():
+    # Loop as header / body / exit blocks: y = x doubled `trip` times.
+    body = helper.make_graph([N("Identity", ["cin"], ["cout"], name="b_id"), N("Add", ["v", "v"], ["v2"], name="b_add")],
+                             "body", [helper.make_tensor_value_info("i", I64, []),
+                                      helper.make_tensor_value_info("cin", B, []),
+                                      helper.make_tensor_value_info("v", F, [3])],
+                             [helper.make_tensor_value_info("cout", B, []), helper.make_tensor_value_info("v2", F, [3])])
+    m = model([N("Loop", ["trip", "", "x"], ["y"], body=body)],
+              [("trip", I64, []), ("x", F, [3])], [("y", F, [3])])
+    x = randn(3)
+    return m, [np.array(3, dtype=np.int64), x], [x * 8]
+
+
+@case
+def big_weights():
+    # 64x32 floats (8 KiB) go to the side file; the 4-float bias stays inline.
+    w, b = randn(32, 64), randn(64)
+    m = model([N("MatMul", ["x", "w"], ["h"]), N("Add", ["h", "b"], ["y"])],
+              [("x", F, ["N", 32])], [("y", F, ["N", 64])], inits=[("w", w), ("b", b[:64])])
+    x = randn(2, 32)
+    return m, [x], [x @ w + b]
+
+
+@case
+def external_data():
+    # The initializer's bytes live in a file beside the model.
+    w = randn(16, 8)
+    m = model([N("MatMul", ["x", "w"], ["y"])], [("x", F, ["N", 16])], [("y", F, ["N", 8])], inits=[("w", w)])
+    x = randn(2, 16)
+    return m, [x], [x @ w]
+
+
+# --- Models for the error messages (not numeric) ------------------------------
+
+@case
+def unsupported_op():
+    return model([N("Conv", ["x", "w"], ["y"], name="conv1")], [("x", F, [1, 1, 4, 4]), ("w", F, [1, 1, 3, 3])],
+                 [("y", F, [1, 1, 2, 2])]), None, None
+
+
+@case
+def unknown_op():
+    return model([N("FancyOp", ["x"], ["y"], name="mystery")], [("x", F, [2])], [("y", F, [2])]), None, None
+
+
+@case
+def old_opset():
+    return model([N("Relu", ["x"], ["y"])], [("x", F, [2])], [("y", F, [2])], opset=11), None, None
+
+
+@case
+def new_opset():
+    return model([N("Relu", ["x"], ["y"])], [("x", F, [2])], [("y", F, [2])], opset=22), None, None
+
+
+@case
+def uint8_input():
+    return model([N("Identity", ["x"], ["y"])], [("x", TensorProto.UINT8, [2])], [("y", TensorProto.UINT8, [2])]), None, None
+
+
+@case
+def uint8_cast():
+    return model([N("Cast", ["x"], ["y"], name="to_u8", to=TensorProto.UINT8)], [("x", F, [2])],
+                 [("y", TensorProto.UINT8, [2])]), None, None
+
+
+@case
+def step_slice():
+    return model([N("Slice", ["x", "st", "en", "ax", "sp"], ["y"], name="strided")], [("x", F, [8])], [("y", F, [4])],
+                 inits=[("st", np.array([0])), ("en", np.array([8])), ("ax", np.array([0])),
+                        ("sp", np.array([2]))]), None, None
+
+
+@case
+def shape_mismatch():
+    return model([N("Add", ["a", "b"], ["y"], name="bad_add")], [("a", F, [2, 3]), ("b", F, [4, 3])],
+                 [("y", F, [2, 3])]), None, None
+
+
+@case
+def hostile_external():
+    # The external data points outside the model's directory.
+    m = model([N("Identity", ["w"], ["y"])], [], [("y", F, [2])], inits=[("w", np.zeros(2, np.float32))])
+    t = m.graph.initializer[0]
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "../../../../etc/passwd"), ("offset", "0"), ("length", "8")):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    return m, None, None
+
+
+@case
+def short_external():
+    # The external file is shorter than the tensor.
+    return model([N("Identity", ["w"], ["y"])], [], [("y", F, [64])], inits=[("w", np.zeros(64, np.float32))]), None, None
+
+
+def write(name, path):
+    m, feeds, expected = CASES[name]()
+    if name in EXTERNAL:
+        d = os.path.dirname(os.path.abspath(path))
+        data = os.path.basename(path) + ".data"
+        onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True, location=data,
+                        size_threshold=0)
+        if EXTERNAL[name] is not None:
+            with open(os.path.join(d, data), "r+b") as f:
+                f.truncate(EXTERNAL[name])
+    else:
+        onnx.save_model(m, path)
+    return feeds, expected
+
+
+def e2e(names):
+    """import | nimblec -O0/-O2 | nimble-run, each output against numpy."""
+    failures = 0
+    runs = 0
+    with tempfile.TemporaryDirectory() as d:
+        for name in names:
+            onnx_path = os.path.join(d, name + ".onnx")
+            feeds, expected = write(name, onnx_path)
+            if feeds is None:
+                continue
+            nir = os.path.join(d, name + ".nir")
+            subprocess.run(["nimble-import-onnx", onnx_path, "-o", nir], check=True)
+            ins = []
+            for k, v in enumerate(feeds):
+                p = os.path.join(d, "%s.in%d.npy" % (name, k))
+                np.save(p, np.asarray(v))
+                ins.append("--input=@" + p)
+            for level in ("-O0", "-O2"):
+                nbc = os.path.join(d, name + level + ".nbc")
+                subprocess.run(["nimblec", level, nir, "-o", nbc], check=True)
+                outs = [os.path.join(d, "%s%s.out%d.npy" % (name, level, k)) for k in range(len(expected))]
+                subprocess.run(["nimble-run", nbc] + ins + ["--output=@" + p for p in outs], check=True,
+                               stdout=subprocess.DEVNULL)
+                runs += 1
+                for k, (p, want) in enumerate(zip(outs, expected)):
+                    got = np.load(p)
+                    want = np.asarray(want)
+                    ok = got.shape == want.shape and got.dtype == want.dtype and np.allclose(
+                        got, want, rtol=1e-4, atol=1e-5)
+                    if not ok:
+                        failures += 1
+                        print("MISMATCH %s %s output %d: got %s %s, want %s %s" % (
+                            name, level, k, got.dtype, got.shape, want.dtype, want.shape))
+                        print("  got  %s\n  want %s" % (got.ravel()[:8], want.ravel()[:8]))
+                print("%s %s: %d outputs match" % (name, level, len(expected)))
+    print("e2e: %d runs, %d mismatches" % (runs, failures))
+    return 1 if failures else 0
+
+
+def main():
+    if len(sys.argv) >= 4 and sys.argv[1] == "make":
+        write(sys.argv[2], sys.argv[3])
+        return 0
+    if len(sys.argv) >= 2 and sys.argv[1] == "e2e":
+        names = sys.argv[2:] or [n for n in CASES if CASES[n]()[1] is not None]
+        return e2e(names)
+    if len(sys.argv) == 2 and sys.argv[1] == "list":
+        print("\n".join(CASES))
+        return 0
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
