@@ -249,7 +249,7 @@ def _log_y(ax):
 
 
 def draw_latency(model, rows, title):
-    rows = [r for r in rows if r.get("model") == model]
+    rows = [r for r in rows if r.get("model") == model and "length" in r]  # not the mixed-length table
     if not rows:
         return None
     systems = [s for s in benchlib.SYSTEMS
