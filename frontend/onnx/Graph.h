@@ -22,7 +22,9 @@
 
 namespace nimble::onnx_import {
 
-inline constexpr int kMinOpset = 13, kMaxOpset = 21;
+/// Opset 7 brought numpy broadcasting to the binary ops; from it each op's
+/// row in the op map says from which opset its conversion holds.
+inline constexpr int kMinOpset = 7, kMaxOpset = 21;
 
 class GraphImporter {
 public:

@@ -1,6 +1,6 @@
 //===- OpMap.cpp - ONNX ops as Nimble ops ----------------------------------===//
 //
-// One row per ONNX op type the importer reads (opsets 13 to 21 of the
+// One row per ONNX op type the importer reads (opsets 7 to 21 of the
 // default domain): the converter, and for the manual the Nimble ops it
 // becomes and its limits. A converter emits one Nimble op where one fits and
 // otherwise a short composite of existing ops (Gemm: matmul, mul, add;
@@ -144,8 +144,14 @@ bool sign(Conv &c, Out &out) {
 
 bool clip(Conv &c, Out &out) {
   Value *y = c.input(0);
-  if (y && c.input(1)) y = c.op(OpCode::Maximum, {y, c.input(1)});
-  if (y && c.input(2)) y = c.op(OpCode::Minimum, {y, c.input(2)});
+  if (!y) return c.fail("has no input");
+  Value *lo = c.input(1), *hi = c.input(2);
+  if (c.opset < 11) { // min and max were attributes
+    if (c.attr("min")) lo = like(c, y, c.attrFloat("min", 0));
+    if (c.attr("max")) hi = like(c, y, c.attrFloat("max", 0));
+  }
+  if (y && lo) y = c.op(OpCode::Maximum, {y, lo});
+  if (y && hi) y = c.op(OpCode::Minimum, {y, hi});
   return done(out, y);
 }
 
@@ -350,15 +356,38 @@ bool argReduce(Conv &c, Out &out, bool isMax) {
 bool argMax(Conv &c, Out &out) { return argReduce(c, out, true); }
 bool argMin(Conv &c, Out &out) { return argReduce(c, out, false); }
 
+/// The axes Softmax and LogSoftmax normalise over: one axis from opset 13;
+/// before, the input was read as 2-D, [d0 * ... * d(axis-1), the rest], so
+/// the axes from `axis` (default 1) to the last.
+std::vector<int64_t> softmaxAxes(Conv &c, Value *x) {
+  int64_t r = rankOf(x), axis = c.attrInt("axis", c.opset >= 13 ? -1 : 1);
+  if (c.opset >= 13) return {axis};
+  if (axis < 0) axis += r;
+  std::vector<int64_t> axes;
+  for (int64_t i = std::max<int64_t>(axis, 0); i < r; ++i) axes.push_back(i);
+  return axes;
+}
+
+/// x - max over `axes` (kept), for range.
+Value *shiftedByMax(Conv &c, Value *x, const std::vector<int64_t> &axes) {
+  return c.op(OpCode::Sub, {x, c.op(OpCode::Max, {x}, {{"axes", ints(axes)}, {"keepdims", Attr::getBool(true)}})});
+}
+
 bool softmax(Conv &c, Out &out) {
-  return done(out, c.op(OpCode::Softmax, {c.input(0)}, {{"axis", Attr::getInt(c.attrInt("axis", -1))}}));
+  Value *x = c.input(0);
+  if (!x) return c.fail("has no input");
+  std::vector<int64_t> axes = softmaxAxes(c, x);
+  if (axes.size() == 1) return done(out, c.op(OpCode::Softmax, {x}, {{"axis", Attr::getInt(axes[0])}}));
+  Value *e = c.op(OpCode::Exp, {shiftedByMax(c, x, axes)});
+  return done(out, c.op(OpCode::Div, {e, c.op(OpCode::Sum, {e}, {{"axes", ints(axes)}, {"keepdims", Attr::getBool(true)}})}));
 }
 
 bool logSoftmax(Conv &c, Out &out) {
   Value *x = c.input(0);
   if (!x) return c.fail("has no input");
-  Attrs keep = {{"axes", ints({c.attrInt("axis", -1)})}, {"keepdims", Attr::getBool(true)}};
-  Value *s = c.op(OpCode::Sub, {x, c.op(OpCode::Max, {x}, keep)});
+  std::vector<int64_t> axes = softmaxAxes(c, x);
+  Value *s = shiftedByMax(c, x, axes);
+  Attrs keep = {{"axes", ints(axes)}, {"keepdims", Attr::getBool(true)}};
   return done(out, c.op(OpCode::Sub, {s, c.op(OpCode::Log, {c.op(OpCode::Sum, {c.op(OpCode::Exp, {s})}, keep)})}));
 }
 
@@ -484,12 +513,24 @@ bool reshape(Conv &c, Out &out) {
   Value *x = c.input(0);
   if (!x || !c.input(1)) return c.fail("needs data and shape");
   auto s = c.knownInts(1);
+  bool allowZero = c.attrInt("allowzero", 0);
   if (!s) {
     Value *shape = c.input(1);
     if (dt(shape) != DType::I64) shape = c.op(OpCode::Cast, {shape}, {{"dtype", Attr::getDType(DType::I64)}});
+    if (!shape || rankOf(shape) != 1 || shape->type().dims()[0] == kDynamic)
+      return c.fail("the shape input must have a static length (the result's rank)");
+    int64_t n = shape->type().dims()[0], r = rankOf(x);
+    if (!allowZero && n > 0) {
+      // A 0 entry copies the input's dimension at its index: select the
+      // input's shape (cut or padded with 1s to n entries) where it is 0.
+      Value *xs = c.op(OpCode::ShapeOf, {x});
+      if (xs && r > n) xs = c.op(OpCode::Slice, {xs}, {{"axes", ints({0})}, {"starts", ints({0})}, {"ends", ints({n})}});
+      if (xs && r < n) xs = c.op(OpCode::Concat, {xs, c.i64s(std::vector<int64_t>(static_cast<size_t>(n - r), 1))});
+      Value *zero = c.op(OpCode::Equal, {shape, c.scalar(DType::I64, 0)});
+      shape = c.op(OpCode::Select, {zero, xs, shape});
+    }
     return done(out, c.op(OpCode::DynReshape, {x, shape}));
   }
-  bool allowZero = c.attrInt("allowzero", 0);
   std::vector<Conv::DimPart> parts;
   int64_t minusOne = -1;
   for (size_t i = 0; i < s->size(); ++i) {
@@ -812,95 +853,95 @@ bool loopOp(Conv &c, Out &out);
 const std::vector<OpEntry> &opMap() {
   static const std::vector<OpEntry> map = [] {
     std::vector<OpEntry> m = {
-        {"Abs", 13, "abs", "", unary<OpCode::Abs>},
-        {"Add", 13, "add", "", binary<OpCode::Add>},
-        {"And", 13, "logical_and", "", binary<OpCode::LogicalAnd>},
-        {"ArgMax", 13, "argmax", "select_last_index=0 only", argMax},
-        {"ArgMin", 13, "neg, argmax", "floats only; select_last_index=0 only", argMin},
-        {"BatchNormalization", 13, "sub, div, sqrt, mul, add, expand_dims", "inference mode only", batchNorm},
-        {"Cast", 13, "cast", "to Nimble's element types; saturate ignored (float8 only)", cast},
+        {"Abs", 7, "abs", "", unary<OpCode::Abs>},
+        {"Add", 7, "add", "", binary<OpCode::Add>},
+        {"And", 7, "logical_and", "", binary<OpCode::LogicalAnd>},
+        {"ArgMax", 7, "argmax", "select_last_index=0 only", argMax},
+        {"ArgMin", 7, "neg, argmax", "floats only; select_last_index=0 only", argMin},
+        {"BatchNormalization", 9, "sub, div, sqrt, mul, add, expand_dims", "inference mode only", batchNorm},
+        {"Cast", 7, "cast", "to Nimble's element types; saturate ignored (float8 only)", cast},
         {"CastLike", 15, "cast", "", castLike},
-        {"Celu", 13, "exp, div, sub, mul, minimum, maximum, add", "", celu},
-        {"Clip", 13, "maximum, minimum", "", clip},
-        {"Concat", 13, "concat", "", concat},
-        {"Constant", 13, "constant", "not sparse_value or strings", constantOp},
-        {"ConstantOfShape", 13, "constant, full", "", constantOfShape},
-        {"Div", 13, "div", "", binary<OpCode::Div>},
-        {"Dropout", 13, "(none)", "inference only: the input, and a mask of true", dropout},
-        {"Elu", 13, "less, exp, sub, mul, select", "", elu},
-        {"Equal", 13, "equal", "", binary<OpCode::Equal>},
-        {"Erf", 13, "erf", "", unary<OpCode::Erf>},
-        {"Exp", 13, "exp", "", unary<OpCode::Exp>},
-        {"Expand", 13, "broadcast_to, or full and mul", "", expand},
-        {"Flatten", 13, "reshape, dyn_reshape", "", flatten},
-        {"Gather", 13, "take", "", gather},
+        {"Celu", 12, "exp, div, sub, mul, minimum, maximum, add", "", celu},
+        {"Clip", 7, "maximum, minimum", "", clip},
+        {"Concat", 7, "concat", "", concat},
+        {"Constant", 7, "constant", "not sparse_value or strings", constantOp},
+        {"ConstantOfShape", 9, "constant, full", "", constantOfShape},
+        {"Div", 7, "div", "", binary<OpCode::Div>},
+        {"Dropout", 7, "(none)", "inference only: the input, and a mask of true", dropout},
+        {"Elu", 7, "less, exp, sub, mul, select", "", elu},
+        {"Equal", 7, "equal", "", binary<OpCode::Equal>},
+        {"Erf", 9, "erf", "", unary<OpCode::Erf>},
+        {"Exp", 7, "exp", "", unary<OpCode::Exp>},
+        {"Expand", 8, "broadcast_to, or full and mul", "", expand},
+        {"Flatten", 9, "reshape, dyn_reshape", "", flatten},
+        {"Gather", 7, "take", "", gather},
         {"Gelu", 20, "gelu", "approximate=tanh as tanh, mul, add", gelu},
-        {"Gemm", 13, "matmul, mul, add", "", gemm},
-        {"GlobalAveragePool", 13, "mean", "", globalPool<OpCode::Mean>},
-        {"GlobalMaxPool", 13, "max", "", globalPool<OpCode::Max>},
-        {"Greater", 13, "greater", "", binary<OpCode::Greater>},
-        {"GreaterOrEqual", 13, "greater_equal", "", binary<OpCode::GreaterEqual>},
-        {"HardSigmoid", 13, "mul, add, minimum, maximum", "", hardSigmoid},
-        {"HardSwish", 13, "mul, add, minimum, maximum", "", hardSwish},
-        {"Identity", 13, "(none)", "tensors only", identity},
-        {"If", 13, "cond_br, br, block arguments", "tensor outputs of one element type and rank in both branches", ifOp},
-        {"InstanceNormalization", 13, "mean, sub, mul, sqrt, div, add", "", instanceNorm},
-        {"IsInf", 13, "equal, logical_or", "", isInf},
-        {"IsNaN", 13, "not_equal", "", isNaN},
+        {"Gemm", 7, "matmul, mul, add", "", gemm},
+        {"GlobalAveragePool", 7, "mean", "", globalPool<OpCode::Mean>},
+        {"GlobalMaxPool", 7, "max", "", globalPool<OpCode::Max>},
+        {"Greater", 7, "greater", "", binary<OpCode::Greater>},
+        {"GreaterOrEqual", 12, "greater_equal", "", binary<OpCode::GreaterEqual>},
+        {"HardSigmoid", 7, "mul, add, minimum, maximum", "", hardSigmoid},
+        {"HardSwish", 14, "mul, add, minimum, maximum", "", hardSwish},
+        {"Identity", 7, "(none)", "tensors only", identity},
+        {"If", 7, "cond_br, br, block arguments", "tensor outputs of one element type and rank in both branches", ifOp},
+        {"InstanceNormalization", 7, "mean, sub, mul, sqrt, div, add", "", instanceNorm},
+        {"IsInf", 10, "equal, logical_or", "", isInf},
+        {"IsNaN", 9, "not_equal", "", isNaN},
         {"LayerNormalization", 17, "layer_norm", "last axis only; no Mean/InvStdDev outputs", layerNorm},
-        {"LeakyRelu", 13, "less, mul, select", "", leakyRelu},
-        {"Less", 13, "less", "", binary<OpCode::Less>},
-        {"LessOrEqual", 13, "less_equal", "", binary<OpCode::LessEqual>},
-        {"Log", 13, "log", "", unary<OpCode::Log>},
-        {"LogSoftmax", 13, "max, sub, exp, sum, log", "", logSoftmax},
-        {"Loop", 13, "br, cond_br, block arguments", "no scan outputs; carried values keep dtype and rank", loopOp},
-        {"LpNormalization", 13, "abs or mul, sum, sqrt, div", "p = 1 or 2", lpNorm},
-        {"MatMul", 13, "matmul, batch_matmul", "", matmul},
-        {"Max", 13, "maximum", "", variadic<OpCode::Maximum>},
-        {"Mean", 13, "add, div", "", variadic<OpCode::Mean>},
-        {"MeanVarianceNormalization", 13, "mean, sub, mul, sqrt, div", "", mvn},
-        {"Min", 13, "minimum", "", variadic<OpCode::Minimum>},
+        {"LeakyRelu", 7, "less, mul, select", "", leakyRelu},
+        {"Less", 7, "less", "", binary<OpCode::Less>},
+        {"LessOrEqual", 12, "less_equal", "", binary<OpCode::LessEqual>},
+        {"Log", 7, "log", "", unary<OpCode::Log>},
+        {"LogSoftmax", 7, "max, sub, exp, sum, log", "", logSoftmax},
+        {"Loop", 7, "br, cond_br, block arguments", "no scan outputs; carried values keep dtype and rank", loopOp},
+        {"LpNormalization", 7, "abs or mul, sum, sqrt, div", "p = 1 or 2", lpNorm},
+        {"MatMul", 7, "matmul, batch_matmul", "", matmul},
+        {"Max", 8, "maximum", "", variadic<OpCode::Maximum>},
+        {"Mean", 8, "add, div", "", variadic<OpCode::Mean>},
+        {"MeanVarianceNormalization", 9, "mean, sub, mul, sqrt, div", "", mvn},
+        {"Min", 8, "minimum", "", variadic<OpCode::Minimum>},
         {"Mish", 18, "exp, add, log, tanh, mul", "", mish},
-        {"Mul", 13, "mul", "", binary<OpCode::Mul>},
-        {"Neg", 13, "neg", "", unary<OpCode::Neg>},
-        {"NonZero", 13, "nonzero, transpose", "", nonZero},
-        {"Not", 13, "logical_not", "", unary<OpCode::LogicalNot>},
-        {"Or", 13, "logical_or", "", binary<OpCode::LogicalOr>},
-        {"PRelu", 13, "less, mul, select", "", prelu},
-        {"Pow", 13, "pow (cast of the exponent)", "float bases only", pow},
-        {"Range", 13, "arange", "", range},
-        {"Reciprocal", 13, "div", "", reciprocal},
-        {"ReduceL1", 13, "abs, sum", "axes known at import", reduce<Red::L1>},
-        {"ReduceL2", 13, "mul, sum, sqrt", "axes known at import", reduce<Red::L2>},
-        {"ReduceLogSum", 13, "sum, log", "axes known at import", reduce<Red::LogSum>},
-        {"ReduceLogSumExp", 13, "max, sub, exp, sum, log, add", "axes known at import", reduce<Red::LogSumExp>},
-        {"ReduceMax", 13, "max", "axes known at import; not over an empty axis", reduce<Red::Max>},
-        {"ReduceMean", 13, "mean", "axes known at import", reduce<Red::Mean>},
-        {"ReduceMin", 13, "min", "axes known at import; not over an empty axis", reduce<Red::Min>},
-        {"ReduceSum", 13, "sum", "axes known at import", reduce<Red::Sum>},
-        {"ReduceSumSquare", 13, "mul, sum", "axes known at import", reduce<Red::SumSquare>},
-        {"Relu", 13, "relu", "", unary<OpCode::Relu>},
-        {"Reshape", 13, "reshape, dyn_reshape", "a run-time shape: 0 is a size (allowzero=1)", reshape},
-        {"Selu", 13, "exp, sub, mul, less_equal, select", "", selu},
-        {"Shape", 13, "shape_of, slice (or a constant)", "", shape},
-        {"Sigmoid", 13, "sigmoid", "", unary<OpCode::Sigmoid>},
-        {"Sign", 13, "greater, less, select", "", sign},
-        {"Size", 13, "dim, mul (or a constant)", "", size},
-        {"Slice", 13, "slice", "starts, ends, axes known at import; steps of 1", slice},
-        {"Softmax", 13, "softmax", "", softmax},
-        {"Softplus", 13, "exp, add, log", "", softplus},
-        {"Softsign", 13, "abs, add, div", "", softsign},
-        {"Split", 13, "split, slice", "sizes known at import", split},
-        {"Sqrt", 13, "sqrt", "", unary<OpCode::Sqrt>},
-        {"Squeeze", 13, "squeeze", "axes known at import", squeeze},
-        {"Sub", 13, "sub", "", binary<OpCode::Sub>},
-        {"Sum", 13, "add", "", variadic<OpCode::Add>},
-        {"Tanh", 13, "tanh", "", unary<OpCode::Tanh>},
-        {"ThresholdedRelu", 13, "greater, select", "", thresholdedRelu},
-        {"Transpose", 13, "transpose", "", transpose},
-        {"Unsqueeze", 13, "expand_dims", "axes known at import", unsqueeze},
-        {"Where", 13, "select", "", where},
-        {"Xor", 13, "not_equal", "", xorOp},
+        {"Mul", 7, "mul", "", binary<OpCode::Mul>},
+        {"Neg", 7, "neg", "", unary<OpCode::Neg>},
+        {"NonZero", 9, "nonzero, transpose", "", nonZero},
+        {"Not", 7, "logical_not", "", unary<OpCode::LogicalNot>},
+        {"Or", 7, "logical_or", "", binary<OpCode::LogicalOr>},
+        {"PRelu", 7, "less, mul, select", "", prelu},
+        {"Pow", 7, "pow (cast of the exponent)", "float bases only", pow},
+        {"Range", 11, "arange", "", range},
+        {"Reciprocal", 7, "div", "", reciprocal},
+        {"ReduceL1", 7, "abs, sum", "axes known at import", reduce<Red::L1>},
+        {"ReduceL2", 7, "mul, sum, sqrt", "axes known at import", reduce<Red::L2>},
+        {"ReduceLogSum", 7, "sum, log", "axes known at import", reduce<Red::LogSum>},
+        {"ReduceLogSumExp", 7, "max, sub, exp, sum, log, add", "axes known at import", reduce<Red::LogSumExp>},
+        {"ReduceMax", 7, "max", "axes known at import; not over an empty axis", reduce<Red::Max>},
+        {"ReduceMean", 7, "mean", "axes known at import", reduce<Red::Mean>},
+        {"ReduceMin", 7, "min", "axes known at import; not over an empty axis", reduce<Red::Min>},
+        {"ReduceSum", 7, "sum", "axes known at import", reduce<Red::Sum>},
+        {"ReduceSumSquare", 7, "mul, sum", "axes known at import", reduce<Red::SumSquare>},
+        {"Relu", 7, "relu", "", unary<OpCode::Relu>},
+        {"Reshape", 7, "reshape, dyn_reshape", "", reshape},
+        {"Selu", 7, "exp, sub, mul, less_equal, select", "", selu},
+        {"Shape", 7, "shape_of, slice (or a constant)", "", shape},
+        {"Sigmoid", 7, "sigmoid", "", unary<OpCode::Sigmoid>},
+        {"Sign", 9, "greater, less, select", "", sign},
+        {"Size", 7, "dim, mul (or a constant)", "", size},
+        {"Slice", 10, "slice", "starts, ends, axes known at import; steps of 1", slice},
+        {"Softmax", 7, "softmax", "", softmax},
+        {"Softplus", 7, "exp, add, log", "", softplus},
+        {"Softsign", 7, "abs, add, div", "", softsign},
+        {"Split", 7, "split, slice", "sizes known at import", split},
+        {"Sqrt", 7, "sqrt", "", unary<OpCode::Sqrt>},
+        {"Squeeze", 7, "squeeze", "axes known at import", squeeze},
+        {"Sub", 7, "sub", "", binary<OpCode::Sub>},
+        {"Sum", 8, "add", "", variadic<OpCode::Add>},
+        {"Tanh", 7, "tanh", "", unary<OpCode::Tanh>},
+        {"ThresholdedRelu", 10, "greater, select", "", thresholdedRelu},
+        {"Transpose", 7, "transpose", "", transpose},
+        {"Unsqueeze", 7, "expand_dims", "axes known at import", unsqueeze},
+        {"Where", 9, "select", "", where},
+        {"Xor", 7, "not_equal", "", xorOp},
     };
     // Sorted by type for findOp, whatever the order above.
     std::sort(m.begin(), m.end(), [](const OpEntry &a, const OpEntry &b) { return std::string(a.type) < b.type; });

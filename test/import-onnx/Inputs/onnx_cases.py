@@ -331,7 +331,35 @@ def unknown_op():
 
 @case
 def old_opset():
-    return model([N("Relu", ["x"], ["y"])], [("x", F, [2])], [("y", F, [2])], opset=11), None, None
+    return model([N("Relu", ["x"], ["y"])], [("x", F, [2])], [("y", F, [2])], opset=6), None, None
+
+
+@case
+def old_op():
+    # BatchNormalization before opset 9 had the `spatial` attribute.
+    return model([N("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn")],
+                 [(n, F, [2]) for n in "sbmv"] + [("x", F, [1, 2])], [("y", F, [1, 2])], opset=8), None, None
+
+
+@case
+def softmax_opset11():
+    # Before opset 13 Softmax reads its input as 2-D from `axis` (default 1).
+    m = model([N("Softmax", ["x"], ["y"]), N("LogSoftmax", ["x"], ["z"], axis=2), N("Clip", ["x"], ["c"], min=-0.5)],
+              [("x", F, ["N", 3, 4])], [("y", F, ["N", 3, 4]), ("z", F, ["N", 3, 4]), ("c", F, ["N", 3, 4])],
+              opset=10)
+    x = randn(2, 3, 4)
+    e = np.exp(x - x.max(axis=(1, 2), keepdims=True))
+    ez = np.exp(x - x.max(axis=2, keepdims=True))
+    return m, [x], [e / e.sum(axis=(1, 2), keepdims=True), np.log(ez / ez.sum(axis=2, keepdims=True)),
+                    np.maximum(x, -0.5)]
+
+
+@case
+def reshape_runtime_zero():
+    # A run-time target with a 0 (copy the input's dimension) and a -1.
+    m = model([N("Reshape", ["x", "s"], ["y"])], [("x", F, [2, 3, 4]), ("s", I64, [3])], [("y", F, ["A", "B", "C"])])
+    x = randn(2, 3, 4)
+    return m, [x, np.array([0, -1, 2], dtype=np.int64)], [x.reshape(2, 6, 2)]
 
 
 @case
