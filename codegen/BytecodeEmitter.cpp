@@ -22,14 +22,12 @@ namespace nimble::codegen {
 using namespace nimble::ir;
 using vm::Opcode;
 
-std::vector<uint8_t> denseBytes(const DenseValue &v) {
+std::vector<uint8_t> constantBytes(const DenseValue &v) {
   if (!v.splat) return v.bytes;
-  int64_t n = v.numElements();
-  size_t elem = dtypeSize(v.dtype);
-  std::vector<uint8_t> out(static_cast<size_t>(n) * elem);
-  for (int64_t i = 0; i < n; ++i)
-    std::memcpy(out.data() + static_cast<size_t>(i) * elem, v.bytes.data(), elem);
-  return out;
+  // One element for all (format 1.8): what a splat of more than one
+  // element stores; none for an empty shape; the element itself for one.
+  if (v.numElements() == 0) return {};
+  return v.bytes;
 }
 
 namespace {
@@ -132,6 +130,7 @@ uint32_t ModuleEmitter::constantIndex(const std::string &name, DType dt,
   c.shape = shape;
   c.data = out_.ownedData.back().data();
   c.size = out_.ownedData.back().size();
+  c.splat = vm::ConstantDesc::isSplatForm(dt, shape, c.size);
   out_.constants.push_back(std::move(c));
   uint32_t idx = static_cast<uint32_t>(out_.constants.size() - 1);
   if (name.empty()) literalIndex_[k] = idx;
@@ -144,7 +143,7 @@ uint32_t ModuleEmitter::globalConstant(const Global *g) {
   std::vector<uint8_t> bytes;
   auto d = globals_.find(g);
   if (d != globals_.end()) bytes = d->second;
-  else if (!g->literal().isNull()) bytes = denseBytes(g->literal().getDense());
+  else if (!g->literal().isNull()) bytes = constantBytes(g->literal().getDense());
   uint32_t idx = constantIndex(g->name(), g->type().dtype(), g->type().dims(), std::move(bytes));
   globalIndex_[g] = idx;
   return idx;
@@ -848,7 +847,7 @@ LogicalResult FunctionEmitter::emitOp(const Operation &op) {
       word(result());
       i64(v.getInt(0));
     } else {
-      uint32_t c = me_.constantIndex("", v.dtype, v.shape, denseBytes(v));
+      uint32_t c = me_.constantIndex("", v.dtype, v.shape, constantBytes(v));
       begin(Opcode::LoadConst, loc);
       word(result());
       word(c);

@@ -48,8 +48,9 @@ using GlobalData = std::map<const ir::Global *, std::vector<uint8_t>>;
 ir::LogicalResult emitExecutable(const ir::Module &m, const GlobalData &globals,
                                  vm::Executable &out, ir::DiagnosticEngine &diag);
 
-/// Expands a dense literal (splats included) to its full byte image.
-std::vector<uint8_t> denseBytes(const DenseValue &v);
+/// The constant-pool bytes of a literal: its elements, or for a splat of
+/// more than one element the one element (vm::ConstantDesc::splat).
+std::vector<uint8_t> constantBytes(const DenseValue &v);
 
 } // namespace nimble::codegen
 

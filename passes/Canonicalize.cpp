@@ -115,6 +115,7 @@ private:
   bool fold(Operation *op);
   bool swapCommutative(Operation *op);
   bool simplify(Operation *op);
+  bool scalarizeSplatOperand(Operation *op);
   bool simplifyArith(Operation *op);
   bool simplifyPow(Operation *op);
   bool simplifyShape(Operation *op);
@@ -283,7 +284,47 @@ bool Canonicalizer::replaceWithSplat(Operation *op, double v) {
   return true;
 }
 
+/// A splat constant of more than one element, as the operand of a
+/// broadcasting element-wise op (add, less, select, ...) whose other operand
+/// alone has the result's shape, becomes a rank-0 constant: broadcasting
+/// gives the same elements, and every kernel path (reference, native,
+/// oneDNN) then reads one element instead of a dense tensor the VM must
+/// make (issue 51: `add %x, constant 1.0 : tensor<100000x100000xf32>`).
+/// Only on static shapes, so no run-time shape check is lost; the results
+/// are bit for bit those of the dense operand.
+bool Canonicalizer::scalarizeSplatOperand(Operation *op) {
+  if (op->info().fusion != FusionPattern::Broadcast || op->numResults() != 1) return false;
+  Type rt = op->result(0)->type();
+  if (!rt.isTensor() || !rt.hasStaticShape() || rt.rank() == 0) return false;
+  auto isFullSplat = [&](Value *v) {
+    const DenseValue *d = constantValue(v);
+    return d && d->splat && !d->shape.empty();
+  };
+  bool full = false; // another operand, not a splat, has the result's shape
+  for (unsigned i = 0; i < op->numOperands(); ++i) {
+    Value *v = op->operand(i);
+    Type t = v->type();
+    if (!t.isTensor() || !t.hasStaticShape()) return false;
+    full |= t.dims() == rt.dims() && !isFullSplat(v);
+  }
+  if (!full) return false;
+  for (unsigned i = 0; i < op->numOperands(); ++i) {
+    Value *v = op->operand(i);
+    if (!isFullSplat(v)) continue;
+    const DenseValue *d = constantValue(v);
+    DenseValue scalar;
+    scalar.dtype = d->dtype;
+    scalar.bytes = d->bytes; // the one element
+    op->setOperand(i, constant(op, std::move(scalar), nullptr));
+    push(op);
+    pushDef(v);
+    return true;
+  }
+  return false;
+}
+
 bool Canonicalizer::simplify(Operation *op) {
+  if (scalarizeSplatOperand(op)) return true;
   switch (op->code()) {
   case OpCode::Add:
   case OpCode::Sub:

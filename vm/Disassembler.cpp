@@ -332,7 +332,8 @@ std::string disassemble(const Executable &exe, const DisasmOptions &opts) {
       for (size_t i = 0; i < exe.constants.size(); ++i) {
         const ConstantDesc &c = exe.constants[i];
         r += "  c" + std::to_string(i) + (c.name.empty() ? "" : " " + symbol(c.name)) + " : " +
-             tensorStr(c.dtype, c.shape) + ", " + std::to_string(c.size) + " bytes\n";
+             tensorStr(c.dtype, c.shape) + ", " + std::to_string(c.size) + " bytes" +
+             (c.splat ? " (splat)" : "") + "\n";
       }
     }
     if (!exe.native.empty()) {

@@ -78,12 +78,31 @@ struct AdtDesc {
 
 /// A constant-pool tensor. In a loaded executable `data` points into the
 /// executable's buffer (64-byte aligned, never copied).
+///
+/// A splat (format 1.8) stores one element for a shape of more than one:
+/// `size` is one element's bytes and every element of the tensor is that
+/// one. The VM makes the dense tensor when a function first loads it
+/// (VirtualMachine::constant), so a `constant 1.0 : tensor<2000x1000xf32>`
+/// costs 4 bytes in the file and a huge one fails at run time with the
+/// LoadConst's location, not in the compiler (issue 51).
 struct ConstantDesc {
   std::string name; // the .nir constant (`w_ih`), or "" for an anonymous literal
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   const uint8_t *data = nullptr;
   uint64_t size = 0; // bytes
+  bool splat = false;
+
+  /// Whether `size` bytes for `shape` of `dtype` is the splat form: one
+  /// element for a shape of more than one (no zero dim; some dim above 1).
+  static bool isSplatForm(DType dtype, const std::vector<int64_t> &shape, uint64_t size) {
+    bool more = false;
+    for (int64_t d : shape) {
+      if (d <= 0) return false;
+      more |= d > 1;
+    }
+    return more && size == dtypeSize(dtype);
+  }
 };
 
 /// An instruction's .nir source location.
@@ -223,7 +242,7 @@ inline constexpr uint32_t kNumBatchingModes = 3;
 const char *batchingModeName(KernelBatching::Mode m);
 
 struct Executable {
-  static constexpr uint16_t kMajor = 1, kMinor = 7;
+  static constexpr uint16_t kMajor = 1, kMinor = 8;
   uint16_t major = kMajor, minor = kMinor;
   std::vector<std::string> strings;
   std::vector<AdtDesc> adts;

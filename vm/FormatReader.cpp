@@ -579,6 +579,7 @@ bool readConstants(Cursor &c, Executable &e, const uint8_t *base, uint64_t secti
                     std::to_string(k.size) + ") lies outside the section's data region [" +
                     std::to_string(dataStart) + ", " + std::to_string(sectionEnd) + ")");
     k.data = base + off;
+    k.splat = ConstantDesc::isSplatForm(k.dtype, k.shape, k.size);
   }
   return true;
 }

@@ -55,9 +55,28 @@ TensorRef VirtualMachine::constant(uint32_t index) {
   TensorRef &t = constants_[index];
   if (!t) {
     const ConstantDesc &c = exe_->constants[index];
-    // Zero-copy: the storage borrows the executable's bytes.
-    Ref<Storage> st(new Storage(c.data, c.size, exe_->buffer));
-    t = TensorRef(new Tensor(c.dtype, c.shape, st, 0));
+    if (c.splat) {
+      // The dense form of a splat (format 1.8), made once per VM on first
+      // use: the kernels read dense tensors. Null when out of memory.
+      TensorRef d = makeTensor(c.dtype, c.shape);
+      if (!d) return d;
+      const size_t es = c.size;
+      uint8_t *out = d->rawData();
+      const size_t n = d->numBytes() / es;
+      // Doubling copies: log2(n) memcpy calls, not n.
+      std::memcpy(out, c.data, es);
+      for (size_t have = 1; have < n;) {
+        size_t take = std::min(have, n - have);
+        std::memcpy(out + have * es, out, take * es);
+        have += take;
+      }
+      d->storage()->markReadOnly();
+      t = std::move(d);
+    } else {
+      // Zero-copy: the storage borrows the executable's bytes.
+      Ref<Storage> st(new Storage(c.data, c.size, exe_->buffer));
+      t = TensorRef(new Tensor(c.dtype, c.shape, st, 0));
+    }
   }
   return t;
 }
@@ -792,7 +811,16 @@ dispatch:
   }
   CASE(Goto) { JUMP(code[pc + 1]); }
   CASE(LoadConst) {
-    R(code[pc + 1]) = ObjectRef(constant(code[pc + 2]).get());
+    { // locals die here: computed goto would skip their destructors
+      TensorRef t = constant(code[pc + 2]);
+      if (!t) {
+        const ConstantDesc &c = exe_->constants[code[pc + 2]];
+        int64_t bytes = 0;
+        (void)limits::checkedByteSize(c.shape, static_cast<int64_t>(dtypeSize(c.dtype)), bytes);
+        FAIL("out of memory allocating " + std::to_string(bytes) + " bytes for " + formatSig({c.dtype, c.shape}));
+      }
+      R(code[pc + 1]) = ObjectRef(t.get());
+    }
     NEXT(3);
   }
   CASE(LoadConsti) {

@@ -95,6 +95,9 @@ public:
   size_t size() const { return size_; }
   Device device() const { return device_; }
   bool readOnly() const { return readOnly_; }
+  /// Constants the VM makes itself (a splat's dense form) are read-only
+  /// like the executable's own.
+  void markReadOnly() { readOnly_ = true; }
   /// Returns the memory to its allocator early (FreeStorage); the object stays
   /// valid with size 0.
   void free();

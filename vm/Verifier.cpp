@@ -165,7 +165,10 @@ bool checkConstants(const Executable &e, std::string &error) {
     if (!numElements(c.shape, numel) ||
         __builtin_mul_overflow(static_cast<uint64_t>(numel), dtypeSize(c.dtype), &bytes))
       return bad("invalid or overflowing shape");
-    if (bytes != c.size)
+    if (c.splat && !ConstantDesc::isSplatForm(c.dtype, c.shape, c.size))
+      return bad("is marked splat but holds " + std::to_string(c.size) + " bytes for " +
+                 std::to_string(numel) + " elements (a splat is one element of a shape of more than one)");
+    if (!c.splat && bytes != c.size)
       return bad("holds " + std::to_string(c.size) + " bytes but its type needs " +
                  std::to_string(numel) + " x " + std::to_string(dtypeSize(c.dtype)) + " = " +
                  std::to_string(bytes));
