@@ -41,6 +41,10 @@ PACKAGES=(
   libclang-rt-19-dev
   # scripts/setup_peers.sh: the virtualenv of the optional peers (ONNX Runtime, IREE).
   python3-venv
+  # The nimble Python module (python/, docs/python.md): CPython's headers for
+  # Debian's /usr/bin/python3 and pybind11, header-only.
+  python3-dev
+  pybind11-dev
   # nimble-import-onnx (frontend/onnx, third_party/onnx.BUILD): the ONNX
   # schema's generated C++ and libonnx_proto.so ...
   libonnx-dev

@@ -3,12 +3,15 @@
 // Load and verify an executable, read the inputs, run one function on the VM,
 // print or save the outputs, optionally compare them, benchmark, profile or
 // trace. Conventions of IREE's iree-run-module. docs/nimble-run.md is the
-// manual; --help says the same. This binary links the runtime only: no
-// compiler code, no LLVM.
+// manual; --help says the same. Loading, the VM's options and the profile's
+// text are the runtime driver's (tools/driver/Runtime.h, shared with the
+// Python module); this file parses the flags and formats the outputs. This
+// binary links the runtime only: no compiler code, no LLVM.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/ToolSupport.h"
+#include "tools/driver/Runtime.h"
 #include "vm/Allocator.h"
 #include "vm/CudaRuntime.h"
 #include "vm/Disassembler.h"
@@ -38,6 +41,7 @@
 #include <unistd.h>
 
 using namespace nimble;
+using namespace nimble::driver;
 using namespace nimble::tools;
 using namespace nimble::vm;
 
@@ -143,16 +147,6 @@ struct Options {
   AllocatorKind allocator = AllocatorKind::Pool;
 };
 
-/// The cores this process may run on (its affinity mask, so `taskset -c 0`
-/// means one thread), at least 1 and at most 256.
-unsigned availableCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
-  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
-  return static_cast<unsigned>(std::clamp(n, 1, 256));
-}
-
 int usageError(const std::string &msg) { return tools::usageError("nimble-run", msg); }
 
 bool parseUnsigned(const std::string &s, uint64_t max, uint64_t &out) {
@@ -256,165 +250,6 @@ int parseArgs(int argc, char **argv, Options &o) {
   return -1;
 }
 
-/// Compares `got` with `want` (tensors element-wise, ADTs structurally).
-bool compare(const Object &got, const Object &want, double tol, const std::string &what,
-             std::string &why) {
-  const Tensor *g = asTensor(const_cast<Object *>(&got)), *w = asTensor(const_cast<Object *>(&want));
-  if (g && w) {
-    if (g->dtype() != w->dtype() || g->shape() != w->shape()) {
-      why = what + " is " + g->typeString() + ", expected " + w->typeString();
-      return false;
-    }
-    double worst = 0, worstGot = 0, worstWant = 0;
-    int64_t worstAt = -1;
-    for (int64_t i = 0; i < g->numElements(); ++i) {
-      double a = 0, b = 0;
-      switch (g->dtype()) {
-      case DType::F32: a = g->data<float>()[i]; b = w->data<float>()[i]; break;
-      case DType::F64: a = g->data<double>()[i]; b = w->data<double>()[i]; break;
-      case DType::F16: a = halfToFloat(g->data<uint16_t>()[i]); b = halfToFloat(w->data<uint16_t>()[i]); break;
-      case DType::BF16: a = bf16ToFloat(g->data<uint16_t>()[i]); b = bf16ToFloat(w->data<uint16_t>()[i]); break;
-      case DType::I1: case DType::I8: a = g->data<int8_t>()[i]; b = w->data<int8_t>()[i]; break;
-      case DType::I32: a = g->data<int32_t>()[i]; b = w->data<int32_t>()[i]; break;
-      case DType::I64:
-        if (g->data<int64_t>()[i] != w->data<int64_t>()[i]) {
-          why = what + "[" + std::to_string(i) + "] is " + std::to_string(g->data<int64_t>()[i]) +
-                ", expected " + std::to_string(w->data<int64_t>()[i]);
-          return false;
-        }
-        continue;
-      }
-      bool isF = isFloat(g->dtype());
-      double diff = std::fabs(a - b);
-      bool bad = isF ? !(diff <= tol + tol * std::fabs(b)) && !(std::isnan(a) && std::isnan(b)) : a != b;
-      if (bad && (worstAt < 0 || diff > worst || std::isnan(diff))) {
-        worst = diff;
-        worstAt = i;
-        worstGot = a;
-        worstWant = b;
-      }
-    }
-    if (worstAt >= 0) {
-      // The values of the worst element, whatever the dtype (they were read
-      // as doubles above); integers and booleans compare exactly.
-      char buf[160];
-      int prec = g->dtype() == DType::F64 ? 17 : 9;
-      if (isFloat(g->dtype()))
-        std::snprintf(buf, sizeof buf, "[%lld] differs: got %.*g, expected %.*g (|diff| %.3g > tolerance %.3g)",
-                      static_cast<long long>(worstAt), prec, worstGot, prec, worstWant, worst, tol);
-      else
-        std::snprintf(buf, sizeof buf, "[%lld] is %.0f, expected %.0f", static_cast<long long>(worstAt), worstGot,
-                      worstWant);
-      why = what + buf;
-      return false;
-    }
-    return true;
-  }
-  const Adt *ga = asAdt(const_cast<Object *>(&got)), *wa = asAdt(const_cast<Object *>(&want));
-  if (ga && wa) {
-    if (ga->tag() != wa->tag() || ga->fields().size() != wa->fields().size()) {
-      why = what + " has a different constructor than expected";
-      return false;
-    }
-    for (size_t i = 0; i < ga->fields().size(); ++i)
-      if (!compare(*ga->fields()[i], *wa->fields()[i], tol, what + " field " + std::to_string(i), why))
-        return false;
-    return true;
-  }
-  why = what + " has a different kind of value than expected";
-  return false;
-}
-
-
-void printProfile(const VirtualMachine &vm, int runs, const LibraryKernels *library) {
-  const Executable &exe = vm.executable();
-  const Profile &p = vm.profile();
-  double kernelTotal = 0;
-  for (const auto &k : p.kernels) kernelTotal += k.seconds;
-  std::vector<size_t> order;
-  for (size_t i = 0; i < p.kernels.size(); ++i)
-    if (p.kernels[i].calls) order.push_back(i);
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return p.kernels[a].seconds > p.kernels[b].seconds; });
-  std::fprintf(stderr, "Kernel profile (%d run%s):\n", runs, runs == 1 ? "" : "s");
-  std::fprintf(stderr, "  %-28s %-9s %8s %12s %7s  %s\n", "kernel", "impl", "calls", "total ms", "%", "argument shapes (calls)");
-  for (size_t i : order) {
-    const KernelProfile &k = p.kernels[i];
-    // The implementation that ran, or "mixed" (then each shape says which).
-    auto implOf = [](const uint64_t (&calls)[kNumKernelImpls], uint64_t total) -> std::string {
-      for (unsigned i = 0; i < kNumKernelImpls; ++i)
-        if (calls[i] == total) return kernelImplName(static_cast<KernelImpl>(i));
-      std::string m;
-      for (unsigned i = 0; i < kNumKernelImpls; ++i)
-        if (calls[i]) m += (m.empty() ? "" : "+") + std::string(kernelImplName(static_cast<KernelImpl>(i)));
-      return m;
-    };
-    std::string impl = implOf(k.implCalls, k.calls);
-    bool mixed = impl.find('+') != std::string::npos;
-    std::string shapes;
-    size_t shown = 0;
-    for (auto &[s, ss] : k.shapes) {
-      if (shown++ == 3) {
-        shapes += " ...";
-        break;
-      }
-      shapes += (shapes.empty() ? "" : " ") + s + " (" + std::to_string(ss.calls) +
-                (mixed ? " " + implOf(ss.implCalls, ss.calls) : "") + ")";
-    }
-    std::fprintf(stderr, "  %-28s %-9s %8llu %12.3f %6.1f%%  %s\n", exe.kernels[i].name.c_str(), impl.c_str(),
-                 static_cast<unsigned long long>(k.calls), k.seconds * 1e3,
-                 p.totalSeconds > 0 ? 100 * k.seconds / p.totalSeconds : 0.0, shapes.c_str());
-  }
-  double other = p.totalSeconds - kernelTotal - p.shapeFuncSeconds;
-  std::fprintf(stderr, "Time split: kernels %.3f ms (%.1f%%), shape functions %.3f ms (%.1f%%, %llu calls), "
-                       "other VM work %.3f ms (%.1f%%), total %.3f ms, %llu instructions\n",
-               kernelTotal * 1e3, p.totalSeconds > 0 ? 100 * kernelTotal / p.totalSeconds : 0.0,
-               p.shapeFuncSeconds * 1e3, p.totalSeconds > 0 ? 100 * p.shapeFuncSeconds / p.totalSeconds : 0.0,
-               static_cast<unsigned long long>(p.shapeFuncCalls), other * 1e3,
-               p.totalSeconds > 0 ? 100 * other / p.totalSeconds : 0.0, p.totalSeconds * 1e3,
-               static_cast<unsigned long long>(p.instructions));
-  if (library && library->primitivesCreated())
-    std::fprintf(stderr, "Library kernels (oneDNN): %llu primitives created (cache misses, all runs) in %.3f ms, "
-                         "%zu cached\n",
-                 static_cast<unsigned long long>(library->primitivesCreated()), library->creationSeconds() * 1e3,
-                 library->primitivesCached());
-  if (library && library->weightsPacked())
-    std::fprintf(stderr, "Library weights (oneDNN): %llu constants packed (all runs) into %llu bytes in %.3f ms\n",
-                 static_cast<unsigned long long>(library->weightsPacked()),
-                 static_cast<unsigned long long>(library->packedBytes()), library->packSeconds() * 1e3);
-  if (library && library->splitCalls())
-    std::fprintf(stderr, "Library threads (oneDNN): %llu calls (all runs) split by output columns, a block per thread\n",
-                 static_cast<unsigned long long>(library->splitCalls()));
-  // Counts per run; peaks over all runs.
-  const Allocator &a = defaultAllocator(Device::CPU);
-  AllocStats s = a.stats();
-  auto perRun = [&](uint64_t x) { return static_cast<unsigned long long>((x + runs / 2) / runs); };
-  std::fprintf(stderr,
-               "Memory (%s allocator, per run): %llu allocations (%llu pool hits, %llu from the system), "
-               "%llu bytes requested, peak %llu bytes live, peak %llu bytes reserved, %.3f ms allocating\n",
-               a.kindName(), perRun(s.allocations), perRun(s.poolHits), perRun(s.systemAllocations),
-               perRun(s.bytesAllocated), static_cast<unsigned long long>(s.peakBytes),
-               static_cast<unsigned long long>(s.peakReserved), static_cast<double>(s.nanoseconds) / 1e6 / runs);
-  if (cuda::DeviceRuntime *dev = vm.options().device) {
-    // Device kernels run asynchronously: their rows above time the launch
-    // (or the cuBLAS call's return), not the work on the device.
-    const cuda::DeviceStats &d = dev->stats();
-    AllocStats ds = dev->allocator().stats();
-    std::fprintf(stderr,
-                 "Device cuda:%d (%s), all runs: %llu kernel launches, %llu cuBLAS calls, %llu kernels on the host "
-                 "(no device code), %llu host operands staged, %llu bytes to the device, %llu to the host, %llu synchronizations; "
-                 "device pool: %llu allocations (%llu pool hits), peak %llu bytes live, peak %llu bytes reserved "
-                 "(launch times only: the device runs asynchronously)\n",
-                 dev->device().ordinal, dev->device().name.c_str(), static_cast<unsigned long long>(d.launches),
-                 static_cast<unsigned long long>(d.cublasCalls), static_cast<unsigned long long>(d.hostFallbacks),
-                 static_cast<unsigned long long>(d.stagedOperands),
-                 static_cast<unsigned long long>(d.bytesToDevice), static_cast<unsigned long long>(d.bytesToHost),
-                 static_cast<unsigned long long>(d.synchronizations), static_cast<unsigned long long>(ds.allocations),
-                 static_cast<unsigned long long>(ds.poolHits), static_cast<unsigned long long>(ds.peakBytes),
-                 static_cast<unsigned long long>(ds.peakReserved));
-  }
-}
-
 /// Where the value of type `t` that starts at `line[pos]` ends: a tensor
 /// literal is its first word and the numbers after it; anything else (an
 /// `@file`, a constructor or tuple expression) runs to the first space
@@ -482,7 +317,7 @@ bool readInstances(const Executable &exe, const VMFunction &fn, const std::strin
     std::string why;
     for (size_t i = 0; i < fn.paramTypes.size() && why.empty(); ++i) {
       skip();
-      std::string what = "input " + std::to_string(i) + " (%" + fn.paramNames[i] + ")";
+      std::string what = inputName(fn, i);
       if (pos == line.size()) {
         why = std::to_string(i) + " input" + (i == 1 ? "" : "s") + "; @" + fn.name + " takes " +
               std::to_string(fn.paramTypes.size());
@@ -511,33 +346,6 @@ bool readInstances(const Executable &exe, const VMFunction &fn, const std::strin
     return false;
   }
   return true;
-}
-
-void printBatchProfile(const VirtualMachine &vm, int runs) {
-  const BatchProfile &b = vm.profile().batch;
-  uint64_t launches = b.rowLaunches + b.invariantLaunches + b.singleCalls + b.fallbackCalls;
-  double total = vm.profile().totalSeconds;
-  std::fprintf(stderr,
-               "Auto-batching (%d run%s of %llu instances): %llu kernel calls through the scheduler in %llu "
-               "launches (%.2f calls per launch, largest group %llu); rows: %llu launches for %llu calls; "
-               "invariant: %llu launches for %llu calls; alone: %llu; split by a run-time check: %llu; "
-               "%llu calls forked\n",
-               runs, runs == 1 ? "" : "s", static_cast<unsigned long long>(b.instances / std::max(1, runs)),
-               static_cast<unsigned long long>(b.suspensions), static_cast<unsigned long long>(launches),
-               launches ? double(b.suspensions) / double(launches) : 0.0, static_cast<unsigned long long>(b.maxGroup),
-               static_cast<unsigned long long>(b.rowLaunches), static_cast<unsigned long long>(b.rowCalls),
-               static_cast<unsigned long long>(b.invariantLaunches), static_cast<unsigned long long>(b.invariantCalls),
-               static_cast<unsigned long long>(b.singleCalls), static_cast<unsigned long long>(b.fallbackCalls),
-               static_cast<unsigned long long>(b.forks / std::max(1, runs)));
-  std::fprintf(stderr, "Auto-batching time: scheduling %.3f ms (%.1f%%), stacking and scattering rows %.3f ms (%.1f%%), "
-                       "row tables %.3f ms (%.1f%%), %llu scheduling rounds\n",
-               b.scheduleSeconds * 1e3, total > 0 ? 100 * b.scheduleSeconds / total : 0.0, b.gatherSeconds * 1e3,
-               total > 0 ? 100 * b.gatherSeconds / total : 0.0, b.tableSeconds * 1e3,
-               total > 0 ? 100 * b.tableSeconds / total : 0.0, static_cast<unsigned long long>(b.rounds));
-  std::fprintf(stderr, "Gather fusion: %llu of the row launches for %llu calls read and wrote the rows in place; "
-                       "kernels measured faster in place: %llu, with stacked copies: %llu\n",
-               static_cast<unsigned long long>(b.fusedLaunches), static_cast<unsigned long long>(b.fusedCalls),
-               static_cast<unsigned long long>(b.chosenFused), static_cast<unsigned long long>(b.chosenStacked));
 }
 
 /// --benchmark: `n` timed calls of `once` after resetting the profile and
@@ -642,8 +450,8 @@ int runInstancesTool(const Options &o, VirtualMachine &vm, const VMFunction &fn,
     }
   }
   if (o.profile) {
-    printProfile(vm, runs, library);
-    if (o.autoBatch) printBatchProfile(vm, runs);
+    std::fputs(profileText(vm, runs, library).c_str(), stderr);
+    if (o.autoBatch) std::fputs(batchProfileText(vm, runs).c_str(), stderr);
   }
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
     std::cerr << "nimble-run: error: cannot write to standard output: " << std::strerror(errno) << "\n";
@@ -681,76 +489,41 @@ void operator delete[](void *p, const std::nothrow_t &) noexcept { std::free(p);
 
 namespace {
 
-// A program with device code (nimblec --target=cuda), or --device=cuda[:N],
-// runs its device part on a CUDA device (vm/CudaRuntime.h): the driver, the
-// device, the module and (for cuBLAS entries) cuBLAS are opened here, before
-// anything runs, so that a machine without them gets one line naming what is
-// missing. --kernels=reference instead runs such a program entirely on the
-// host (device storages in host memory, every kernel's reference
-// implementation) and never loads the driver or the device code.
-int openCuda(const Options &o, const Executable &exe, std::unique_ptr<cuda::DeviceRuntime> &rt, bool &hostDevices) {
-  const bool wanted = o.device != "cpu";
-  if (o.kernels == KernelMode::Reference) {
-    if (wanted) {
-      std::cerr << "nimble-run: error: --kernels=reference runs every kernel on the host; it does not take --device="
-                << o.device << "\n";
-      return kExitUsage;
-    }
-    hostDevices = !exe.cuda.empty();
-    return kExitOk;
-  }
-  if (exe.cuda.empty() && !wanted) return kExitOk;
-  int ordinal = o.device.size() > 5 ? std::stoi(o.device.substr(5)) : 0;
-  std::string who = exe.cuda.empty() ? "--device=" + o.device : o.file + " (compiled for cuda " + exe.cuda.arch + ")";
-  std::string error;
-  rt = cuda::DeviceRuntime::open(exe, ordinal, error);
-  if (!rt) {
-    std::cerr << "nimble-run: error: " << who << " needs CUDA: " << error << "\n";
-    return kExitError;
-  }
-  return kExitOk;
-}
-
 int runTool(int argc, char **argv) {
   Options o;
   int early = parseArgs(argc, argv, o);
   if (early >= 0) return early;
   setDefaultAllocatorKind(o.allocator);
 
-  auto exe = std::make_shared<Executable>();
   // Declared before every value of the run: device storages go back to its
   // pool, so it must outlive them.
-  std::unique_ptr<cuda::DeviceRuntime> device;
   std::string error;
-  if (!readExecutableFile(o.file, *exe, error)) {
+  std::shared_ptr<Program> program = Program::load(o.file, error);
+  if (!program) {
     std::cerr << "nimble-run: error: " << error << "\n";
     return kExitError;
   }
-  bool hostDevices = false;
-  if (int rc = openCuda(o, *exe, device, hostDevices); rc != kExitOk) return rc;
-  int fi = exe->findFunction(o.function);
-  if (fi < 0) {
-    std::string names;
-    for (auto &f : exe->functions) names += (names.empty() ? "" : ", ") + ("@" + f.name);
-    std::cerr << "nimble-run: error: no function @" << o.function << " in '" << o.file
-              << "' (it has " << names << ")\n";
+  if (int rc = program->openDevice(o.device, o.kernels, o.file, error); rc != kExitOk) {
+    std::cerr << "nimble-run: error: " << error << "\n";
+    return rc;
+  }
+  const Executable *exe = &program->executable();
+  const VMFunction *found = program->function(o.function, o.file, error);
+  if (!found) {
+    std::cerr << "nimble-run: error: " << error << "\n";
     return kExitError;
   }
-  const VMFunction &fn = exe->functions[static_cast<size_t>(fi)];
+  const VMFunction &fn = *found;
   std::vector<std::vector<ObjectRef>> instances;
   std::vector<std::string> badInstances;
   if (!o.instances.empty() && !readInstances(*exe, fn, o.instances, instances, badInstances)) return kExitError;
   if (o.instances.empty() && o.inputs.size() != fn.paramTypes.size()) {
-    std::cerr << "nimble-run: error: @" << fn.name << " takes " << fn.paramTypes.size() << " input"
-              << (fn.paramTypes.size() == 1 ? "" : "s") << ", got " << o.inputs.size() << "\n";
-    for (size_t i = 0; i < fn.paramTypes.size(); ++i)
-      std::cerr << "  input " << i << " (%" << fn.paramNames[i] << "): " << typeToString(*exe, fn.paramTypes[i]) << "\n";
+    std::cerr << "nimble-run: error: " << inputCountError(*exe, fn, o.inputs.size()) << "\n";
     return kExitError;
   }
-  const NativeKernels *vo_native = nullptr;
   std::vector<ObjectRef> args;
   for (size_t i = 0; i < o.inputs.size(); ++i) {
-    std::string what = "input " + std::to_string(i) + " (%" + fn.paramNames[i] + ")";
+    std::string what = inputName(fn, i);
     ObjectRef v;
     if (!parseValue(*exe, fn.paramTypes[i], o.inputs[i], ".", v, error) ||
         !checkValue(*exe, fn.paramTypes[i], v.get(), what, error)) {
@@ -774,51 +547,27 @@ int runTool(int argc, char **argv) {
     expected.push_back(v);
   }
 
-  NativeKernels native;
-  if (o.kernels != KernelMode::Reference && !exe->native.empty()) {
-    std::string why;
-    if (native.load(*exe, why)) {
-      vo_native = &native;
-    } else {
-      std::cerr << "nimble-run: warning: running reference kernels instead of native code: " << why << "\n";
-    }
-  }
-  unsigned threads = o.threads ? o.threads : availableCores();
-  LibraryKernels library(*exe);
-  LibraryKernels *vo_library = nullptr;
-  if ((o.kernels == KernelMode::Library || o.kernels == KernelMode::Auto) && library.count() == 0) {
-    // Nothing for oneDNN in this executable: do not even start it.
-  } else if (o.kernels == KernelMode::Library || o.kernels == KernelMode::Auto) {
-    std::string why;
-    if (library.init(why)) {
-      LibraryKernels::setThreads(threads);
-      vo_library = &library;
-    } else {
-      std::cerr << "nimble-run: warning: running the other kernels instead of oneDNN: " << why << "\n";
-    }
-  }
-  TuningTable tuning;
+  RunSettings rs;
+  rs.kernels = o.kernels;
+  rs.threads = o.threads;
+  rs.maxCallDepth = o.maxDepth;
+  rs.maxInstructions = o.maxInstructions;
+  rs.profile = o.profile;
+  rs.gather = o.gather;
+  rs.trace = o.trace;
+  rs.traceStream = &std::cerr;
+  std::vector<std::string> warnings;
+  Program::Lease lease = program->lease(rs, &warnings);
+  for (const std::string &w : warnings) std::cerr << "nimble-run: warning: " << w << "\n";
+  TuningTable &tuning = program->tuning();
   if (!o.tuning.empty() && access(o.tuning.c_str(), F_OK) == 0 && !tuning.load(o.tuning, error)) {
     std::cerr << "nimble-run: error: " << error << "\n";
     return kExitError;
   }
-  VMOptions vo;
-  vo.native = vo_native;
-  vo.library = vo_library;
-  vo.kernels = o.kernels;
-  vo.tuning = &tuning;
-  vo.threads = threads;
-  vo.device = device.get();
-  vo.hostDevices = hostDevices;
-  vo.maxCallDepth = o.maxDepth;
-  vo.maxInstructions = o.maxInstructions;
-  vo.profile = o.profile;
-  vo.gather = o.gather;
-  vo.trace = o.trace;
-  vo.traceStream = &std::cerr;
-  VirtualMachine vm(exe, vo);
+  VirtualMachine &vm = lease.vm();
+  LibraryKernels *library = lease.library();
   if (!o.instances.empty()) {
-    int rc = runInstancesTool(o, vm, fn, std::move(instances), badInstances, vo_library);
+    int rc = runInstancesTool(o, vm, fn, std::move(instances), badInstances, library);
     if (rc == kExitOk && !o.tuning.empty() && tuning.measured() > 0 && !tuning.save(o.tuning, error)) {
       std::cerr << "nimble-run: error: " << error << "\n";
       return kExitError;
@@ -879,13 +628,13 @@ int runTool(int argc, char **argv) {
     }
     if (i < expected.size()) {
       std::string why;
-      if (!compare(*results[i], *expected[i], o.tolerance, what, why)) {
+      if (!compareValues(*results[i], *expected[i], o.tolerance, what, why)) {
         std::cerr << "nimble-run: error: " << why << "\n";
         ok = false;
       }
     }
   }
-  if (o.profile) printProfile(vm, runs, vo_library);
+  if (o.profile) std::fputs(profileText(vm, runs, library).c_str(), stderr);
   if (!o.tuning.empty() && tuning.measured() > 0 && !tuning.save(o.tuning, error)) {
     std::cerr << "nimble-run: error: " << error << "\n";
     return kExitError;

@@ -2,20 +2,19 @@
 //
 // parse -> verify -> pipeline for the -O level -> manifest-memory ->
 // place-devices -> bytecode emission -> verify the executable -> write it atomically.
+// The stages are the compiler driver's (tools/driver/Compiler.h, shared with
+// the Python module); this file parses the flags and writes the outputs.
 // docs/nimblec.md is the manual; --help below says the same.
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/BytecodeEmitter.h"
-#include "codegen/Safetensors.h"
 #include "codegen/llvm/CudaCodegen.h"
 #include "codegen/llvm/NativeCodegen.h"
-#include "ir/Parser.h"
 #include "ir/Printer.h"
-#include "ir/Verifier.h"
 #include "passes/Pass.h"
 #include "passes/Statistic.h"
 #include "tools/ToolSupport.h"
+#include "tools/driver/Compiler.h"
 #include "vm/Disassembler.h"
 #include "vm/Format.h"
 
@@ -91,15 +90,9 @@ struct Options {
   int optLevel = 2;
   bool stats = false, printPipeline = false, printBatching = false;
   std::string passes; // --passes: replaces the -O level's pipeline
-  passes::PassManagerOptions pm = [] {
-    passes::PassManagerOptions p;
-    p.verifyEach = false; // --verify-each
-    // Without it (llc's and clang's default: verifying after every pass was
-    // a quarter of the compile time of large programs), the output of the
-    // whole pipeline is verified once before anything is emitted from it.
-    p.verifyAfterPipeline = true;
-    return p;
-  }();
+  // --verify-each off, the pipeline's output verified once (the driver's
+  // defaults).
+  passes::PassManagerOptions pm = driver::CompileOptions::defaultPassManagerOptions();
 };
 
 int usageError(const std::string &msg) { return tools::usageError("nimblec", msg); }
@@ -198,70 +191,9 @@ int parseArgs(int argc, char **argv, Options &o) {
   return -1;
 }
 
-/// The pipeline of each -O level (docs/nimblec.md). manifest-memory comes
-/// after the optimizations: it changes the calling convention, which the other
-/// passes do not model (its kills would not survive CSE). place-devices runs
-/// at every level, on the explicit-memory IR (a no-op for --target=cpu), and
-/// plan-memory after it (it plans per device).
-///
-/// auto-batch (docs/autobatch.md) ends the CPU pipelines of -O1 and up: it
-/// adds a batched variant of each kernel that can run many instances' calls
-/// at once, for nimble-run --instances; -O0 executables run instances one
-/// call at a time.
-std::string pipelineFor(int level, const std::string &target, bool batchRemarks = false) {
-  std::string place = ",place-devices{target=" + target + "}";
-  std::string batch = target != "cpu" ? "" : batchRemarks ? ",auto-batch{remarks=true}" : ",auto-batch";
-  // dynamic_update_slice, which distribution stacks rows with, has no device
-  // form yet: on cuda the split loops would copy through the host.
-  std::string distribute = target != "cpu" ? "" : "loop-distribute,";
-  switch (level) {
-  case 0: return "type-infer,manifest-memory" + place;
-  case 1: return "type-infer,canonicalize,cse,dce,manifest-memory" + place + batch;
-  default:
-    return "inline,type-infer,canonicalize,cse,dce,licm," + distribute +
-           "batch-input-projection,cse,dce,type-infer,fuse,manifest-memory{kills=false}" +
-           place + ",plan-memory" + batch;
-  }
-}
-
 std::string dirOf(const std::string &path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-/// Loads every external constant, checking names, dtypes and shapes.
-bool loadWeights(const ir::Module &m, const std::string &dir, codegen::GlobalData &data,
-                 ir::DiagnosticEngine &diag) {
-  std::map<std::string, std::unique_ptr<codegen::SafetensorsFile>> files;
-  for (auto &g : m.globals()) {
-    if (!g->isExternal()) continue;
-    std::string path = g->file();
-    if (path.empty() || path[0] != '/') path = dir + "/" + path;
-    auto &file = files[path];
-    if (!file) {
-      file = std::make_unique<codegen::SafetensorsFile>();
-      std::string err;
-      if (!file->load(path, err)) {
-        diag.error(g->declLoc(), "constant @" + g->name() + ": " + err);
-        return false;
-      }
-    }
-    const auto *e = file->find(g->key());
-    if (!e) {
-      diag.error(g->declLoc(), "constant @" + g->name() + ": no tensor '" + g->key() + "' in '" + path + "'");
-      return false;
-    }
-    ir::Type t = g->type();
-    if (e->dtype != t.dtype() || e->shape != t.dims()) {
-      diag.error(g->declLoc(), "constant @" + g->name() + ": tensor '" + g->key() + "' in '" + path +
-                                   "' is " + formatSig({e->dtype, e->shape}) + " but the constant is declared " +
-                                   t.str());
-      return false;
-    }
-    const uint8_t *p = file->data(*e);
-    data[g.get()] = std::vector<uint8_t>(p, p + (e->end - e->begin));
-  }
-  return true;
 }
 
 } // namespace
@@ -271,81 +203,60 @@ int main(int argc, char **argv) {
   int early = parseArgs(argc, argv, o);
   if (early >= 0) return early;
 
-  const std::string pipeline = o.passes.empty() ? pipelineFor(o.optLevel, o.target, o.printBatching) : o.passes;
+  driver::CompileOptions copts;
+  copts.optLevel = o.optLevel;
+  copts.target = o.target;
+  copts.kernels = o.kernels;
+  copts.mcpu = o.mcpu;
+  copts.mattr = o.mattr;
+  copts.cudaArch = o.cudaArch;
+  copts.ptxas = o.ptxas;
+  copts.weightsDir = !o.weightsDir.empty() ? o.weightsDir : o.input == "-" ? "." : dirOf(o.input);
+  copts.passes = o.passes;
+  copts.printBatching = o.printBatching;
+  copts.pm = o.pm;
   if (o.printPipeline) {
-    std::cout << pipeline << "\n";
+    std::cout << driver::pipelineOf(copts) << "\n";
     return kExitOk;
   }
 
   std::string text, error;
-  if (!o.passes.empty()) {
-    // Check the pipeline before reading the input: a bad one is a usage error.
-    ir::DiagnosticEngine quiet(nullptr, std::cerr);
-    passes::PassManager probe(quiet, std::cerr);
-    if (!probe.parsePipeline(o.passes, error)) {
-      if (size_t at = error.find("(see --list-passes)"); at != std::string::npos)
-        error.replace(at, 19, "(see nimble-opt --list-passes)");
-      return usageError("--passes: " + error);
-    }
-    bool manifests = false;
-    for (const auto &p : probe.passes()) manifests |= p->name() == "manifest-memory";
-    if (!manifests)
-      return usageError("--passes: the pipeline must run manifest-memory (bytecode needs explicit memory)");
-  }
+  // Check the pipeline before reading the input: a bad one is a usage error.
+  if (!o.passes.empty() && !driver::checkCustomPipeline(o.passes, error)) return usageError(error);
   if (!readInput(o.input, text, error)) {
     std::cerr << "nimblec: error: " << error << "\n";
     return kExitError;
   }
-  std::string name = displayName(o.input);
-  ir::SourceMgr sm;
-  sm.addBuffer(name, std::move(text)); // the only copy: a source of a million ops is 30 MB
-  ir::DiagnosticEngine diag(&sm, std::cerr);
-  ir::Context ctx;
-  ExitOwned<ir::Module> m(ir::parseModule(*sm.buffer(name), name, ctx, diag));
-  ir::VerifyOptions parsed;
-  parsed.structureVerified = true; // by parseModule
-  if (!m || ir::failed(ir::verifyModule(*m, diag, parsed))) return kExitError;
-
-  passes::PassManager pm(diag, std::cerr, o.pm);
-  if (!pm.parsePipeline(pipeline, error)) {
-    std::cerr << "nimblec: internal error: " << error << "\n";
+  // Never destroyed (ExitOwned): tearing down the module of a big program
+  // object by object costs a good part of a second for nothing.
+  ExitOwned<driver::Compilation> c(std::make_unique<driver::Compilation>(copts, std::cerr));
+  auto fail = [&](const std::string &msg) {
+    std::cerr << "nimblec: " << msg << "\n";
     return kExitError;
-  }
-  bool ok = ir::succeeded(pm.run(*m));
-  if (o.pm.timePasses) pm.printTimings(std::cerr);
+  };
+  if (!c->parse(std::move(text), displayName(o.input))) return kExitError;
+  error.clear();
+  bool ok = c->optimize(error);
+  if (!error.empty()) return fail(error);
+  if (o.pm.timePasses) c->passManager().printTimings(std::cerr);
   if (o.stats) passes::printStatistics(std::cerr);
   if (!ok) return kExitError;
 
   if (o.emit == "nir") {
     ir::PrintOptions popts;
     popts.debugInfo = o.pm.debugInfo;
-    if (!writeOutputAtomically(o.output, ir::printModuleToString(*m, popts), error)) {
-      std::cerr << "nimblec: error: " << error << "\n";
-      return kExitError;
-    }
+    if (!writeOutputAtomically(o.output, ir::printModuleToString(c->module(), popts), error))
+      return fail("error: " + error);
     return kExitOk;
   }
 
-  codegen::GlobalData weights;
-  std::string wdir = !o.weightsDir.empty() ? o.weightsDir : o.input == "-" ? "." : dirOf(o.input);
-  if (!loadWeights(*m, wdir, weights, diag)) return kExitError;
-  vm::Executable exe;
-  if (ir::failed(codegen::emitExecutable(*m, weights, exe, diag))) return kExitError;
-  if (!vm::verify(exe, error)) {
-    std::cerr << "nimblec: internal error: the emitted executable is invalid: " << error << "\n";
-    return kExitError;
-  }
+  error.clear();
+  if (!c->emitBytecode(error)) return error.empty() ? kExitError : fail(error);
+  vm::Executable &exe = c->executable();
   if (o.kernels == "native") {
-    codegen::NativeOptions nopts;
-    nopts.cpu = o.mcpu;
-    nopts.attrs = o.mattr;
-    nopts.optLevel = o.optLevel;
     codegen::NativeResult nres;
     bool link = o.emit == "bytecode" || o.emit == "asm";
-    if (!codegen::generateNativeKernels(*m, exe, nopts, link, nres, error)) {
-      std::cerr << "nimblec: error: " << error << "\n";
-      return kExitError;
-    }
+    if (!c->generateNative(link, nres, error)) return fail(error);
     if (o.stats)
       std::cerr << "native kernels: " << nres.nativeKernels << ", reference kernels: "
                 << nres.referenceKernels << "\n"
@@ -355,27 +266,13 @@ int main(int argc, char **argv) {
     if (o.emit == "llvm" || o.emit == "obj") {
       std::string text = o.emit == "llvm" ? nres.llvmIR
                                           : std::string(nres.object.begin(), nres.object.end());
-      if (!writeOutputAtomically(o.output, text, error)) {
-        std::cerr << "nimblec: error: " << error << "\n";
-        return kExitError;
-      }
+      if (!writeOutputAtomically(o.output, text, error)) return fail("error: " + error);
       return kExitOk;
-    }
-    if (!vm::verify(exe, error)) {
-      std::cerr << "nimblec: internal error: the native-code table is invalid: " << error << "\n";
-      return kExitError;
     }
   }
   if (o.target == "cuda") {
-    codegen::CudaOptions copts;
-    copts.arch = o.cudaArch;
-    copts.optLevel = o.optLevel;
-    copts.ptxas = o.emit == "ptx" ? "none" : o.ptxas;
     codegen::CudaResult cres;
-    if (!codegen::generateCudaKernels(*m, exe, copts, cres, error)) {
-      std::cerr << "nimblec: error: " << error << "\n";
-      return kExitError;
-    }
+    if (!c->generateCuda(o.emit != "ptx", cres, error)) return fail(error);
     if (o.stats) {
       std::cerr << "cuda kernels: " << cres.generated << " generated, " << cres.cublas << " cuBLAS, "
                 << cres.missing << " without a device form; "
@@ -384,15 +281,8 @@ int main(int argc, char **argv) {
       for (const auto &[kname, why] : cres.reasons) std::cerr << "  no device form @" << kname << ": " << why << "\n";
     }
     if (o.emit == "ptx") {
-      if (!writeOutputAtomically(o.output, cres.ptx, error)) {
-        std::cerr << "nimblec: error: " << error << "\n";
-        return kExitError;
-      }
+      if (!writeOutputAtomically(o.output, cres.ptx, error)) return fail("error: " + error);
       return kExitOk;
-    }
-    if (!vm::verify(exe, error)) {
-      std::cerr << "nimblec: internal error: the cuda-code table is invalid: " << error << "\n";
-      return kExitError;
     }
   }
   // Into the file as it is made (vm::writeExecutable): a copy of a big .nbc
@@ -401,10 +291,8 @@ int main(int argc, char **argv) {
   // memory, written from where they were made.
   if (o.emit != "asm" && isRegularOutput(o.output)) {
     if (!writeOutputAtomicallyWith(
-            o.output, [&](int fd, std::string &why) { return vm::writeExecutable(fd, exe, why); }, error)) {
-      std::cerr << "nimblec: error: " << error << "\n";
-      return kExitError;
-    }
+            o.output, [&](int fd, std::string &why) { return vm::writeExecutable(fd, exe, why); }, error))
+      return fail("error: " + error);
     return kExitOk;
   }
   std::string asmText;
@@ -413,9 +301,6 @@ int main(int argc, char **argv) {
   else bytes = vm::serialize(exe);
   std::string_view out = o.emit == "asm" ? std::string_view(asmText)
                                          : std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-  if (!writeOutputAtomically(o.output, out, error)) {
-    std::cerr << "nimblec: error: " << error << "\n";
-    return kExitError;
-  }
+  if (!writeOutputAtomically(o.output, out, error)) return fail("error: " + error);
   return kExitOk;
 }

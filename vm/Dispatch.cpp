@@ -87,6 +87,7 @@ bool TuningTable::load(const std::string &path, std::string &error) {
               "' (expected reference, native or library)";
       return false;
     }
+    std::lock_guard<std::mutex> lock(mu_);
     decisions_[{std::string(words[0]), std::string(words[1])}] = i;
   }
   return true;
@@ -117,6 +118,7 @@ bool TuningTable::save(const std::string &path, std::string &error) const {
       return false;
     }
     out << kTuningHeader << "\n";
+    std::lock_guard<std::mutex> lock(mu_);
     for (const auto &[key, impl] : decisions_)
       out << key.first << " " << key.second << " " << kernelImplName(impl) << "\n";
     out.flush();
@@ -135,6 +137,7 @@ bool TuningTable::save(const std::string &path, std::string &error) const {
 }
 
 bool TuningTable::lookup(const std::string &kernel, const std::string &bucket, KernelImpl &impl) const {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = decisions_.find({kernel, bucket});
   if (it == decisions_.end()) return false;
   impl = it->second;
@@ -142,6 +145,7 @@ bool TuningTable::lookup(const std::string &kernel, const std::string &bucket, K
 }
 
 void TuningTable::set(const std::string &kernel, const std::string &bucket, KernelImpl impl) {
+  std::lock_guard<std::mutex> lock(mu_);
   decisions_[{kernel, bucket}] = impl;
 }
 

@@ -34,6 +34,7 @@
 #include "vm/NativeKernels.h"
 
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,8 @@ bool parseKernelMode(const std::string &s, KernelMode &m);
 bool readTextFile(const std::string &path, std::string &text, std::string &error);
 
 /// Decisions of `auto`: (kernel name, shape bucket) -> implementation.
+/// Thread-safe: the VMs of several threads running one program may share
+/// one table (tools/driver/Runtime.h), so each bucket is measured once.
 class TuningTable {
 public:
   /// Reads a table written by save(). On a malformed line returns false with
@@ -66,12 +69,22 @@ public:
   bool save(const std::string &path, std::string &error) const;
   bool lookup(const std::string &kernel, const std::string &bucket, KernelImpl &impl) const;
   void set(const std::string &kernel, const std::string &bucket, KernelImpl impl);
-  size_t size() const { return decisions_.size(); }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return decisions_.size();
+  }
   /// Decisions made by measurement in this process (not loaded).
-  size_t measured() const { return measured_; }
-  void noteMeasured() { ++measured_; }
+  size_t measured() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return measured_;
+  }
+  void noteMeasured() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++measured_;
+  }
 
 private:
+  mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, KernelImpl> decisions_;
   size_t measured_ = 0;
 };

@@ -58,6 +58,7 @@ bool cpuHasFeature(const std::string &f) {
 
 NativeKernels::~NativeKernels() {
   if (handle_) dlclose(handle_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 size_t NativeKernels::count() const {
@@ -104,12 +105,13 @@ bool NativeKernels::load(const Executable &exe, std::string &reason) {
   }
   std::string path = "/proc/self/fd/" + std::to_string(fd);
   handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ::close(fd);
   if (!handle_) {
+    ::close(fd);
     const char *e = dlerror();
     reason = std::string("cannot map the native code: ") + (e ? e : "dlopen failed");
     return false;
   }
+  fd_ = fd;
   fns_.assign(exe.kernels.size(), nullptr);
   for (const NativeCode::Entry &en : n.entries) {
     void *sym = dlsym(handle_, en.symbol.c_str());

@@ -45,6 +45,10 @@ public:
 
 private:
   void *handle_ = nullptr;
+  /// The memfd the object was mapped from, open while it is loaded: dlopen
+  /// knows objects by path (/proc/self/fd/N), so a second executable's code
+  /// mapped from a reused descriptor number would get the first's object.
+  int fd_ = -1;
   std::vector<nimble_kernel_fn> fns_;
   std::vector<nimble_kernel_fn> gatherFns_;
 };
