@@ -153,7 +153,13 @@ TensorRef toTensor(const Executable &exe, const TypeDesc &t, py::handle obj, con
     }
   } else {
     try {
-      arr = py::array::ensure(obj);
+      // A DLPack producer (a torch tensor, a JAX array on the CPU) through
+      // numpy.from_dlpack (no copy); anything else with the buffer protocol
+      // or numpy's array interface through numpy.asarray.
+      if (py::hasattr(obj, "__dlpack__"))
+        arr = py::module_::import("numpy").attr("from_dlpack")(obj);
+      else
+        arr = py::array::ensure(obj);
     } catch (py::error_already_set &) {
     }
     if (!arr) {

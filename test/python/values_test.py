@@ -124,8 +124,21 @@ class ValuesTest(unittest.TestCase):
         raw[...] = x
         self.assertFalse(raw.flags.aligned)
         np.testing.assert_array_equal(self.exe.run("add", raw, raw), x + x)
-        # Not a numpy array: anything numpy turns into one.
+        # Not a numpy array: anything numpy turns into one (the buffer
+        # protocol), and DLPack producers (torch, JAX: numpy.from_dlpack).
         np.testing.assert_array_equal(self.exe.run("add", memoryview(x), x), x + x)
+
+        class Producer:  # only DLPack's two methods, as a foreign tensor has
+            def __init__(self, a):
+                self.a = a
+
+            def __dlpack__(self, stream=None):
+                return self.a.__dlpack__()
+
+            def __dlpack_device__(self):
+                return self.a.__dlpack_device__()
+
+        np.testing.assert_array_equal(self.exe.run("add", Producer(x), Producer(x)), x + x)
 
     def test_borrowed_inputs_are_not_results(self):
         # A result that is an argument (or shares its buffer) is a copy: the
