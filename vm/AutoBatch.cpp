@@ -485,7 +485,7 @@ struct VirtualMachine::Scheduler {
     bool rerun = false;
     size_t failed = SIZE_MAX;
     Status st = runNativeKernel(k, gatherFn(kb), ins, outs, vm.kctx_, &failed, &rerun,
-                                vm.gatherMemos_[kb].get(), &data);
+                                vm.gatherMemos_[kb].get(), &data, vm.opts_.native->signature(kb));
     if (vm.opts_.profile)
       vm.profileKernelCall(kb, KernelImpl::Native, since(t0), "(gathered " + std::to_string(total) + " rows)");
     if (!st.ok() || rerun) return Gathered::Failed;

@@ -184,7 +184,8 @@ bool KernelDispatcher::runImpl(KernelImpl impl, uint32_t k, const std::vector<Te
     nimble_kernel_fn fn = native_ ? native_->get(k) : nullptr;
     if (!fn) return false;
     bool rerun = true;
-    st = runNativeKernel(exe_.kernels[k], fn, ins, outs, ctx, failedMember, &rerun, &memos_[k]);
+    st = runNativeKernel(exe_.kernels[k], fn, ins, outs, ctx, failedMember, &rerun, &memos_[k], nullptr,
+                         native_->signature(k));
     return !rerun;
   }
   case KernelImpl::Library: {

@@ -333,10 +333,8 @@ void writeSignatures(ByteWriter &w, const Executable &e) {
   }
 }
 
-void writeKernels(ByteWriter &w, const Executable &e) {
-  w.u32(static_cast<uint32_t>(e.kernels.size()));
-  for (const KernelDesc &k : e.kernels) {
-    w.str(k.name);
+// One kernel's record without its name (writeKernels; kernelDigest).
+void writeKernelBody(ByteWriter &w, const KernelDesc &k) {
     w.u32(k.numInputs);
     // One dtype byte per input. A malformed in-memory kernel (fewer dtypes
     // than inputs) writes what it has, which the reader then refuses; it never
@@ -358,6 +356,13 @@ void writeKernels(ByteWriter &w, const Executable &e) {
     }
     w.u32(static_cast<uint32_t>(k.outputs.size()));
     for (uint32_t v : k.outputs) w.u32(v);
+}
+
+void writeKernels(ByteWriter &w, const Executable &e) {
+  w.u32(static_cast<uint32_t>(e.kernels.size()));
+  for (const KernelDesc &k : e.kernels) {
+    w.str(k.name);
+    writeKernelBody(w, k);
   }
 }
 
@@ -615,6 +620,16 @@ static void writeFile(ByteWriter &w, const Executable &exe) {
   assert((w.streaming() || w.b.capacity() == reserved) && "bulkSizeBound is below what the sections took");
   (void)reserved;
   w.patch64(nbc::kOffFileSize, w.size());
+}
+
+uint64_t kernelDigest(const KernelDesc &k) {
+  ByteWriter w;
+  writeKernelBody(w, k);
+  // FNV-1a, 64 bits: a check against skew and bad builds, not against an
+  // adversary (who could change the native code itself; docs/VM.md).
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint8_t b : w.b) h = (h ^ b) * 0x100000001b3ull;
+  return h;
 }
 
 std::vector<uint8_t> serialize(const Executable &exe) {

@@ -102,6 +102,12 @@ uint32_t crc32c(const uint8_t *data, size_t size, uint32_t crc = 0);
 /// fallback on machines that never take it).
 uint32_t crc32cPortable(const uint8_t *data, size_t size, uint32_t crc = 0);
 
+/// A digest of kernel `k`'s table record without its name (FNV-1a over the
+/// bytes the kernels section stores for it): the native code carries the
+/// digest of the entry it was generated from, and the loader compares
+/// (vm/NativeKernels.cpp; issue 51 §3).
+uint64_t kernelDigest(const KernelDesc &k);
+
 /// Recomputes the header checksum of a serialized executable in place (for
 /// tools and tests that patch bytes). Does nothing if `size` is too small to
 /// hold a header.

@@ -2,6 +2,9 @@
 
 #include "vm/NativeKernels.h"
 
+#include "vm/ElfCheck.h"
+#include "vm/Format.h"
+
 #include "ir/ShapeFns.h"
 #include "vm/ThreadPool.h"
 
@@ -61,6 +64,52 @@ NativeKernels::~NativeKernels() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+bool NativeKernels::checkSignatures(const Executable &exe, std::string &reason) {
+  const NativeCode &n = exe.native;
+  std::string_view text;
+  if (!findElfSection(n.object.data(), n.object.size(), kNativeSigSection, text, reason)) {
+    if (reason.find("no " + std::string(kNativeSigSection)) != std::string::npos)
+      reason += " (made by an older nimblec?): its kernels cannot be checked against the kernel table";
+    return false;
+  }
+  std::string why;
+  if (!parseNativeSignatures(text, sigs_, why)) {
+    reason = "the native-code object's kernel signatures are malformed: " + why;
+    return false;
+  }
+  sigIndex_.assign(exe.kernels.size(), -1);
+  for (size_t i = 0; i < sigs_.size(); ++i) {
+    const NativeSignature &s = sigs_[i];
+    if (s.kernel >= exe.kernels.size() || sigIndex_[s.kernel] >= 0) {
+      reason = "the native-code object's kernel signatures name kernel " + std::to_string(s.kernel) +
+               " twice or out of range";
+      return false;
+    }
+    sigIndex_[s.kernel] = static_cast<int32_t>(i);
+  }
+  for (const NativeCode::Entry &en : n.entries) {
+    const KernelDesc &k = exe.kernels[en.kernel];
+    const NativeSignature *s = signature(en.kernel);
+    auto mismatch = [&](const std::string &what) {
+      reason = "native kernel " + std::to_string(en.kernel) + " ('" + en.symbol +
+               "') does not match the kernel table: " + what;
+      return false;
+    };
+    if (!s) return mismatch("the object has no signature for it");
+    if (s->symbol != en.symbol) return mismatch("the object's signature is for '" + s->symbol + "'");
+    if (s->digest != kernelDigest(k)) return mismatch("its members differ from those it was compiled for");
+    if (s->inputs.size() != k.numInputs || s->outputs.size() != k.outputs.size() + (k.upperBound ? 1 : 0))
+      return mismatch("compiled for " + std::to_string(s->inputs.size()) + " inputs and " +
+                      std::to_string(s->outputs.size()) + " outputs, the table has " +
+                      std::to_string(k.numInputs) + " and " + std::to_string(k.outputs.size()));
+    for (size_t i = 0; i < k.numInputs && i < k.inputDTypes.size(); ++i)
+      if (s->inputs[i].dtype != k.inputDTypes[i])
+        return mismatch("input " + std::to_string(i) + " is " + std::string(dtypeName(k.inputDTypes[i])) +
+                        " in the table, " + std::string(dtypeName(s->inputs[i].dtype)) + " in the code");
+  }
+  return true;
+}
+
 size_t NativeKernels::count() const {
   size_t n = 0;
   for (auto f : fns_) n += f != nullptr;
@@ -88,6 +137,9 @@ bool NativeKernels::load(const Executable &exe, std::string &reason) {
     reason = "the native-code object is not an x86-64 shared object";
     return false;
   }
+  // Before anything maps it: the structures dlopen and dlsym walk
+  // (ElfCheck.h), then what each entry was compiled for against the table.
+  if (!checkElfSharedObject(o.data(), o.size(), reason) || !checkSignatures(exe, reason)) return false;
   int fd = memfd_create("nimble-kernels", MFD_CLOEXEC);
   if (fd < 0) {
     reason = std::string("memfd_create failed: ") + std::strerror(errno);
@@ -231,10 +283,32 @@ bool describeCall(const KernelDesc &k, const std::vector<Tensor *> &ins, const s
 
 } // namespace
 
+namespace {
+
+/// `t` has the dtype, rank and static dims the code was compiled for.
+bool matches(const Tensor &t, const NativeBufferSig &s) {
+  if (t.dtype() != s.dtype || t.shape().size() != s.dims.size()) return false;
+  for (size_t d = 0; d < s.dims.size(); ++d)
+    if (s.dims[d] != kDynamic && s.dims[d] != t.shape()[d]) return false;
+  return true;
+}
+
+bool matchesSignature(const NativeSignature &sig, const std::vector<Tensor *> &ins,
+                      const std::vector<Tensor *> &outs) {
+  if (sig.inputs.size() != ins.size() || sig.outputs.size() < outs.size()) return false;
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (!matches(*ins[i], sig.inputs[i])) return false;
+  for (size_t o = 0; o < outs.size(); ++o)
+    if (!matches(*outs[o], sig.outputs[o])) return false;
+  return true;
+}
+
+} // namespace
+
 Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vector<Tensor *> &ins,
                        const std::vector<Tensor *> &outs, KernelContext &ctx,
                        size_t *failedMember, bool *rerun, NativeCallMemo *memo,
-                       const std::vector<const void *> *gathered) {
+                       const std::vector<const void *> *gathered, const NativeSignature *sig) {
   *rerun = false;
   if (ins.size() != k.numInputs || outs.size() != k.outputs.size()) {
     *rerun = true; // the reference path words this error
@@ -263,7 +337,7 @@ Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vect
     // Shapes of every value, by the members' shape functions; anything they
     // reject, the reference path words exactly.
     m.valid = false;
-    if (!describeCall(k, ins, outs, m)) {
+    if ((sig && !matchesSignature(*sig, ins, outs)) || !describeCall(k, ins, outs, m)) {
       *rerun = true;
       return Status::success();
     }

@@ -19,6 +19,7 @@
 #include "vm/Executable.h"
 #include "vm/Kernel.h"
 #include "vm/KernelABI.h"
+#include "vm/NativeSignature.h"
 
 #include <string>
 #include <vector>
@@ -42,9 +43,20 @@ public:
   /// or null: an optional symbol of the object.
   nimble_kernel_fn getGathered(uint32_t k) const { return k < gatherFns_.size() ? gatherFns_[k] : nullptr; }
   size_t count() const;
+  /// What kernel `k`'s native entry was compiled for (NativeSignature.h),
+  /// or null when it has none.
+  const NativeSignature *signature(uint32_t k) const {
+    return k < sigIndex_.size() && sigIndex_[k] >= 0 ? &sigs_[static_cast<size_t>(sigIndex_[k])] : nullptr;
+  }
 
 private:
+  /// Reads the object's signature section and compares every entry with
+  /// the kernel table; false with a reason on the first mismatch.
+  bool checkSignatures(const Executable &exe, std::string &reason);
+
   void *handle_ = nullptr;
+  std::vector<NativeSignature> sigs_;
+  std::vector<int32_t> sigIndex_; // per kernel: its entry in sigs_, or -1
   /// The memfd the object was mapped from, open while it is loaded: dlopen
   /// knows objects by path (/proc/self/fd/N), so a second executable's code
   /// mapped from a reused descriptor number would get the first's object.
@@ -100,10 +112,15 @@ struct NativeCallMemo {
 /// entry per input and then per output: a non-null one replaces that
 /// buffer's data pointer (it is the buffer's row table; the tensor passed for
 /// it only gives its shape).
+/// `sig` (the object's signature of the entry), when given, is checked on
+/// every call whose shapes are not the memo's: each buffer's dtype, rank
+/// and static dims must be what the code was compiled for, else the call
+/// goes to the reference path (which words any real shape error).
 Status runNativeKernel(const KernelDesc &k, nimble_kernel_fn fn, const std::vector<Tensor *> &ins,
                        const std::vector<Tensor *> &outs, KernelContext &ctx,
                        size_t *failedMember, bool *rerun, NativeCallMemo *memo = nullptr,
-                       const std::vector<const void *> *gathered = nullptr);
+                       const std::vector<const void *> *gathered = nullptr,
+                       const NativeSignature *sig = nullptr);
 
 } // namespace nimble::vm
 

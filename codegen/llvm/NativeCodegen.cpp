@@ -20,10 +20,15 @@
 
 #include "codegen/llvm/KernelGen.h"
 #include "passes/Analysis.h"
+#include "vm/Format.h"
+#include "vm/NativeSignature.h"
 
 #include <lld/Common/Driver.h>
 #include <llvm/ADT/SmallString.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/LegacyPassManager.h>
+#include <llvm/Transforms/Utils/ModuleUtils.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/MC/MCSubtargetInfo.h>
@@ -275,6 +280,36 @@ bool generateNativeKernels(const ir::Module &m, vm::Executable &exe, const Nativ
     }
     ++out.referenceKernels;
     out.reasons.push_back({k.name, reason});
+  }
+
+  // What each entry was compiled for, in a section of its own that the
+  // loader reads before mapping the object (vm/NativeSignature.h).
+  if (!native.entries.empty()) {
+    std::vector<vm::NativeSignature> sigs;
+    auto bufferSig = [](ir::Type t) {
+      vm::NativeBufferSig b;
+      b.dtype = t.dtype();
+      for (int64_t d : t.dims()) b.dims.push_back(d);
+      return b;
+    };
+    for (const vm::NativeCode::Entry &en : native.entries) {
+      const vm::KernelDesc &k = exe.kernels[en.kernel];
+      const ir::Function *f = m.lookupFunction(k.name);
+      vm::NativeSignature sig;
+      sig.kernel = en.kernel;
+      sig.symbol = en.symbol;
+      sig.digest = vm::kernelDigest(k);
+      for (ir::Type t : f->argTypes()) sig.inputs.push_back(bufferSig(t));
+      for (ir::Type t : f->resultTypes()) sig.outputs.push_back(bufferSig(t));
+      sigs.push_back(std::move(sig));
+    }
+    llvm::Constant *text =
+        llvm::ConstantDataArray::getString(ctx, vm::formatNativeSignatures(sigs), /*AddNull=*/false);
+    auto *gv = new llvm::GlobalVariable(*mod, text->getType(), /*isConstant=*/true,
+                                        llvm::GlobalValue::PrivateLinkage, text, "nimble_kernel_sigs");
+    gv->setSection(vm::kNativeSigSection);
+    gv->setAlignment(llvm::Align(1));
+    llvm::appendToUsed(*mod, {gv});
   }
 
   optimizeKernelModule(*mod, *tm, opts.optLevel);

@@ -11,6 +11,9 @@ EDIT is one of
   kernel=I:K         point entry I at kernel K
   object-byte=O:V    set byte O of the object to V (no checksum repair with
                      the `raw-` prefix: raw-object-byte=O:V)
+  object-u64=O:V     set the little-endian u64 at byte O of the object to V
+  table-op=OLD:NEW   rename the first kernel-table member op OLD to NEW (same
+                     length: the table then no longer matches the object)
 and the checksum is recomputed (CRC-32C of everything after the header), so
 that the loader's own checks, not the checksum, are what the test exercises.
 """
@@ -18,6 +21,7 @@ import struct
 import sys
 
 NATIVE_CODE = 8
+KERNELS = 5
 HEADER = 40
 
 
@@ -44,6 +48,8 @@ def main():
         kind, _, off, size = struct.unpack_from("<IIQQ", b, at)
         if kind == NATIVE_CODE:
             entry, start, end = at, off, off + size
+        if kind == KERNELS:
+            kstart, kend = off, off + size
     if entry is None:
         sys.exit("no native-code section in " + src)
     pos = start
@@ -100,6 +106,17 @@ def main():
         o, v = value.split(":")
         b[obj + int(o)] = int(v)
         fix = name == "object-byte"
+    elif name == "object-u64":
+        o, v = value.split(":")
+        struct.pack_into("<Q", b, obj + int(o), int(v))
+    elif name == "table-op":
+        old, new = value.split(":")
+        assert len(old) == len(new), "same length only"
+        pat = struct.pack("<I", len(old)) + old.encode()
+        at = b.find(pat, kstart, kend)
+        if at < 0:
+            sys.exit("no member op " + old)
+        b[at + 4:at + 4 + len(new)] = new.encode()
     else:
         sys.exit("unknown edit " + edit)
     if fix:
