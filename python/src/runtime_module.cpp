@@ -680,12 +680,26 @@ PYBIND11_MODULE(_runtime, m) {
       .def("_adts", &PyExecutable::adts)
       .def("run", &PyExecutable::run, py::arg("function"), py::arg("threads") = 1,
            py::arg("kernels") = "auto", py::arg("profile") = false, py::arg("max_call_depth") = 10000,
-           py::arg("max_instructions") = 0)
+           py::arg("max_instructions") = 0,
+           "run(function, *inputs, threads=1, kernels='auto', profile=False, max_call_depth=10000, "
+           "max_instructions=0)\n\nRuns `function` on `inputs` (numpy arrays; ADT values as ('Ctor', "
+           "fields...) tuples) as nimble-run does. Returns the result, or a tuple of them when there "
+           "are several; with profile=True, (results, profile dict). Raises nimble.Error subclasses. "
+           "docs/python.md.")
       .def("run_many", &PyExecutable::runMany, py::arg("function"), py::arg("instances"), py::kw_only(),
            py::arg("threads") = 1, py::arg("kernels") = "auto", py::arg("auto_batch") = true,
-           py::arg("errors") = "raise", py::arg("profile") = false)
-      .def("load_tuning", &PyExecutable::loadTuning, py::arg("path"))
-      .def("save_tuning", &PyExecutable::saveTuning, py::arg("path"))
-      .def_property_readonly("tuning_decisions", &PyExecutable::tuningSize);
-  m.def("load", &load, py::arg("source"), py::arg("name") = py::none(), py::return_value_policy::take_ownership);
+           py::arg("errors") = "raise", py::arg("profile") = false,
+           "run_many(function, instances, *, threads=1, kernels='auto', auto_batch=True, errors='raise', "
+           "profile=False)\n\nRuns `function` once per instance (a tuple of its inputs), the instances "
+           "together with their kernel calls batched (nimble-run --instances). Returns one entry per "
+           "instance; a failed instance raises after all ran (errors='raise') or is its exception "
+           "object (errors='return').")
+      .def("load_tuning", &PyExecutable::loadTuning, py::arg("path"),
+           "Reads decisions of kernels='auto' (nimble-run --tuning's file).")
+      .def("save_tuning", &PyExecutable::saveTuning, py::arg("path"),
+           "Writes the decisions of kernels='auto' made so far (nimble-run --tuning's file).")
+      .def_property_readonly("tuning_decisions", &PyExecutable::tuningSize,
+                             "How many (kernel, shape bucket) decisions of kernels='auto' the executable holds.");
+  m.def("load", &load, py::arg("source"), py::arg("name") = py::none(), py::return_value_policy::take_ownership,
+        "Loads and verifies a .nbc from a path or bytes.");
 }
