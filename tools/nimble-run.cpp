@@ -47,6 +47,28 @@ using namespace nimble::vm;
 
 namespace {
 
+/// Prints result `v` as text on stdout. The text of a big tensor may not fit
+/// in memory beside it: a 4 GB output (which the native kernels computed
+/// without the temporaries the reference path needs) ended in a bare
+/// `nimble-run: error: out of memory` (issue 51 §4). Now the message says
+/// which output, its type and size, and the way out.
+bool printResultText(const Executable &exe, const TypeDesc &t, const Object &v, const std::string &what) {
+  std::string text;
+  try {
+    text = printValue(exe, t, v);
+  } catch (const std::bad_alloc &) {
+    text = std::string();
+    const Tensor *x = asTensor(const_cast<Object *>(&v));
+    std::string size = x ? " (" + x->typeString() + ", " + std::to_string(x->numBytes()) + " bytes)" : "";
+    std::fprintf(stderr, "nimble-run: error: out of memory printing %s%s as text; write it to a file with "
+                         "--output=@FILE.npy\n", what.c_str(), size.c_str());
+    return false;
+  }
+  std::printf("%s\n", text.c_str());
+  return true;
+}
+
+
 constexpr const char *kHelp = R"(OVERVIEW: nimble-run - run a Nimble executable (.nbc) on the VM
 
 USAGE: nimble-run [options] <model.nbc>
@@ -426,7 +448,8 @@ int runInstancesTool(const Options &o, VirtualMachine &vm, const VMFunction &fn,
     for (size_t j = 0; j < r.results.size(); ++j) {
       const TypeDesc &t = fn.resultTypes[j];
       if (o.outputDir.empty()) {
-        std::printf("%s\n", printValue(exe, t, *r.results[j]).c_str());
+        if (!printResultText(exe, t, *r.results[j], "instance " + std::to_string(i) + " output " + std::to_string(j)))
+          return kExitError;
         continue;
       }
       std::string base = o.outputDir + "/" + std::to_string(i) + "." + std::to_string(j);
@@ -623,8 +646,8 @@ int runTool(int argc, char **argv) {
         std::cerr << "nimble-run: error: " << error << "\n";
         return kExitError;
       }
-    } else {
-      std::printf("%s\n", printValue(*exe, t, *results[i]).c_str());
+    } else if (!printResultText(*exe, t, *results[i], what)) {
+      return kExitError;
     }
     if (i < expected.size()) {
       std::string why;
