@@ -10,6 +10,10 @@ namespace nimble::onnx_import {
 
 using namespace ir;
 
+namespace {
+int64_t rankOfValue(const Value *v) { return v->type().isTensor() ? v->type().rank() : -1; }
+} // namespace
+
 const onnx::AttributeProto *Conv::attr(const std::string &name) const {
   for (const auto &a : node_.attribute())
     if (a.name() == name) return &a;
@@ -108,6 +112,33 @@ Conv::DimPart Conv::dimOf(Value *x, int64_t axis) {
   int64_t d = x->type().dims()[static_cast<size_t>(axis)];
   if (d != kDynamic) return {d, nullptr};
   return {0, op(OpCode::Dim, {x}, {{"axis", Attr::getInt(axis)}})};
+}
+
+std::optional<std::vector<Conv::DimPart>> Conv::parts(Value *v) const {
+  if (!v || rankOfValue(v) != 1 || !isInteger(v->type().dtype())) return std::nullopt;
+  if (const DenseValue *d = known(v); d && d->numElements() <= 64) {
+    std::vector<DimPart> r;
+    for (int64_t k = 0, n = d->numElements(); k < n; ++k) r.push_back({d->getInt(k), nullptr});
+    return r;
+  }
+  auto it = g_.partsMap().find(v);
+  if (it == g_.partsMap().end()) return std::nullopt;
+  std::vector<DimPart> r;
+  for (const auto &[size, value] : it->second) r.push_back({size, value});
+  return r;
+}
+
+void Conv::setParts(Value *v, std::vector<DimPart> p) {
+  if (!v) return;
+  auto &e = g_.partsMap()[v];
+  e.clear();
+  for (const DimPart &d : p) e.emplace_back(d.size, d.v);
+}
+
+std::optional<Conv::DimPart> Conv::scalarPart(Value *v) const {
+  if (!v || rankOfValue(v) != 0 || v->type().dtype() != DType::I64) return std::nullopt;
+  if (const DenseValue *d = known(v)) return DimPart{d->getInt(0), nullptr};
+  return DimPart{0, v};
 }
 
 Value *Conv::shapeVector(const std::vector<DimPart> &parts) {

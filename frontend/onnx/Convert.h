@@ -82,6 +82,15 @@ public:
   ir::Value *shapeVector(const std::vector<DimPart> &parts);
   /// Dimension `axis` of `x` as a part (static when its type says so).
   DimPart dimOf(ir::Value *x, int64_t axis);
+  /// What the importer knows of a 1-D integer value entry by entry (a shape
+  /// being computed: static sizes, and scalar values for the dynamic ones),
+  /// from its constant value or from the parts recorded when it was made;
+  /// nullopt when nothing is known.
+  std::optional<std::vector<DimPart>> parts(ir::Value *v) const;
+  /// Records the parts of `v`, a 1-D integer value made by this node.
+  void setParts(ir::Value *v, std::vector<DimPart> p);
+  /// A scalar integer value as a part: static when known, else itself.
+  std::optional<DimPart> scalarPart(ir::Value *v) const;
 
   /// Records why the node cannot be imported; returns false for `return c.fail(...)`.
   bool fail(std::string why);

@@ -87,6 +87,22 @@ bool roundOp(Conv &c, Out &out) {
   return done(out, c.op(OpCode::Add, {f, c.op(OpCode::Cast, {up}, {{"dtype", Attr::getDType(dt(x))}})}));
 }
 
+/// Integer Mod: C's remainder a - (a / b) * b (div truncates: LangRef), and
+/// for fmod=0 moved to the divisor's sign. Float Mod (fmod=1) is not a short
+/// exact composite: it needs an op.
+bool mod(Conv &c, Out &out) {
+  Value *a = c.input(0), *b = c.input(1);
+  if (!a || !b) return c.fail("needs two inputs");
+  if (!isInteger(dt(a))) return c.fail("Mod of floats needs a new Nimble op (fmod)");
+  Value *r = c.op(OpCode::Sub, {a, c.op(OpCode::Mul, {c.op(OpCode::Div, {a, b}), b})});
+  if (!r || c.attrInt("fmod", 0)) return done(out, r);
+  Value *zero = like(c, a, 0);
+  Value *flip = c.op(OpCode::LogicalAnd, {c.op(OpCode::NotEqual, {r, zero}),
+                                          c.op(OpCode::NotEqual, {c.op(OpCode::Less, {r, zero}),
+                                                                  c.op(OpCode::Less, {b, zero})})});
+  return done(out, c.op(OpCode::Select, {flip, c.op(OpCode::Add, {r, b}), r}));
+}
+
 bool shrink(Conv &c, Out &out) {
   Value *x = c.input(0);
   if (!x) return c.fail("has no input");

@@ -44,6 +44,31 @@ Value *reshapeTo(Conv &c, Value *x, std::vector<Conv::DimPart> parts, int64_t mi
   // the relation cannot prove is a run-time check: LangRef, Operations).
   std::vector<int64_t> dims;
   for (const auto &p : parts) dims.push_back(p.v || p.size < 0 ? kDynamic : p.size);
+  if (minusOne >= 0) {
+    // The -1 entry is static when every dynamic entry is a `dim` of x and
+    // the dynamic dims of x are exactly those: [N, -1] of ?x3x4 is ?x12.
+    std::vector<bool> used(static_cast<size_t>(rankOf(x)), false);
+    int64_t num = 1, den = 1;
+    bool ok = true;
+    for (const auto &p : parts) {
+      Operation *d = p.v ? p.v->definingOp() : nullptr;
+      if (p.v && !(d && d->is(OpCode::Dim) && d->operand(0) == x)) ok = false;
+      if (!ok || !p.v) {
+        if (!p.v && p.size >= 0) den *= p.size;
+        continue;
+      }
+      int64_t a = d->intAttr("axis");
+      a = a < 0 ? a + rankOf(x) : a;
+      ok = !used[static_cast<size_t>(a)];
+      used[static_cast<size_t>(a)] = true;
+    }
+    for (int64_t i = 0; ok && i < rankOf(x); ++i) {
+      int64_t dx = x->type().dims()[static_cast<size_t>(i)];
+      if (dx == kDynamic) ok = used[static_cast<size_t>(i)];
+      else if (!used[static_cast<size_t>(i)]) num *= dx;
+    }
+    if (ok && den > 0 && num % den == 0) dims[static_cast<size_t>(minusOne)] = num / den;
+  }
   y->setType(c.ctx().tensor(dt(y), dims));
   return y;
 }
@@ -51,7 +76,7 @@ Value *reshapeTo(Conv &c, Value *x, std::vector<Conv::DimPart> parts, int64_t mi
 bool reshape(Conv &c, Out &out) {
   Value *x = c.input(0);
   if (!x || !c.input(1)) return c.fail("needs data and shape");
-  auto s = c.knownInts(1);
+  auto s = c.parts(c.input(1));
   bool allowZero = c.attrInt("allowzero", 0);
   if (!s) {
     Value *shape = c.input(1);
@@ -73,7 +98,12 @@ bool reshape(Conv &c, Out &out) {
   std::vector<Conv::DimPart> parts;
   int64_t minusOne = -1;
   for (size_t i = 0; i < s->size(); ++i) {
-    int64_t v = (*s)[i];
+    // An entry computed at run time (a size taken from a shape) is a size.
+    if ((*s)[i].v) {
+      parts.push_back((*s)[i]);
+      continue;
+    }
+    int64_t v = (*s)[i].size;
     if (v == 0 && !allowZero) {
       if (static_cast<int64_t>(i) >= rankOf(x)) return c.fail("shape entry " + std::to_string(i) + " copies a dimension the input does not have");
       parts.push_back(c.dimOf(x, static_cast<int64_t>(i)));
@@ -119,8 +149,14 @@ bool shape(Conv &c, Out &out) {
   }
   if (isStatic) return done(out, c.i64s(dims));
   Value *s = c.op(OpCode::ShapeOf, {x});
-  if (start == 0 && end == r) return done(out, s);
-  return done(out, c.op(OpCode::Slice, {s}, {{"axes", ints({0})}, {"starts", ints({start})}, {"ends", ints({end})}}));
+  if (s && !(start == 0 && end == r))
+    s = c.op(OpCode::Slice, {s}, {{"axes", ints({0})}, {"starts", ints({start})}, {"ends", ints({end})}});
+  // Entry by entry: the static sizes, and `dim` for the others (what later
+  // Gather, Concat and Reshape nodes of a torch export read).
+  std::vector<Conv::DimPart> p;
+  for (int64_t i = start; i < end; ++i) p.push_back(c.dimOf(x, i));
+  c.setParts(s, p);
+  return done(out, s);
 }
 
 bool size(Conv &c, Out &out) {
@@ -146,7 +182,16 @@ bool concat(Conv &c, Out &out) {
     if (fold) for (int64_t e : intsOf(k)) folded.push_back(e);
   }
   if (fold) return done(out, foldInts(c, c.known(c.in[0])->dtype, {static_cast<int64_t>(folded.size())}, folded));
-  return done(out, c.op(OpCode::Concat, c.in, {{"axis", Attr::getInt(axis)}}));
+  Value *y = c.op(OpCode::Concat, c.in, {{"axis", Attr::getInt(axis)}});
+  std::vector<Conv::DimPart> p;
+  bool all = y && rankOf(y) == 1;
+  for (Value *v : c.in) {
+    auto vp = all ? c.parts(v) : std::nullopt;
+    all = all && vp;
+    if (all) p.insert(p.end(), vp->begin(), vp->end());
+  }
+  if (all) c.setParts(y, p);
+  return done(out, y);
 }
 
 bool gather(Conv &c, Out &out) {
@@ -162,6 +207,20 @@ bool gather(Conv &c, Out &out) {
       r.push_back(xs[static_cast<size_t>(i < 0 ? i + n : i)]);
     }
     return done(out, foldInts(c, kx->dtype, ki->shape, r));
+  }
+  auto xp = c.parts(x);
+  if (xp && smallInts(ki) && ki->shape.size() <= 1 && axis == 0 && dt(x) == DType::I64) {
+    // An entry of a shape: a static size is a constant, a dynamic one its `dim`.
+    std::vector<Conv::DimPart> r;
+    int64_t n = static_cast<int64_t>(xp->size());
+    for (int64_t i : intsOf(ki)) {
+      if (i < -n || i >= n) return c.fail("index " + std::to_string(i) + " is out of range");
+      r.push_back((*xp)[static_cast<size_t>(i < 0 ? i + n : i)]);
+    }
+    if (ki->shape.empty()) return done(out, r[0].v ? r[0].v : c.scalar(DType::I64, static_cast<double>(r[0].size)));
+    Value *y = c.shapeVector(r);
+    c.setParts(y, r);
+    return done(out, y);
   }
   return done(out, c.op(OpCode::Take, {x, idx}, {{"axis", Attr::getInt(axis)}}));
 }
@@ -196,8 +255,10 @@ bool unsqueeze(Conv &c, Out &out) {
     for (int64_t a : axes) shape.insert(shape.begin() + std::clamp<int64_t>(a, 0, static_cast<int64_t>(shape.size())), 1);
     return done(out, foldInts(c, k->dtype, shape, intsOf(k)));
   }
+  auto sp = c.scalarPart(x);
   for (int64_t a : axes)
     if (x) x = c.op(OpCode::ExpandDims, {x}, {{"axis", Attr::getInt(a)}});
+  if (sp && axes.size() == 1) c.setParts(x, {*sp});
   return done(out, x);
 }
 
@@ -208,6 +269,7 @@ bool squeeze(Conv &c, Out &out) {
   if (!x || !squeezeAxes(c, axes, given)) return x ? false : c.fail("has no input");
   if (const DenseValue *k = c.known(x); smallInts(k) && (k->shape.size() == 0 || k->shape[0] == 1))
     return done(out, foldInts(c, k->dtype, {}, intsOf(k)));
+  if (auto p = c.parts(x); p && p->size() == 1 && (*p)[0].v) return done(out, (*p)[0].v);
   return done(out, c.op(OpCode::Squeeze, {x}, {{"axes", ints(axes)}}));
 }
 
@@ -267,6 +329,16 @@ bool slice(Conv &c, Out &out) {
     std::vector<int64_t> r(v.begin() + b, v.begin() + std::max(b, e));
     return done(out, foldInts(c, k->dtype, {static_cast<int64_t>(r.size())}, r));
   }
+  auto xp = c.parts(x);
+  if (xp && axes.size() == 1 && (axes[0] == 0 || axes[0] == -1)) {
+    int64_t n = static_cast<int64_t>(xp->size());
+    auto cl = [n](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
+    int64_t b = cl((*starts)[0]), e = std::max(b, cl((*ends)[0]));
+    std::vector<Conv::DimPart> r(xp->begin() + b, xp->begin() + e);
+    Value *y = c.op(OpCode::Slice, {x}, {{"axes", ints({0})}, {"starts", ints({b})}, {"ends", ints({e})}});
+    c.setParts(y, r);
+    return done(out, y);
+  }
   return done(out, c.op(OpCode::Slice, {x}, {{"axes", ints(axes)}, {"starts", ints(*starts)}, {"ends", ints(*ends)}}));
 }
 
@@ -315,7 +387,9 @@ bool cast(Conv &c, Out &out) {
   if (*t == dt(x)) return done(out, x);
   if (const DenseValue *k = c.known(x); smallInts(k) && isInteger(*t))
     return done(out, foldInts(c, *t, k->shape, intsOf(k)));
-  return done(out, c.op(OpCode::Cast, {x}, {{"dtype", Attr::getDType(*t)}}));
+  Value *y = c.op(OpCode::Cast, {x}, {{"dtype", Attr::getDType(*t)}});
+  if (auto p = c.parts(x); p && *t == DType::I64) c.setParts(y, *p);
+  return done(out, y);
 }
 
 bool castLike(Conv &c, Out &out) {
@@ -447,6 +521,58 @@ bool eyeLike(Conv &c, Out &out) {
                   {{"axis", Attr::getInt(1)}});
   Value *hit = c.op(OpCode::Equal, {r, iota(cols)});
   return done(out, c.op(OpCode::Cast, {hit}, {{"dtype", Attr::getDType(t)}}));
+}
+
+/// 0, 1, ..., n - 1 for dimension `axis` of x, as a 1-D i64 tensor.
+Value *iota1(Conv &c, Value *x, int64_t axis) {
+  Conv::DimPart n = c.dimOf(x, axis);
+  if (!n.v) {
+    std::vector<int64_t> v;
+    for (int64_t i = 0; i < n.size; ++i) v.push_back(i);
+    return c.i64s(v);
+  }
+  return c.op(OpCode::Arange, {c.scalar(DType::I64, 0), n.v, c.scalar(DType::I64, 1)});
+}
+
+/// Trilu: x where column - row >= k (upper) or <= k (lower), else 0.
+bool trilu(Conv &c, Out &out) {
+  Value *x = c.input(0);
+  if (!x || rankOf(x) < 2) return c.fail("needs an input of rank >= 2");
+  int64_t r = rankOf(x);
+  Value *k = c.input(1) ? c.input(1) : c.scalar(DType::I64, 0);
+  if (rankOf(k) != 0 || dt(k) != DType::I64) return c.fail("k is not an int64 scalar");
+  Value *rows = c.op(OpCode::ExpandDims, {iota1(c, x, r - 2)}, {{"axis", Attr::getInt(1)}});
+  Value *diff = c.op(OpCode::Sub, {iota1(c, x, r - 1), rows});
+  Value *keep = c.op(c.attrInt("upper", 1) ? OpCode::GreaterEqual : OpCode::LessEqual, {diff, k});
+  Value *zero = dt(x) == DType::I1 ? c.scalar(DType::I1, 0) : like(c, x, 0);
+  return done(out, c.op(OpCode::Select, {keep, x, zero}));
+}
+
+/// GatherElements: out[..., i, ...] = x[..., idx[..., i, ...], ...] along
+/// `axis`, through a one-hot mask over that axis (a new axis after it) and a
+/// sum: memory of indices' size times the axis length.
+bool gatherElements(Conv &c, Out &out) {
+  Value *x = c.input(0), *idx = c.input(1);
+  if (!x || !idx || rankOf(x) != rankOf(idx) || rankOf(x) < 1) return c.fail("needs data and indices of one rank");
+  int64_t r = rankOf(x), axis = c.attrInt("axis", 0);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) return c.fail("axis is out of range");
+  Value *i = dt(idx) == DType::I64 ? idx : c.op(OpCode::Cast, {idx}, {{"dtype", Attr::getDType(DType::I64)}});
+  // Negative indices count from the end.
+  Conv::DimPart n = c.dimOf(x, axis);
+  Value *nv = n.v ? n.v : c.scalar(DType::I64, static_cast<double>(n.size));
+  Value *neg = c.op(OpCode::Less, {i, c.scalar(DType::I64, 0)});
+  i = c.op(OpCode::Select, {neg, c.op(OpCode::Add, {i, nv}), i});
+  Value *iota = iota1(c, x, axis);
+  for (int64_t k = axis + 1; iota && k < r; ++k) iota = c.op(OpCode::ExpandDims, {iota}, {{"axis", Attr::getInt(-1)}});
+  Value *hot = c.op(OpCode::Equal, {c.op(OpCode::ExpandDims, {i}, {{"axis", Attr::getInt(axis + 1)}}), iota});
+  Value *xe = c.op(OpCode::ExpandDims, {x}, {{"axis", Attr::getInt(axis)}});
+  bool isBool = dt(x) == DType::I1;
+  if (isBool) xe = c.op(OpCode::Cast, {xe}, {{"dtype", Attr::getDType(DType::I8)}});
+  Value *picked = c.op(OpCode::Select, {hot, xe, c.scalar(isBool ? DType::I8 : dt(x), 0)});
+  Value *y = c.op(OpCode::Sum, {picked}, {{"axes", ints({axis + 1})}});
+  if (y && isBool) y = c.op(OpCode::Cast, {y}, {{"dtype", Attr::getDType(DType::I1)}});
+  return done(out, y);
 }
 
 } // namespace nimble::onnx_import::convert

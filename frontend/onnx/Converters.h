@@ -193,6 +193,9 @@ bool softmaxCrossEntropy(Conv &c, Out &out);
 bool depthToSpace(Conv &c, Out &out);
 bool spaceToDepth(Conv &c, Out &out);
 bool eyeLike(Conv &c, Out &out);
+bool trilu(Conv &c, Out &out);
+bool mod(Conv &c, Out &out);
+bool gatherElements(Conv &c, Out &out);
 
 } // namespace nimble::onnx_import::convert
 

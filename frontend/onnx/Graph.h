@@ -43,6 +43,7 @@ public:
   ir::Value *constant(DenseValue v);
   const DenseValue *known(ir::Value *v) const;
   ir::Context &ctx() const { return ctx_; }
+  std::unordered_map<const ir::Value *, std::vector<std::pair<int64_t, ir::Value *>>> &partsMap() { return parts_; }
   bool readTensor(const onnx::TensorProto &t, DenseValue &v, std::string &error);
   ir::Module &module() const { return m_; }
 
@@ -78,6 +79,8 @@ private:
   std::vector<std::unordered_map<std::string, ir::Value *>> scopes_;
   std::map<const ir::Global *, DenseValue> externalData_;
   std::unordered_map<std::string, ir::Value *> constants_;
+  /// Conv::parts of the 1-D integer values made from shapes.
+  std::unordered_map<const ir::Value *, std::vector<std::pair<int64_t, ir::Value *>>> parts_;
   uint32_t nodeNumber_ = 0;
   unsigned blockCount_ = 0;
 };

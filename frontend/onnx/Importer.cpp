@@ -45,7 +45,7 @@ bool readFile(const std::string &path, std::string &out, std::string &error) {
     error = "cannot read '" + path + "'";
     return false;
   }
-  out = ss.str();
+  out = std::move(ss).str();
   return true;
 }
 
@@ -353,9 +353,11 @@ bool GraphImporter::addInitializers(const onnx::GraphProto &g, std::string &erro
 bool GraphImporter::importNodes(const onnx::GraphProto &g, std::string &error) {
   for (const auto &node : g.node()) {
     ++nodeNumber_;
-    std::string where = "node '" + node.name() + "' (" + node.op_type() + ", opset " + std::to_string(opset_) + "): ";
+    // Exporters name most nodes; an unnamed one is called by its number.
+    std::string who = node.name().empty() ? "#" + std::to_string(nodeNumber_) : "'" + node.name() + "'";
+    std::string where = "node " + who + " (" + node.op_type() + ", opset " + std::to_string(opset_) + "): ";
     if (!node.domain().empty() && node.domain() != "ai.onnx") {
-      error = "node '" + node.name() + "' (" + node.domain() + "." + node.op_type() + "): the domain '" +
+      error = "node " + who + " (" + node.domain() + "." + node.op_type() + "): the domain '" +
               node.domain() + "' is not supported (only ONNX's default domain is)";
       return false;
     }
@@ -478,17 +480,21 @@ bool GraphImporter::importMain(const onnx::GraphProto &g, std::string &error) {
   return true;
 }
 
-/// Erases what no op uses: `constant`s made for folding, initializers that
-/// only fed folded shapes.
+/// Erases what no op uses: `constant`s made for folding, shape
+/// computations that folding made dead, initializers that only fed folded
+/// shapes (nimblec's dce would, but not at -O0, and the .nir reads better).
 void GraphImporter::cleanUp() {
   for (bool changed = true; changed;) {
     changed = false;
-    for (Operation *op : fn_->entry()->opsSnapshot())
-      if (op->is(OpCode::Constant) && !op->hasResultUses()) {
-        if (op == lastConstant_) lastConstant_ = nullptr;
-        op->erase();
-        changed = true;
-      }
+    for (const auto &b : fn_->blocks()) {
+      std::vector<Operation *> ops = b->opsSnapshot();
+      for (auto it = ops.rbegin(); it != ops.rend(); ++it)
+        if (opHasFlag((*it)->code(), opflags::Pure) && (*it)->numResults() && !(*it)->hasResultUses()) {
+          if (*it == lastConstant_) lastConstant_ = nullptr;
+          (*it)->erase();
+          changed = true;
+        }
+    }
   }
   std::vector<Global *> dead;
   for (const auto &g : m_.globals())
@@ -548,8 +554,8 @@ bool importOnnxBytes(const std::string &bytes, const ImportOptions &opts, Contex
   result.weights.clear();
   for (const auto &g : m->globals())
     if (g->isExternal())
-      if (const DenseValue *d = gi.known(g.get()))
-        result.weights.push_back({g->key(), d->dtype, d->shape, d->bytes});
+      if (auto it = gi.externalData_.find(g.get()); it != gi.externalData_.end()) // moved: weights can be GBs
+        result.weights.push_back({g->key(), it->second.dtype, it->second.shape, std::move(it->second.bytes)});
   result.module = std::move(m);
   return true;
 }

@@ -11,7 +11,10 @@
 //     `inlineLimit` bytes, `external(file, key)` references to a safetensors
 //     side file above it (the caller writes the file from `weights`);
 //   * each node goes through the op map (OpMap.cpp): one Nimble op or a short
-//     composite of existing ops; `If` becomes blocks and block arguments.
+//     composite of existing ops; `If` and `Loop` become blocks and block
+//     arguments;
+//   * shapes computed in the graph (Shape, Gather, Concat, ... feeding a
+//     Reshape) are followed entry by entry, so static sizes stay static.
 //
 // Everything the importer emits is typed by the ops' relations as it is
 // built and the module is verified before it is returned, so a model whose

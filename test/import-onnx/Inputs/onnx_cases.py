@@ -360,6 +360,21 @@ def depth_to_space():
     return m, [x], [y, z]
 
 
+@case
+def trilu_gather_mod():
+    # Trilu through an iota mask, GatherElements through a one-hot sum (with
+    # a negative index), integer Mod with the divisor's sign.
+    m = model([N("Trilu", ["x", "k"], ["u"], upper=0), N("GatherElements", ["x", "i"], ["g"], axis=1),
+               N("Mod", ["a", "b"], ["r"])],
+              [("x", F, ["N", 4]), ("k", I64, []), ("i", I64, ["N", 2]), ("a", I64, [6]), ("b", I64, [6])],
+              [("u", F, ["N", 4]), ("g", F, ["N", 2]), ("r", I64, [6])])
+    x = randn(3, 4)
+    i = np.array([[0, 3], [-1, 1], [2, 2]], dtype=np.int64)
+    a, b = np.array([7, -7, 7, -7, 0, 5], dtype=np.int64), np.array([2, 2, -2, -2, 3, 5], dtype=np.int64)
+    return m, [x, np.array(1, dtype=np.int64), i, a, b], [np.tril(x, 1), np.take_along_axis(x, i % 4, axis=1),
+                                                          np.mod(a, b)]
+
+
 # --- Models for the error messages (not numeric) ------------------------------
 
 @case
