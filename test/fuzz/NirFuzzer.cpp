@@ -1,13 +1,19 @@
-//===- NirFuzzer.cpp - .nir text -> parse -> verify -> -O2 -> bytecode -------===//
+//===- NirFuzzer.cpp - .nir text -> parse -> verify -> -O0..-O2, cpu|cuda -> bytecode ===//
 //
 // The compiler's front half on arbitrary text, split at `// -----` lines like
 // nimble-opt --split-input-file. For every chunk the parser accepts and the
-// verifier passes, nimblec's -O2 pipeline runs with --verify-each (so a pass
-// that breaks the IR is a finding), the result prints, and the printed text
-// must parse and verify again (the printer/parser pair); then the bytecode
-// emitter runs and vm::verify must accept what it emitted. Errors reported
-// through diagnostics are fine; crashes, sanitizer reports, and the
+// verifier passes, one of nimblec's pipelines runs with --verify-each (so a
+// pass that breaks the IR is a finding), the result prints, and the printed
+// text must parse and verify again (the printer/parser pair); then the
+// bytecode emitter runs and vm::verify must accept what it emitted. Errors
+// reported through diagnostics are fine; crashes, sanitizer reports, and the
 // internal-consistency checks below (__builtin_trap) are bugs.
+//
+// The pipeline is nimblec's own (passes/Pipelines.h) for one of -O0, -O1,
+// -O2 and --target=cpu or cuda, picked by a hash of the chunk, so an input
+// always takes the same one (a crash reproduces) and the corpus covers all
+// six (issue 51 §2: plan-memory crashed on the cuda pipeline, which the
+// fuzzer never ran). NIMBLE_FUZZ_PIPELINE=LEVEL:TARGET pins one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +22,7 @@
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
+#include "passes/Pipelines.h"
 #include "test/fuzz/FuzzSupport.h"
 #include "vm/Format.h"
 
@@ -34,9 +41,16 @@ struct NullBuf : std::streambuf {
   int overflow(int c) override { return c; }
 };
 
-// nimblec's -O2 pipeline for --target=cpu (tools/nimblec.cpp, pipelineFor).
-constexpr const char *kO2 = "inline,type-infer,canonicalize,cse,dce,type-infer,fuse,manifest-memory,"
-                            "place-devices{target=cpu},plan-memory";
+/// The pipeline for `text`: NIMBLE_FUZZ_PIPELINE=LEVEL:TARGET, or one of
+/// the six (level 0-2, cpu or cuda) by an FNV-1a hash of the text.
+std::string pipelineForChunk(std::string_view text) {
+  static const char *pinned = std::getenv("NIMBLE_FUZZ_PIPELINE");
+  if (pinned && pinned[0] >= '0' && pinned[0] <= '3' && pinned[1] == ':')
+    return passes::pipelineFor(pinned[0] - '0', pinned + 2);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : text) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  return passes::pipelineFor(static_cast<int>(h % 3), (h / 3) % 2 ? "cuda" : "cpu");
+}
 
 /// Set NIMBLE_FUZZ_VERBOSE=1 to see the diagnostics while reproducing.
 std::ostream &diagStream() {
@@ -61,7 +75,8 @@ void compileChunk(std::string_view text) {
 
   passes::PassManager pm(diag, diagStream());
   std::string error;
-  if (!pm.parsePipeline(kO2, error)) bug("the -O2 pipeline does not parse", error);
+  const std::string pipeline = pipelineForChunk(text);
+  if (!pm.parsePipeline(pipeline, error)) bug("nimblec's pipeline does not parse", pipeline + ": " + error);
   if (ir::failed(pm.run(*m))) return;
 
   std::string printed = ir::printModuleToString(*m);
@@ -72,7 +87,7 @@ void compileChunk(std::string_view text) {
     ir::Context ctx2;
     auto m2 = ir::parseModule(*sm2.buffer("printed.nir"), "printed.nir", ctx2, diag2);
     if (!m2 || ir::failed(ir::verifyModule(*m2, diag2)))
-      bug("the printed -O2 module does not parse and verify again", printed);
+      bug("the printed module does not parse and verify again", pipeline + "\n" + printed);
   }
 
   for (auto &g : m->globals())
@@ -80,7 +95,7 @@ void compileChunk(std::string_view text) {
   codegen::GlobalData weights;
   vm::Executable exe;
   if (ir::failed(codegen::emitExecutable(*m, weights, exe, diag))) return;
-  if (!vm::verify(exe, error)) bug("the emitted executable does not verify", error + "\n" + printed);
+  if (!vm::verify(exe, error)) bug("the emitted executable does not verify", pipeline + ": " + error + "\n" + printed);
 }
 
 } // namespace

@@ -25,6 +25,7 @@
 #include "ir/IR.h"
 #include "ir/Types.h"
 #include "passes/Pass.h"
+#include "passes/Pipelines.h"
 #include "vm/Executable.h"
 
 #include <iosfwd>
@@ -53,8 +54,8 @@ struct CompileOptions {
   static passes::PassManagerOptions defaultPassManagerOptions();
 };
 
-/// The pipeline of each -O level (docs/nimblec.md).
-std::string pipelineFor(int level, const std::string &target, bool batchRemarks = false);
+/// The pipeline of each -O level: passes::pipelineFor (passes/Pipelines.h).
+using passes::pipelineFor;
 /// `opts.passes`, or the pipeline of its level and target.
 std::string pipelineOf(const CompileOptions &opts);
 /// Checks a --passes pipeline before anything is read: it must parse and

@@ -1,0 +1,33 @@
+//===- Pipelines.cpp - The pass pipeline of each optimisation level -------===//
+
+#include "passes/Pipelines.h"
+
+namespace nimble::passes {
+
+/// manifest-memory comes after the optimizations: it changes the calling
+/// convention, which the other passes do not model (its kills would not
+/// survive CSE). place-devices runs at every level, on the explicit-memory
+/// IR (a no-op for --target=cpu), and plan-memory after it (it plans per
+/// device).
+///
+/// auto-batch (docs/autobatch.md) ends the CPU pipelines of -O1 and up: it
+/// adds a batched variant of each kernel that can run many instances' calls
+/// at once, for nimble-run --instances; -O0 executables run instances one
+/// call at a time.
+std::string pipelineFor(int level, const std::string &target, bool batchRemarks) {
+  std::string place = ",place-devices{target=" + target + "}";
+  std::string batch = target != "cpu" ? "" : batchRemarks ? ",auto-batch{remarks=true}" : ",auto-batch";
+  // dynamic_update_slice, which distribution stacks rows with, has no device
+  // form yet: on cuda the split loops would copy through the host.
+  std::string distribute = target != "cpu" ? "" : "loop-distribute,";
+  switch (level) {
+  case 0: return "type-infer,manifest-memory" + place;
+  case 1: return "type-infer,canonicalize,cse,dce,manifest-memory" + place + batch;
+  default:
+    return "inline,type-infer,canonicalize,cse,dce,licm," + distribute +
+           "batch-input-projection,cse,dce,type-infer,fuse,manifest-memory{kills=false}" +
+           place + ",plan-memory" + batch;
+  }
+}
+
+} // namespace nimble::passes
