@@ -4,8 +4,8 @@
 
 #include "ir/FlatMap.h"
 #include "ir/Limits.h"
-#include "passes/Analysis.h"
-#include "passes/Liveness.h"
+#include "passes/analysis/Analysis.h"
+#include "passes/analysis/Liveness.h"
 
 #include <algorithm>
 #include <climits>

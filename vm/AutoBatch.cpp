@@ -1,7 +1,7 @@
 //===- AutoBatch.cpp - Many instances of one function, batched (ACROBAT) -===//
 //
 // VirtualMachine::runInstances: seed 001 (ACROBAT) §4 at run time, on the
-// static facts of the auto-batch pass (passes/AutoBatch.cpp, the .nbc's
+// static facts of the auto-batch pass (passes/lowering/AutoBatch.cpp, the .nbc's
 // batching section).
 //
 // Every instance runs as a fiber of the VM: its own register file and call

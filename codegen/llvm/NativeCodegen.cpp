@@ -19,7 +19,7 @@
 #include "codegen/llvm/NativeCodegen.h"
 
 #include "codegen/llvm/KernelGen.h"
-#include "passes/Analysis.h"
+#include "passes/analysis/Analysis.h"
 
 #include <lld/Common/Driver.h>
 #include <llvm/ADT/SmallString.h>

@@ -14,7 +14,7 @@
 #define NIMBLE_PASSES_GRADFUNCTION_H
 
 #include "ir/IR.h"
-#include "passes/GradAggregates.h"
+#include "passes/autodiff/GradAggregates.h"
 
 #include <map>
 #include <string>

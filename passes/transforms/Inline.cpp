@@ -62,7 +62,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Analysis.h"
+#include "passes/analysis/Analysis.h"
 #include "passes/Pass.h"
 
 #include <algorithm>

@@ -86,7 +86,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Analysis.h"
+#include "passes/analysis/Analysis.h"
 #include "passes/Pass.h"
 #include "passes/Statistic.h"
 

@@ -15,7 +15,7 @@
 // is the static half of it for counted loops.
 //
 // Which loops (everything else is left alone):
-// - a counted loop (passes/Loops.h: t = 0 .. dim(X, 0), step 1) of two
+// - a counted loop (passes/analysis/Loops.h: t = 0 .. dim(X, 0), step 1) of two
 //   blocks: the header holds only its comparison and the `cond_br` (which
 //   passes no values), the body is the only latch and ends in `br`;
 // - every op of the body is pure (no call, no effect), and every value the
@@ -63,8 +63,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/Builder.h"
-#include "passes/Analysis.h"
-#include "passes/Loops.h"
+#include "passes/analysis/Analysis.h"
+#include "passes/analysis/Loops.h"
 #include "passes/Pass.h"
 #include "passes/Statistic.h"
 

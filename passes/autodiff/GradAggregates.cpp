@@ -4,9 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/GradAggregates.h"
+#include "passes/autodiff/GradAggregates.h"
 
-#include "passes/Gradients.h"
+#include "passes/autodiff/Gradients.h"
 
 #include <set>
 

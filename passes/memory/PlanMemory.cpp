@@ -127,13 +127,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Dominators.h"
-#include "passes/Liveness.h"
-#include "passes/Analysis.h"
+#include "passes/analysis/Dominators.h"
+#include "passes/analysis/Liveness.h"
+#include "passes/analysis/Analysis.h"
 #include "passes/Pass.h"
-#include "passes/SizeKeys.h"
+#include "passes/memory/SizeKeys.h"
 #include "passes/Statistic.h"
-#include "passes/TensorAllocator.h"
+#include "passes/memory/TensorAllocator.h"
 
 #include "ir/Builder.h"
 

@@ -1,6 +1,6 @@
 //===- TensorAllocator.h - NNC's static tensor allocation algorithm -*- C++ -*-===//
 //
-// The allocator core of `plan-memory` (passes/PlanMemory.cpp), separate from
+// The allocator core of `plan-memory` (passes/memory/PlanMemory.cpp), separate from
 // the IR so that it can be tested on hand-made interference graphs: given
 // tensors (sizes in bytes, an access order) and which pairs interfere, assign
 // each an offset in one buffer such that interfering tensors get disjoint

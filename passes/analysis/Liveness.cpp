@@ -1,6 +1,6 @@
 //===- Liveness.cpp - Live SSA values over the CFG ------------------------===//
 
-#include "passes/Liveness.h"
+#include "passes/analysis/Liveness.h"
 
 #include <algorithm>
 #include <climits>

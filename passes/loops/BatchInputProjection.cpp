@@ -7,7 +7,7 @@
 // statically (seed 001, §4, "static hoisting"); the Nimble paper's LSTM
 // spends half its weight traffic on it.
 //
-// The pass looks, in every loop with a preheader (passes/Loops.h), for a
+// The pass looks, in every loop with a preheader (passes/analysis/Loops.h), for a
 // *counted* loop over the rows of an invariant tensor:
 //
 //   ^pre:  ... br ^h(%zero, ...)          %zero = constant 0 : tensor<i64>
@@ -44,7 +44,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/Builder.h"
-#include "passes/Loops.h"
+#include "passes/analysis/Loops.h"
 #include "passes/Pass.h"
 #include "passes/Statistic.h"
 

@@ -29,7 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Analysis.h"
+#include "passes/analysis/Analysis.h"
 #include "passes/Pass.h"
 
 #include "ir/FlatMap.h"

@@ -87,7 +87,7 @@
 // Frees: a `kill` follows the last use of each storage reference (the tensors
 // allocated in it keep it alive) and of an upper-bound kernel's true-shape
 // buffer (not of a `shape_of` or `invoke_shape_func` result: see
-// smallFreshTensor in passes/Analysis.h); a kernel output is killed after
+// smallFreshTensor in passes/analysis/Analysis.h); a kernel output is killed after
 // its last use when every use is in its block and none lets it escape
 // (returned, passed to a branch, call or constructor). Liveness
 // across blocks (frees on every control-flow path) is memory planning's job.
@@ -97,8 +97,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Analysis.h"
-#include "passes/Liveness.h"
+#include "passes/analysis/Analysis.h"
+#include "passes/analysis/Liveness.h"
 #include "passes/Pass.h"
 #include "passes/Statistic.h"
 

@@ -1,7 +1,7 @@
 //===- LICM.cpp - Loop-invariant code motion ------------------------------===//
 //
 // Moves pure ops whose operands are all defined outside a loop into the
-// loop's preheader (passes/Loops.h), innermost loops first, so an op hoisted
+// loop's preheader (passes/analysis/Loops.h), innermost loops first, so an op hoisted
 // out of an inner loop can leave the outer one too. Ops are visited in
 // reverse post-order, so an invariant chain moves in one sweep.
 //
@@ -28,7 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Loops.h"
+#include "passes/analysis/Loops.h"
 #include "passes/Pass.h"
 #include "passes/Statistic.h"
 

@@ -1,6 +1,6 @@
 //===- Dominators.h - Dominator tree and cycles for memory planning -*- C++ -*-===//
 //
-// The CFG facts plan-memory asks per storage and per use (passes/PlanMemory.cpp):
+// The CFG facts plan-memory asks per storage and per use (passes/memory/PlanMemory.cpp):
 // dominance between ops in O(1), nearest common dominators, the child of a
 // dominator toward a block (all from ir::DominanceInfo, ir/Verifier.h), and
 // whether a block lies on a cycle. Computed once per function; never walks

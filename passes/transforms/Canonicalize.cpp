@@ -52,8 +52,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Analysis.h"
-#include "passes/ConstantFold.h"
+#include "passes/analysis/Analysis.h"
+#include "passes/transforms/ConstantFold.h"
 #include "passes/Pass.h"
 #include "passes/PatternUtils.h"
 

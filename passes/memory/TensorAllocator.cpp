@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/TensorAllocator.h"
+#include "passes/memory/TensorAllocator.h"
 
 #include <algorithm>
 #include <array>

@@ -1,6 +1,6 @@
 //===- Analysis.cpp - Call graph, function effects, IR cloning ------------===//
 
-#include "passes/Analysis.h"
+#include "passes/analysis/Analysis.h"
 
 #include <algorithm>
 #include <unordered_set>

@@ -16,7 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/ConstantFold.h"
+#include "passes/transforms/ConstantFold.h"
 
 #include "ir/Inference.h"
 

@@ -30,9 +30,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Analysis.h"
-#include "passes/GradFunction.h"
-#include "passes/Gradients.h"
+#include "passes/analysis/Analysis.h"
+#include "passes/autodiff/GradFunction.h"
+#include "passes/autodiff/Gradients.h"
 #include "passes/Pass.h"
 
 #include "ir/Builder.h"

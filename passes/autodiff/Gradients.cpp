@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Gradients.h"
+#include "passes/autodiff/Gradients.h"
 
 #include <algorithm>
 #include <cmath>

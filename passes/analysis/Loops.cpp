@@ -1,6 +1,6 @@
 //===- Loops.cpp - Natural loops of a function's CFG ----------------------===//
 
-#include "passes/Loops.h"
+#include "passes/analysis/Loops.h"
 
 #include <algorithm>
 #include <cassert>

@@ -107,7 +107,7 @@
 // one per use: a program of N identical calls compiles N calls of one kernel
 // (issue 23: at 1,000,000 ops, 100,000 outlined copies of three bodies made
 // a third of the IR that every later pass walked). Auto-batching then joins
-// the sharing masks of every call of the kernel (passes/AutoBatch.cpp).
+// the sharing masks of every call of the kernel (passes/lowering/AutoBatch.cpp).
 //
 // Not fused: functions already primitive, calls, control flow, ADT ops
 // (they are structural). Running the pass twice changes nothing: a fused
@@ -119,7 +119,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/FlatMap.h"
-#include "passes/Analysis.h"
+#include "passes/analysis/Analysis.h"
 #include "passes/Pass.h"
 #include "passes/Statistic.h"
 

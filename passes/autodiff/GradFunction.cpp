@@ -47,12 +47,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/GradFunction.h"
+#include "passes/autodiff/GradFunction.h"
 
 #include "ir/Builder.h"
-#include "passes/Analysis.h"
-#include "passes/Gradients.h"
-#include "passes/Liveness.h"
+#include "passes/analysis/Analysis.h"
+#include "passes/autodiff/Gradients.h"
+#include "passes/analysis/Liveness.h"
 
 #include <algorithm>
 #include <cctype>
