@@ -16,8 +16,8 @@
 #include "passes/Pass.h"
 #include "passes/Statistic.h"
 #include "tools/ToolSupport.h"
-#include "vm/Disassembler.h"
-#include "vm/Format.h"
+#include "vm/format/Disassembler.h"
+#include "vm/format/Format.h"
 
 #include <cstring>
 #include <iostream>

@@ -2,7 +2,7 @@
 //
 // Seed 001 (ACROBAT, §4 and §5.1, appendix A.1) batches the kernel calls of
 // many instances of one program at run time; what can be decided statically
-// is decided here, so that the run-time scheduler (vm/AutoBatch.cpp) only
+// is decided here, so that the run-time scheduler (vm/interpreter/AutoBatch.cpp) only
 // groups calls and never analyses a kernel.
 //
 // 1. Taint analysis, 1-context-sensitive. A value is *shared* when every

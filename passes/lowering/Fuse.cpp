@@ -3,7 +3,7 @@
 // Groups kernel ops into primitive functions (attribute `primitive = true`),
 // the way TVM's FuseOps does, so that manifest-memory turns each group into
 // one invoke_shape_func (the composed shape function) and one invoke_mut (one
-// kernel call that the runtime, vm/KernelRunner.cpp, runs member by member):
+// kernel call that the runtime, vm/dispatch/KernelRunner.cpp, runs member by member):
 //
 //   %h  = matmul %x, @w                %y = call @fused_matmul_0(%x, @w, @b)
 //   %hb = add %h, @b           ==>

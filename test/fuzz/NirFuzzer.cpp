@@ -17,7 +17,7 @@
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
 #include "test/fuzz/FuzzSupport.h"
-#include "vm/Format.h"
+#include "vm/format/Format.h"
 
 #include <cstdio>
 #include <cstdlib>
