@@ -4,8 +4,8 @@
 
 #include "ir/FlatMap.h"
 #include "ir/Limits.h"
-#include "passes/Analysis.h"
-#include "passes/Liveness.h"
+#include "passes/analysis/Analysis.h"
+#include "passes/analysis/Liveness.h"
 
 #include <algorithm>
 #include <climits>
@@ -218,7 +218,7 @@ std::vector<vm::SourceLoc> ModuleEmitter::siteLocs(uint32_t idx, const std::vect
   return locs;
 }
 
-// The auto-batch pass's attributes (passes/AutoBatch.cpp) as the kernel's
+// The auto-batch pass's attributes (passes/lowering/AutoBatch.cpp) as the kernel's
 // batching entry; a `rows` kernel brings its batched variant into the table.
 bool ModuleEmitter::batching(const Function &f, uint32_t idx) {
   const Attr *mode = f.fnAttr("batch");

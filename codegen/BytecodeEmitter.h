@@ -32,7 +32,7 @@
 #define NIMBLE_CODEGEN_BYTECODEEMITTER_H
 
 #include "ir/IR.h"
-#include "vm/Executable.h"
+#include "vm/format/Executable.h"
 
 #include <map>
 #include <vector>

@@ -1,7 +1,7 @@
 //===- Parser.h - Reading .nir text into a Module -----------------*- C++ -*-===//
 //
 // A recursive-descent parser over Lexer tokens. The grammar rule each function
-// parses is written above it in Parser.cpp; docs/LangRef.md collects them.
+// parses is written above it in Parser*.cpp; docs/LangRef.md collects them.
 // On the first error the parser reports `file:line:col: error: ...` through the
 // DiagnosticEngine and returns null. After parsing it fills in omitted result
 // types (in dominance order, so every operand is typed first); callers then

@@ -1,9 +1,11 @@
-//===- ParserImpl.h - The parser's state (private to Parser.cpp) --*- C++ -*-===//
+//===- ParserImpl.h - The parser's state (private to Parser*.cpp) -*- C++ -*-===//
 //
 // The recursive-descent parser behind parseModule (Parser.h). It lives in its
-// own header only to keep Parser.cpp readable in one sitting; nothing outside
-// Parser.cpp includes it. The grammar rule each member parses is written above
-// its definition in Parser.cpp (and collected in docs/LangRef.md).
+// own header so that its parts can each be read in one sitting: the module
+// level (Parser.cpp), types (ParserTypes.cpp), function bodies
+// (ParserOps.cpp), attribute values and literals (ParserLiterals.cpp); nothing
+// else includes it. The grammar rule each member parses is written above its
+// definition (and collected in docs/LangRef.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef NIMBLE_IR_PARSERIMPL_H

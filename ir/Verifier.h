@@ -66,7 +66,7 @@ LogicalResult verifyModule(const Module &m, DiagnosticEngine &diag,
 /// Dominance Algorithm"), on reachable blocks. Queries are O(1): the
 /// dominator tree is numbered in DFS pre- and post-order (a dominates b when
 /// b's interval nests in a's), and same-block order is the ops' order numbers.
-/// The verifier asks `valueDominates`; memory planning (passes/Dominators.h)
+/// The verifier asks `valueDominates`; memory planning (passes/analysis/Dominators.h)
 /// asks for common dominators and the tree's children as well.
 class DominanceInfo {
 public:

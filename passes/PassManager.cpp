@@ -2,7 +2,7 @@
 
 #include "passes/Pass.h"
 
-#include "passes/Analysis.h"
+#include "passes/analysis/Analysis.h"
 
 #include "ir/Printer.h"
 #include "ir/Verifier.h"

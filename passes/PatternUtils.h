@@ -12,7 +12,7 @@
 
 #include "ir/IR.h"
 #include "ir/Inference.h"
-#include "passes/ConstantFold.h"
+#include "passes/transforms/ConstantFold.h"
 
 #include <cmath>
 

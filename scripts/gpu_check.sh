@@ -6,7 +6,7 @@
 #
 # IT HAS NEVER RUN: it was written on machines without a GPU, where the CUDA
 # back end could only be compiled and assembled, and nimble-run's device
-# runtime (vm/CudaRuntime.h) could only run against a fake driver
+# runtime (vm/cuda/CudaRuntime.h) could only run against a fake driver
 # (docs/codegen.md#cuda). On such a machine it stops at the first step with
 # nimble-run's one-line reason and exit 1; it never reports a GPU figure it
 # did not measure (docs/perf.md).

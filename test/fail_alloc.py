@@ -3,7 +3,7 @@
 nimble-run (issue 23), the way SQLite tests its own allocation failures.
 
 It runs `nimble-run NIMBLE-RUN-ARGS` once with NIMBLE_FAIL_ALLOC=0 to get
-the right answer and to count the allocations (vm/FailAlloc.h), then once
+the right answer and to count the allocations (vm/support/FailAlloc.h), then once
 with NIMBLE_FAIL_ALLOC=k for every k from 1 to that count (or, when there are
 more than --samples of them, for a seeded random sample of --samples k, always
 including the first and the last), and requires each run to end either
@@ -25,7 +25,7 @@ wrong answer. The first failures are printed with the k that reproduces them:
 allocations in the same order, and "the same standard output" only if every
 run computes with the same kernels. Under --kernels=auto (nimble-run's
 default) neither holds by itself: each run times the native and the oneDNN
-kernel of a shape and keeps the faster (vm/Dispatch.cpp), so two runs can
+kernel of a shape and keeps the faster (vm/dispatch/Dispatch.cpp), so two runs can
 pick differently when the two are close -- other allocations after that
 point, and results that differ in the last bits. (Tree-LSTM under ASan:
 reference runs of 2359 or 2373 allocations, outputs differing in the 8th

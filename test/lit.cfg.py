@@ -140,7 +140,7 @@ if os.path.exists(_ptxas):
     config.substitutions.append(("%ptxas", _ptxas))
 else:
     lit_config.note("no ptxas at %s: the tests that need it are skipped" % _ptxas)
-# The toolkit's headers (test/cuda/cuda-abi.test checks vm/CudaApi.h against
+# The toolkit's headers (test/cuda/cuda-abi.test checks vm/cuda/CudaApi.h against
 # them) and a host C++ compiler to read them.
 _cuda_include = lit_config.params.get("cuda_include") or "/usr/local/cuda/include"
 if os.path.exists(os.path.join(_cuda_include, "cuda.h")) and os.path.exists("/usr/bin/g++"):
@@ -165,7 +165,7 @@ config.substitutions.append(
 )
 
 # `%fail-alloc [options] -- nimble-run-args...`: every allocation of a
-# nimble-run call failed in turn (fail_alloc.py, vm/FailAlloc.h).
+# nimble-run call failed in turn (fail_alloc.py, vm/support/FailAlloc.h).
 config.substitutions.append(
     ("%fail-alloc", _PYTHON + " " + os.path.join(config.test_source_root, "fail_alloc.py"))
 )

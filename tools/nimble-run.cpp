@@ -12,18 +12,18 @@
 
 #include "tools/ToolSupport.h"
 #include "tools/driver/Runtime.h"
-#include "vm/Allocator.h"
-#include "vm/CudaRuntime.h"
-#include "vm/Disassembler.h"
-#include "vm/FailAlloc.h"
-#include "vm/Format.h"
-#include "vm/Dispatch.h"
-#include "vm/Interpreter.h"
-#include "vm/LibraryKernels.h"
-#include "vm/NativeKernels.h"
-#include "vm/Npy.h"
-#include "vm/TensorText.h"
-#include "vm/ValueText.h"
+#include "vm/support/Allocator.h"
+#include "vm/cuda/CudaRuntime.h"
+#include "vm/format/Disassembler.h"
+#include "vm/support/FailAlloc.h"
+#include "vm/format/Format.h"
+#include "vm/dispatch/Dispatch.h"
+#include "vm/interpreter/Interpreter.h"
+#include "vm/dispatch/LibraryKernels.h"
+#include "vm/dispatch/NativeKernels.h"
+#include "vm/io/Npy.h"
+#include "vm/io/TensorText.h"
+#include "vm/io/ValueText.h"
 
 #include <algorithm>
 #include <chrono>
@@ -485,7 +485,7 @@ int runInstancesTool(const Options &o, VirtualMachine &vm, const VMFunction &fn,
 
 } // namespace
 
-// Every `new` of nimble-run counts for NIMBLE_FAIL_ALLOC (vm/FailAlloc.h), so
+// Every `new` of nimble-run counts for NIMBLE_FAIL_ALLOC (vm/support/FailAlloc.h), so
 // the out-of-memory test reaches every allocation of the tool and the VM.
 // All the unaligned forms are replaced together, over malloc and free: a
 // sanitizer runtime that keeps its own for the others would see malloc'd

@@ -15,8 +15,8 @@
 #include "passes/Statistic.h"
 #include "tools/ToolSupport.h"
 #include "tools/driver/Compiler.h"
-#include "vm/Disassembler.h"
-#include "vm/Format.h"
+#include "vm/format/Disassembler.h"
+#include "vm/format/Format.h"
 
 #include <cstring>
 #include <iostream>

@@ -12,7 +12,7 @@
 
 #include "ir/Limits.h"
 #include "ir/ShapeFns.h"
-#include "vm/Allocator.h"
+#include "vm/support/Allocator.h"
 
 #include <cstring>
 #include <new>

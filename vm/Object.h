@@ -20,7 +20,7 @@
 #define NIMBLE_VM_OBJECT_H
 
 #include "ir/OpTable.h"
-#include "vm/Executable.h"
+#include "vm/format/Executable.h"
 
 #include <cassert>
 #include <cstddef>

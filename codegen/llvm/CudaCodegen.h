@@ -13,7 +13,7 @@
 #define NIMBLE_CODEGEN_LLVM_CUDACODEGEN_H
 
 #include "ir/IR.h"
-#include "vm/Executable.h"
+#include "vm/format/Executable.h"
 
 #include <string>
 #include <utility>

@@ -3,7 +3,7 @@
 #define NIMBLE_CODEGEN_LLVM_KERNELGEN_H
 
 #include "ir/IR.h"
-#include "vm/Executable.h"
+#include "vm/format/Executable.h"
 
 #include <llvm/IR/Module.h>
 

@@ -19,9 +19,9 @@
 #include "codegen/llvm/NativeCodegen.h"
 
 #include "codegen/llvm/KernelGen.h"
-#include "passes/Analysis.h"
-#include "vm/Format.h"
-#include "vm/NativeSignature.h"
+#include "passes/analysis/Analysis.h"
+#include "vm/format/Format.h"
+#include "vm/format/NativeSignature.h"
 
 #include <lld/Common/Driver.h>
 #include <llvm/ADT/SmallString.h>
@@ -283,7 +283,7 @@ bool generateNativeKernels(const ir::Module &m, vm::Executable &exe, const Nativ
   }
 
   // What each entry was compiled for, in a section of its own that the
-  // loader reads before mapping the object (vm/NativeSignature.h).
+  // loader reads before mapping the object (vm/format/NativeSignature.h).
   if (!native.entries.empty()) {
     std::vector<vm::NativeSignature> sigs;
     auto bufferSig = [](ir::Type t) {

@@ -5,7 +5,7 @@
   {name: {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}},
   then the data buffer. `write_safetensors` / `read_safetensors`.
 
-* nimble-run's value text (vm/ValueText.h), for algebraic data type inputs:
+* nimble-run's value text (vm/io/ValueText.h), for algebraic data type inputs:
       value  ::= tensor | Ctor | Ctor `(` value (`,` value)* `)`
       tensor ::= dims `x` dtype `=` number*     (e.g. 1x4xf32=1 2 3 4)
                | `@` path                       (an .npy file, relative to the

@@ -4,7 +4,7 @@
     /usr/bin/python3 models/treelstm/make_inputs.py            # full-size inputs
     /usr/bin/python3 models/treelstm/make_inputs.py --small    # small/fixtures (committed)
 
-Trees are nimble-run value text (vm/ValueText.h): `Node(Leaf(1x300xf32=...), ...)`,
+Trees are nimble-run value text (vm/io/ValueText.h): `Node(Leaf(1x300xf32=...), ...)`,
 one file per tree, read by `nimble-run --input=@tree_NN.txt` and by
 reference.py alike. Shapes: the leaf count is split at a uniformly random
 point, recursively (so chains and balanced trees both occur); leaf word

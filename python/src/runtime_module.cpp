@@ -35,9 +35,9 @@
 
 #include "ir/Limits.h"
 #include "tools/driver/Runtime.h"
-#include "vm/Allocator.h"
-#include "vm/Disassembler.h"
-#include "vm/ValueText.h"
+#include "vm/support/Allocator.h"
+#include "vm/format/Disassembler.h"
+#include "vm/io/ValueText.h"
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>

@@ -24,8 +24,8 @@
 #include "ir/Parser.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
-#include "vm/Interpreter.h"
-#include "vm/NativeKernels.h"
+#include "vm/interpreter/Interpreter.h"
+#include "vm/dispatch/NativeKernels.h"
 #include "vm/Object.h"
 
 #include <gtest/gtest.h>

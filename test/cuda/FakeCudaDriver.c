@@ -1,6 +1,6 @@
 /* A stand-in for libcuda.so.1 in tests of nimble-run's CUDA paths on
  * machines without a GPU (test/cuda/cuda-driver.test, cuda-runtime.test):
- * the driver entry points vm/CudaDriver.cpp resolves, chosen by environment
+ * the driver entry points vm/cuda/CudaDriver.cpp resolves, chosen by environment
  * variables:
  *   FAKE_CUDA_INIT=<n>     what cuInit returns (default 0, success; 100 is
  *                          CUDA_ERROR_NO_DEVICE, a driver without a GPU)

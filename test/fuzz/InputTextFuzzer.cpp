@@ -17,8 +17,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "test/fuzz/FuzzSupport.h"
-#include "vm/TensorText.h"
-#include "vm/ValueText.h"
+#include "vm/io/TensorText.h"
+#include "vm/io/ValueText.h"
 
 #include <cstdio>
 #include <string>

@@ -13,8 +13,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "test/fuzz/FuzzSupport.h"
-#include "vm/Format.h"
-#include "vm/Interpreter.h"
+#include "vm/format/Format.h"
+#include "vm/interpreter/Interpreter.h"
 
 #include <algorithm>
 #include <cstring>

@@ -24,7 +24,7 @@
 #include "passes/Pass.h"
 #include "passes/Pipelines.h"
 #include "test/fuzz/FuzzSupport.h"
-#include "vm/Format.h"
+#include "vm/format/Format.h"
 
 #include <cstdio>
 #include <cstdlib>

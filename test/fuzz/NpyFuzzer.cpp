@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "test/fuzz/FuzzSupport.h"
-#include "vm/Npy.h"
+#include "vm/io/Npy.h"
 
 #include <cstdio>
 #include <cstring>

@@ -8,15 +8,15 @@
 // one of its successors reaches it. Half of the graphs have their blocks'
 // dominance words overwritten by a second analysis after the first is built
 // (where it keeps its block numbers; it must then fall back to its map).
-// The natural loops (passes/Loops.h) likewise: a loop of header h is h and
+// The natural loops (passes/analysis/Loops.h) likewise: a loop of header h is h and
 // every block reaching a latch without passing h.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/IR.h"
 #include "ir/Verifier.h"
-#include "passes/Dominators.h"
-#include "passes/Loops.h"
+#include "passes/analysis/Dominators.h"
+#include "passes/analysis/Loops.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-//===- LivenessTest.cpp - passes/Liveness numbering and live sets ----------===//
+//===- LivenessTest.cpp - passes/analysis/Liveness numbering and live sets -===//
 //
 // Liveness keeps each value's number in the value's scratch word under a tag
-// of its own (passes/Liveness.h). These check the numbers a lookup returns
+// of its own (passes/analysis/Liveness.h). These check the numbers a lookup returns
 // against the analysis' own value list, with two analyses of one function
 // alive at once (the second retags every value: the first must still answer
 // right, through its fallback map), with a word another user overwrote, and
@@ -13,7 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/IR.h"
-#include "passes/Liveness.h"
+#include "passes/analysis/Liveness.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 //
 // See ReferenceTensorAllocator.h. The rules (which edge a tuple may take,
 // the order of candidates, how an insertion splits an edge) are the ones
-// passes/TensorAllocator.cpp and passes/PlanMemory.cpp document; only the
+// passes/memory/TensorAllocator.cpp and passes/memory/PlanMemory.cpp document; only the
 // bookkeeping differs. Quadratic-to-cubic per problem: for tests only.
 //
 //===----------------------------------------------------------------------===//

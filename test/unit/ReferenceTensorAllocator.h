@@ -3,7 +3,7 @@
 // The oracle of TensorAllocatorTest's differential test: NNC's allocation
 // (seed 002) written as directly as possible, every round rebuilding and
 // sorting all candidates and scanning every edge, with none of the
-// incremental structures of passes/TensorAllocator.cpp (the candidate set
+// incremental structures of passes/memory/TensorAllocator.cpp (the candidate set
 // kept across rounds, the log of edges by round, the sorted edge list).
 // Both must return the same offsets, buffer size and reuse count on every
 // problem: the optimised allocator is a faster way to the same plan.
@@ -12,7 +12,7 @@
 #ifndef NIMBLE_TEST_UNIT_REFERENCETENSORALLOCATOR_H
 #define NIMBLE_TEST_UNIT_REFERENCETENSORALLOCATOR_H
 
-#include "passes/TensorAllocator.h"
+#include "passes/memory/TensorAllocator.h"
 
 namespace nimble::testing {
 

@@ -1,6 +1,6 @@
 //===- TensorAllocatorTest.cpp - NNC's allocator on small graphs ---------===//
 //
-// The allocator core of plan-memory (passes/TensorAllocator.h) on hand-made
+// The allocator core of plan-memory (passes/memory/TensorAllocator.h) on hand-made
 // and random interference graphs: interfering tensors never overlap, the
 // buffer is at least the max-live lower bound (and, on chains, exactly it),
 // partial reuse of a larger region happens, the result is deterministic, and
@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/TensorAllocator.h"
+#include "passes/memory/TensorAllocator.h"
 #include "test/unit/ReferenceTensorAllocator.h"
 
 #include <gtest/gtest.h>

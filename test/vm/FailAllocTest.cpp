@@ -1,14 +1,14 @@
 //===- FailAllocTest.cpp - The allocation-failure hook's contract ---------===//
 //
-// vm/FailAlloc.h: with NIMBLE_FAIL_ALLOC=k the k-th counted allocation
+// vm/support/FailAlloc.h: with NIMBLE_FAIL_ALLOC=k the k-th counted allocation
 // fails, once; while an AllocationFailuresSuspended exists (a oneDNN
-// primitive executing, vm/LibraryKernels.cpp) nothing counts or fails, so
+// primitive executing, vm/dispatch/LibraryKernels.cpp) nothing counts or fails, so
 // no failure is injected where no handler can catch it and the count does
 // not depend on how oneDNN's threads interleave.
 //
 //===----------------------------------------------------------------------===//
 
-#include "vm/FailAlloc.h"
+#include "vm/support/FailAlloc.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 
 #include "ir/ShapeFns.h"
 #include "vm/Kernel.h"
-#include "vm/ThreadPool.h"
+#include "vm/support/ThreadPool.h"
 
 #include <gtest/gtest.h>
 

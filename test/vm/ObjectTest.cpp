@@ -1,6 +1,6 @@
 //===- ObjectTest.cpp - Storage, Tensor, Adt, Ref and the CPU allocator --===//
 
-#include "vm/Allocator.h"
+#include "vm/support/Allocator.h"
 #include "vm/Object.h"
 
 #include <gtest/gtest.h>

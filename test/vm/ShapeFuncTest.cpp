@@ -10,9 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "vm/Bytecode.h"
-#include "vm/Format.h"
-#include "vm/Interpreter.h"
+#include "vm/format/Bytecode.h"
+#include "vm/format/Format.h"
+#include "vm/interpreter/Interpreter.h"
 #include "test/vm/format/TestExecutables.h"
 
 #include <gtest/gtest.h>

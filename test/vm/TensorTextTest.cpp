@@ -1,6 +1,6 @@
 //===- TensorTextTest.cpp - Tensor literals: parsing, printing, round trips ==//
 
-#include "vm/TensorText.h"
+#include "vm/io/TensorText.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 //===- ThreadPoolTest.cpp - parallelFor coverage, reuse and real threads -===//
 
-#include "vm/ThreadPool.h"
+#include "vm/support/ThreadPool.h"
 
 #include <gtest/gtest.h>
 

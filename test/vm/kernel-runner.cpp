@@ -12,7 +12,7 @@
 //
 // Attribute values by kind: bool true/false/1/0; int; float; ints as
 // [1,2,3] (brackets optional, [] for empty); dtype f32...; str and sym as
-// is; dense as @file.npy or a tensor literal (vm/TensorText.h), with a
+// is; dense as @file.npy or a tensor literal (vm/io/TensorText.h), with a
 // `splat:` prefix for a splat literal (splat:2x3xf32=7). Attributes left out
 // take their Ops.def defaults.
 //
@@ -32,9 +32,9 @@
 #include "ir/OpTable.h"
 #include "ir/ShapeFns.h"
 #include "vm/Kernel.h"
-#include "vm/Npy.h"
-#include "vm/TensorText.h"
-#include "vm/ThreadPool.h"
+#include "vm/io/Npy.h"
+#include "vm/io/TensorText.h"
+#include "vm/support/ThreadPool.h"
 
 #include <charconv>
 #include <cstdio>

@@ -7,7 +7,7 @@
 #include "passes/Pipelines.h"
 #include "ir/Parser.h"
 #include "ir/Verifier.h"
-#include "vm/Format.h"
+#include "vm/format/Format.h"
 
 #include <map>
 #include <sstream>

@@ -26,7 +26,7 @@
 #include "ir/Types.h"
 #include "passes/Pass.h"
 #include "passes/Pipelines.h"
-#include "vm/Executable.h"
+#include "vm/format/Executable.h"
 
 #include <iosfwd>
 #include <memory>

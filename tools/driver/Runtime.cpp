@@ -2,9 +2,9 @@
 
 #include "tools/driver/Runtime.h"
 
-#include "vm/Allocator.h"
-#include "vm/Disassembler.h"
-#include "vm/Format.h"
+#include "vm/support/Allocator.h"
+#include "vm/format/Disassembler.h"
+#include "vm/format/Format.h"
 
 #include <algorithm>
 #include <cmath>
@@ -108,7 +108,7 @@ const VMFunction *Program::function(const std::string &name, const std::string &
 }
 
 // A program with device code (nimblec --target=cuda), or --device=cuda[:N],
-// runs its device part on a CUDA device (vm/CudaRuntime.h): the driver, the
+// runs its device part on a CUDA device (vm/cuda/CudaRuntime.h): the driver, the
 // device, the module and (for cuBLAS entries) cuBLAS are opened here, before
 // anything runs, so that a machine without them gets one line naming what is
 // missing. --kernels=reference instead runs such a program entirely on the

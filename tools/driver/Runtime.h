@@ -12,7 +12,7 @@
 // life of the Program: each kernel and shape bucket is measured once, by
 // whichever run meets it first). What a run changes is its own: a VM (its
 // registers, constants and gather-fusion choices) and its oneDNN primitives
-// and packed weights (vm/LibraryKernels.h, not thread-safe), leased from a
+// and packed weights (vm/dispatch/LibraryKernels.h, not thread-safe), leased from a
 // pool per set of run settings for the length of one call and kept for the
 // next, so a warm call builds nothing.
 //
@@ -23,11 +23,11 @@
 #ifndef NIMBLE_TOOLS_DRIVER_RUNTIME_H
 #define NIMBLE_TOOLS_DRIVER_RUNTIME_H
 
-#include "vm/CudaRuntime.h"
-#include "vm/Dispatch.h"
-#include "vm/Interpreter.h"
-#include "vm/LibraryKernels.h"
-#include "vm/NativeKernels.h"
+#include "vm/cuda/CudaRuntime.h"
+#include "vm/dispatch/Dispatch.h"
+#include "vm/interpreter/Interpreter.h"
+#include "vm/dispatch/LibraryKernels.h"
+#include "vm/dispatch/NativeKernels.h"
 
 #include <iosfwd>
 #include <memory>

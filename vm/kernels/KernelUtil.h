@@ -24,7 +24,7 @@
 #define NIMBLE_VM_KERNELS_KERNELUTIL_H
 
 #include "vm/Kernel.h"
-#include "vm/ThreadPool.h"
+#include "vm/support/ThreadPool.h"
 
 #include <algorithm>
 #include <array>

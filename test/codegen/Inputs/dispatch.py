@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Kernel dispatch (nimble-run --kernels, --tuning; vm/Dispatch.h).
+"""Kernel dispatch (nimble-run --kernels, --tuning; vm/dispatch/Dispatch.h).
 
     dispatch.py NIMBLEC NIMBLE_RUN NIR WORK
 

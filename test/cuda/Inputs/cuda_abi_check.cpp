@@ -1,5 +1,5 @@
 // Compiled (syntax only) by test/cuda/cuda-abi.test against the CUDA
-// toolkit's headers: every function-pointer type of vm/CudaApi.h, which the
+// toolkit's headers: every function-pointer type of vm/cuda/CudaApi.h, which the
 // runtime declares itself so that it builds without CUDA, has the ABI of the
 // header's declaration of the symbol it is resolved from (CudaDriver.cpp's
 // dlsym names): the same number of parameters and, for the result and each
@@ -10,7 +10,7 @@
 
 #include <type_traits>
 
-#include "vm/CudaApi.h"
+#include "vm/cuda/CudaApi.h"
 
 namespace {
 

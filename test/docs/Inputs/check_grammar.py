@@ -3,8 +3,8 @@
 
     check_grammar.py --doc=DOC.md SOURCE...
 
-The parser documents itself: above each parse function of ir/Parser.cpp (and
-ir/ParserLiterals.cpp) is the EBNF rule it parses, and ir/Lexer.h lists the
+The parser documents itself: above each parse function of ir/Parser*.cpp
+is the EBNF rule it parses, and ir/Lexer.h lists the
 lexical rules. The docs collect those rules in ```ebnf blocks. This script reads every rule
 (`name ::= ...` plus its continuation lines) from the `//` comments of the
 SOURCE files and from the ```ebnf blocks of DOC.md, normalises white space,

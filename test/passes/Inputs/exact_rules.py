@@ -3,8 +3,8 @@
 usage: exact_rules.py TABLE WORK_DIR [--tools=DIR] [--compile-arg=ARG]... [--run-arg=ARG]... [--only=RULE]
 
 Each entry of TABLE (exact-rules.txt beside this script; its header says the
-format) is one rewrite rule of `canonicalize` (passes/Canonicalize.cpp) or
-of its constant folder (passes/ConstantFold.cpp), written as the body of a
+format) is one rewrite rule of `canonicalize` (passes/transforms/Canonicalize.cpp) or
+of its constant folder (passes/transforms/ConstantFold.cpp), written as the body of a
 small function, instantiated for each element type it lists. For every
 (rule, dtype) the driver
 

@@ -38,7 +38,7 @@ docs/VM.md; with the checksum recomputed, a mutated object may do anything
 it likes, so such files are mutated with --kernels=reference).
 
 The header layout and the checksum (CRC-32C of every byte after the 40-byte
-header, zero-extended to 64 bits) mirror vm/Format.h.
+header, zero-extended to 64 bits) mirror vm/format/Format.h.
 """
 
 import argparse

@@ -1,6 +1,6 @@
 //===- DisassemblerTest.cpp - Golden text of the disassembler --------------===//
 
-#include "vm/Disassembler.h"
+#include "vm/format/Disassembler.h"
 #include "test/vm/format/TestExecutables.h"
 
 #include <gtest/gtest.h>

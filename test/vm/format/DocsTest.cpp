@@ -1,9 +1,9 @@
 //===- DocsTest.cpp - docs/VM.md's opcode table matches Opcodes.def -------===//
 //
-// The table in docs/VM.md ("Opcodes") is generated from vm/Opcodes.def; this
+// The table in docs/VM.md ("Opcodes") is generated from vm/format/Opcodes.def; this
 // test fails when one changes without the other and prints the row to paste.
 
-#include "vm/Executable.h"
+#include "vm/format/Executable.h"
 
 #include <gtest/gtest.h>
 

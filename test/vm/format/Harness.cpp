@@ -2,7 +2,7 @@
 
 #include "test/vm/format/Harness.h"
 
-#include "vm/Disassembler.h"
+#include "vm/format/Disassembler.h"
 
 #include <gtest/gtest.h>
 

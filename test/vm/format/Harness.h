@@ -11,7 +11,7 @@
 #ifndef NIMBLE_TEST_VM_FORMAT_HARNESS_H
 #define NIMBLE_TEST_VM_FORMAT_HARNESS_H
 
-#include "vm/Format.h"
+#include "vm/format/Format.h"
 
 #include <cstddef>
 #include <string>

@@ -1,9 +1,9 @@
 //===- RoundTripTest.cpp - serialize -> deserialize keeps everything ------===//
 
 #include "test/vm/format/TestExecutables.h"
-#include "vm/Bytecode.h"
-#include "vm/Disassembler.h"
-#include "vm/Format.h"
+#include "vm/format/Bytecode.h"
+#include "vm/format/Disassembler.h"
+#include "vm/format/Format.h"
 
 #include <gtest/gtest.h>
 

@@ -14,7 +14,7 @@
 #ifndef NIMBLE_TEST_VM_FORMAT_TESTEXECUTABLES_H
 #define NIMBLE_TEST_VM_FORMAT_TESTEXECUTABLES_H
 
-#include "vm/Format.h"
+#include "vm/format/Format.h"
 
 #include <cstdint>
 #include <string>

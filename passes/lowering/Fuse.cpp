@@ -1,0 +1,517 @@
+//===- Fuse.cpp - Operator fusion under the shape-function policy ---------===//
+//
+// Groups kernel ops into primitive functions (attribute `primitive = true`),
+// the way TVM's FuseOps does, so that manifest-memory turns each group into
+// one invoke_shape_func (the composed shape function) and one invoke_mut (one
+// kernel call that the runtime, vm/dispatch/KernelRunner.cpp, runs member by member):
+//
+//   %h  = matmul %x, @w                %y = call @fused_matmul_0(%x, @w, @b)
+//   %hb = add %h, @b           ==>
+//   %y  = relu %hb                     func @fused_matmul_0(%in0, %in1, %in2)
+//                                          attributes {primitive = true} {
+//                                        %h = matmul %in0, %in1  (same locs)
+//                                        %hb = add %h, %in2
+//                                        %y = relu %hb
+//                                        ret %y
+//                                      }
+//
+// Kernel ops are the ops whose relation is not Structural and that the VM
+// does not execute natively (constant, shape_of, reshape, dyn_reshape,
+// device_copy and storage_size stay outside groups: manifest-memory's
+// isVMNative). Constants and globals used by members become group inputs.
+//
+// Grouping (per basic block, never across blocks). The ops of a block are
+// visited last to first; each kernel op either joins the group of its
+// consumers or starts a new group. A producer P joins group G when
+//   1. every use of every result of P is a member of G, all in P's block
+//      (a value also needed outside the group is left to the multi-output
+//      step below);
+//   2. the fusion patterns of ir/Ops.def allow it (table below), judged
+//      against G's pattern, the "worst" of its members (ElemWise < Broadcast
+//      < Injective < Reduction < OutputFusable < Opaque), which is what G may
+//      still absorb;
+//   3. the paper's policy allows it (below);
+//   4. G has fewer than `max-group-size` members.
+// Multi-output fusion (XLA's pass of that name): then a formed group P
+// whose results are read by a later group C, and otherwise only after C's
+// output op (or in other blocks), merges into C, whose call also returns
+// P's results used outside (the LSTM cell's c', carried to the next
+// iteration and read by h' = o * tanh(c'), comes from the same kernel as
+// h'); see mergeMultiOutput.
+// Because every use of a member outside its group comes after the group's
+// output op, the group is convex in the block's dataflow (no path leaves
+// the group and re-enters it: an op after the output op feeds no member):
+// replacing it by one `call` at the position of its output op (the last
+// member) keeps SSA dominance (every group input is defined before that op;
+// every member result used outside is a result of the call, used after it). Visiting last to first, every user of P in P's
+// block has been placed in a group before P is considered, so the decision
+// is deterministic and needs no iteration.
+//
+// Pattern rules (producer pattern, and the group patterns it may join):
+//
+//   producer          joins a group (of consumers) whose pattern is
+//   ElemWise          ElemWise, Broadcast, Injective, Reduction
+//   Broadcast         ElemWise, Broadcast, Injective, Reduction
+//   Injective         ElemWise, Broadcast, Injective
+//   Reduction         ElemWise            (a reduction absorbs elementwise
+//                                          consumers, not broadcasting ones)
+//   OutputFusable     ElemWise, Broadcast (matmul + bias add + activation)
+//   Opaque            never
+//
+// An OutputFusable op only joins a group of (elementwise/broadcast) ops, so
+// two OutputFusable ops never share a group; an elementwise producer never
+// joins a group containing a matmul through the matmul's inputs (TVM does
+// not fuse into a matmul's inputs either), but does join one whose
+// element-wise epilogue alone uses it (`joinsEpilogue`: an operand of the
+// epilogue computed point by point, like the epilogue; an injective op
+// such as the `split` of the gates is computed point by point too, by
+// rewriting the index).
+//
+// The paper's policy (Nimble paper §3.2, last paragraph: "a basic operator
+// with a data dependent or upper bound shape function cannot be fused to
+// other operators, i.e., taking the outputs of other operators as its inputs
+// to fuse together, as the shape function requires to access to the
+// intermediate result within a composite operator"; appendix A shows the
+// composed shape function that manifest-memory calls):
+//   - a producer never joins a group through a use by a DataDependent or
+//     UpperBound member: such an op reads only group inputs, which the
+//     runtime can pass to the composed shape function by value;
+//   - a DataDependent op (zeros, full, arange) may itself join the group of
+//     its consumers, i.e. lead a group, since what it reads stays an input;
+//   - an UpperBound op (unique, nonzero) is never fused at all: departing
+//     from the paper's "not fused with its producers", it does not lead a
+//     group either, because manifest-memory and the runtime only support
+//     upper-bound kernels whose single member is the upper-bound op (the
+//     true-shape output describes output 0 of that member).
+//
+// Outlining. Groups of one op are left alone (manifest-memory outlines
+// those, sharing identical ones). A group of two or more becomes
+// `@fused_<mnemonic of its first member>_<n>`, n the smallest number that
+// makes the name unique in the module (deterministic: blocks and groups are
+// processed in order). Its parameters are the group inputs in first-use
+// order (members in block order, operands in order); its body is a clone of
+// the members, keeping names, types and locations; it returns the output
+// op's results. The members are replaced by one `call` at the output op,
+// with the output op's location and result names, and with the members'
+// locations (`Operation::memberLocs`, printed `loc(..., members[...])`), from
+// which the bytecode emitter takes each kernel call's member locations: a
+// run-time error in a member points at that member's line.
+//
+// Deduplication (IREE's deduplicate-executables, TVM's compile-engine cache
+// keyed by structural equality): a group whose body would be identical to an
+// earlier group's -- the same input types, the same members in order (op,
+// attributes, result types, operands by position), the same outputs --
+// calls the earlier group's function instead of outlining another. Names and
+// locations are not part of the body (the locations live on each call), so
+// a model that repeats a layer gets one kernel per distinct layer body, not
+// one per use: a program of N identical calls compiles N calls of one kernel
+// (issue 23: at 1,000,000 ops, 100,000 outlined copies of three bodies made
+// a third of the IR that every later pass walked). Auto-batching then joins
+// the sharing masks of every call of the kernel (passes/lowering/AutoBatch.cpp).
+//
+// Not fused: functions already primitive, calls, control flow, ADT ops
+// (they are structural). Running the pass twice changes nothing: a fused
+// `call` is structural, so it neither joins nor absorbs a group.
+//
+// Option: fuse{max-group-size=N}, 1 <= N <= 4096 (the bytecode's limit on
+// kernel members; 1 disables fusion), default 32.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/FlatMap.h"
+#include "passes/analysis/Analysis.h"
+#include "passes/Pass.h"
+#include "passes/Statistic.h"
+
+#include <algorithm>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace nimble::passes {
+namespace {
+
+using namespace nimble::ir;
+
+/// An op's number (its group, its position in its block): a flat table, one
+/// cache miss per lookup on a block of a million ops (issue 23).
+using OpIndex = FlatMap<const Operation *, size_t>;
+
+NIMBLE_STATISTIC(NumGroups, "fuse", "Number of fused groups formed (each one call of a primitive function)");
+NIMBLE_STATISTIC(NumFusedOps, "fuse", "Number of ops moved into fused groups");
+NIMBLE_STATISTIC(NumShared, "fuse", "Number of fused groups that call an identical earlier group's function");
+
+constexpr size_t kMaxGroupSizeLimit = 4096;
+
+
+
+/// The order of "worse" patterns (TVM's OpPatternKind order).
+int rank(FusionPattern p) {
+  switch (p) {
+  case FusionPattern::ElemWise: return 0;
+  case FusionPattern::Broadcast: return 1;
+  case FusionPattern::Injective: return 2;
+  case FusionPattern::Reduction: return 3;
+  case FusionPattern::OutputFusable: return 4;
+  case FusionPattern::Opaque: return 5;
+  }
+  return 5;
+}
+
+FusionPattern worst(FusionPattern a, FusionPattern b) { return rank(a) >= rank(b) ? a : b; }
+
+/// The pattern table of the header: may a producer of pattern `p` join a
+/// group whose pattern is `g`?
+bool patternAllows(FusionPattern p, FusionPattern g) {
+  using P = FusionPattern;
+  switch (p) {
+  case P::ElemWise:
+  case P::Broadcast:
+    return g == P::ElemWise || g == P::Broadcast || g == P::Injective || g == P::Reduction;
+  case P::Injective: return g == P::ElemWise || g == P::Broadcast || g == P::Injective;
+  case P::Reduction: return g == P::ElemWise;
+  case P::OutputFusable: return g == P::ElemWise || g == P::Broadcast;
+  case P::Opaque: return false;
+  }
+  return false;
+}
+
+struct Group {
+  std::vector<Operation *> members; // in the order they joined (last op first)
+  FusionPattern pattern;
+  size_t rootPos = 0; // the output op's position in the block
+};
+
+/// An element-wise (or broadcast) producer whose uses are all element-wise
+/// members of an OutputFusable group, none of them the matmul: it computes
+/// an operand of the epilogue (Tree-LSTM's `i * u + f * c` after the forget
+/// gate's matmul, with `i = sigmoid(..)` and `u = tanh(..)`), so it fuses
+/// there like the epilogue itself, evaluated per output point; what feeds
+/// the matmul's own operands still never fuses (rule 2's table).
+bool joinsEpilogue(const Operation &op, const Group &g,
+                   const OpIndex &groupOf, size_t gi) {
+  FusionPattern p = op.info().fusion;
+  if (g.pattern != FusionPattern::OutputFusable ||
+      (p != FusionPattern::ElemWise && p != FusionPattern::Broadcast && p != FusionPattern::Injective))
+    return false;
+  for (const Value *r : op.resultValues())
+    for (const OpOperand &u : r->uses()) {
+      const size_t *g = groupOf.find(u.owner());
+      if (!g || *g != gi) continue; // a use outside: an extra output
+      FusionPattern up = u.owner()->info().fusion;
+      if (up != FusionPattern::ElemWise && up != FusionPattern::Broadcast && up != FusionPattern::Injective)
+        return false;
+    }
+  return true;
+}
+
+class FusePass : public Pass {
+public:
+  std::string_view name() const override { return "fuse"; }
+
+  std::string setOption(std::string_view key, std::string_view value) override {
+    if (key != "max-group-size") return Pass::setOption(key, value);
+    int64_t n = -1;
+    if (!parseIntOption(value, 1, static_cast<int64_t>(kMaxGroupSizeLimit), n))
+      return "option 'max-group-size' of 'fuse' takes an integer from 1 to " +
+             std::to_string(kMaxGroupSizeLimit) + ", got '" + std::string(value) + "'";
+    maxGroupSize_ = static_cast<size_t>(n);
+    return "";
+  }
+
+  LogicalResult run(Module &m, DiagnosticEngine &, bool &changed) override {
+    outlined_.clear();
+    std::vector<Function *> funcs;
+    for (auto &f : m.functions())
+      if (!isPrimitive(*f) && !hasKills(*f)) funcs.push_back(f.get());
+    for (Function *f : funcs)
+      for (auto &b : f->blocks())
+        for (Group &g : formGroups(*b))
+          if (g.members.size() >= 2) {
+            outline(m, g);
+            changed = true;
+          }
+    return success();
+  }
+
+private:
+  /// A function with explicit `kill`s (memory planning ran) is left alone:
+  /// outlining moves uses past the kills of their values, and grouping
+  /// kernels after their memory was planned would undo the plan.
+  static bool hasKills(const Function &f) {
+    for (auto &b : f.blocks())
+      for (const Operation &op : *b)
+        if (op.is(OpCode::Kill)) return true;
+    return false;
+  }
+  std::vector<Group> formGroups(Block &b) const;
+  void mergeMultiOutput(std::vector<Group> &groups, OpIndex &groupOf,
+                        const OpIndex &pos, const Block &b) const;
+  void outline(Module &m, Group &g);
+
+  size_t maxGroupSize_ = 32;
+  /// The functions outlined by this run, by the hash of their body's
+  /// signature (bodySignature), for deduplication.
+  struct Outlined {
+    std::vector<uint64_t> words;
+    Function *fn;
+  };
+  std::unordered_map<uint64_t, std::vector<Outlined>> outlined_;
+};
+
+/// The structure of the body a group outlines to, as words: the input
+/// types; per member its op, operands (input i, or result r of the members
+/// in order, numbered after the inputs), result types and attributes'
+/// hashes; then the outputs. Types are uniqued, so a type is its storage
+/// pointer. Two groups with equal words and equal attributes (compared
+/// exactly, sameAttrs) outline to identical bodies.
+std::vector<uint64_t> bodySignature(const std::vector<Value *> &inputs, const std::vector<Operation *> &members,
+                                    const std::vector<Value *> &results) {
+  std::vector<uint64_t> w;
+  std::unordered_map<const Value *, uint64_t> ref;
+  w.push_back(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ref.emplace(inputs[i], i);
+    w.push_back(reinterpret_cast<uintptr_t>(inputs[i]->type().impl()));
+  }
+  uint64_t next = inputs.size();
+  for (const Operation *op : members) {
+    w.push_back(static_cast<uint64_t>(op->code()));
+    w.push_back(op->numOperands());
+    for (const Value *v : op->operandValues()) w.push_back(ref.at(v));
+    w.push_back(op->numResults());
+    for (const Value *r : op->resultValues()) {
+      ref.emplace(r, next++);
+      w.push_back(reinterpret_cast<uintptr_t>(r->type().impl()));
+    }
+    w.push_back(op->attrs().size());
+    for (const Attr &a : op->attrs()) w.push_back(a.hash());
+  }
+  w.push_back(results.size());
+  for (const Value *r : results) w.push_back(ref.at(r));
+  return w;
+}
+
+/// Whether `members` carry the same attributes, exactly, as the body of
+/// `fn` (outlined from a group of the same signature: one op per member,
+/// then `ret`).
+bool sameAttrs(const std::vector<Operation *> &members, const Function &fn) {
+  auto it = fn.entry()->begin();
+  for (const Operation *op : members) {
+    if (it == fn.entry()->end() || it->attrs().size() != op->attrs().size()) return false;
+    for (size_t i = 0; i < op->attrs().size(); ++i)
+      if (!(it->attrs()[i] == op->attrs()[i])) return false;
+    ++it;
+  }
+  return true;
+}
+
+uint64_t hashWords(const std::vector<uint64_t> &w) {
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (uint64_t x : w) h = (h ^ x) * 0x100000001b3ull + (h >> 29);
+  return h;
+}
+
+std::vector<Group> FusePass::formGroups(Block &b) const {
+  std::vector<Group> groups;
+  OpIndex groupOf;
+  std::vector<Operation *> ops = b.opsSnapshot();
+  OpIndex pos;
+  for (size_t i = 0; i < ops.size(); ++i) pos.tryEmplace(ops[i], i);
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+    Operation *op = *it;
+    if (!isKernelOp(*op)) continue;
+    const OpInfo &info = op->info();
+
+    // The one group all uses of `op` lie in, if any (rule 1), with the
+    // policy: no user in it may be data-dependent or upper-bound (rule 3).
+    auto joinable = [&]() -> std::optional<size_t> {
+      if (info.shapeMode == ShapeMode::UpperBound) return std::nullopt;
+      std::optional<size_t> target;
+      for (Value *r : op->resultValues())
+        for (OpOperand &u : r->uses()) {
+          Operation *user = u.owner();
+          const size_t *g = groupOf.find(user);
+          if (user->block() != &b || !g) return std::nullopt;
+          if (target && *target != *g) return std::nullopt;
+          target = *g;
+          ShapeMode um = user->info().shapeMode;
+          if (um == ShapeMode::DataDependent || um == ShapeMode::UpperBound) return std::nullopt;
+        }
+      if (!target) return std::nullopt;
+      const Group &g = groups[*target];
+      if (!patternAllows(info.fusion, g.pattern) && !joinsEpilogue(*op, g, groupOf, *target)) return std::nullopt;
+      if (g.members.size() >= maxGroupSize_) return std::nullopt;
+      return target;
+    };
+
+    if (std::optional<size_t> t = joinable()) {
+      Group &g = groups[*t];
+      g.members.push_back(op);
+      g.pattern = worst(g.pattern, info.fusion);
+      groupOf.tryEmplace(op, *t); // op is visited once: new
+    } else {
+      groupOf.tryEmplace(op, groups.size());
+      groups.push_back(Group{{op}, info.fusion, *pos.find(op)});
+    }
+  }
+  mergeMultiOutput(groups, groupOf, pos, b);
+  // Groups in block order of their output op (the first member found).
+  std::reverse(groups.begin(), groups.end());
+  groups.erase(std::remove_if(groups.begin(), groups.end(), [](const Group &g) { return g.members.empty(); }),
+               groups.end());
+  return groups;
+}
+
+// Multi-output fusion (XLA's pass of that name, after its instruction
+// fusion): a group P whose results are read by a later group C, and
+// otherwise only after C's output op (or in other blocks), merges into C;
+// C's call then also returns the results of P that are used outside. Groups
+// are visited consumers first (latest output op first), so chains merge in
+// one pass. The pattern table decides as for a single producer (P's pattern
+// joining C's), with the epilogue case: an element-wise, broadcast or
+// injective P whose users in C are all epilogue members. Done after the
+// single-output grouping so that a matmul keeps its epilogue: a group that
+// merges is already formed.
+void FusePass::mergeMultiOutput(std::vector<Group> &groups,
+                                OpIndex &groupOf,
+                                const OpIndex &pos,
+                                const Block &b) const {
+  for (size_t pi = 0; pi < groups.size(); ++pi) {
+    Group &P = groups[pi];
+    if (P.members.empty()) continue;
+    bool upper = false;
+    for (const Operation *op : P.members) upper |= op->info().shapeMode == ShapeMode::UpperBound;
+    if (upper) continue;
+    // The consumer group with the earliest output op.
+    std::optional<size_t> target;
+    for (const Operation *op : P.members)
+      for (const Value *r : op->resultValues())
+        for (const OpOperand &u : r->uses()) {
+          const size_t *g = groupOf.find(u.owner());
+          if (u.owner()->block() != &b || !g || *g == pi) continue;
+          if (!target || groups[*g].rootPos < groups[*target].rootPos) target = *g;
+        }
+    if (!target) continue;
+    Group &C = groups[*target];
+    if (P.members.size() + C.members.size() > maxGroupSize_) continue;
+    bool ok = true, epilogueUsers = true;
+    for (const Operation *op : P.members)
+      for (const Value *r : op->resultValues())
+        for (const OpOperand &u : r->uses()) {
+          const Operation *user = u.owner();
+          const size_t *g = groupOf.find(user);
+          if (g && *g == pi) continue;
+          if (g && *g == *target) {
+            ShapeMode um = user->info().shapeMode;
+            if (um == ShapeMode::DataDependent || um == ShapeMode::UpperBound) ok = false;
+            FusionPattern up = user->info().fusion;
+            if (up != FusionPattern::ElemWise && up != FusionPattern::Broadcast && up != FusionPattern::Injective)
+              epilogueUsers = false;
+            continue;
+          }
+          if (user->block() == &b && *pos.find(user) < C.rootPos) ok = false;
+        }
+    bool epilogue = C.pattern == FusionPattern::OutputFusable && epilogueUsers &&
+                    (P.pattern == FusionPattern::ElemWise || P.pattern == FusionPattern::Broadcast ||
+                     P.pattern == FusionPattern::Injective);
+    if (!ok || !(patternAllows(P.pattern, C.pattern) || epilogue)) continue;
+    for (Operation *op : P.members) {
+      C.members.push_back(op);
+      *groupOf.find(op) = *target;
+    }
+    P.members.clear();
+    C.pattern = worst(C.pattern, P.pattern);
+    std::sort(C.members.begin(), C.members.end(),
+              [&](const Operation *x, const Operation *y) { return *pos.find(x) > *pos.find(y); });
+  }
+}
+
+void FusePass::outline(Module &m, Group &g) {
+  Context &ctx = m.context();
+  // Members in block order; the output op is the last.
+  std::vector<Operation *> members(g.members.rbegin(), g.members.rend());
+  std::unordered_set<const Operation *> inGroup(members.begin(), members.end());
+  Operation *root = members.back();
+
+  // Group inputs in first-use order.
+  std::vector<Value *> inputs;
+  std::unordered_set<const Value *> seen;
+  for (Operation *op : members)
+    for (Value *v : op->operandValues()) {
+      Operation *def = v->definingOp();
+      if (def && inGroup.count(def)) continue;
+      if (seen.insert(v).second) inputs.push_back(v);
+    }
+
+  // Outputs: the output op's results, then every other member result that
+  // is used outside the group (multi-output fusion), in block order.
+  std::vector<Value *> results;
+  for (Value *r : root->results()) results.push_back(r);
+  for (Operation *op : members) {
+    if (op == root) continue;
+    for (Value *r : op->resultValues())
+      for (OpOperand &u : r->uses())
+        if (!inGroup.count(u.owner())) {
+          results.push_back(r);
+          break;
+        }
+  }
+  std::vector<Type> ins, outs;
+  for (Value *v : inputs) ins.push_back(v->type());
+  for (Value *r : results) outs.push_back(r->type());
+
+  // An identical earlier group's function, or a new one.
+  std::vector<uint64_t> sig = bodySignature(inputs, members, results);
+  std::vector<Outlined> &same = outlined_[hashWords(sig)];
+  Function *fn = nullptr;
+  for (const Outlined &o : same)
+    if (o.words == sig && sameAttrs(members, *o.fn)) {
+      fn = o.fn;
+      ++NumShared;
+      break;
+    }
+  if (!fn) {
+    std::string fname = m.freshFunctionName("fused_" + std::string(members.front()->name()));
+    auto owned = std::make_unique<Function>(fname, ctx.func(ins, outs), members.front()->loc());
+    owned->fnAttrs().emplace_back("primitive", Attr::getBool(true));
+    fn = m.addFunction(std::move(owned));
+    Block *entry = fn->addBlock(std::make_unique<Block>("entry"));
+    IRMapping map;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Value *a = entry->addArgument(ins[i], members.front()->loc());
+      a->setName("in" + std::to_string(i));
+      map.values[inputs[i]] = a;
+    }
+    for (Operation *op : members) entry->push_back(cloneOp(*op, map));
+    std::vector<Value *> rets;
+    for (Value *r : results) rets.push_back(map.lookup(r));
+    entry->push_back(Operation::create(OpCode::Ret, root->loc(), rets, {}, defaultAttrs(OpCode::Ret)));
+    same.push_back({std::move(sig), fn});
+  }
+
+  // The call replaces the members, at the output op, and keeps where each
+  // member was written.
+  std::vector<Attr> attrs = defaultAttrs(OpCode::Call);
+  attrs[static_cast<unsigned>(opInfo(OpCode::Call).attrIndex("callee"))] = Attr::getSym(fn->name());
+  Operation *call =
+      root->block()->insertBefore(root, Operation::create(OpCode::Call, root->loc(), inputs, outs, attrs));
+  std::vector<Location> memberLocs;
+  memberLocs.reserve(members.size());
+  for (const Operation *op : members) memberLocs.push_back(op->loc());
+  call->setMemberLocs(std::move(memberLocs));
+  for (unsigned i = 0; i < results.size(); ++i) {
+    call->result(i)->setName(results[i]->name());
+    results[i]->replaceAllUsesWith(call->result(i));
+  }
+  for (auto it = members.rbegin(); it != members.rend(); ++it) (*it)->erase();
+
+  ++NumGroups;
+  NumFusedOps += members.size();
+}
+
+} // namespace
+
+std::unique_ptr<Pass> createFusePass() { return std::make_unique<FusePass>(); }
+
+} // namespace nimble::passes

@@ -1,0 +1,598 @@
+//===- LibraryKernels.cpp - Dense kernels through oneDNN ------------------===//
+//
+// See LibraryKernels.h. oneDNN 2.6's C++ API (dnnl.hpp); every call that can
+// throw dnnl::error is inside a try block, so a oneDNN failure is a declined
+// call or an error message, never an abort.
+//
+//===----------------------------------------------------------------------===//
+
+#include "vm/dispatch/LibraryKernels.h"
+
+#include "vm/support/FailAlloc.h"
+#include "vm/dispatch/NativeKernels.h"
+#include "vm/support/ThreadPool.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <chrono>
+#include <list>
+#include <new>
+#include <unordered_map>
+
+extern "C" void omp_set_num_threads(int); // libgomp: oneDNN's threading runtime here
+extern "C" int omp_get_max_threads(void);
+
+namespace nimble::vm {
+
+namespace {
+
+/// One post-op of the chain after the matmul.
+struct PostOp {
+  bool binary = false;
+  dnnl::algorithm alg = dnnl::algorithm::undef;
+  uint32_t operand = 0; // binary: the kernel input it reads
+};
+
+/// How kernel k runs on oneDNN, decided from its members alone.
+struct Plan {
+  bool ok = false;
+  bool batch = false;
+  bool transA = false, transB = false;
+  uint32_t lhs = 0, rhs = 0; // kernel inputs
+  std::vector<PostOp> post;
+};
+
+Plan analyze(const KernelDesc &k) {
+  Plan p;
+  if (k.members.empty() || k.outputs.size() != 1 || k.upperBound) return p;
+  const KernelDesc::Member &mm = k.members[0];
+  if (mm.op != OpCode::MatMul && mm.op != OpCode::BatchMatMul) return p;
+  if (mm.operands.size() != 2 || mm.attrs.size() != 2 || mm.numResults != 1) return p;
+  for (uint32_t v : mm.operands)
+    if (v >= k.numInputs || v >= k.inputDTypes.size() || k.inputDTypes[v] != DType::F32) return p;
+  p.batch = mm.op == OpCode::BatchMatMul;
+  p.transA = mm.attrs[0].getBool();
+  p.transB = mm.attrs[1].getBool();
+  p.lhs = mm.operands[0];
+  p.rhs = mm.operands[1];
+  uint32_t chain = k.numInputs; // value number of the matmul's result
+  // Every value computed inside the kernel is used exactly once, by the next
+  // member of the chain, and the last one is the output.
+  std::vector<unsigned> uses(k.numInputs + k.members.size(), 0);
+  for (const KernelDesc::Member &m : k.members)
+    for (uint32_t v : m.operands)
+      if (v < uses.size()) ++uses[v];
+  for (size_t i = 1; i < k.members.size(); ++i) {
+    const KernelDesc::Member &m = k.members[i];
+    if (m.numResults != 1 || uses[chain] != 1) return p;
+    PostOp po;
+    auto unary = [&](dnnl::algorithm a) {
+      if (m.operands.size() != 1 || m.operands[0] != chain) return false;
+      po.alg = a;
+      return true;
+    };
+    auto binary = [&](dnnl::algorithm a, bool commutative) {
+      if (m.operands.size() != 2) return false;
+      uint32_t other;
+      if (m.operands[0] == chain && m.operands[1] != chain) other = m.operands[1];
+      else if (commutative && m.operands[1] == chain && m.operands[0] != chain) other = m.operands[0];
+      else return false;
+      if (other >= k.numInputs || other >= k.inputDTypes.size() || k.inputDTypes[other] != DType::F32)
+        return false;
+      po.binary = true;
+      po.alg = a;
+      po.operand = other;
+      return true;
+    };
+    bool ok = false;
+    switch (m.op) {
+    case OpCode::Add: ok = binary(dnnl::algorithm::binary_add, true); break;
+    case OpCode::Mul: ok = binary(dnnl::algorithm::binary_mul, true); break;
+    case OpCode::Sub: ok = binary(dnnl::algorithm::binary_sub, false); break;
+    case OpCode::Div: ok = binary(dnnl::algorithm::binary_div, false); break;
+    case OpCode::Relu: ok = unary(dnnl::algorithm::eltwise_relu); break;
+    case OpCode::Gelu: ok = unary(dnnl::algorithm::eltwise_gelu_erf); break;
+    case OpCode::Tanh: ok = unary(dnnl::algorithm::eltwise_tanh); break;
+    case OpCode::Sigmoid: ok = unary(dnnl::algorithm::eltwise_logistic); break;
+    case OpCode::Exp: ok = unary(dnnl::algorithm::eltwise_exp); break;
+    default: break;
+    }
+    if (!ok) return p;
+    p.post.push_back(po);
+    chain = k.numInputs + static_cast<uint32_t>(i);
+  }
+  if (k.outputs[0] != chain) return p;
+  p.ok = true;
+  return p;
+}
+
+using Dims = dnnl::memory::dims;
+
+/// Row-major strides of `d`.
+Dims contiguous(const Dims &d) {
+  Dims s(d.size(), 1);
+  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
+  return s;
+}
+
+/// A matmul operand of physical shape `shape`, seen as `rank` dimensions
+/// (leading ones added for broadcast batch), its last two swapped if
+/// `trans`: the logical dims and their strides.
+void operandLayout(const std::vector<int64_t> &shape, size_t rank, bool trans, Dims &dims, Dims &strides) {
+  dims.assign(rank - shape.size(), 1);
+  dims.insert(dims.end(), shape.begin(), shape.end());
+  strides = contiguous(dims);
+  if (trans) {
+    std::swap(dims[rank - 1], dims[rank - 2]);
+    std::swap(strides[rank - 1], strides[rank - 2]);
+  }
+}
+
+dnnl::memory::desc operandDesc(const std::vector<int64_t> &shape, size_t rank, bool trans) {
+  Dims dims, strides;
+  operandLayout(shape, rank, trans, dims, strides);
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+}
+
+/// One block of output columns [begin, begin + count) of a split matmul
+/// (LibraryKernels.h, "Threads"): a one-thread primitive over a row-major
+/// copy of the weights' columns, writing the output's columns in place
+/// (strided). The post-ops take the forms oneDNN's strided-output GEMM
+/// runs: a bias row as the primitive's bias, activations as eltwise
+/// post-ops, a residual of the output's shape as a `sum` post-op (its
+/// columns copied into the output first, unless it is the output).
+struct Slice {
+  int64_t begin = 0, count = 0;
+  dnnl::matmul prim;
+  dnnl::memory::desc lhs, rhs, dst, bias;
+  // The weights' columns copied once into a row-major [..., K, count]
+  // block (the layout the strided-output GEMM reads fastest), or none
+  // when they are that already.
+  bool packWeights = false;
+  dnnl::memory::desc packedDesc;
+  int64_t rhsOffset = 0, dstOffset = 0, biasOffset = 0; // elements
+  int64_t biasInput = -1, sumInput = -1;                 // kernel inputs, or -1
+  std::vector<uint8_t> scratch; // scratchpad_mode::user: the slices run at once
+};
+
+struct Entry {
+  bool usable = false; // false: oneDNN declined these shapes
+  dnnl::matmul prim;
+  std::vector<dnnl::memory::desc> descs; // lhs, rhs, dst, then one per binary post-op
+  // A constant right-hand side (weights) in the layout the primitive chose
+  // (format `any`), when that is not the tensor's own: reordered once per
+  // constant and kept (Impl::packed).
+  bool packWeights = false;
+  dnnl::memory::desc packedDesc;
+  // Non-empty: the output's columns split over the pool's threads, each
+  // block a one-thread primitive, all run at once (used unless the
+  // residual overlaps the output other than exactly).
+  std::vector<Slice> slices;
+  std::list<std::string>::iterator lru;
+};
+
+/// A constant's bytes, seen as `from` (its dims and strides in this use: a
+/// square weight may be read transposed by one kernel and not by another),
+/// in one packed layout `desc`.
+struct Packed {
+  Ref<Storage> source; // kept alive: the address keeps standing for these bytes
+  dnnl::memory::desc from, desc;
+  std::shared_ptr<void> buffer; // the copy's bytes (HugeBuffer)
+  dnnl::memory mem;
+};
+
+/// `bytes` of memory for a packed copy, aligned to 2 MiB and advised into
+/// huge pages when that large: a GEMM streams its weights from memory, and
+/// with 4 KiB pages every 4 KiB of them is a TLB miss (LibraryKernels.h,
+/// "Weights"). Null when out of memory.
+std::shared_ptr<void> hugeBuffer(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  const bool huge = bytes >= kHuge;
+  const size_t align = huge ? kHuge : 64;
+  const size_t size = (bytes + align - 1) / align * align;
+  void *p = std::aligned_alloc(align, size ? size : align);
+  if (!p) return nullptr;
+#ifdef MADV_HUGEPAGE
+  if (huge) madvise(p, size, MADV_HUGEPAGE); // advice only: fine if refused
+#endif
+  return std::shared_ptr<void>(p, [](void *q) { std::free(q); });
+}
+
+/// The slices of plan `p` on these shapes for `threads` threads (blocks of
+/// a multiple of 16 columns, one AVX-512 register of f32), or none when the
+/// matmul does not split: the post-ops have no strided-output form, or
+/// oneDNN offers only its reference implementation for one. Each primitive
+/// is planned for one thread (it runs on one). Throws dnnl::error.
+std::vector<Slice> buildSlices(const Plan &p, const std::vector<Tensor *> &ins, const Tensor *out,
+                               int64_t threads, const dnnl::engine &engine) {
+  const size_t rank = out->shape().size();
+  const std::vector<int64_t> &ls = ins[p.lhs]->shape(), &rs = ins[p.rhs]->shape();
+  const Dims od(out->shape().begin(), out->shape().end());
+  const int64_t n = od.back();
+  // The post-ops' forms: a bias row first, then activations, at most one
+  // residual of the output's own shape.
+  int64_t biasInput = -1, sumInput = -1;
+  dnnl::post_ops ops;
+  for (size_t i = 0; i < p.post.size(); ++i) {
+    const PostOp &po = p.post[i];
+    if (!po.binary) {
+      ops.append_eltwise(1.0f, po.alg, 0.0f, 0.0f);
+      continue;
+    }
+    if (po.alg != dnnl::algorithm::binary_add) return {};
+    const std::vector<int64_t> &s = ins[po.operand]->shape();
+    if (s.size() > rank) return {};
+    Dims d(rank - s.size(), 1);
+    d.insert(d.end(), s.begin(), s.end());
+    const bool row = d.back() == n && std::all_of(d.begin(), d.end() - 1, [](int64_t x) { return x == 1; });
+    if (i == 0 && row) {
+      biasInput = po.operand;
+    } else if (d == od && sumInput < 0) {
+      ops.append_sum(1.0f);
+      sumInput = po.operand;
+    } else {
+      return {};
+    }
+  }
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(ops);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  Dims lhsDims, lhsStrides, rhsDims, rhsStrides;
+  operandLayout(ls, rank, p.transA, lhsDims, lhsStrides);
+  operandLayout(rs, rank, p.transB, rhsDims, rhsStrides);
+  const Dims outStrides = contiguous(od);
+  const int64_t per = (n / threads + 15) / 16 * 16;
+  std::vector<Slice> slices;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  try {
+    for (int64_t b = 0; b < n; b += per) {
+      Slice sl;
+      sl.begin = b;
+      sl.count = std::min(per, n - b);
+      sl.biasInput = biasInput;
+      sl.sumInput = sumInput;
+      sl.lhs = dnnl::memory::desc(lhsDims, dnnl::memory::data_type::f32, lhsStrides);
+      Dims rd = rhsDims, dd = od;
+      rd.back() = dd.back() = sl.count;
+      sl.rhs = dnnl::memory::desc(rd, dnnl::memory::data_type::f32, rhsStrides);
+      sl.rhsOffset = b * rhsStrides.back();
+      sl.packedDesc = dnnl::memory::desc(rd, dnnl::memory::data_type::f32, contiguous(rd));
+      sl.packWeights = sl.packedDesc != sl.rhs;
+      sl.dst = dnnl::memory::desc(dd, dnnl::memory::data_type::f32, outStrides);
+      sl.dstOffset = b;
+      std::unique_ptr<dnnl::matmul::desc> d;
+      if (biasInput >= 0) {
+        Dims bd(rank, 1);
+        bd.back() = sl.count;
+        sl.bias = dnnl::memory::desc(bd, dnnl::memory::data_type::f32, contiguous(bd));
+        sl.biasOffset = b;
+        d.reset(new dnnl::matmul::desc(sl.lhs, sl.packedDesc, sl.bias, sl.dst));
+      } else {
+        d.reset(new dnnl::matmul::desc(sl.lhs, sl.packedDesc, sl.dst));
+      }
+      dnnl::matmul::primitive_desc pd(*d, attr, engine);
+      if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {
+        slices.clear();
+        break;
+      }
+      sl.scratch.assign(pd.scratchpad_desc().get_size(), 0);
+      sl.prim = dnnl::matmul(pd);
+      slices.push_back(std::move(sl));
+    }
+  } catch (...) {
+    omp_set_num_threads(saved);
+    throw;
+  }
+  omp_set_num_threads(saved);
+  return slices;
+}
+
+} // namespace
+
+struct LibraryKernels::Impl {
+  const Executable *exe = nullptr;
+  std::vector<Plan> plans;
+  dnnl::engine engine;
+  dnnl::stream stream;
+  bool ready = false;
+  std::unordered_map<std::string, Entry> cache;
+  std::list<std::string> lru; // most recently used first
+  uint64_t created = 0;
+  double creationSeconds = 0;
+  // Packed weights, by the constant's address (a few per constant at most:
+  // one per layout the primitives of its shapes chose).
+  std::unordered_map<const void *, std::vector<Packed>> packed;
+  uint64_t packedCount = 0, packedBytes = 0;
+  double packSeconds = 0;
+  // One stream per slice of a split matmul (they run at once).
+  std::vector<dnnl::stream> sliceStreams;
+  uint64_t splitCalls = 0;
+
+  /// The packed copy of the constant `t`'s bytes at `data` read as `from`,
+  /// in layout `desc`: found, or made once (in huge pages, see below).
+  const dnnl::memory &packedCopy(const Tensor *t, void *data, const dnnl::memory::desc &from,
+                                 const dnnl::memory::desc &desc);
+  bool runSlices(Entry &e, const Plan &p, const std::vector<Tensor *> &ins, Tensor *out, ThreadPool &pool,
+                 size_t *failedMember, Status *st);
+};
+
+LibraryKernels::LibraryKernels(const Executable &exe) : impl_(new Impl) {
+  impl_->exe = &exe;
+  impl_->plans.reserve(exe.kernels.size());
+  for (const KernelDesc &k : exe.kernels) impl_->plans.push_back(analyze(k));
+}
+
+LibraryKernels::~LibraryKernels() = default;
+
+bool LibraryKernels::init(std::string &reason) {
+  try {
+    impl_->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
+    impl_->stream = dnnl::stream(impl_->engine);
+    impl_->ready = true;
+    return true;
+  } catch (const dnnl::error &e) {
+    reason = std::string("oneDNN cannot create a CPU engine: ") + e.what();
+    return false;
+  }
+}
+
+bool LibraryKernels::supports(uint32_t k) const {
+  return impl_->ready && k < impl_->plans.size() && impl_->plans[k].ok;
+}
+
+size_t LibraryKernels::count() const {
+  size_t n = 0;
+  for (const Plan &p : impl_->plans) n += p.ok;
+  return n;
+}
+
+void LibraryKernels::setThreads(unsigned n) { omp_set_num_threads(static_cast<int>(n)); }
+
+uint64_t LibraryKernels::primitivesCreated() const { return impl_->created; }
+double LibraryKernels::creationSeconds() const { return impl_->creationSeconds; }
+size_t LibraryKernels::primitivesCached() const { return impl_->cache.size(); }
+uint64_t LibraryKernels::weightsPacked() const { return impl_->packedCount; }
+uint64_t LibraryKernels::packedBytes() const { return impl_->packedBytes; }
+double LibraryKernels::packSeconds() const { return impl_->packSeconds; }
+uint64_t LibraryKernels::splitCalls() const { return impl_->splitCalls; }
+
+const dnnl::memory &LibraryKernels::Impl::packedCopy(const Tensor *t, void *data, const dnnl::memory::desc &from,
+                                                    const dnnl::memory::desc &desc) {
+  std::vector<Packed> &forms = packed[data];
+  for (const Packed &pk : forms)
+    if (pk.from == from && pk.desc == desc) return pk.mem;
+  auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<void> buffer = hugeBuffer(desc.get_size());
+  if (!buffer) throw std::bad_alloc();
+  Packed pk{t->storage(), from, desc, buffer, dnnl::memory(desc, engine, buffer.get())};
+  dnnl::memory plain(from, engine, data);
+  {
+    AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"
+    dnnl::reorder(plain, pk.mem).execute(stream, plain, pk.mem);
+    stream.wait();
+  }
+  ++packedCount;
+  packedBytes += desc.get_size();
+  packSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  forms.push_back(std::move(pk));
+  return forms.back().mem;
+}
+
+/// Runs the slices of `e` on the pool's threads, each on its own stream and
+/// scratchpad; false (nothing done) when a residual overlaps the output
+/// without being it (its columns would be overwritten before other slices
+/// read them: the whole primitive runs then). No exception may leave the
+/// parallel region: a slice's failure is kept and reported after it.
+bool LibraryKernels::Impl::runSlices(Entry &e, const Plan &p, const std::vector<Tensor *> &ins, Tensor *out,
+                                      ThreadPool &pool, size_t *failedMember, Status *st) {
+  const Slice &first = e.slices.front();
+  const Tensor *res = first.sumInput >= 0 ? ins[first.sumInput] : nullptr;
+  const bool inPlace = res && res->rawData() == out->rawData();
+  if (res && !inPlace && res->rawData() < out->rawData() + out->numBytes() &&
+      out->rawData() < res->rawData() + res->numBytes())
+    return false;
+  const size_t ns = e.slices.size();
+  while (sliceStreams.size() < ns) sliceStreams.emplace_back(engine);
+  auto at = [](const Tensor *t, int64_t offset) {
+    return static_cast<void *>(t->rawData() + offset * static_cast<int64_t>(sizeof(float)));
+  };
+  std::vector<std::unordered_map<int, dnnl::memory>> args(ns);
+  for (size_t i = 0; i < ns; ++i) {
+    Slice &sl = e.slices[i];
+    args[i].emplace(DNNL_ARG_SRC, dnnl::memory(sl.lhs, engine, at(ins[p.lhs], 0)));
+    if (sl.packWeights)
+      args[i].emplace(DNNL_ARG_WEIGHTS, packedCopy(ins[p.rhs], at(ins[p.rhs], sl.rhsOffset), sl.rhs, sl.packedDesc));
+    else
+      args[i].emplace(DNNL_ARG_WEIGHTS, dnnl::memory(sl.rhs, engine, at(ins[p.rhs], sl.rhsOffset)));
+    args[i].emplace(DNNL_ARG_DST, dnnl::memory(sl.dst, engine, at(out, sl.dstOffset)));
+    if (sl.biasInput >= 0)
+      args[i].emplace(DNNL_ARG_BIAS, dnnl::memory(sl.bias, engine, at(ins[sl.biasInput], sl.biasOffset)));
+    if (!sl.scratch.empty())
+      args[i].emplace(DNNL_ARG_SCRATCHPAD,
+                      dnnl::memory(dnnl::memory::desc({static_cast<int64_t>(sl.scratch.size())},
+                                                      dnnl::memory::data_type::u8, dnnl::memory::format_tag::a),
+                                   engine, sl.scratch.data()));
+  }
+  // Rows of the output (every dimension but the last), for the residual's
+  // copy into each slice's columns.
+  const int64_t n = out->shape().back();
+  const int64_t rows = n ? out->numElements() / n : 0;
+  std::vector<dnnl_status_t> failed(ns, dnnl_success);
+  std::vector<std::string> what(ns);
+  pool.runEach(static_cast<int64_t>(ns), [&](int64_t i) {
+    Slice &sl = e.slices[i];
+    if (res && !inPlace) {
+      const float *from = res->data<float>() + sl.begin;
+      float *to = out->data<float>() + sl.begin;
+      for (int64_t r = 0; r < rows; ++r) std::memcpy(to + r * n, from + r * n, sl.count * sizeof(float));
+    }
+    try {
+      AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"
+      sl.prim.execute(sliceStreams[i], args[i]);
+      sliceStreams[i].wait();
+    } catch (const dnnl::error &err) {
+      failed[i] = err.status;
+      what[i] = err.what();
+    }
+  });
+  ++splitCalls;
+  for (size_t i = 0; i < ns; ++i) {
+    if (failed[i] == dnnl_success) continue;
+    if (failed[i] == dnnl_out_of_memory) throw std::bad_alloc(); // the VM's out-of-memory error
+    if (failedMember) *failedMember = 0;
+    *st = Status::error("oneDNN matmul failed: " + what[i]);
+    return true;
+  }
+  *st = Status::success();
+  return true;
+}
+
+Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
+                           const std::vector<Tensor *> &outs, ThreadPool *pool, size_t *failedMember,
+                           bool *declined) {
+  *declined = true;
+  Status st = Status::success();
+  if (!supports(k)) return Status::success();
+  const Plan &p = impl_->plans[k];
+  if (outs.size() != 1 || ins.size() <= std::max(p.lhs, p.rhs)) return Status::success();
+  // The members' shape checks, exactly as the other paths make them; the
+  // reference path words any failure.
+  for (const Tensor *t : ins)
+    if (t->dtype() != DType::F32) return Status::success();
+  const Tensor *out = outs[0];
+  if (out->dtype() != DType::F32 || out->rank() < 2 || out->storage()->readOnly()) return Status::success();
+  for (const Tensor *t : ins)
+    for (int64_t d : t->shape())
+      if (d == 0) return Status::success();
+  for (int64_t d : out->shape())
+    if (d == 0) return Status::success();
+
+  // The cache key: the kernel, every input's shape, and whether the weights
+  // are a constant (packed, below: a weight computed by the program, e.g.
+  // one a training loop updates, is read in its own layout, since its
+  // memory is reused for other values).
+  std::string key = std::to_string(k);
+  for (const Tensor *t : ins) {
+    key += '|';
+    for (int64_t d : t->shape()) key += std::to_string(d) + ',';
+  }
+  if (ins[p.rhs]->storage()->readOnly()) key += "|const";
+  auto it = impl_->cache.find(key);
+  if (it == impl_->cache.end()) {
+    // Check the shapes with the shape functions before building anything.
+    std::vector<TensorSig> sigs;
+    if (!kernelValueSigs(impl_->exe->kernels[k], ins, outs, sigs)) return Status::success();
+    Entry e;
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      const size_t rank = out->shape().size();
+      const std::vector<int64_t> &ls = ins[p.lhs]->shape(), &rs = ins[p.rhs]->shape();
+      if (ls.size() > rank || rs.size() > rank || ls.size() < 2 || rs.size() < 2) throw dnnl::error(dnnl_invalid_arguments, "rank");
+      Dims od(out->shape().begin(), out->shape().end());
+      e.descs.push_back(operandDesc(ls, rank, p.transA));
+      e.descs.push_back(operandDesc(rs, rank, p.transB));
+      e.descs.push_back(dnnl::memory::desc(od, dnnl::memory::data_type::f32, contiguous(od)));
+      dnnl::post_ops ops;
+      for (const PostOp &po : p.post) {
+        if (!po.binary) {
+          ops.append_eltwise(1.0f, po.alg, 0.0f, 0.0f);
+          continue;
+        }
+        const std::vector<int64_t> &s = ins[po.operand]->shape();
+        if (s.size() > rank) throw dnnl::error(dnnl_invalid_arguments, "rank");
+        Dims d(rank - s.size(), 1);
+        d.insert(d.end(), s.begin(), s.end());
+        dnnl::memory::desc md(d, dnnl::memory::data_type::f32, contiguous(d));
+        ops.append_binary(po.alg, md);
+        e.descs.push_back(md);
+      }
+      dnnl::primitive_attr attr;
+      attr.set_post_ops(ops);
+      // Weights that are a constant (the executable's read-only data: every
+      // linear layer's W) are offered in any layout: oneDNN then picks its
+      // blocked one, which its kernel streams without repacking each block
+      // per call (at M = 128, 4-7% faster for BERT's weights, cold;
+      // docs/perf.md). The constant is reordered into it once.
+      dnnl::memory::desc weights = e.descs[1];
+      const bool constant = ins[p.rhs]->storage()->readOnly();
+      if (constant)
+        weights = dnnl::memory::desc(e.descs[1].dims(), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+      dnnl::matmul::desc d(e.descs[0], weights, e.descs[2]);
+      dnnl::matmul::primitive_desc pd(d, attr, impl_->engine);
+      if (constant && pd.weights_desc() != e.descs[1]) {
+        e.packWeights = true;
+        e.packedDesc = pd.weights_desc();
+      }
+      e.prim = dnnl::matmul(pd);
+      // Split over the pool's threads when the weights are a constant and
+      // every thread gets at least kMinSliceColumns columns.
+      const int64_t threads = pool ? pool->size() : 1;
+      if (constant && threads > 1 && out->shape().back() >= threads * kMinSliceColumns) {
+        try {
+          e.slices = buildSlices(p, ins, out, threads, impl_->engine);
+        } catch (const dnnl::error &err) {
+          if (err.status == dnnl_out_of_memory) throw;
+          e.slices.clear(); // the whole primitive then
+        }
+      }
+      e.usable = true;
+    } catch (const dnnl::error &err) {
+      // Out of memory is the run's failure, not a property of these shapes:
+      // the run ends with the error (a fallback would silently change which
+      // kernel computes the result). Anything else is remembered: these
+      // shapes stay on the other paths.
+      if (err.status == dnnl_out_of_memory) throw std::bad_alloc();
+      e.usable = false;
+    }
+    ++impl_->created;
+    impl_->creationSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (impl_->cache.size() >= kCacheCapacity) {
+      impl_->cache.erase(impl_->lru.back());
+      impl_->lru.pop_back();
+    }
+    impl_->lru.push_front(key);
+    e.lru = impl_->lru.begin();
+    it = impl_->cache.emplace(key, std::move(e)).first;
+  } else {
+    impl_->lru.splice(impl_->lru.begin(), impl_->lru, it->second.lru);
+    // A cached shape has passed the checks; the output must still match.
+    if (it->second.usable && out->shape() != std::vector<int64_t>(it->second.descs[2].dims()))
+      return Status::success();
+  }
+  Entry &e = it->second;
+  if (!e.usable) return Status::success();
+  *declined = false;
+  try {
+    if (!e.slices.empty() && pool && impl_->runSlices(e, p, ins, outs[0], *pool, failedMember, &st)) return st;
+    std::unordered_map<int, dnnl::memory> args;
+    args.emplace(DNNL_ARG_SRC, dnnl::memory(e.descs[0], impl_->engine, ins[p.lhs]->rawData()));
+    if (e.packWeights) {
+      args.emplace(DNNL_ARG_WEIGHTS, impl_->packedCopy(ins[p.rhs], ins[p.rhs]->rawData(), e.descs[1], e.packedDesc));
+    } else {
+      args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(e.descs[1], impl_->engine, ins[p.rhs]->rawData()));
+    }
+    args.emplace(DNNL_ARG_DST, dnnl::memory(e.descs[2], impl_->engine, out->rawData()));
+    size_t bi = 3;
+    for (size_t i = 0; i < p.post.size(); ++i) {
+      if (!p.post[i].binary) continue;
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
+                   dnnl::memory(e.descs[bi++], impl_->engine, ins[p.post[i].operand]->rawData()));
+    }
+    AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"
+    e.prim.execute(impl_->stream, args);
+    impl_->stream.wait();
+  } catch (const dnnl::error &err) {
+    if (err.status == dnnl_out_of_memory) throw std::bad_alloc(); // the VM's out-of-memory error
+    if (failedMember) *failedMember = 0;
+    return Status::error(std::string("oneDNN matmul failed: ") + err.what());
+  }
+  return Status::success();
+}
+
+} // namespace nimble::vm

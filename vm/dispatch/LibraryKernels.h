@@ -1,0 +1,139 @@
+//===- LibraryKernels.h - Dense kernels through oneDNN -------------*- C++ -*-===//
+//
+// The library implementation of dense kernels (Nimble paper §3.4 and §5:
+// each dense op dispatches to whichever of its generated kernels and a vendor
+// library is fastest). A kernel qualifies when it is a `matmul` or
+// `batch_matmul` of f32 tensors that reads two kernel inputs, followed by a
+// chain of members that oneDNN's post-ops express:
+//
+//   add / mul with a kernel input (either side), sub / div with the chain on
+//   the left                       -> binary post-op (src1 broadcast as numpy)
+//   relu, gelu (erf form), tanh, sigmoid, exp
+//                                  -> eltwise post-op
+//
+// each member consuming the previous one's result, the last one the kernel's
+// only output: exactly the groups the fusion pass forms around a matmul in
+// BERT (bias add, gelu, residual add, attention scale). Anything else (other
+// dtypes, other members, empty dimensions) stays with the generated or the
+// reference kernel.
+//
+// Shapes: one primitive per distinct set of input shapes, created at its
+// first call and kept in a cache of bounded size (least recently used out).
+// A primitive with run-time dimensions (DNNL_RUNTIME_DIM_VAL) would be
+// created once, but then oneDNN cannot choose its blocking and kernel for the
+// shape it runs; shapes repeat (BERT has a handful per sequence length), so a
+// cache keyed by shape pays one creation per shape. docs/perf.md ("Library
+// kernels") measures a miss.
+//
+// Threads: oneDNN here is built with OpenMP; `setThreads(n)` sets its team
+// to the VM's --threads, so the VM's pool (idle while a library kernel runs)
+// and oneDNN never have more than n threads running between them. A matmul
+// whose weights are a constant, given a pool of n > 1 threads, is instead
+// split by output columns: n blocks (a multiple of 16 columns each, at
+// least kMinSliceColumns), each a primitive planned for one thread that
+// writes its columns of the output in place, all started at once on the
+// pool (ThreadPool::runEach), each with its own stream and scratchpad. Each
+// thread then streams only its own part of the weights (a copy of its
+// columns, row-major, made once like a packed weight): at M = 128 on two
+// cores that is 6-8% faster than oneDNN's own two-thread split of the whole
+// matmul (docs/perf.md, "Two threads: a block of columns per thread"). The
+// fused group must have a form oneDNN's strided-output GEMM runs: a bias
+// row (first) becomes the primitive's bias, activations eltwise post-ops,
+// one residual of the output's shape a `sum` post-op (its columns copied
+// into the output's first, unless it is the output itself; a residual that
+// overlaps the output otherwise runs the whole primitive). Anything else
+// (mul, sub, div, a broadcast operand), or oneDNN offering only its
+// reference implementation for a block, keeps the whole primitive.
+//
+// Weights: a right-hand side that is a constant (read-only storage: the
+// executable's data, every linear layer's W) is given to the primitive in
+// the layout it prefers (format `any`), reordered once at its first use and
+// kept for the process (memory: one packed copy of each such weight, shown
+// by --profile), instead of in its own layout, which oneDNN repacks block
+// by block on every call. Packed copies of 2 MiB or more are 2 MiB-aligned
+// and advised into huge pages (madvise; the kernel may decline): streamed
+// from memory, weights in 4 KiB pages miss the TLB every page (a
+// stand-alone oneDNN GEMM at M = 128 ran 3-4% faster from huge pages;
+// BERT-base on one thread about 2%, near the noise: docs/perf.md). A packed copy stands for the constant's bytes read
+// in one layout (a square weight read transposed and not has two), and keeps
+// the constant's storage alive (its address then cannot name other bytes). A weight
+// the program computes is never packed (its memory is reused for other
+// values: a copy found by address could be stale), so constant and computed
+// weights get different primitives.
+//
+// Errors: a primitive oneDNN cannot create for a shape (unsupported
+// broadcast, out of memory) is remembered and the caller falls back; a
+// failed execution is reported as a run-time error of the kernel's matmul.
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_VM_LIBRARYKERNELS_H
+#define NIMBLE_VM_LIBRARYKERNELS_H
+
+#include "vm/format/Executable.h"
+#include "vm/Kernel.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace nimble::vm {
+
+class ThreadPool;
+
+class LibraryKernels {
+public:
+  /// Analyzes every kernel of `exe` (which kernels oneDNN can run). Creates
+  /// no primitive yet.
+  explicit LibraryKernels(const Executable &exe);
+  ~LibraryKernels();
+  LibraryKernels(const LibraryKernels &) = delete;
+  LibraryKernels &operator=(const LibraryKernels &) = delete;
+
+  /// Whether oneDNN works here: a CPU engine and a stream can be created.
+  /// False with a one-line reason otherwise; nothing else may be called then.
+  bool init(std::string &reason);
+  /// Whether kernel `k` has a library implementation (for some shapes).
+  bool supports(uint32_t k) const;
+  /// Kernels with a library implementation (whether or not init() succeeded).
+  size_t count() const;
+  /// oneDNN's thread count (its OpenMP team); the VM's --threads.
+  static void setThreads(unsigned n);
+
+  /// Runs kernel `k` on `ins`, writing `outs`. `*declined` is set (and
+  /// nothing written) when this call cannot be done here: shape checks that
+  /// fail (the reference path words them), dimensions of zero, a primitive
+  /// oneDNN does not create for these shapes.
+  /// With a `pool` of more than one thread, a matmul whose weights are a
+  /// constant is split by output columns over its threads ("Threads").
+  Status run(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs, ThreadPool *pool,
+             size_t *failedMember, bool *declined);
+
+  /// Primitives created so far (cache misses), the time spent creating them
+  /// (the cost of the misses), and how many are cached now.
+  uint64_t primitivesCreated() const;
+  double creationSeconds() const;
+  size_t primitivesCached() const;
+  /// Constant weights reordered into a primitive's packed layout (once per
+  /// constant and layout), the bytes they hold, the time spent reordering.
+  uint64_t weightsPacked() const;
+  uint64_t packedBytes() const;
+  double packSeconds() const;
+
+  /// Calls that ran split over the pool's threads ("Threads").
+  uint64_t splitCalls() const;
+
+  /// Bound of the primitive cache.
+  static constexpr size_t kCacheCapacity = 256;
+  /// Fewest output columns a thread gets when a matmul is split.
+  static constexpr int64_t kMinSliceColumns = 64;
+
+  struct Impl; // defined in the .cpp (public so that its helpers can name it)
+
+private:
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace nimble::vm
+
+#endif // NIMBLE_VM_LIBRARYKERNELS_H
