@@ -42,6 +42,11 @@ public:
                            std::vector<ir::Successor> succs);
   ir::Value *constant(DenseValue v);
   const DenseValue *known(ir::Value *v) const;
+  /// The data of an initializer that goes to the side file (null for others).
+  DenseValue *externalData(const ir::Global *g) {
+    auto it = externalData_.find(g);
+    return it == externalData_.end() ? nullptr : &it->second;
+  }
   ir::Context &ctx() const { return ctx_; }
   std::unordered_map<const ir::Value *, std::vector<std::pair<int64_t, ir::Value *>>> &partsMap() { return parts_; }
   bool readTensor(const onnx::TensorProto &t, DenseValue &v, std::string &error);
@@ -52,8 +57,6 @@ public:
   bool convertLoop(class Conv &c, std::vector<ir::Value *> &out);
 
 private:
-  friend bool importOnnxBytes(const std::string &, const ImportOptions &, ir::Context &, ImportResult &,
-                              std::string &);
   bool readExternal(const onnx::TensorProto &t, size_t want, std::vector<uint8_t> &out, std::string &error);
   bool valueType(const onnx::ValueInfoProto &vi, ir::Type &t, std::vector<std::string> &params, std::string &error);
   bool addInitializers(const onnx::GraphProto &g, std::string &error);

@@ -20,6 +20,7 @@
 #include <google/protobuf/io/coded_stream.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -507,8 +508,37 @@ void GraphImporter::cleanUp() {
 
 //===-- The model ------------------------------------------------------------===//
 
+namespace {
+/// Names in a model are arbitrary bytes: in a message, control characters
+/// are escaped so that an error stays one line.
+std::string oneLine(const std::string &s) {
+  std::string r;
+  for (unsigned char ch : s) {
+    if (ch >= 0x20 && ch != 0x7f) {
+      r += static_cast<char>(ch);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", ch);
+      r += buf;
+    }
+  }
+  return r;
+}
+
+bool importModel(const std::string &bytes, const ImportOptions &opts, Context &ctx, ImportResult &result,
+                 std::string &error);
+} // namespace
+
 bool importOnnxBytes(const std::string &bytes, const ImportOptions &opts, Context &ctx, ImportResult &result,
                      std::string &error) {
+  bool ok = importModel(bytes, opts, ctx, result, error);
+  if (!ok) error = oneLine(error);
+  return ok;
+}
+
+namespace {
+bool importModel(const std::string &bytes, const ImportOptions &opts, Context &ctx, ImportResult &result,
+                 std::string &error) {
   onnx::ModelProto model;
   {
     google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t *>(bytes.data()),
@@ -554,15 +584,19 @@ bool importOnnxBytes(const std::string &bytes, const ImportOptions &opts, Contex
   result.weights.clear();
   for (const auto &g : m->globals())
     if (g->isExternal())
-      if (auto it = gi.externalData_.find(g.get()); it != gi.externalData_.end()) // moved: weights can be GBs
-        result.weights.push_back({g->key(), it->second.dtype, it->second.shape, std::move(it->second.bytes)});
+      if (DenseValue *d = gi.externalData(g.get())) // moved: weights can be GBs
+        result.weights.push_back({g->key(), d->dtype, d->shape, std::move(d->bytes)});
   result.module = std::move(m);
   return true;
 }
+} // namespace
 
 bool importOnnx(const ImportOptions &opts, Context &ctx, ImportResult &result, std::string &error) {
   std::string bytes;
-  if (!readFile(opts.modelPath, bytes, error)) return false;
+  if (!readFile(opts.modelPath, bytes, error)) {
+    error = oneLine(error);
+    return false;
+  }
   return importOnnxBytes(bytes, opts, ctx, result, error);
 }
 

@@ -451,6 +451,13 @@ def shape_mismatch():
 
 
 @case
+def control_chars():
+    # Names are arbitrary bytes: a message naming one stays one line.
+    return model([N("Relu", ["x"], ["y\nz"], name="bad\nname"), N("Conv", ["y\nz"], ["w"], name="conv\r2")],
+                 [("x", F, [2])], [("w", F, [2])]), None, None
+
+
+@case
 def hostile_external():
     # The external data points outside the model's directory.
     m = model([N("Identity", ["w"], ["y"])], [], [("y", F, [2])], inits=[("w", np.zeros(2, np.float32))])
