@@ -156,31 +156,41 @@ namespace {
 
 /// The results of tensor relations already computed, by op, operand types
 /// and attributes: a relation is a function of those when no operand is a
-/// constant whose value it may read. Direct-mapped and per thread, so that
-/// its size is bounded and it needs no lock; keyed by the Context's id too,
-/// since a later Context may reuse the addresses of types. Ops with a dense
-/// attribute are not cached (an entry would keep the literal alive). A model
-/// repeats its layers, and type-infer and the verifier see each op at least
-/// twice: on a generated program of 300,000 ops the relations, with the
-/// vectors they build and the uniquing of their results, were 40% of
-/// type-infer (issue 23).
-class RelationCache {
+/// constant whose value it may read. Direct-mapped, so that its size is
+/// bounded, and kept by the Context (Context::inferenceCache), whose types
+/// its keys point to: it was a thread_local keyed by the Context's id until
+/// issue 51's fuzz campaign, where the entries of every finished Context
+/// stayed allocated, so each input left more allocations than it freed and
+/// libFuzzer ran a full leak scan after every one (45 executions a second
+/// instead of 300). Ops with a dense attribute are not cached (an entry
+/// would keep the literal alive). A model repeats its layers, and
+/// type-infer and the verifier see each op at least twice: on a generated
+/// program of 300,000 ops the relations, with the vectors they build and the
+/// uniquing of their results, were 40% of type-infer (issue 23).
+class RelationCache final : public Context::Cache {
 public:
   struct Entry {
-    uint64_t ctx = 0; // 0: empty
+    bool used = false;
     OpCode code{};
     std::vector<Type> operands;
     std::vector<Attr> attrs;
     InferredTypes result;
   };
 
-  /// The entry for `op` in `ctx`: its result when `hit`, else the slot to fill.
-  Entry &slot(const Operation &op, uint64_t ctx, bool &hit) {
-    uint64_t h = ctx * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(op.code());
+  /// The cache of `ctx`, made on first use.
+  static RelationCache &of(Context &ctx) {
+    std::unique_ptr<Context::Cache> &slot = ctx.inferenceCache();
+    if (!slot) slot = std::make_unique<RelationCache>();
+    return static_cast<RelationCache &>(*slot);
+  }
+
+  /// The entry for `op`: its result when `hit`, else the slot to fill.
+  Entry &slot(const Operation &op, bool &hit) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(op.code());
     for (const Value *v : op.operandValues()) h = (h ^ reinterpret_cast<uintptr_t>(v->type().impl())) * 0x100000001b3ull;
     for (const Attr &a : op.attrs()) h = (h ^ a.hash()) * 0x100000001b3ull;
     Entry &e = table_[(h ^ (h >> 29)) & (kSize - 1)];
-    hit = e.ctx == ctx && e.code == op.code() && e.operands.size() == op.numOperands() &&
+    hit = e.used && e.code == op.code() && e.operands.size() == op.numOperands() &&
           e.attrs.size() == op.attrs().size();
     for (unsigned i = 0; hit && i < op.numOperands(); ++i) hit = e.operands[i] == op.operand(i)->type();
     for (size_t i = 0; hit && i < op.attrs().size(); ++i) hit = e.attrs[i] == op.attrs()[i];
@@ -216,9 +226,8 @@ InferredTypes inferUnchecked(const Operation &op, const Module &m) {
   if (!anyValue) values.clear();
   RelationCache::Entry *entry = nullptr;
   if (!anyValue && RelationCache::cacheable(op)) {
-    thread_local RelationCache cache;
     bool hit = false;
-    entry = &cache.slot(op, m.context().id(), hit);
+    entry = &RelationCache::of(m.context()).slot(op, hit);
     if (hit) return entry->result;
   }
   sigs.reserve(op.numOperands());
@@ -239,7 +248,7 @@ InferredTypes inferUnchecked(const Operation &op, const Module &m) {
   }
   r.deferred = std::move(sr.deferred);
   if (entry) {
-    entry->ctx = m.context().id();
+    entry->used = true;
     entry->code = op.code();
     entry->operands.clear();
     for (const Value *v : op.operandValues()) entry->operands.push_back(v->type());

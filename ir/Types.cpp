@@ -5,7 +5,6 @@
 #include "ir/Limits.h"
 
 #include <algorithm>
-#include <atomic>
 
 namespace nimble::ir {
 
@@ -129,10 +128,7 @@ std::string checkTypeLimits(Type t) {
   }
 }
 
-Context::Context() {
-  static std::atomic<uint64_t> next{1};
-  id_ = next.fetch_add(1, std::memory_order_relaxed);
-}
+Context::Context() = default;
 Context::~Context() = default;
 
 size_t Context::StructuralHash::operator()(const detail::TypeStorage *s) const {

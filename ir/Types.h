@@ -118,12 +118,18 @@ public:
   /// Returns a pointer to a stable copy of `s`.
   const char *intern(std::string_view s);
 
-  /// A number no other Context of the process has had: caches keyed by
-  /// types (whose pointers a later Context may reuse) include it.
-  uint64_t id() const { return id_; }
+  /// A cache another part of ir/ keeps for this Context (Inference.cpp's
+  /// relation cache), made on first use and freed with the Context, so that
+  /// no entry outlives the types it points to and a process that compiles
+  /// many modules holds no memory for the ones it has finished. A Context is
+  /// used by one thread at a time, so the cache needs no lock.
+  struct Cache {
+    virtual ~Cache() = default;
+  };
+  std::unique_ptr<Cache> &inferenceCache() { return inferenceCache_; }
 
 private:
-  uint64_t id_;
+  std::unique_ptr<Cache> inferenceCache_;
   Type unique(detail::TypeStorage s);
   /// Uniqued by structure (kind, dtype and dims, name, element and result
   /// types, which are uniqued already: compared by pointer), not by the
