@@ -14,7 +14,13 @@ namespace nimble::passes {
 /// adds a batched variant of each kernel that can run many instances' calls
 /// at once, for nimble-run --instances; -O0 executables run instances one
 /// call at a time.
-std::string pipelineFor(int level, const std::string &target, bool batchRemarks) {
+///
+/// matmul-reassociate (only with fpReassociate) runs once the calls are
+/// inlined and the algebra canonical, so that it sees whole chains, and
+/// before licm, which hoists the products of invariants it forms; the
+/// canonicalize after it folds the static sizes of its run-time choice.
+std::string pipelineFor(int level, const std::string &target, bool batchRemarks, bool fpReassociate) {
+  std::string reassociate = fpReassociate ? "matmul-reassociate,canonicalize,cse,dce," : "";
   std::string place = ",place-devices{target=" + target + "}";
   std::string batch = target != "cpu" ? "" : batchRemarks ? ",auto-batch{remarks=true}" : ",auto-batch";
   // dynamic_update_slice, which distribution stacks rows with, has no device
@@ -22,9 +28,9 @@ std::string pipelineFor(int level, const std::string &target, bool batchRemarks)
   std::string distribute = target != "cpu" ? "" : "loop-distribute,";
   switch (level) {
   case 0: return "type-infer,manifest-memory" + place;
-  case 1: return "type-infer,canonicalize,cse,dce,manifest-memory" + place + batch;
+  case 1: return "type-infer,canonicalize,cse,dce," + reassociate + "manifest-memory" + place + batch;
   default:
-    return "inline,type-infer,canonicalize,cse,dce,licm," + distribute +
+    return "inline,type-infer,canonicalize,cse,dce," + reassociate + "licm," + distribute +
            "batch-input-projection,cse,dce,type-infer,fuse,manifest-memory{kills=false}" +
            place + ",plan-memory" + batch;
   }

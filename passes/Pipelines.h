@@ -15,8 +15,11 @@
 namespace nimble::passes {
 
 /// The pipeline of -O`level` (0..3) for `target` ("cpu" or "cuda");
-/// `batchRemarks` asks auto-batch for its remarks (nimblec --print-batching).
-std::string pipelineFor(int level, const std::string &target, bool batchRemarks = false);
+/// `batchRemarks` asks auto-batch for its remarks (nimblec --print-batching);
+/// `fpReassociate` adds matmul-reassociate at -O1 and up (nimblec
+/// --fp-reassociate: it changes rounding, so no level runs it by default).
+std::string pipelineFor(int level, const std::string &target, bool batchRemarks = false,
+                        bool fpReassociate = false);
 
 } // namespace nimble::passes
 

@@ -69,6 +69,8 @@ OPTIONS:
   --passes=<pipeline>         Run this pass pipeline (nimble-opt syntax) instead of the
                               -O level's; it must make memory explicit (manifest-memory)
   --print-pipeline            Print the pipeline of the -O level and target, and exit
+  --fp-reassociate            Let -O1 and up reorder chains of matrix products to the
+                              fewest multiply-adds (matmul-reassociate); changes rounding
   --print-batching            Print the auto-batch pass's decision for every kernel
                               (batched along rows, instance-invariant, or why not) as
                               remarks on stderr (docs/autobatch.md)
@@ -88,7 +90,7 @@ struct Options {
   std::string mcpu, mattr;
   std::string cudaArch = "sm_80", ptxas;
   int optLevel = 2;
-  bool stats = false, printPipeline = false, printBatching = false;
+  bool stats = false, printPipeline = false, printBatching = false, fpReassociate = false;
   std::string passes; // --passes: replaces the -O level's pipeline
   // --verify-each off, the pipeline's output verified once (the driver's
   // defaults).
@@ -160,6 +162,8 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.printPipeline = true;
     } else if (a == "--print-batching") {
       o.printBatching = true;
+    } else if (a == "--fp-reassociate") {
+      o.fpReassociate = true;
     } else if (a == "--print-debuginfo") {
       o.pm.debugInfo = true;
     } else if (a.size() > 1 && a[0] == '-') {
@@ -214,6 +218,7 @@ int main(int argc, char **argv) {
   copts.weightsDir = !o.weightsDir.empty() ? o.weightsDir : o.input == "-" ? "." : dirOf(o.input);
   copts.passes = o.passes;
   copts.printBatching = o.printBatching;
+  copts.fpReassociate = o.fpReassociate;
   copts.pm = o.pm;
   if (o.printPipeline) {
     std::cout << driver::pipelineOf(copts) << "\n";

@@ -71,5 +71,5 @@ PYBIND11_MODULE(_compiler, m) {
         py::arg("target"), py::arg("weights_dir"), py::arg("mcpu") = "", py::arg("mattr") = "",
         py::arg("passes") = "");
   m.def("pipeline", &driver::pipelineFor, py::arg("opt_level"), py::arg("target") = "cpu",
-        py::arg("batch_remarks") = false);
+        py::arg("batch_remarks") = false, py::arg("fp_reassociate") = false);
 }

@@ -16,8 +16,9 @@ hand-written programs:
   * reference kernels at -O1, -O2, -O3: the same exit status and the same
     printed outputs, bit for bit (our own code on the same machine, and the
     passes must not change a value);
-  * native kernels (--native) at -O0..-O3, and library kernels (oneDNN's
-    matmul where it applies, native code elsewhere) at -O0 and -O2: the
+  * native kernels (--native) at -O0..-O3, library kernels (oneDNN's
+    matmul where it applies, native code elsewhere) at -O0 and -O2, and
+    reference kernels at -O2 --fp-reassociate (matmul chains reordered): the
     same exit status and printed text, and every number within
     NATIVE_TOLERANCE of the oracle's, relative to the output's magnitude
     (differential.py's numbers_close). These run on stable programs
@@ -87,6 +88,9 @@ def variants(native):
         # oneDNN for the matmuls it takes (with their post-ops), native
         # code for the rest: the same executables, another dispatch.
         out += [("library" + lvl, [lvl, "--kernels=native"], "library") for lvl in LIBRARY_LEVELS]
+        # matmul chains reordered (nimble_gen's g_chain): other sums of the
+        # same products, so within the tolerance, on stable programs only.
+        out.append(("reassoc-O2", ["-O2", "--fp-reassociate"], "reference"))
     return out
 
 

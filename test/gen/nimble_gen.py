@@ -171,7 +171,7 @@ class Func:
     # ---- the ops ----------------------------------------------------------
     def gen_op(self):
         rng = self.rng
-        kinds = ["unary", "unary", "unary", "unary", "binary", "binary", "compare", "select", "cast", "matmul", "bmm", "reduce",
+        kinds = ["unary", "unary", "unary", "unary", "binary", "binary", "compare", "select", "cast", "matmul", "chain", "bmm", "reduce",
                  "argmax", "softmax", "layernorm", "reshape", "dynreshape", "transpose", "concat", "split",
                  "slice", "dynslice", "dynupdate", "take", "expand", "squeeze", "bcast", "zeros", "full", "arange",
                  "unique", "nonzero", "shapeof", "dim", "storagesize", "tuple"]
@@ -265,6 +265,22 @@ class Func:
         b = self.const([n, k[0]] if tb else [k[0], n], "f32")
         attrs = "".join([", transpose_a=true" if ta else "", ", transpose_b=true" if tb else ""])
         return self.op("matmul %s, %s%s" % (a.name, b.name, attrs), "f32", [m, (n, True)])
+
+    def g_chain(self):
+        """Two or three products in a row on new matrices of sizes 1..6:
+        chains for matmul-reassociate (nimblec --fp-reassociate), static or
+        with the first matrix's `?` rows (a run-time choice of order)."""
+        v = self.g_matmul()
+        for _ in range(self.rng.randint(1, 2)):
+            if v is None:
+                return None
+            m, k = v.dims
+            n = self.rng.randint(1, 6)
+            tb = self.rng.random() < 0.3
+            b = self.const([n, k[0]] if tb else [k[0], n], "f32")
+            v = self.op("matmul %s, %s%s" % (v.name, b.name, ", transpose_b=true" if tb else ""), "f32",
+                        [m, (n, True)])
+        return v
 
     def g_bmm(self):
         a = self.pick(lambda v: v.rank == 3 and v.dt == "f32")

@@ -22,7 +22,7 @@ passes::PassManagerOptions CompileOptions::defaultPassManagerOptions() {
 }
 
 std::string pipelineOf(const CompileOptions &opts) {
-  return opts.passes.empty() ? passes::pipelineFor(opts.optLevel, opts.target, opts.printBatching) : opts.passes;
+  return opts.passes.empty() ? passes::pipelineFor(opts.optLevel, opts.target, opts.printBatching, opts.fpReassociate) : opts.passes;
 }
 
 bool checkCustomPipeline(const std::string &pipeline, std::string &error) {

@@ -45,6 +45,7 @@ struct CompileOptions {
   std::string weightsDir = ".";    // where relative external(...) files are read
   std::string passes;              // replaces the -O level's pipeline when not empty
   bool printBatching = false;      // auto-batch remarks (--print-batching)
+  bool fpReassociate = false;      // reorder matmul chains (--fp-reassociate)
   passes::PassManagerOptions pm = defaultPassManagerOptions();
 
   /// nimblec's: no verification after each pass (llc's and clang's default:
