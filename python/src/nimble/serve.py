@@ -74,12 +74,12 @@ class NimbleDeployment:
     Wrapped by ``serve.deployment`` in ``build_app`` (so its options come
     from the caller, not from a decorator)."""
 
-    def __init__(self, model, *, kernels="native", threads=1, max_batch_size=64,
+    def __init__(self, model, *, model_name=None, kernels="native", threads=1, max_batch_size=64,
                  batch_wait_timeout_s=0.005, max_body_bytes=64 << 20, max_depth=2000,
                  max_tensor_bytes=256 << 20, stuck_after_s=120.0):
         if isinstance(model, ray.ObjectRef):
             model = ray.get(model)   # from this node's object store: one copy per node
-        self.exe = nimble.load(model)
+        self.exe = nimble.load(model, model_name)
         self.functions = self.exe.functions
         self.kernels = kernels
         self.threads = int(threads)
@@ -144,6 +144,7 @@ class NimbleDeployment:
             if hasattr(self.run_batch, "_get_max_batch_size") else None,
             "batches": self.batches,
             "instances": self.instances,
+            "pid": os.getpid(),
         }
 
     # --- Batching -------------------------------------------------------------
@@ -209,7 +210,7 @@ def build_app(model, *, name="nimble", num_replicas=1, autoscaling_config=None, 
     """The Serve application for ``model``: a .nbc path (read by each replica:
     shared storage), its bytes, or an ObjectRef to them. Bytes are put in the
     object store here (once; each node fetches one copy). ``options`` go to
-    NimbleDeployment (kernels, threads, max_batch_size, batch_wait_timeout_s,
+    NimbleDeployment (model_name, kernels, threads, max_batch_size, batch_wait_timeout_s,
     max_body_bytes, max_depth, max_tensor_bytes, stuck_after_s)."""
     if isinstance(model, os.PathLike):
         model = os.fspath(model)
@@ -217,6 +218,7 @@ def build_app(model, *, name="nimble", num_replicas=1, autoscaling_config=None, 
         model = ray.put(bytes(model))
     elif isinstance(model, str):
         model = os.path.abspath(model)
+    options.setdefault("model_name", name)
     max_batch = int(options.get("max_batch_size", 64))
     deployment_options = {
         "name": name,

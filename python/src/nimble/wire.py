@@ -195,7 +195,10 @@ def _npy(raw, limits, where):
         raise RequestError(400, "error: %s: .npy of shape %s holds %d data bytes, needs %d"
                            % (where, list(shape), len(body), n * dtype.itemsize))
     arr = np.frombuffer(body, dtype=dtype).reshape(shape, order="F" if fortran else "C")
-    return np.ascontiguousarray(arr).astype(dtype.newbyteorder("="), copy=False)
+    # (Not np.ascontiguousarray: it makes a rank-0 tensor rank 1.)
+    if fortran and arr.ndim > 1:
+        arr = arr.copy(order="C")
+    return arr.astype(dtype.newbyteorder("="), copy=False)
 
 
 def decode_value(j, limits, where="input"):
