@@ -35,6 +35,7 @@ path.
 import argparse
 import asyncio
 import os
+import signal
 import sys
 import threading
 import time
@@ -276,7 +277,7 @@ def main(argv=None):
     try:
         with open(args.model, "rb") as f:
             data = f.read()
-        nimble.load(data)  # a bad file fails here, with nimble-run's message
+        nimble.load(data, args.model)  # a bad file fails here, with nimble-run's message
     except OSError as e:
         print("nimble.serve: error: cannot read '%s': %s" % (args.model, e.strerror), file=sys.stderr)
         return 1
@@ -300,11 +301,15 @@ def main(argv=None):
     serve.run(app, route_prefix=args.route)
     print("nimble.serve: serving %s on http://%s:%d%s (Ctrl-C stops)"
           % (args.model, args.host, args.port, args.route), flush=True)
+    # Our own handlers: a shell's background job starts with SIGINT ignored,
+    # and Ray's driver replaces SIGTERM's; both must stop the server cleanly.
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
+        while not stop.wait(1.0):
+            pass
+        print("nimble.serve: stopping", flush=True)
     finally:
         serve.shutdown()
         ray.shutdown()
