@@ -147,14 +147,21 @@ def _tensor(j, limits, where):
     if dtype not in DTYPES:
         raise RequestError(400, "error: %s: unknown dtype %s (one of %s)"
                            % (where, json.dumps(dtype)[:40], ", ".join(DTYPES)))
-    data = j["data"]
     try:
-        arr = np.array(data, dtype=dtype)
+        raw = np.array(j["data"])   # numpy's own reading first: bool, int64 or float64
     except (ValueError, TypeError, OverflowError) as e:
         raise RequestError(400, "error: %s: data is not a rectangular array of %s: %s"
                            % (where, dtype, _one_line(e))) from None
-    if arr.dtype == object:
+    if raw.dtype.kind not in "biuf":
         raise RequestError(400, "error: %s: data is not a rectangular array of numbers" % where)
+    arr = raw.astype(dtype)
+    # An integer dtype takes integers in its range: numpy would truncate 1.5
+    # and wrap 1000 into int8 without a word.
+    if np.dtype(dtype).kind in "biu" and raw.size:
+        if raw.dtype.kind == "f":
+            raise RequestError(400, "error: %s: data holds non-integers for dtype %s" % (where, dtype))
+        if not np.array_equal(arr.astype(raw.dtype), raw):
+            raise RequestError(400, "error: %s: data holds values out of the range of %s" % (where, dtype))
     if "shape" in j:
         shape = j["shape"]
         if (not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool)

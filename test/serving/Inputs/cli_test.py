@@ -2,7 +2,7 @@
 CLI on a new local Ray instance, waits for the model's description, sends
 one request, stops it with SIGINT and checks it shuts Ray down and exits 0.
 
-    cli_test.py MODEL.nbc
+    cli_test.py MODEL.nbc OUT.txt
 """
 
 import os
@@ -15,6 +15,7 @@ import numpy as np
 
 import serving_lib as lib
 
+lib.output(sys.argv[2])
 lib.watchdog(120)
 
 import nimble  # noqa: E402
@@ -23,10 +24,13 @@ from nimble import wire  # noqa: E402
 nbc = sys.argv[1]
 exe = nimble.load(nbc)
 port = lib.free_port()
-tmp = "/tmp/nrs-cli-%d" % os.getpid()
+# Ray makes its sockets under $TMPDIR, which lit points at a path too long
+# for a socket (108 bytes): the CLI gets /tmp.
+env = dict(os.environ, TMPDIR="/tmp")
+log = open(sys.argv[2] + ".cli.log", "w")
 proc = subprocess.Popen([sys.executable, "-m", "nimble.serve", nbc, "--address", "local", "--num-cpus", "2",
                          "--port", str(port), "--max-batch-size", "4", "--batch-wait-ms", "2"],
-                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                        stdout=subprocess.PIPE, stderr=log, env=env, text=True)
 try:
     banner = proc.stdout.readline().strip()
     lib.line("banner: %s" % banner.replace(str(port), "PORT"))
@@ -52,3 +56,5 @@ finally:
         proc.kill()
         rc = "hung"
 lib.line("exit: %s" % rc)
+if rc != 0:
+    sys.stderr.write(open(sys.argv[2] + ".cli.log").read()[-4000:])

@@ -1,6 +1,6 @@
 """A replica killed in the middle of a load run (test/serving/replica-kill.test).
 
-    kill_test.py MODEL.nbc
+    kill_test.py MODEL.nbc OUT.txt
 
 Two replicas; 16 clients each send 12 tree_sum requests one after another
 (192 in all, trees of 1 to 40 leaves). After the first 48 answers one
@@ -22,6 +22,7 @@ import numpy as np
 
 import serving_lib as lib
 
+lib.output(sys.argv[2])
 lib.watchdog(150)
 
 import nimble  # noqa: E402

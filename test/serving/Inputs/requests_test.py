@@ -1,6 +1,6 @@
 """Served requests, good and bad, against one replica (test/serving/requests.test).
 
-    requests_test.py MODEL.nbc
+    requests_test.py MODEL.nbc OUT.txt
 
 One replica, batches of up to 16 gathered for up to 200 ms, so that the
 concurrent requests below land in shared batches. Prints one line per
@@ -16,6 +16,7 @@ import numpy as np
 
 import serving_lib as lib
 
+lib.output(sys.argv[2])
 lib.watchdog(150)
 
 import nimble  # noqa: E402

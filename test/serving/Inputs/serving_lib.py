@@ -108,6 +108,17 @@ def concurrently(fns):
     return out
 
 
+_out = None
+
+
+def output(path):
+    """The test's lines go to `path`, for FileCheck: Ray's own processes
+    print to the driver's stdout (a killed worker, a retried shutdown)."""
+    global _out
+    _out = open(path, "w")
+
+
 def line(text):
-    print(text, flush=True)
-    sys.stdout.flush()
+    f = _out or sys.stdout
+    f.write(text + "\n")
+    f.flush()
