@@ -64,8 +64,24 @@ MODES = ("one-at-a-time", "unbatched", "batched")
 
 # ---- processes' CPU time ------------------------------------------------------------------------
 
+def _role(pid):
+    """What a process of the Ray session is, from its title."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return "other"
+    for key, role in (("ServeReplica", "replica"), ("ProxyActor", "proxy"), ("ServeController", "controller"),
+                      ("raylet", "raylet"), ("gcs_server", "gcs")):
+        if key in cmd:
+            return role
+    return "other"
+
+
 def _tree_cpu(root_pid):
-    """CPU seconds (user + system) of root_pid and every live descendant."""
+    """CPU seconds (user + system) of root_pid and every live descendant,
+    in all and per role (replica, proxy, controller, raylet, gcs, other;
+    this process is "clients")."""
     tick = os.sysconf("SC_CLK_TCK")
     children, cpu = {}, {}
     for d in os.listdir("/proc"):
@@ -79,12 +95,13 @@ def _tree_cpu(root_pid):
         fields = st[st.rindex(")") + 2:].split()
         children.setdefault(int(fields[1]), []).append(int(d))
         cpu[int(d)] = (int(fields[11]) + int(fields[12])) / tick
-    total, todo = 0.0, [root_pid]
+    roles, todo = {}, [root_pid]
     while todo:
         p = todo.pop()
-        total += cpu.get(p, 0.0)
+        role = "clients" if p == root_pid else _role(p)
+        roles[role] = roles.get(role, 0.0) + cpu.get(p, 0.0)
         todo.extend(children.get(p, []))
-    return total
+    return sum(roles.values()), roles
 
 
 def _self_cpu():
@@ -170,9 +187,9 @@ def measure(port, nbc, name, mode, bodies, args, reference):
     run_clients(port, bodies, min(clients, 8), len(bodies))
     before = describe(port)
     load = benchlib.load_avg()
-    cpu0, self0 = _tree_cpu(os.getpid()), _self_cpu()
+    (cpu0, roles0), self0 = _tree_cpu(os.getpid()), _self_cpu()
     wall, results = run_clients(port, bodies, clients, total)
-    cpu1, self1 = _tree_cpu(os.getpid()), _self_cpu()
+    (cpu1, roles1), self1 = _tree_cpu(os.getpid()), _self_cpu()
     after = describe(port)
     lat = sorted(r[1] for r in results)
     errors = sum(1 for r in results if r[2] != 200)
@@ -198,6 +215,8 @@ def measure(port, nbc, name, mode, bodies, args, reference):
         "p99_ms": 1e3 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
         "mean_batch": instances / batches if batches else 0.0,
         "server_cores": ((cpu1 - cpu0) - (self1 - self0)) / wall, "client_cores": (self1 - self0) / wall,
+        "cpu_ms_per_request": {r: 1e3 * (roles1.get(r, 0.0) - roles0.get(r, 0.0)) / total
+                               for r in sorted(set(roles0) | set(roles1))},
         "errors": errors, "bitwise_equal": same, "differ": differ, "max_abs_diff": max_diff, "load_before": load,
     }
     print("  %-14s %4d clients %5d requests: %8.1f req/s, p50 %7.2f ms, p99 %7.2f ms, batch %5.1f, "
@@ -205,6 +224,9 @@ def measure(port, nbc, name, mode, bodies, args, reference):
               mode, clients, total, row["throughput"], row["p50_ms"], row["p99_ms"], row["mean_batch"],
               row["server_cores"], row["client_cores"], errors, same, total - errors,
               "" if not differ else " (max |diff| %.3g)" % max_diff), flush=True)
+    print("  %-14s CPU ms a request: %s" % ("", ", ".join(
+        "%s %.2f" % (r, v) for r, v in sorted(row["cpu_ms_per_request"].items(), key=lambda kv: -kv[1]))),
+        flush=True)
     return row
 
 
