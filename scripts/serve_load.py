@@ -285,6 +285,9 @@ def main(argv):
     ap.add_argument("--max-batch-size", type=int, default=64)
     ap.add_argument("--batch-wait-ms", type=float, default=5.0)
     ap.add_argument("--encoding", choices=["npy", "list"], default="npy", help="tensors in requests")
+    ap.add_argument("--ray-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="an environment variable for Ray's processes (e.g. RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD=0)")
+    ap.add_argument("--port", type=int, help="HTTP port (default: a free one)")
     ap.add_argument("--json", help="write the run as JSON")
     ap.add_argument("--plot", metavar="DIR", help="write DIR/serving.png (stamped, scripts/bench_plot.py)")
     ap.add_argument("--markdown", help="write the table as markdown")
@@ -294,6 +297,9 @@ def main(argv):
             ap.error("--models: %s is not an LSTM or Tree-LSTM variant (%s)" % (
                 m, ", ".join(n for n, v in VARIANTS.items() if v.family != "bert")))
 
+    for kv in args.ray_env:
+        k, _, v = kv.partition("=")
+        os.environ[k] = v
     import ray
     from ray import serve
     from nimble import wire
@@ -301,7 +307,7 @@ def main(argv):
     with open("/proc/cpuinfo") as f:
         cpu = benchlib.cpu_info(f.read())
     header = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": benchlib.git_commit(ROOT),
-              "cpu": "%s, %d cores" % (cpu.get("model", "?"), os.cpu_count()), "ray": ray.__version__,
+              "cpu": "%s, %d cores" % (cpu.get("model", "?"), os.cpu_count()), "ray": ray.__version__, "ray_env": args.ray_env,
               "command": "scripts/serve_load.py " + " ".join(argv)}
     print("serve_load: %s; commit %s; Ray %s; load %.2f" % (header["cpu"], header["commit"], ray.__version__,
                                                             benchlib.load_avg()), flush=True)
@@ -312,7 +318,7 @@ def main(argv):
     import socket
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
+    port = args.port or s.getsockname()[1]
     s.close()
     ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=tmp, object_store_memory=100 << 20,
              log_to_driver=False, logging_level=logging.WARNING)
