@@ -208,6 +208,7 @@ def measure(port, nbc, name, mode, bodies, args, reference):
             differ += 1
             max_diff = max(max_diff, max(float(np.max(np.abs(g.astype(np.float64) - w))) for g, w in zip(got, want)))
     batches = after["batches"] - before["batches"]
+    own = {k: 1e3 * (after["seconds"][k] - before["seconds"][k]) / total for k in after["seconds"]}
     instances = after["instances"] - before["instances"]
     row = {
         "mode": mode, "clients": clients, "requests": total, "wall_s": wall,
@@ -215,6 +216,7 @@ def measure(port, nbc, name, mode, bodies, args, reference):
         "p99_ms": 1e3 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
         "mean_batch": instances / batches if batches else 0.0,
         "server_cores": ((cpu1 - cpu0) - (self1 - self0)) / wall, "client_cores": (self1 - self0) / wall,
+        "replica_own_ms_per_request": own,
         "cpu_ms_per_request": {r: 1e3 * (roles1.get(r, 0.0) - roles0.get(r, 0.0)) / total
                                for r in sorted(set(roles0) | set(roles1))},
         "errors": errors, "bitwise_equal": same, "differ": differ, "max_abs_diff": max_diff, "load_before": load,
@@ -227,6 +229,8 @@ def measure(port, nbc, name, mode, bodies, args, reference):
     print("  %-14s CPU ms a request: %s" % ("", ", ".join(
         "%s %.2f" % (r, v) for r, v in sorted(row["cpu_ms_per_request"].items(), key=lambda kv: -kv[1]))),
         flush=True)
+    print("  %-14s replica's own work, wall ms a request: decode %.2f, run %.2f, encode %.2f" % (
+        "", own["decode"], own["run"], own["encode"]), flush=True)
     return row
 
 

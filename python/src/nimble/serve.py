@@ -94,6 +94,9 @@ class NimbleDeployment:
         self._lock = threading.Lock()
         self.batches = 0
         self.instances = 0
+        # Wall seconds of this replica's own work, for scripts/serve_load.py's
+        # profile: decoding requests, runs (run_many), encoding results.
+        self.seconds = {"decode": 0.0, "run": 0.0, "encode": 0.0}
 
     # --- HTTP ---------------------------------------------------------------
 
@@ -104,16 +107,23 @@ class NimbleDeployment:
             return _error(405, "error: POST a JSON request (or GET the model's description)")
         try:
             body = await self._read_body(request)
-            fn, inputs, encoding = wire.decode_request(body, self.functions, self.limits)
+            t0 = time.perf_counter()
+            try:
+                fn, inputs, encoding = wire.decode_request(body, self.functions, self.limits)
+            finally:
+                self.seconds["decode"] += time.perf_counter() - t0
         except wire.RequestError as e:
             return _error(e.status, e.message)
         result = await self.run_batch((fn, inputs))
         if isinstance(result, BaseException):
             return _error(_status_of(result), str(result))
+        t0 = time.perf_counter()
         try:
             return JSONResponse(wire.encode_outputs(result, len(self.functions[fn].results), encoding))
         except (TypeError, ValueError, RecursionError) as e:
             return _error(500, "error: cannot encode the result: %s" % e)
+        finally:
+            self.seconds["encode"] += time.perf_counter() - t0
 
     async def _read_body(self, request):
         limit = self.limits.max_body_bytes
@@ -145,6 +155,7 @@ class NimbleDeployment:
             if hasattr(self.run_batch, "_get_max_batch_size") else None,
             "batches": self.batches,
             "instances": self.instances,
+            "seconds": dict(self.seconds),
             "pid": os.getpid(),
         }
 
@@ -172,11 +183,13 @@ class NimbleDeployment:
             self._busy_since = time.monotonic()
             self.batches += 1
             self.instances += len(instances)
+        t0 = time.perf_counter()
         try:
             return self._run_isolated(fn, instances)
         finally:
             with self._lock:
                 self._busy_since = None
+                self.seconds["run"] += time.perf_counter() - t0
 
     def _run_isolated(self, fn, instances):
         try:
@@ -245,7 +258,8 @@ def _autoscaling(text):
         raise argparse.ArgumentTypeError("--autoscale takes MIN:MAX, got %r" % text) from None
 
 
-def main(argv=None):
+def parser():
+    """The CLI's options (docs/serving.md lists them; test/serving/cli.test checks)."""
     p = argparse.ArgumentParser(
         prog="python -m nimble.serve",
         description="Serve a .nbc over HTTP JSON on Ray Serve, batching concurrent requests "
@@ -272,7 +286,11 @@ def main(argv=None):
     p.add_argument("--max-depth", type=int, default=2000, help="deepest request JSON (default 2000)")
     p.add_argument("--max-tensor-bytes", type=int, default=256 << 20,
                    help="largest tensor in a request (default 256 MiB)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
 
     try:
         with open(args.model, "rb") as f:
