@@ -50,6 +50,24 @@ def same(got, want):
     return len(got) == len(want) and all(np.array_equal(g, w) and g.dtype == w.dtype for g, w in zip(got, want))
 
 
+# -- A batch that fails as a whole (out of memory: no instance to blame) is
+# run again instance by instance, so the error lands on the one that causes
+# it. (The deployment's method alone, on a stand-in executable.)
+class WholeBatchFails:
+    def run_many(self, fn, instances, **kw):
+        if any(i == ("huge",) for i in instances) and len(instances) > 1:
+            raise nimble.OutOfMemoryError("error: out of memory")
+        if instances == [("huge",)]:
+            return [nimble.OutOfMemoryError("error: out of memory (this one)")]
+        return [("ok", i[0]) for i in instances]
+
+
+replica = nserve.NimbleDeployment.__new__(nserve.NimbleDeployment)
+replica.exe, replica.threads, replica.kernels = WholeBatchFails(), 1, "native"
+got = replica._run_isolated("f", [("a",), ("huge",), ("b",)])
+lib.line("whole batch failed: %s" % ", ".join(
+    "%s %s" % (type(g).__name__, g) if isinstance(g, Exception) else repr(g) for g in got))
+
 with lib.cluster() as port:
     serve.run(nserve.build_app(nbc, name="served", max_batch_size=16, batch_wait_timeout_s=0.2))
     d = lib.describe(port)
