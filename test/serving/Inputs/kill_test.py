@@ -3,8 +3,9 @@
     kill_test.py MODEL.nbc OUT.txt
 
 Two replicas; 16 clients each send 12 tree_sum requests one after another
-(192 in all, trees of 1 to 40 leaves). After the first 48 answers one
-replica's process is killed (SIGKILL: no chance to drain). Every request
+(192 in all, trees of 1 to 40 leaves). Batches wait up to 200 ms to fill,
+so each replica holds several requests at any moment. After the first 48
+answers one replica's process is killed (SIGKILL: no chance to drain). Every request
 must come back either with its own right result (200) or with an error
 status and a message (a 5xx from Ray Serve's proxy for the requests the
 dead replica held); none may hang (the clients' timeout counts as lost),
@@ -80,7 +81,7 @@ def client(c):
 
 with lib.cluster() as lib_port:
     serve.run(nserve.build_app(nbc, name="served", num_replicas=2, max_batch_size=8,
-                               batch_wait_timeout_s=0.01, ray_actor_options={"num_cpus": 0.5},
+                               batch_wait_timeout_s=0.2, ray_actor_options={"num_cpus": 0.5},
                                health_check_period_s=1.0))
     pids = set()
     t0 = time.monotonic()
