@@ -310,13 +310,16 @@ def main(argv=None):
         init["num_cpus"] = args.num_cpus
     ray.init(**init)
     serve.start(http_options={"host": args.host, "port": args.port})
-    app = build_app(data, name=os.path.splitext(os.path.basename(args.model))[0],
+    name = os.path.splitext(os.path.basename(args.model))[0]
+    app = build_app(data, name=name,
                     num_replicas=args.replicas, autoscaling_config=args.autoscale,
                     ray_actor_options={"num_cpus": args.replica_cpus},
                     max_batch_size=args.max_batch_size, batch_wait_timeout_s=args.batch_wait_ms / 1000.0,
                     kernels=args.kernels, threads=args.threads, max_body_bytes=args.max_body_bytes,
                     max_depth=args.max_depth, max_tensor_bytes=args.max_tensor_bytes)
-    serve.run(app, route_prefix=args.route)
+    # The application is named after the model, so that several models can
+    # be served by one cluster, each at its own --route.
+    serve.run(app, name=name, route_prefix=args.route)
     print("nimble.serve: serving %s on http://%s:%d%s (Ctrl-C stops)"
           % (args.model, args.host, args.port, args.route), flush=True)
     # Our own handlers: a shell's background job starts with SIGINT ignored,
@@ -329,7 +332,9 @@ def main(argv=None):
             pass
         print("nimble.serve: stopping", flush=True)
     finally:
-        serve.shutdown()
+        # Only this application: on a shared cluster the others stay. Serve
+        # itself and Ray go with ray.shutdown when this process started them.
+        serve.delete(name)
         ray.shutdown()
     return 0
 
