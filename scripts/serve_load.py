@@ -165,9 +165,17 @@ def run_clients(port, bodies, clients, total, timeout=120):
     return time.perf_counter() - t0, results
 
 
+_deployed = [None]
+
+
 def deploy(nbc, name, max_batch, wait_s, clients):
+    """(Re)deploys the model unless it already runs with these settings
+    (one-at-a-time and unbatched share one deployment)."""
     from ray import serve
     from nimble import serve as nserve
+    if _deployed[0] == (name, max_batch, wait_s, clients):
+        return
+    _deployed[0] = (name, max_batch, wait_s, clients)
     serve.run(nserve.build_app(nbc, name=name, max_batch_size=max_batch, batch_wait_timeout_s=wait_s,
                                max_ongoing_requests=max(2 * clients, 8)), name=name, route_prefix="/")
 
@@ -182,7 +190,7 @@ def measure(port, nbc, name, mode, bodies, args, reference):
     from nimble import wire
     clients = 1 if mode == "one-at-a-time" else args.clients
     total = args.sequential if mode == "one-at-a-time" else args.requests
-    deploy(nbc, name, args.max_batch_size if mode == "batched" else 1, args.batch_wait_ms / 1000.0, clients)
+    deploy(nbc, name, args.max_batch_size if mode == "batched" else 1, args.batch_wait_ms / 1000.0, args.clients)
     # Warm: every pool entry once (the replica's VM and its first runs).
     run_clients(port, bodies, min(clients, 8), len(bodies))
     before = describe(port)

@@ -1,5 +1,6 @@
 """`python -m nimble.serve` end to end (test/serving/cli.test): starts the
-CLI on a new local Ray instance, waits for the model's description, sends
+CLI on a new local Ray instance (autoscaling between 1 and 2 replicas: the
+config passed through to Serve), waits for the model's description, sends
 one request, stops it with SIGINT and checks it shuts Ray down and exits 0.
 
     cli_test.py MODEL.nbc OUT.txt
@@ -29,7 +30,8 @@ port = lib.free_port()
 env = dict(os.environ, TMPDIR="/tmp")
 log = open(sys.argv[2] + ".cli.log", "w")
 proc = subprocess.Popen([sys.executable, "-m", "nimble.serve", nbc, "--address", "local", "--num-cpus", "2",
-                         "--port", str(port), "--max-batch-size", "4", "--batch-wait-ms", "2"],
+                         "--port", str(port), "--max-batch-size", "4", "--batch-wait-ms", "2",
+                         "--autoscale", "1:2"],
                         stdout=subprocess.PIPE, stderr=log, env=env, text=True)
 try:
     banner = proc.stdout.readline().strip()
