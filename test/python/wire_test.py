@@ -37,6 +37,14 @@ class RoundTrip(unittest.TestCase):
         y = wire.decode_value(json.loads(json.dumps(wire.encode_value(x))), LIMITS)
         self.assertEqual(x.tobytes(), y.tobytes())
 
+    def test_non_finite_results_come_back_as_npy(self):
+        x = np.array([1.0, np.nan, np.inf, -np.inf], np.float32)
+        j = wire.encode_value(x, "list")
+        self.assertEqual(list(j), ["npy"])
+        json.dumps(j, allow_nan=False)   # strict JSON, as Starlette writes it
+        y = wire.decode_value(json.loads(json.dumps(j)), LIMITS)
+        self.assertEqual(x.tobytes(), y.tobytes())
+
     def test_adts_and_tuples(self):
         leaf = ("Leaf", np.ones((1, 4), np.float32))
         v = ("Node", leaf, ("Node", leaf, "Nil"), (np.zeros(2, np.int64), "Nil"))

@@ -13,13 +13,14 @@ A request:
 ``encoding`` (optional, default "list") chooses how tensors come back. A
 VALUE mirrors the Python module's values (docs/python.md, "Values"):
 
-    tensor   {"dtype": "float32", "data": [[0.5, 1.0], ...]}      nested lists
-             {"dtype": "float32", "shape": [2, 0], "data": []}   (shape: only
-                                                                    needed when
-                                                                    a dim is 0)
-             {"npy": "<base64 of a .npy file>"}                 dtype inside
+    tensor   {"dtype": "float32", "data": [[0.5, 1.0], ...]}   (nested lists)
+             {"dtype": "float32", "shape": [2, 0], "data": []}  (a 0 dim)
+             {"npy": "<base64 of a .npy file>"}                 (dtype inside)
     ADT      ["Node", VALUE, VALUE]  /  "Nil"   (the constructor, then fields)
     tuple    [VALUE, ...]
+
+A result tensor holding NaN or an infinity comes back as npy whatever the
+encoding: JSON numbers cannot hold them.
 
 A JSON array becomes a Python tuple and a string a constructor name; the
 function's signature decides whether a tuple is an ADT value or a
@@ -48,7 +49,7 @@ import re
 import numpy as np
 
 __all__ = ["Limits", "RequestError", "decode_request", "encode_outputs", "encode_value",
-           "decode_value", "tensor", "DTYPES"]
+           "decode_value", "tensor", "request", "decode_outputs", "DTYPES"]
 
 # The dtypes a tensor may have on the wire: those numpy and the module share
 # (bf16 results come back as float32, docs/python.md).
@@ -270,7 +271,7 @@ def decode_request(body, functions, limits):
 def tensor(arr, encoding="list"):
     """A numpy array -> its JSON form."""
     arr = np.asarray(arr)
-    if encoding == "npy":
+    if encoding == "npy" or (arr.dtype.kind == "f" and not np.isfinite(arr).all()):
         f = io.BytesIO()
         np.save(f, arr, allow_pickle=False)
         return {"npy": base64.b64encode(f.getvalue()).decode("ascii")}
