@@ -7,9 +7,10 @@ Concurrent requests to one replica are gathered by Ray Serve's
 ``batch_wait_timeout_s`` for the batch to fill) and run as ONE
 ``Executable.run_many``: requests of any shapes (trees, sequences of
 different lengths) become instances of one VM whose kernel calls are batched
-across them (docs/autobatch.md; the paper's auto-batching, Nimble §4.4 and
-its DyNet/TF-Fold lineage). A server's usual batcher stacks same-shaped
-tensors; here the VM batches the kernel calls, whatever the shapes.
+across them (docs/autobatch.md: the auto-batching of seed 001, ACROBAT,
+which batches many instances of one dynamic program at run time). A
+server's usual batcher stacks same-shaped tensors; here the VM batches the
+kernel calls, whatever the shapes.
 
 Guarantees (tested by test/serving/):
   * each request gets its own result or its own error: run_many's
