@@ -158,6 +158,7 @@ class NimbleDeployment:
             "instances": self.instances,
             "seconds": dict(self.seconds),
             "pid": os.getpid(),
+            "node": ray.get_runtime_context().get_node_id(),
         }
 
     # --- Batching -------------------------------------------------------------
