@@ -41,6 +41,7 @@ same 2 cores as the server: their share is in the cores column.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -354,6 +355,7 @@ def main(argv):
     finally:
         serve.shutdown()
         ray.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
     doc = {"header": header, "rows": rows}
     for name in args.models.split(","):
         base = next(r for r in rows if r["model"] == name and r["mode"] == "one-at-a-time")

@@ -7,9 +7,11 @@ one request, stops it with SIGINT and checks it shuts Ray down and exits 0.
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -26,8 +28,9 @@ nbc = sys.argv[1]
 exe = nimble.load(nbc)
 port = lib.free_port()
 # Ray makes its sockets under $TMPDIR, which lit points at a path too long
-# for a socket (108 bytes): the CLI gets /tmp.
-env = dict(os.environ, TMPDIR="/tmp")
+# for a socket (108 bytes): the CLI gets a directory of its own under /tmp.
+tmp = tempfile.mkdtemp(prefix="nrs", dir="/tmp")
+env = dict(os.environ, TMPDIR=tmp)
 log = open(sys.argv[2] + ".cli.log", "w")
 proc = subprocess.Popen([sys.executable, "-m", "nimble.serve", nbc, "--address", "local", "--num-cpus", "2",
                          "--port", str(port), "--max-batch-size", "4", "--batch-wait-ms", "2",
@@ -57,6 +60,7 @@ finally:
     except subprocess.TimeoutExpired:
         proc.kill()
         rc = "hung"
+shutil.rmtree(tmp, ignore_errors=True)
 lib.line("exit: %s" % rc)
 if rc != 0:
     sys.stderr.write(open(sys.argv[2] + ".cli.log").read()[-4000:])

@@ -41,9 +41,10 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 nbc = open(sys.argv[1], "rb").read()
 exe = nimble.load(nbc)
-cluster = Cluster(initialize_head=True, head_node_args={
-    "num_cpus": 1, "include_dashboard": False, "object_store_memory": 80 << 20})
+cluster = None
 try:
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "include_dashboard": False, "object_store_memory": 80 << 20})
     cluster.add_node(num_cpus=1, object_store_memory=80 << 20)
     ray.init(address=cluster.address, log_to_driver=False)
     lib.line("nodes: %d" % len([n for n in ray.nodes() if n["Alive"]]))
@@ -66,9 +67,11 @@ try:
     lib.line("answers right: %s" % ("all" if right == sent else "%d of %d" % (right, sent)))
 finally:
     try:
-        serve.shutdown()
+        if ray.is_initialized():
+            serve.shutdown()
     finally:
         ray.shutdown()
-        cluster.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
 lib.line("done")
