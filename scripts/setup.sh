@@ -6,7 +6,10 @@
 # apt's lists. Runs as root (CI) or through sudo (a developer's machine).
 # Why each package is needed: /work/shared/design/BUILD-NOTES.md. Nothing may
 # be installed by hand: if the project needs it, it is listed here.
+# Last, the serving virtualenv (scripts/setup_serve.sh: Ray Serve from PyPI);
+# without a network that step only warns, and test/serving says UNSUPPORTED.
 set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PACKAGES=(
   # Build: Bazel 4.2.3 and the @platforms repository it needs offline; the
@@ -68,6 +71,7 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#PACKAGES[@]} packages already installed"
+  bash scripts/setup_serve.sh --if-online
   exit 0
 fi
 
@@ -99,4 +103,5 @@ if ((${#still_missing[@]} > 0)); then
   echo "setup: failed to install: ${still_missing[*]}" >&2
   exit 1
 fi
+bash scripts/setup_serve.sh --if-online
 echo "setup: done"

@@ -1,0 +1,124 @@
+"""A replica killed in the middle of a load run (test/serving/replica-kill.test).
+
+    kill_test.py MODEL.nbc OUT.txt
+
+Two replicas; 16 clients each send 12 tree_sum requests one after another
+(192 in all, trees of 1 to 40 leaves). Batches wait up to 200 ms to fill,
+so each replica holds several requests at any moment. After the first 48
+answers one replica's process is killed (SIGKILL: no chance to drain). Every request
+must come back either with its own right result (200) or with an error
+status and a message (a 5xx from Ray Serve's proxy for the requests the
+dead replica held); none may hang (the clients' timeout counts as lost),
+none may get a wrong or another's result. Afterwards the service answers
+again. Prints the counts; FileCheck checks them. Bounded at 150 s.
+"""
+
+import os
+import signal
+import sys
+import threading
+import time
+
+import numpy as np
+
+import serving_lib as lib
+
+lib.output(sys.argv[2])
+lib.watchdog(150)
+
+import nimble  # noqa: E402
+from nimble import serve as nserve  # noqa: E402
+from nimble import wire  # noqa: E402
+from ray import serve  # noqa: E402
+
+nbc = open(sys.argv[1], "rb").read()
+exe = nimble.load(nbc)
+rng = np.random.default_rng(11)
+CLIENTS, PER_CLIENT, KILL_AFTER = 16, 12, 48
+
+
+def tree(leaves):
+    if leaves == 1:
+        return ("Leaf", rng.normal(0, 1, (1, 4)).astype(np.float32))
+    k = int(rng.integers(1, leaves))
+    return ("Node", tree(k), tree(leaves - k))
+
+
+work = [[tree(int(rng.integers(1, 41))) for _ in range(PER_CLIENT)] for _ in range(CLIENTS)]
+want = [[exe.run("tree_sum", t, kernels="native") for t in ts] for ts in work]
+bodies = [[wire.request("tree_sum", (t,)) for t in ts] for ts in work]
+
+counts = {"right": 0, "wrong": 0, "error status": 0, "connection error": 0, "lost": 0}
+answered = [0]
+after_kill = [0]
+killed = threading.Event()
+lock = threading.Lock()
+statuses = set()
+
+
+def client(c):
+    for k in range(PER_CLIENT):
+        try:
+            status, body = lib.post(lib_port, bodies[c][k], timeout=60)
+        except TimeoutError:
+            kind = "lost"          # no answer: the silent loss this test forbids
+        except OSError:
+            kind = "connection error"
+        else:
+            if status == 200:
+                got = wire.decode_outputs(body)
+                kind = "right" if (len(got) == 1 and np.array_equal(got[0], want[c][k])) else "wrong"
+            else:
+                ok = isinstance(body, dict) and isinstance(body.get("error"), str) or isinstance(body, str) and body
+                kind = "error status" if ok else "lost"
+                statuses.add(status)
+        with lock:
+            counts[kind] += 1
+            answered[0] += 1
+            if killed.is_set() and kind == "right":
+                after_kill[0] += 1
+
+
+with lib.cluster() as lib_port:
+    serve.run(nserve.build_app(nbc, name="served", num_replicas=2, max_batch_size=8,
+                               batch_wait_timeout_s=0.2, ray_actor_options={"num_cpus": 0.5},
+                               health_check_period_s=1.0))
+    pids = set()
+    t0 = time.monotonic()
+    while len(pids) < 2 and time.monotonic() - t0 < 30:
+        pids.add(lib.describe(lib_port)["pid"])
+    lib.line("replicas: %d" % len(pids))
+    victim = sorted(pids)[0]
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    while answered[0] < KILL_AFTER and any(t.is_alive() for t in threads):
+        time.sleep(0.005)
+    os.kill(victim, signal.SIGKILL)
+    killed.set()
+    lib.line("killed one replica after %s answers" % ("enough" if answered[0] >= KILL_AFTER else "too few"))
+    for t in threads:
+        t.join()
+
+    total = sum(counts.values())
+    lib.line("requests: %d of %d answered" % (total, CLIENTS * PER_CLIENT))
+    for kind in ("wrong", "lost"):
+        lib.line("%s: %d" % (kind, counts[kind]))
+    lib.line("right after the kill: %s" % ("some" if after_kill[0] else "none"))
+    sys.stderr.write("kill_test: %s, error statuses %s\n" % (counts, sorted(statuses)))
+    lib.line("right + errors: %d" % (counts["right"] + counts["error status"] + counts["connection error"]))
+
+    # The controller replaces the dead replica; the service answers right.
+    t0 = time.monotonic()
+    seen = set()
+    while time.monotonic() - t0 < 60:
+        seen.add(lib.describe(lib_port)["pid"])
+        if len(seen - {victim}) >= 2:
+            break
+        time.sleep(0.2)
+    status, body = lib.post(lib_port, bodies[0][0])
+    lib.line("after: %d %s, replicas back: %s" % (
+        status, "right" if status == 200 and np.array_equal(wire.decode_outputs(body)[0], want[0][0]) else "WRONG",
+        "yes" if len(seen - {victim}) >= 2 else "no"))
+lib.line("done")
