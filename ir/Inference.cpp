@@ -189,7 +189,16 @@ public:
     uint64_t h = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(op.code());
     for (const Value *v : op.operandValues()) h = (h ^ reinterpret_cast<uintptr_t>(v->type().impl())) * 0x100000001b3ull;
     for (const Attr &a : op.attrs()) h = (h ^ a.hash()) * 0x100000001b3ull;
-    Entry &e = table_[(h ^ (h >> 29)) & (kSize - 1)];
+    // The table grows with use (by 4x when it has seen 8 lookups a slot,
+    // dropping its entries: it is a cache) up to kMaxSize: a Context that
+    // infers a few ops (a small module, each input of the .nir fuzzer) does
+    // not pay for constructing 4,096 entries, which was a fifth of the
+    // fuzzer's time.
+    if (++lookups_ > 8 * table_.size() && table_.size() < kMaxSize) {
+      table_ = std::vector<Entry>(table_.size() * 4);
+      lookups_ = 0;
+    }
+    Entry &e = table_[(h ^ (h >> 29)) & (table_.size() - 1)];
     hit = e.used && e.code == op.code() && e.operands.size() == op.numOperands() &&
           e.attrs.size() == op.attrs().size();
     for (unsigned i = 0; hit && i < op.numOperands(); ++i) hit = e.operands[i] == op.operand(i)->type();
@@ -204,8 +213,9 @@ public:
   }
 
 private:
-  static constexpr size_t kSize = 4096;
-  std::vector<Entry> table_ = std::vector<Entry>(kSize);
+  static constexpr size_t kMaxSize = 4096; // a power of 4 times the first size
+  std::vector<Entry> table_ = std::vector<Entry>(64);
+  size_t lookups_ = 0;
 };
 
 InferredTypes inferUnchecked(const Operation &op, const Module &m) {
