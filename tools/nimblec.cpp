@@ -75,6 +75,13 @@ OPTIONS:
   --stats                     Print the passes' statistics (static counts of kernels,
                               allocations, kills, copies) to stderr
   --print-debuginfo           With --emit=nir, print loc(...) after each operation
+  --crash-reproducer=<file>   When a pass breaks the IR, reports an internal error or
+                              dies of a signal, write a .nir that replays it with
+                              nimble-opt --run-reproducer to <file> (default: a new file
+                              in $TMPDIR, named in the error)
+  --no-crash-reproducer       Write no reproducer
+  --crash-reproducer-local    Print the IR before every pass, so that a signal's
+                              reproducer starts at the failing pass (slower)
   --help                      Show this help and exit
   --version                   Show the version and exit
 
@@ -92,7 +99,12 @@ struct Options {
   std::string passes; // --passes: replaces the -O level's pipeline
   // --verify-each off, the pipeline's output verified once (the driver's
   // defaults).
-  passes::PassManagerOptions pm = driver::CompileOptions::defaultPassManagerOptions();
+  passes::PassManagerOptions pm = [] {
+    passes::PassManagerOptions p = driver::CompileOptions::defaultPassManagerOptions();
+    p.reproducer.enabled = true; // the Python module's compile leaves it off
+    p.reproducer.tool = "nimblec";
+    return p;
+  }();
 };
 
 int usageError(const std::string &msg) { return tools::usageError("nimblec", msg); }
@@ -162,6 +174,14 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.printBatching = true;
     } else if (a == "--print-debuginfo") {
       o.pm.debugInfo = true;
+    } else if ((v = flagValue(a, "--crash-reproducer"))) {
+      if (v->empty()) return usageError("--crash-reproducer needs a file name");
+      o.pm.reproducer.enabled = true;
+      o.pm.reproducer.path = *v;
+    } else if (a == "--no-crash-reproducer") {
+      o.pm.reproducer.enabled = false;
+    } else if (a == "--crash-reproducer-local") {
+      o.pm.reproducer.local = true;
     } else if (a.size() > 1 && a[0] == '-') {
       return usageError("unknown option '" + a + "'");
     } else {
