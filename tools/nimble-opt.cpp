@@ -10,6 +10,7 @@
 #include "ir/Verifier.h"
 #include "passes/CrashReproducer.h"
 #include "passes/Pass.h"
+#include "passes/analysis/DotGraph.h"
 #include "passes/Statistic.h"
 #include "tools/ToolSupport.h"
 
@@ -56,6 +57,8 @@ OPTIONS:
                               reproducer starts at the failing pass (slower)
   --run-reproducer            Run the pipeline of the input's
                               '// nimble-reproducer: --passes=...' first line
+  --emit=<ir|dot>             Print the IR (default) or Graphviz graphs of its functions
+  --dot-graph=<kind>          With --emit=dot: cfg (default), dataflow or memory
   --help                      Show this help and exit
   --version                   Show the version and exit
 
@@ -67,6 +70,8 @@ struct Options {
   std::string input = "-", output = "-", pipeline;
   bool split = false, verifyDiagnostics = false, stats = false;
   bool runReproducer = false, reproducerGiven = false;
+  bool emitDot = false, dotGraphGiven = false;
+  passes::DotGraphKind dotGraph = passes::DotGraphKind::Cfg;
   /// Without --verify-each the module is still verified once after the
   /// last pass (as nimblec does): nimble-opt never prints invalid IR.
   passes::PassManagerOptions pm = [] {
@@ -146,6 +151,13 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.pm.reproducer.local = true;
     } else if (a == "--run-reproducer") {
       o.runReproducer = true;
+    } else if ((v = flagValue(a, "--emit"))) {
+      if (*v != "ir" && *v != "dot") return usageError("--emit takes ir or dot, got '" + *v + "'");
+      o.emitDot = *v == "dot";
+    } else if ((v = flagValue(a, "--dot-graph"))) {
+      if (!passes::parseDotGraphKind(*v, o.dotGraph))
+        return usageError("--dot-graph takes cfg, dataflow or memory, got '" + *v + "'");
+      o.dotGraphGiven = true;
     } else if (a.size() > 1 && a[0] == '-') {
       return usageError("unknown option '" + a + "'");
     } else {
@@ -157,6 +169,7 @@ int parseArgs(int argc, char **argv, Options &o) {
   for (const auto &names : {o.pm.printBefore, o.pm.printAfter})
     for (const std::string &n : names)
       if (!passes::createPass(n)) return usageError("unknown pass '" + n + "' (see --list-passes)");
+  if (o.dotGraphGiven && !o.emitDot) return usageError("--dot-graph needs --emit=dot");
   if (o.runReproducer) {
     if (!o.pipeline.empty()) return usageError("--run-reproducer takes the pipeline from the input; drop --passes");
     if (o.split) return usageError("--run-reproducer replays one module; drop --split-input-file");
@@ -237,7 +250,7 @@ int main(int argc, char **argv) {
       if (ir::succeeded(ir::verifyModule(*m, diag, parsed)) && ir::succeeded(pm.run(*m))) {
         ir::PrintOptions popts;
         popts.debugInfo = o.pm.debugInfo;
-        printed = ir::printModuleToString(*m, popts);
+        printed = o.emitDot ? passes::printDot(*m, o.dotGraph) : ir::printModuleToString(*m, popts);
         chunkOk = true;
       }
     }
