@@ -79,13 +79,13 @@ void printCfg(const Function &f, unsigned fi, std::string &out) {
         parent[i] = static_cast<int>(j);
         break;
       }
+  // Innermost first: the first loop to claim a block is its innermost
+  // (O(the loops' sizes), as findLoops itself).
   std::unordered_map<const Block *, int> innermost;
-  for (const auto &b : f.blocks()) {
-    int l = -1;
-    for (size_t i = 0; i < loops.size() && l < 0; ++i)
-      if (loops[i].contains(b.get())) l = static_cast<int>(i);
-    innermost[b.get()] = l;
-  }
+  for (const auto &b : f.blocks()) innermost[b.get()] = -1;
+  for (size_t i = 0; i < loops.size(); ++i)
+    for (const Block *b : loops[i].blocks)
+      if (int &l = innermost[b]; l < 0) l = static_cast<int>(i);
 
   auto node = [&](const Block &b, const std::string &indent) {
     std::string text = blockHeader(b, names) + "\n";
