@@ -69,7 +69,10 @@ std::string DiagnosticEngine::render(const Diagnostic &d) const {
 }
 
 void DiagnosticEngine::emit(Diagnostic d) {
-  if (d.severity == Severity::Error) ++errors_;
+  if (d.severity == Severity::Error) {
+    ++errors_;
+    if (d.message.starts_with("internal error")) ++internalErrors_;
+  }
   if (handler_) {
     handler_(d);
     return;

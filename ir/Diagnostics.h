@@ -88,6 +88,9 @@ public:
 
   void setHandler(Handler h) { handler_ = std::move(h); }
   unsigned errorCount() const { return errors_; }
+  /// Errors whose message starts with "internal error" (a compiler bug, not
+  /// the input's): the pass manager writes a crash reproducer for them.
+  unsigned internalErrorCount() const { return internalErrors_; }
   const SourceMgr *sourceMgr() const { return sm_; }
 
   /// Renders one diagnostic (with notes) as the default handler would.
@@ -98,7 +101,7 @@ private:
   const SourceMgr *sm_;
   std::ostream &os_;
   Handler handler_;
-  unsigned errors_ = 0;
+  unsigned errors_ = 0, internalErrors_ = 0;
 };
 
 /// `--verify-diagnostics`: collects diagnostics and checks them against the

@@ -312,6 +312,21 @@ std::string printOperation(const Operation &op) {
   return p.op(op);
 }
 
+struct FunctionNames::Impl {
+  explicit Impl(const Function &f) : names(&f) {}
+  NameTable names;
+  PrintOptions opts;
+};
+
+FunctionNames::FunctionNames(const Function &f) : impl_(std::make_unique<Impl>(f)) {}
+FunctionNames::~FunctionNames() = default;
+std::string FunctionNames::value(const Value *v) const { return impl_->names.value(v); }
+std::string FunctionNames::block(const Block *b) const { return impl_->names.block(b); }
+std::string FunctionNames::op(const Operation &op) const {
+  Printer p(impl_->opts, impl_->names);
+  return p.op(op);
+}
+
 void printFunction(const Function &f, std::ostream &os, const PrintOptions &opts) {
   NameTable names(&f);
   Printer p(opts, names);

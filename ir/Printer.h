@@ -11,6 +11,7 @@
 
 #include "ir/IR.h"
 
+#include <memory>
 #include <ostream>
 #include <string>
 
@@ -27,6 +28,22 @@ void printFunction(const Function &f, std::ostream &os, const PrintOptions &opts
 std::string printModuleToString(const Module &m, const PrintOptions &opts = {});
 /// One operation on one line, with the names its values were given.
 std::string printOperation(const Operation &op);
+/// A function's value and block names as printFunction prints them
+/// (numbered where unnamed or taken), for what shows parts of a function
+/// (the Graphviz views, passes/analysis/DotGraph.h).
+class FunctionNames {
+public:
+  explicit FunctionNames(const Function &f);
+  ~FunctionNames();
+  std::string value(const Value *v) const; // %a, @g
+  std::string block(const Block *b) const; // ^bb
+  /// One op of the function on one line, as printFunction prints it.
+  std::string op(const Operation &op) const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 /// An attribute value as written in .nir (`[0, 1]`, `true`, `"cpu"`, `@f`, ...).
 std::string printAttr(const Attr &a);
 /// A dense literal (`[[1.0, 2.0], [3.0, 4.0]]`, or one element for a splat).

@@ -11,6 +11,7 @@
 #define NIMBLE_PASSES_PASS_H
 
 #include "ir/IR.h"
+#include "passes/CrashReproducer.h"
 
 #include <cstdint>
 #include <iosfwd>
@@ -115,6 +116,9 @@ struct PassManagerOptions {
   bool printAfterChange = false;
   bool timePasses = false;
   bool debugInfo = false;
+  /// A file that replays a failing pass (passes/CrashReproducer.h); needs
+  /// PassManager::setSource and a textual pipeline.
+  ReproducerOptions reproducer;
   /// Run an idempotent pass even where it would be skipped, and stop with an
   /// error if it changes the IR (Pass::idempotent): on in builds with
   /// assertions, so that every test checks the passes' claim.
@@ -141,6 +145,9 @@ public:
   bool parsePipeline(std::string_view text, std::string &error);
   const std::vector<std::unique_ptr<Pass>> &passes() const { return passes_; }
 
+  /// The text the module to run on was parsed from, for crash reproducers.
+  /// It must outlive run().
+  void setSource(ReproducerSource src) { source_ = std::move(src); }
   /// Runs every pass in order; stops at the first failure.
   LogicalResult run(Module &m);
   /// Prints the --time-passes report accumulated over all runs.
@@ -159,6 +166,7 @@ private:
   /// an idempotent pass is skipped only after a run with the same options
   /// (empty for addPass: never skipped).
   std::vector<std::string> specs_;
+  ReproducerSource source_;
   std::vector<double> seconds_;
   /// Per pass: the runs skipped (Pass::idempotent) and made.
   std::vector<int> skipped_, ran_;

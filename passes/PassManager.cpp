@@ -7,6 +7,7 @@
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -150,8 +151,14 @@ LogicalResult PassManager::run(Module &m) {
   // pass (by its text in the pipeline) that count when its last run ended.
   uint64_t changes = 0;
   std::map<std::string, uint64_t, std::less<>> leftAt;
+  // Nothing is printed for it unless a pass fails (CrashReproducer.h).
+  std::unique_ptr<CrashReproducer> repro;
+  if (opts_.reproducer.enabled && !source_.text.empty() &&
+      std::none_of(specs_.begin(), specs_.end(), [](const std::string &s) { return s.empty(); }))
+    repro = std::make_unique<CrashReproducer>(opts_.reproducer, source_, specs_, dump_);
   for (size_t i = 0; i < passes_.size(); ++i) {
     Pass &p = *passes_[i];
+    if (repro) repro->beforePass(i, m);
     std::string name(p.name());
     if (opts_.printBeforeAll || opts_.printBefore.count(name)) {
       dump_ << "// -----// IR Dump Before " << name << " //----- //\n";
@@ -165,6 +172,7 @@ LogicalResult PassManager::run(Module &m) {
     if (asItLeft && !opts_.checkIdempotent) {
       ++skipped_[i];
     } else {
+      const unsigned internalErrors = diag_.internalErrorCount();
       auto t0 = Clock::now();
       p.setAnalysisCache(&analyses);
       LogicalResult r = p.run(m, diag_, changed);
@@ -172,11 +180,15 @@ LogicalResult PassManager::run(Module &m) {
       if (changed && !p.preservesEffects()) analyses.invalidate();
       seconds_[i] += std::chrono::duration<double>(Clock::now() - t0).count();
       ++ran_[i];
-      if (ir::failed(r)) return r;
+      if (ir::failed(r)) {
+        if (repro && diag_.internalErrorCount() > internalErrors) repro->onFailure(i, "internal error");
+        return r;
+      }
       if (asItLeft && changed) {
         diag_.error({}, "pass '" + name +
                             "' changed IR that it had left and no pass had changed since (it is declared "
                             "idempotent: a bug in the pass)");
+        if (repro) repro->onFailure(i, "internal error", ": it changed IR it had left (declared idempotent)");
         return ir::failure();
       }
     }
@@ -186,7 +198,10 @@ LogicalResult PassManager::run(Module &m) {
       auto v0 = Clock::now();
       bool ok = verifyOrExplain(m, "the IR is invalid after pass '" + name + "' (a bug in the pass)");
       verifySeconds_ += std::chrono::duration<double>(Clock::now() - v0).count();
-      if (!ok) return ir::failure();
+      if (!ok) {
+        if (repro) repro->onFailure(i, "invalid IR", ": the verifier failed after it");
+        return ir::failure();
+      }
     }
     if (opts_.printAfterAll || opts_.printAfter.count(name)) {
       if (!opts_.printAfterChange || changed) {
@@ -198,8 +213,12 @@ LogicalResult PassManager::run(Module &m) {
     }
   }
   if (!opts_.verifyEach && opts_.verifyAfterPipeline &&
-      !verifyOrExplain(m, "the IR is invalid after the pipeline (a bug in a pass; --verify-each names which)"))
+      !verifyOrExplain(m, "the IR is invalid after the pipeline (a bug in a pass; --verify-each names which)")) {
+    if (repro)
+      repro->onFailure(passes_.size(), "invalid IR after the pipeline",
+                       " (nimble-opt verifies after each pass: the replay names the pass)");
     return ir::failure();
+  }
   return ir::success();
 }
 

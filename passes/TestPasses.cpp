@@ -10,6 +10,8 @@
 
 #include "passes/Pass.h"
 
+#include <csignal>
+
 namespace nimble::passes {
 namespace {
 
@@ -35,12 +37,53 @@ public:
   }
 };
 
+/// Dies of a signal, as a pass with a memory error would: the crash
+/// reproducer's signal path (passes/CrashReproducer.h). `signal` is segv
+/// (default), abort, bus, fpe or ill; raised, not provoked, so that every
+/// build (sanitizers, optimisation) dies the same way.
+class TestCrashPass : public Pass {
+public:
+  std::string_view name() const override { return "test-crash"; }
+  std::string setOption(std::string_view key, std::string_view value) override {
+    static const std::pair<std::string_view, int> kinds[] = {
+        {"segv", SIGSEGV}, {"abort", SIGABRT}, {"bus", SIGBUS}, {"fpe", SIGFPE}, {"ill", SIGILL}};
+    if (key != "signal") return Pass::setOption(key, value);
+    for (const auto &[text, sig] : kinds)
+      if (value == text) {
+        signal_ = sig;
+        return "";
+      }
+    return "option 'signal' of 'test-crash' takes segv, abort, bus, fpe or ill, got '" + std::string(value) + "'";
+  }
+  LogicalResult run(Module &, DiagnosticEngine &, bool &) override {
+    std::raise(signal_);
+    return success();
+  }
+
+private:
+  int signal_ = SIGSEGV;
+};
+
+/// Reports an internal error (a compiler bug, not the input's) and fails.
+class TestInternalErrorPass : public Pass {
+public:
+  std::string_view name() const override { return "test-internal-error"; }
+  LogicalResult run(Module &, DiagnosticEngine &diag, bool &) override {
+    diag.error({}, "internal error: test-internal-error always fails");
+    return failure();
+  }
+};
+
 } // namespace
 
 const std::vector<PassInfo> &testPasses() {
   static const std::vector<PassInfo> passes = {
       {"test-break-ir", [] { return std::unique_ptr<Pass>(new TestBreakIRPass()); },
        "Testing only: erase the first function's entry terminator (the IR is then invalid)"},
+      {"test-crash", [] { return std::unique_ptr<Pass>(new TestCrashPass()); },
+       "Testing only: raise a fatal signal (test-crash{signal=segv|abort|bus|fpe|ill})"},
+      {"test-internal-error", [] { return std::unique_ptr<Pass>(new TestInternalErrorPass()); },
+       "Testing only: report an internal error and fail"},
   };
   return passes;
 }

@@ -53,6 +53,9 @@ PACKAGES=(
   libonnx-dev
   # ... over the protobuf runtime's headers and libprotobuf.so.
   libprotobuf-dev
+  # test/tools/emit-dot.test: `dot -Tsvg` checks that --emit=dot output is
+  # valid Graphviz.
+  graphviz
   # test/import-onnx: the tests make their .onnx inputs with onnx.helper.
   python3-onnx
   # scripts/onnx_node_tests.py: ONNX's backend node tests (model.onnx and

@@ -8,7 +8,9 @@
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
+#include "passes/CrashReproducer.h"
 #include "passes/Pass.h"
+#include "passes/analysis/DotGraph.h"
 #include "passes/Statistic.h"
 #include "tools/ToolSupport.h"
 
@@ -47,6 +49,16 @@ OPTIONS:
   --print-debuginfo           Print loc("file":line:col) after each operation
   --time-passes               Print the wall time of each pass to stderr
   --stats                     Print the passes' statistics (what each did) to stderr
+  --crash-reproducer=<file>   When a pass breaks the IR, reports an internal error or
+                              dies of a signal, write a .nir that replays it to <file>
+                              (default: a new file in $TMPDIR, named in the error)
+  --no-crash-reproducer       Write no reproducer
+  --crash-reproducer-local    Print the IR before every pass, so that a signal's
+                              reproducer starts at the failing pass (slower)
+  --run-reproducer            Run the pipeline of the input's
+                              '// nimble-reproducer: --passes=...' first line
+  --emit=<ir|dot>             Print the IR (default) or Graphviz graphs of its functions
+  --dot-graph=<kind>          With --emit=dot: cfg (default), dataflow or memory
   --help                      Show this help and exit
   --version                   Show the version and exit
 
@@ -57,11 +69,16 @@ a pass fails (with a file:line:col: error: message), 2 on a usage error.
 struct Options {
   std::string input = "-", output = "-", pipeline;
   bool split = false, verifyDiagnostics = false, stats = false;
+  bool runReproducer = false, reproducerGiven = false;
+  bool emitDot = false, dotGraphGiven = false;
+  passes::DotGraphKind dotGraph = passes::DotGraphKind::Cfg;
   /// Without --verify-each the module is still verified once after the
   /// last pass (as nimblec does): nimble-opt never prints invalid IR.
   passes::PassManagerOptions pm = [] {
     passes::PassManagerOptions p;
     p.verifyAfterPipeline = true;
+    p.reproducer.enabled = true;
+    p.reproducer.tool = "nimble-opt";
     return p;
   }();
 };
@@ -123,6 +140,24 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.pm.timePasses = true;
     } else if (a == "--stats") {
       o.stats = true;
+    } else if ((v = flagValue(a, "--crash-reproducer"))) {
+      if (v->empty()) return usageError("--crash-reproducer needs a file name");
+      o.pm.reproducer.enabled = o.reproducerGiven = true;
+      o.pm.reproducer.path = *v;
+    } else if (a == "--no-crash-reproducer") {
+      o.pm.reproducer.enabled = false;
+      o.reproducerGiven = true;
+    } else if (a == "--crash-reproducer-local") {
+      o.pm.reproducer.local = true;
+    } else if (a == "--run-reproducer") {
+      o.runReproducer = true;
+    } else if ((v = flagValue(a, "--emit"))) {
+      if (*v != "ir" && *v != "dot") return usageError("--emit takes ir or dot, got '" + *v + "'");
+      o.emitDot = *v == "dot";
+    } else if ((v = flagValue(a, "--dot-graph"))) {
+      if (!passes::parseDotGraphKind(*v, o.dotGraph))
+        return usageError("--dot-graph takes cfg, dataflow or memory, got '" + *v + "'");
+      o.dotGraphGiven = true;
     } else if (a.size() > 1 && a[0] == '-') {
       return usageError("unknown option '" + a + "'");
     } else {
@@ -134,6 +169,13 @@ int parseArgs(int argc, char **argv, Options &o) {
   for (const auto &names : {o.pm.printBefore, o.pm.printAfter})
     for (const std::string &n : names)
       if (!passes::createPass(n)) return usageError("unknown pass '" + n + "' (see --list-passes)");
+  if (o.dotGraphGiven && !o.emitDot) return usageError("--dot-graph needs --emit=dot");
+  if (o.runReproducer) {
+    if (!o.pipeline.empty()) return usageError("--run-reproducer takes the pipeline from the input; drop --passes");
+    if (o.split) return usageError("--run-reproducer replays one module; drop --split-input-file");
+    // A replay that fails again writes no second file unless asked to.
+    if (!o.reproducerGiven) o.pm.reproducer.enabled = false;
+  }
   return -1;
 }
 
@@ -158,6 +200,28 @@ int main(int argc, char **argv) {
     return kExitError;
   }
   std::string name = displayName(o.input);
+  if (o.runReproducer) {
+    std::vector<std::string> flags;
+    if (!passes::readReproducerHeader(text, flags)) {
+      std::cerr << name << ": error: not a reproducer (its first line does not start with '"
+                << passes::kReproducerTag << "')\n";
+      return kExitError;
+    }
+    for (const std::string &f : flags) {
+      std::optional<std::string> v = flagValue(f, "--passes");
+      if (!v) {
+        std::cerr << name << ": error: the reproducer's first line has an unknown flag '" << f << "'\n";
+        return kExitError;
+      }
+      o.pipeline += (o.pipeline.empty() || v->empty() ? "" : ",") + *v;
+    }
+    ir::DiagnosticEngine quiet(nullptr, std::cerr);
+    passes::PassManager probe(quiet, std::cerr, o.pm);
+    if (!o.pipeline.empty() && !probe.parsePipeline(o.pipeline, error)) {
+      std::cerr << name << ": error: the reproducer's pipeline: " << error << "\n";
+      return kExitError;
+    }
+  }
   ir::SourceMgr sm;
   sm.addBuffer(name, std::move(text)); // the only copy
   const std::string &buffer = *sm.buffer(name);
@@ -177,6 +241,7 @@ int main(int argc, char **argv) {
     passes::PassManager pm(diag, std::cerr, o.pm);
     std::string ignored;
     if (!o.pipeline.empty()) pm.parsePipeline(o.pipeline, ignored);
+    pm.setSource({chunks[i].text, name, chunks[i].firstLine});
     bool chunkOk = false;
     std::string printed;
     if (ExitOwned<ir::Module> m(ir::parseModule(chunks[i].text, name, ctx, diag, chunks[i].firstLine)); m) {
@@ -185,7 +250,7 @@ int main(int argc, char **argv) {
       if (ir::succeeded(ir::verifyModule(*m, diag, parsed)) && ir::succeeded(pm.run(*m))) {
         ir::PrintOptions popts;
         popts.debugInfo = o.pm.debugInfo;
-        printed = ir::printModuleToString(*m, popts);
+        printed = o.emitDot ? passes::printDot(*m, o.dotGraph) : ir::printModuleToString(*m, popts);
         chunkOk = true;
       }
     }

@@ -12,6 +12,7 @@
 #include "codegen/llvm/NativeCodegen.h"
 #include "ir/Printer.h"
 #include "passes/Pass.h"
+#include "passes/analysis/DotGraph.h"
 #include "passes/Statistic.h"
 #include "tools/ToolSupport.h"
 #include "tools/driver/Compiler.h"
@@ -35,7 +36,7 @@ USAGE: nimblec [options] <input.nir | ->
 
 OPTIONS:
   -o <file>                   Write the output to <file> (atomically); default: stdout
-                              for --emit=asm and --emit=nir, required for bytecode
+                              for --emit=asm, nir and dot, required for bytecode
   -O0, -O1, -O2, -O3          Optimization level (default -O2); see docs/nimblec.md
   --target=<cpu|cuda>         Target device (default cpu): kernels and their buffers go to
                               it, shape computations stay on the cpu (place-devices); cuda
@@ -49,7 +50,10 @@ OPTIONS:
   --emit=<kind>               bytecode (default), asm (bytecode as text), nir (the IR
                               after the pipeline), llvm (the native kernels' optimised LLVM
                               IR), obj (their relocatable ELF object, for objdump -d),
-                              ptx (the cuda kernels' PTX; implies --target=cuda)
+                              ptx (the cuda kernels' PTX; implies --target=cuda), dot
+                              (Graphviz graphs of the IR after the pipeline)
+  --dot-graph=<kind>          With --emit=dot: cfg (default), dataflow or memory (the
+                              memory plan as a timeline)
   --kernels=<kind>            native (default for --target=cpu): generate an LLVM kernel
                               for every kernel the generator handles and embed the linked
                               shared object (docs/codegen.md); reference: the .nbc carries
@@ -77,6 +81,13 @@ OPTIONS:
   --stats                     Print the passes' statistics (static counts of kernels,
                               allocations, kills, copies) to stderr
   --print-debuginfo           With --emit=nir, print loc(...) after each operation
+  --crash-reproducer=<file>   When a pass breaks the IR, reports an internal error or
+                              dies of a signal, write a .nir that replays it with
+                              nimble-opt --run-reproducer to <file> (default: a new file
+                              in $TMPDIR, named in the error)
+  --no-crash-reproducer       Write no reproducer
+  --crash-reproducer-local    Print the IR before every pass, so that a signal's
+                              reproducer starts at the failing pass (slower)
   --help                      Show this help and exit
   --version                   Show the version and exit
 
@@ -91,10 +102,17 @@ struct Options {
   std::string cudaArch = "sm_80", ptxas;
   int optLevel = 2;
   bool stats = false, printPipeline = false, printBatching = false, fpReassociate = false;
+  bool dotGraphGiven = false;
+  passes::DotGraphKind dotGraph = passes::DotGraphKind::Cfg;
   std::string passes; // --passes: replaces the -O level's pipeline
   // --verify-each off, the pipeline's output verified once (the driver's
   // defaults).
-  passes::PassManagerOptions pm = driver::CompileOptions::defaultPassManagerOptions();
+  passes::PassManagerOptions pm = [] {
+    passes::PassManagerOptions p = driver::CompileOptions::defaultPassManagerOptions();
+    p.reproducer.enabled = true; // the Python module's compile leaves it off
+    p.reproducer.tool = "nimblec";
+    return p;
+  }();
 };
 
 int usageError(const std::string &msg) { return tools::usageError("nimblec", msg); }
@@ -119,9 +137,14 @@ int parseArgs(int argc, char **argv, Options &o) {
     } else if (a.size() == 3 && a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3') {
       o.optLevel = a[2] - '0';
     } else if ((v = flagValue(a, "--emit"))) {
-      if (*v != "bytecode" && *v != "asm" && *v != "nir" && *v != "llvm" && *v != "obj" && *v != "ptx")
-        return usageError("--emit takes bytecode, asm, nir, llvm, obj or ptx, got '" + *v + "'");
+      if (*v != "bytecode" && *v != "asm" && *v != "nir" && *v != "llvm" && *v != "obj" && *v != "ptx" &&
+          *v != "dot")
+        return usageError("--emit takes bytecode, asm, nir, llvm, obj, ptx or dot, got '" + *v + "'");
       o.emit = *v;
+    } else if ((v = flagValue(a, "--dot-graph"))) {
+      if (!passes::parseDotGraphKind(*v, o.dotGraph))
+        return usageError("--dot-graph takes cfg, dataflow or memory, got '" + *v + "'");
+      o.dotGraphGiven = true;
     } else if ((v = flagValue(a, "--kernels"))) {
       if (*v != "native" && *v != "reference")
         return usageError("--kernels takes native or reference, got '" + *v + "'");
@@ -166,6 +189,14 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.fpReassociate = true;
     } else if (a == "--print-debuginfo") {
       o.pm.debugInfo = true;
+    } else if ((v = flagValue(a, "--crash-reproducer"))) {
+      if (v->empty()) return usageError("--crash-reproducer needs a file name");
+      o.pm.reproducer.enabled = true;
+      o.pm.reproducer.path = *v;
+    } else if (a == "--no-crash-reproducer") {
+      o.pm.reproducer.enabled = false;
+    } else if (a == "--crash-reproducer-local") {
+      o.pm.reproducer.local = true;
     } else if (a.size() > 1 && a[0] == '-') {
       return usageError("unknown option '" + a + "'");
     } else {
@@ -174,6 +205,7 @@ int parseArgs(int argc, char **argv, Options &o) {
       haveInput = true;
     }
   }
+  if (o.dotGraphGiven && o.emit != "dot") return usageError("--dot-graph needs --emit=dot");
   if (o.printPipeline) return -1;
   if (!haveInput) return usageError("no input file (use '-' for standard input)");
   if ((o.emit == "bytecode" || o.emit == "obj") && o.output.empty())
@@ -247,11 +279,12 @@ int main(int argc, char **argv) {
   if (o.stats) passes::printStatistics(std::cerr);
   if (!ok) return kExitError;
 
-  if (o.emit == "nir") {
+  if (o.emit == "nir" || o.emit == "dot") {
     ir::PrintOptions popts;
     popts.debugInfo = o.pm.debugInfo;
-    if (!writeOutputAtomically(o.output, ir::printModuleToString(c->module(), popts), error))
-      return fail("error: " + error);
+    std::string text = o.emit == "dot" ? passes::printDot(c->module(), o.dotGraph)
+                                       : ir::printModuleToString(c->module(), popts);
+    if (!writeOutputAtomically(o.output, text, error)) return fail("error: " + error);
     return kExitOk;
   }
 

@@ -90,6 +90,7 @@ Compilation::~Compilation() = default;
 
 bool Compilation::parse(std::string text, const std::string &name) {
   sm_.addBuffer(name, std::move(text)); // the only copy: a source of a million ops is 30 MB
+  name_ = name;
   module_ = ir::parseModule(*sm_.buffer(name), name, ctx_, diag_);
   ir::VerifyOptions parsed;
   parsed.structureVerified = true; // by parseModule
@@ -102,6 +103,7 @@ bool Compilation::optimize(std::string &error) {
     error = "internal error: " + error;
     return false;
   }
+  pm_->setSource({*sm_.buffer(name_), name_, 1});
   return ir::succeeded(pm_->run(*module_));
 }
 

@@ -97,6 +97,7 @@ private:
   CompileOptions opts_;
   std::ostream &diagStream_;
   ir::SourceMgr sm_;
+  std::string name_; // of the input in sm_
   ir::DiagnosticEngine diag_;
   ir::Context ctx_;
   std::unique_ptr<ir::Module> module_;
