@@ -173,7 +173,8 @@ Program::Lease Program::lease(const RunSettings &settings, std::vector<std::stri
     r = std::make_unique<Lease::Runner>();
     r->threads = settings.threads ? settings.threads : availableCores();
     r->library = std::make_unique<LibraryKernels>(*exe_);
-    const bool wantLibrary = settings.kernels == KernelMode::Library || settings.kernels == KernelMode::Auto;
+    const bool wantLibrary = settings.kernels == KernelMode::Library || settings.kernels == KernelMode::Auto ||
+                             settings.kernels == KernelMode::Tune;
     if (wantLibrary && r->library->count() > 0) {
       // (Nothing for oneDNN in the executable: it is not even started.)
       std::string why;

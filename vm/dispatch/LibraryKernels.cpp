@@ -346,6 +346,26 @@ bool LibraryKernels::supports(uint32_t k) const {
   return impl_->ready && k < impl_->plans.size() && impl_->plans[k].ok;
 }
 
+bool LibraryKernels::ruleChoosesLibrary(uint32_t k, const std::vector<Tensor *> &ins) const {
+  if (!supports(k)) return false;
+  const Plan &p = impl_->plans[k];
+  if (ins.size() <= std::max(p.lhs, p.rhs)) return false;
+  const std::vector<int64_t> &ls = ins[p.lhs]->shape(), &rs = ins[p.rhs]->shape();
+  if (ls.size() < 2 || rs.size() < 2) return false;
+  const size_t l = ls.size(), r = rs.size();
+  const int64_t m = p.transA ? ls[l - 1] : ls[l - 2];
+  const int64_t kk = p.transA ? ls[l - 2] : ls[l - 1];
+  const int64_t n = p.transB ? rs[r - 2] : rs[r - 1];
+  // Rows: a batch of lhs matrices against one 2-D weight is one GEMM of all
+  // their rows (how oneDNN and the native kernel both run it).
+  double rows = static_cast<double>(m);
+  if (r == 2 && !p.transA)
+    for (size_t i = 0; i + 2 < l; ++i) rows *= static_cast<double>(ls[i]);
+  if (rows < kRuleMinRows) return false;
+  if (ins[p.rhs]->storage()->readOnly()) return true;
+  return static_cast<double>(m) * static_cast<double>(kk) * static_cast<double>(n) >= kRuleMinComputedMacs;
+}
+
 size_t LibraryKernels::count() const {
   size_t n = 0;
   for (const Plan &p : impl_->plans) n += p.ok;

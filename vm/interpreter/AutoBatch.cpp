@@ -381,7 +381,14 @@ struct VirtualMachine::Scheduler {
       st = vm.callKernel(b.batched, ins, outs, fit[0]->frames.back().func, fit[0]->callPc);
       vm.cur_ = &vm.main_;
     }
-    if (!ok || !st.ok()) return singles(fit, vm.profile_.batch.fallbackCalls);
+    // Out of memory for the stacked copies (the scheduler's own memory, as
+    // its lists are) ends the run with that error (runInstances). Running
+    // the calls alone instead would survive it with other last bits: a
+    // product of one row goes to another implementation than the stacked
+    // one (--kernels=auto's rule, vm/dispatch/Dispatch.h), and
+    // test/models/fail-alloc.test saw "exit 0 with a different output".
+    if (!ok) throw std::bad_alloc();
+    if (!st.ok()) return singles(fit, vm.profile_.batch.fallbackCalls);
     ++vm.profile_.batch.rowLaunches;
     vm.profile_.batch.rowCalls += fit.size();
     auto ts = Clock::now();
@@ -425,12 +432,15 @@ struct VirtualMachine::Scheduler {
 
   /// Whether the dispatcher may run batched kernel `kb` through oneDNN.
   bool libraryMayRun(uint32_t kb) const {
-    return vm.opts_.library && vm.opts_.kernels == KernelMode::Auto && vm.opts_.library->supports(kb);
+    return vm.opts_.library && (vm.opts_.kernels == KernelMode::Auto || vm.opts_.kernels == KernelMode::Tune) &&
+           vm.opts_.library->supports(kb);
   }
 
   nimble_kernel_fn gatherFn(uint32_t kb) const {
     if (!vm.opts_.native || vm.opts_.gather == VMOptions::GatherFusion::Off) return nullptr;
-    if (vm.opts_.kernels != KernelMode::Auto && vm.opts_.kernels != KernelMode::Native) return nullptr;
+    if (vm.opts_.kernels != KernelMode::Auto && vm.opts_.kernels != KernelMode::Tune &&
+        vm.opts_.kernels != KernelMode::Native)
+      return nullptr;
     return vm.opts_.native->getGathered(kb);
   }
 
