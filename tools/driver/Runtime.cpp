@@ -357,9 +357,12 @@ std::string profileText(const VirtualMachine &vm, int runs, const LibraryKernels
                  static_cast<unsigned long long>(library->primitivesCreated()), library->creationSeconds() * 1e3,
                  library->primitivesCached());
   if (library && library->weightsPacked())
-    appendf(out, "Library weights (oneDNN): %llu constants packed (all runs) into %llu bytes in %.3f ms\n",
-                 static_cast<unsigned long long>(library->weightsPacked()),
-                 static_cast<unsigned long long>(library->packedBytes()), library->packSeconds() * 1e3);
+    appendf(out,
+            "Library weights (oneDNN): %llu constants packed (all runs) into %llu bytes in %.3f ms; %llu bytes of "
+            "the originals released\n",
+            static_cast<unsigned long long>(library->weightsPacked()),
+            static_cast<unsigned long long>(library->packedBytes()), library->packSeconds() * 1e3,
+            static_cast<unsigned long long>(library->releasedBytes()));
   if (library && library->splitCalls())
     appendf(out, "Library threads (oneDNN): %llu calls (all runs) split by output columns, a block per thread\n",
                  static_cast<unsigned long long>(library->splitCalls()));
