@@ -178,7 +178,7 @@ def rss_main(args):
     subprocess.run([peer_py, "-c", EXPORT, os.path.join(REPO, "scripts"), work, ids[lengths[0]]], check=True,
                    capture_output=True)
     onnx = os.path.join(work, "bert_base.onnx")
-    print("BERT-base: .nbc %.1f MB (its weights); peak resident MB over %d rounds (median [min-max])" % (
+    print("BERT-base: .nbc %.1f MB (its weights); peak resident MiB over %d rounds (median [min-max])" % (
         weights / 1e6, args.rounds))
     hdr = "%6s %7s %22s %22s %22s %12s %12s" % ("tokens", "threads", "Nimble", "ONNX Runtime",
                                                 "ORT baseline", "ORT - base", "Nimble/.nbc")
