@@ -420,7 +420,7 @@ std::string batchProfileText(const VirtualMachine &vm, int runs) {
                total > 0 ? 100 * b.gatherSeconds / total : 0.0, b.tableSeconds * 1e3,
                total > 0 ? 100 * b.tableSeconds / total : 0.0, static_cast<unsigned long long>(b.rounds));
   appendf(out, "Gather fusion: %llu of the row launches for %llu calls read and wrote the rows in place; "
-                       "kernels measured faster in place: %llu, with stacked copies: %llu\n",
+                       "kernels chosen in place: %llu, with stacked copies: %llu\n",
                static_cast<unsigned long long>(b.fusedLaunches), static_cast<unsigned long long>(b.fusedCalls),
                static_cast<unsigned long long>(b.chosenFused), static_cast<unsigned long long>(b.chosenStacked));
   return out;

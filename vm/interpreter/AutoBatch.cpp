@@ -294,6 +294,17 @@ struct VirtualMachine::Scheduler {
           // copies of the rows: in place wins without a measurement.
           choice->state = VirtualMachine::GatherChoice::Fused;
           ++vm.profile_.batch.chosenFused;
+        } else if (choice->state == VirtualMachine::GatherChoice::Probing &&
+                   vm.opts_.kernels == KernelMode::Auto) {
+          // --kernels=auto decides without a clock (vm/dispatch/Dispatch.h):
+          // a measurement here picked the form, and with it oneDNN or native
+          // code, differently from process to process (issue 52). oneDNN on
+          // stacked rows is the form the measurement kept for every matrix
+          // product of Tree-LSTM (1.8-2x the generated kernel in place;
+          // docs/autobatch.md), and a shared constant weight over 2 or more
+          // stacked rows is what the rule sends to oneDNN.
+          choice->state = VirtualMachine::GatherChoice::Stacked;
+          ++vm.profile_.batch.chosenStacked;
         }
         // Stacked first: its one-time costs (oneDNN primitives, the
         // dispatcher's tuning) come before the in-place form's none.
