@@ -34,6 +34,22 @@ freed at its last use on every path (plan-memory's kills), never two live
 tensors in the same bytes - what a perfect static planner of that run would
 need (the paper compares with TVM's static planner: within 8%).
 
+Resident memory against ONNX Runtime (issue 52), instead of the above:
+
+    /usr/bin/python3 scripts/bench_memory.py --rss [--rss-lengths 16,128] [--threads 1,2] [--rounds 3]
+        [--peers-venv DIR]
+
+BERT-base compiled once (-O2); per length and thread count, in rounds that
+alternate the systems, the peak resident set (`/usr/bin/time -f %M`, the
+kernel's VmHWM: weights, packed copies, activations, code) of one
+`nimble-run --threads=T` on a seeded input of that length, of one ONNX
+Runtime process (the peers' virtualenv, scripts/setup_peers.sh) running the
+same weights exported by torch.onnx.export (scripts/bench_worker.py) on the
+same ids, and of that Python process with onnxruntime and numpy imported
+but no session (its baseline). Both systems' outputs are checked against
+each other (relative error <= 1e-4) first. The weights' size (the .nbc's
+constants) is printed beside, and Nimble's peak over it.
+
 Paper (§5, BERT on Intel CPU): memory planning gives 47% fewer buffer
 allocations and 75% less allocation time; peak memory within 8% of static
 planning.
@@ -43,11 +59,13 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, REPO)
 
 from models.common import tools  # noqa: E402
 from models.common.registry import FULL, VARIANTS  # noqa: E402
@@ -103,6 +121,100 @@ def measure(args, nbc, v, inputs, allocator, reps):
     return total
 
 
+ORT_RSS = r"""
+import sys
+import numpy as np
+import onnxruntime as ort
+path, ids, threads, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+if path != "-":
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    got = sess.run(None, {sess.get_inputs()[0].name: np.load(ids)})[0]
+    np.save(out, got)
+"""
+
+EXPORT = r"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import bench_worker
+from models.common.registry import VARIANTS
+v = VARIANTS["bert_base"]
+ids = v.reference.read_input(sys.argv[3])
+bench_worker.onnx_file({"model": "bert_base", "work_dir": sys.argv[2]}, v.reference.load("bert_base"), ids)
+"""
+
+
+def peak_rss_kb(cmd, env=None):
+    """Peak resident set of `cmd` in KiB (/usr/bin/time -f %M), or raises."""
+    p = subprocess.run(["/usr/bin/time", "-f", "RSS_KB %M"] + cmd, capture_output=True, text=True, env=env)
+    m = re.search(r"^RSS_KB (\d+)$", p.stderr, re.M)
+    if p.returncode != 0 or not m:
+        raise RuntimeError("%s failed (exit %d): %s" % (cmd[0], p.returncode, p.stderr.strip()[-500:]))
+    return int(m.group(1))
+
+
+def rss_main(args):
+    import numpy as np
+
+    venv = args.peers_venv or os.path.join(REPO, ".peers-venv")
+    peer_py = os.path.join(venv, "bin", "python")
+    if not os.access(peer_py, os.X_OK):
+        print("bench_memory: error: no virtualenv at %s: bash scripts/setup_peers.sh" % venv, file=sys.stderr)
+        return 1
+    v = VARIANTS["bert_base"]
+    work = tempfile.mkdtemp(prefix="bench_memory_rss.")
+    nbc = os.path.join(work, "bert_base.nbc")
+    tools.compile_model(args.nimblec, v.nir, nbc)
+    weights = os.path.getsize(nbc)
+    lengths = [int(x) for x in args.rss_lengths.split(",")]
+    rng = np.random.default_rng(52)
+    ids = {}
+    for n in lengths:
+        ids[n] = os.path.join(work, "ids_%d.npy" % n)
+        np.save(ids[n], rng.integers(0, 30522, n).astype(np.int64))
+    subprocess.run([peer_py, "-c", EXPORT, os.path.join(REPO, "scripts"), work, ids[lengths[0]]], check=True,
+                   capture_output=True)
+    onnx = os.path.join(work, "bert_base.onnx")
+    print("BERT-base: .nbc %.1f MB (its weights); peak resident MiB over %d rounds (median [min-max])" % (
+        weights / 1e6, args.rounds))
+    hdr = "%6s %7s %22s %22s %22s %12s %12s" % ("tokens", "threads", "Nimble", "ONNX Runtime",
+                                                "ORT baseline", "ORT - base", "Nimble/.nbc")
+    print(hdr)
+    print("-" * len(hdr))
+    results = []
+    for n in lengths:
+        for T in [int(t) for t in args.threads.split(",")]:
+            env = dict(os.environ, OMP_NUM_THREADS=str(T), OPENBLAS_NUM_THREADS=str(T), MKL_NUM_THREADS=str(T))
+            got = {"nimble": [], "ort": [], "base": []}
+            nim_out, ort_out = os.path.join(work, "nimble.npy"), os.path.join(work, "ort.npy")
+            for r in range(args.rounds):
+                order = ["nimble", "ort", "base"] if r % 2 == 0 else ["base", "ort", "nimble"]
+                for s in order:
+                    if s == "nimble":
+                        cmd = [args.nimble_run, nbc, "--threads=%d" % T, "--input=@" + ids[n], "--output=@" + nim_out]
+                    else:
+                        cmd = [peer_py, "-c", ORT_RSS, onnx if s == "ort" else "-", ids[n], str(T), ort_out]
+                    got[s].append(peak_rss_kb(cmd, env) / 1024.0)
+            a, b = np.load(nim_out), np.load(ort_out).reshape(-1, 768)
+            err = float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+            if err > 1e-4:
+                print("bench_memory: error: Nimble and ONNX Runtime differ (relative %.2e)" % err, file=sys.stderr)
+                return 1
+            med = {k: statistics.median(x) for k, x in got.items()}
+            cell = lambda k: "%.0f [%.0f-%.0f]" % (med[k], min(got[k]), max(got[k]))  # noqa: E731
+            print("%6d %7d %22s %22s %22s %12.0f %11.2fx" % (n, T, cell("nimble"), cell("ort"), cell("base"),
+                                                           med["ort"] - med["base"], med["nimble"] * 2**20 / weights))
+            results.append({"tokens": n, "threads": T, "nbc_bytes": weights, "rel_err": err,
+                            **{k + "_mib": x for k, x in got.items()}})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rss": results}, f, indent=2)
+    return 0
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(FULL))
@@ -111,7 +223,16 @@ def main(argv):
     ap.add_argument("--nimblec", default=tools.default_tool("nimblec"))
     ap.add_argument("--nimble-run", dest="nimble_run", default=tools.default_tool("nimble-run"))
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--rss", action="store_true", help="peak resident memory of BERT-base against ONNX Runtime")
+    ap.add_argument("--rss-lengths", default="16,128", help="--rss: sequence lengths (default %(default)s)")
+    ap.add_argument("--threads", default="1,2", help="--rss: thread counts (default %(default)s)")
+    ap.add_argument("--rounds", type=int, default=3, help="--rss: alternating rounds (default %(default)s)")
+    ap.add_argument("--peers-venv", help="--rss: the peers' virtualenv (default .peers-venv)")
     args = ap.parse_args(argv)
+    if args.rss:
+        tools.require_tool(args.nimblec)
+        tools.require_tool(args.nimble_run)
+        return rss_main(args)
     try:
         tools.require_tool(args.nimblec)
         tools.require_tool(args.nimble_run)

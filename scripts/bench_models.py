@@ -126,6 +126,32 @@ def progress(msg):
 # ---- the machine header -----------------------------------------------------------------------
 
 
+def check_blas_core(doc):
+    """Asks the OpenBLAS PyTorch loads (in a process of its own) which core it runs, sets
+    OPENBLAS_CORETYPE for every peer when that is below this CPU, and records it in the header."""
+    env = dict(os.environ)
+    with open("/proc/cpuinfo") as f:
+        c = benchlib.settle_openblas_core("/usr/bin/python3", env, f.read())
+    if c["set"]:
+        BLAS_ENV["OPENBLAS_CORETYPE"] = c["set"]
+    if c.get("final_config"):
+        doc["header"]["blas"] = "%s (%s)" % (c["final_config"], c["path"])
+    doc["header"]["blas_core"] = c
+    progress(c["line"])
+
+
+def note_worker_core(doc, res, what):
+    """A PyTorch worker's own report of its OpenBLAS core: a core below the CPU's withdraws the
+    PyTorch ratios (the header says so)."""
+    c = doc["header"].get("blas_core")
+    if not c or not res.get("blas_core"):
+        return
+    if benchlib.openblas_core_verdict(res["blas_core"], c["fitting"]) is False and c.get("fair") is not False:
+        c["fair"] = False
+        c["final"] = res["blas_core"]
+        c["line"] = benchlib.openblas_core_line(c) + " (%s reported %s)" % (what, res["blas_core"])
+
+
 def blas_description():
     """The BLAS library PyTorch has loaded in this process, with OpenBLAS's own config line."""
     a = torch.ones(8, 8)
@@ -221,8 +247,14 @@ def write_references(v, model, cases, work_dir):
 # ---- running the systems ----------------------------------------------------------------------
 
 
+# Set by check_blas_core() before any peer runs: OPENBLAS_CORETYPE when OpenBLAS misdetects
+# this CPU (benchlib.settle_openblas_core).
+BLAS_ENV = {}
+
+
 def thread_env(T):
     env = dict(os.environ)
+    env.update(BLAS_ENV)
     for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env[k] = str(T)
     env["PYTHONWARNINGS"] = "ignore"
@@ -340,6 +372,8 @@ def bench_model(v, args, work_dir, doc):
                 if res.get("error"):
                     problems.append(res["error"])
                     continue
+                if system in ("pytorch", "pytorch-nnlstm"):
+                    note_worker_core(doc, res, "PyTorch %s at %d threads" % (v.name, T))
                 if system == "pytorch" and res.get("blas_threads") not in (None, T):
                     problems.append("PyTorch %s at %d threads: OpenBLAS reports %s threads"
                                     % (v.name, T, res["blas_threads"]))
@@ -490,6 +524,7 @@ def bench_batch_model(v, args, work_dir, doc):
             "error": "bench_worker.py failed (exit %d): %s" % (p.returncode, p.stderr[-3000:])}
         if res.get("error"):
             problems.append("%s: %s" % (v.name, res["error"]))
+        note_worker_core(doc, res, "PyTorch %s at %d threads" % (v.name, T))
         if res.get("blas_threads") not in (None, T):
             problems.append("PyTorch %s at %d threads: OpenBLAS reports %s threads" % (v.name, T, res["blas_threads"]))
         for B in args.batch:
@@ -513,7 +548,12 @@ def bench_batch_model(v, args, work_dir, doc):
     return problems
 
 
-def batch_table(rows):
+def pytorch_fair(doc):
+    """False when PyTorch's OpenBLAS ran below this CPU's core (no PyTorch ratio then)."""
+    return (doc["header"].get("blas_core") or {}).get("fair")
+
+
+def batch_table(rows, fair=True):
     """Text table of the --batch rows: instances/s (cores used) per system, then the ratios."""
     cols = ["model", "threads", "batch"] + ["%s (cores)" % BATCH_LABEL[s] for s in BATCH_SYSTEMS]
     cols += ["auto/one", "auto/PyTorch one", "auto/PyTorch batched", "scheduling", "calls/launch"]
@@ -524,7 +564,8 @@ def batch_table(rows):
             cells.append("%.1f (%.2f)" % (r[s]["instances_per_s"], r[s]["cores_used"]) if s in r else "-")
         on = r.get("nimble-on", {}).get("instances_per_s")
         for s in ("nimble-off", "pytorch", "pytorch-batched"):
-            cells.append("%.2fx" % (on / r[s]["instances_per_s"]) if on and s in r else "-")
+            ok = on and s in r and (s == "nimble-off" or fair is not False)
+            cells.append("%.2fx" % (on / r[s]["instances_per_s"]) if ok else "-")
         pr = r.get("profile")
         cells += ["%.1f%%" % pr["sched_pct"], "%.1f" % pr["calls_per_launch"]] if pr else ["-", "-"]
         out.append(cells)
@@ -542,7 +583,7 @@ def batch_report(doc, args, out=sys.stdout):
           "(scripts/make_instances.py, seed %d) in chunks of `batch`; PyTorch one-at-a-time does not depend on "
           "batch; ratios > 1: auto-batched is faster; scheduling: the scheduler's share of the first chunk's "
           "time (nimble-run --profile)" % (args.pool, BATCH_SEED), file=out)
-    print("\n".join(batch_table(doc["batch"])), file=out)
+    print("\n".join(batch_table(doc["batch"], pytorch_fair(doc))), file=out)
     for f in doc["failures"]:
         print("FAILED: " + f, file=out)
 
@@ -711,10 +752,10 @@ def report(doc, args, out=sys.stdout):
     for line in doc.get("floors", {}).get("describe", []):
         print(line, file=out)
     print("\n".join(benchlib.table(doc["rows"], "fixed", systems, doc["splits"],
-                                   floors=doc.get("floors", {}).get("rows"))), file=out)
+                                   floors=doc.get("floors", {}).get("rows"), pytorch_fair=pytorch_fair(doc))), file=out)
     if any(r["table"] == "mixed" for r in doc["rows"]):
         print("\nMixed-length aggregate (seeded inputs; sum of medians / total tokens): figure (cores used)", file=out)
-        print("\n".join(benchlib.table(doc["rows"], "mixed", systems)), file=out)
+        print("\n".join(benchlib.table(doc["rows"], "mixed", systems, pytorch_fair=pytorch_fair(doc))), file=out)
     for f in doc["failures"]:
         print("FAILED: " + f, file=out)
 
@@ -731,13 +772,13 @@ def write_markdown(doc, path, plots):
               for p, per in doc["notes"].items() for m, why in per.items()]
     lines += ["```", "", "Fixed sizes (figure (cores used)):", ""]
     lines += benchlib.table(doc["rows"], "fixed", systems, doc["splits"], markdown=True,
-                            floors=doc.get("floors", {}).get("rows"))
+                            floors=doc.get("floors", {}).get("rows"), pytorch_fair=pytorch_fair(doc))
     if doc.get("floors"):
         lines += ["", "Floors (scripts/floors.py, measured in this run before the models):", "", "```"]
         lines += doc["floors"]["describe"] + ["```"]
     if any(r["table"] == "mixed" for r in doc["rows"]):
         lines += ["", "Mixed-length aggregate (the seeded inputs; sum of medians / total tokens):", ""]
-        lines += benchlib.table(doc["rows"], "mixed", systems, markdown=True)
+        lines += benchlib.table(doc["rows"], "mixed", systems, markdown=True, pytorch_fair=pytorch_fair(doc))
     if plots:
         lines += [""] + ["![%s](%s)" % (os.path.splitext(os.path.basename(p))[0],
                                          benchlib.relpath_or(p, os.path.dirname(os.path.abspath(path))))
@@ -769,6 +810,8 @@ def main(argv):
             print("bench_models: error: %s (or --systems without nimble)" % e, file=sys.stderr)
             return 1
     doc = make_doc(args)
+    if "pytorch" in args.systems or "pytorch-nnlstm" in args.systems:
+        check_blas_core(doc)
     print("\n".join(benchlib.header_lines(doc["header"])), flush=True)
     for p, why in doc["missing"].items():
         print("%s: missing (%s)" % (benchlib.SYSTEM_LABEL[p], why), flush=True)

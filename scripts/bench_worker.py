@@ -78,6 +78,21 @@ def rel_err(got, want):
     return diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf"))
 
 
+def blas_core():
+    """OpenBLAS's core name as loaded in this process (None: not OpenBLAS); the benchmark checks
+    that OPENBLAS_CORETYPE took (benchlib.settle_openblas_core)."""
+    for line in open("/proc/self/maps"):
+        path = line.split()[-1]
+        if path.startswith("/") and "openblas" in os.path.basename(path).lower():
+            try:
+                f = ctypes.CDLL(path).openblas_get_corename
+                f.restype = ctypes.c_char_p
+                return f().decode()
+            except (OSError, AttributeError):
+                return None
+    return None
+
+
 def blas_threads():
     """OpenBLAS's own thread count as loaded in this process (None: not OpenBLAS)."""
     for line in open("/proc/self/maps"):
@@ -275,6 +290,7 @@ def work(spec):
         res.update(name=inp["name"], rel_err=err)
         out["inputs"].append(res)
     out["blas_threads"] = blas_threads()
+    out["blas_core"] = blas_core()
     return out
 
 
@@ -318,6 +334,7 @@ def work_batch(spec):
             return out
         out["batched"][str(B)] = dict(time_runs(run_all, spec["warmup"], spec["reps"]), rel_err=err)
     out["blas_threads"] = blas_threads()
+    out["blas_core"] = blas_core()
     return out
 
 

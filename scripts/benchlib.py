@@ -91,6 +91,152 @@ def isa_summary(isa):
     return " ".join(out)
 
 
+# ---- OpenBLAS's core (issue 52) -----------------------------------------------------------
+#
+# OpenBLAS built with DYNAMIC_ARCH picks its kernels by the CPU model it knows; a model it does
+# not know falls back, and Debian's 0.3.21 runs its Prescott (SSE3) kernels on an Emerald Rapids
+# Xeon (family 6, model 207): PyTorch's products then run 3-4x below what the core can do, and
+# every PyTorch ratio flatters Nimble. OPENBLAS_CORETYPE, read when the library loads, overrides
+# the detection. The benchmark asks the library PyTorch loads which core it chose
+# (openblas_get_corename, in a process of its own), compares it with what the CPU's flags allow,
+# sets OPENBLAS_CORETYPE for every peer process when the library chose less, checks again, and
+# prints all of it in the header; a PyTorch ratio is printed only when the final core is right.
+
+# Rank of each OpenBLAS core name (lower case) by the widest vector ISA its kernels use.
+OPENBLAS_CORE_RANK = {}
+for _rank, _names in ((1, "prescott core2 penryn dunnington nehalem atom katmai coppermine northwood banias "
+                          "opteron opteron_sse3 barcelona bobcat nano generic"),
+                      (2, "sandybridge bulldozer piledriver steamroller excavator"),
+                      (3, "haswell zen skylake"),
+                      (4, "skylakex cooperlake sapphirerapids")):
+    for _n in _names.split():
+        OPENBLAS_CORE_RANK[_n] = _rank
+
+AVX512_CORE_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd")
+
+
+def cpu_flags(text):
+    """(vendor, set of flags) of the first processor in /proc/cpuinfo text."""
+    vendor, flags = "", set()
+    for line in text.splitlines():
+        key, _, val = line.partition(":")
+        key = key.strip()
+        if key == "vendor_id" and not vendor:
+            vendor = val.strip()
+        elif key == "flags" and not flags:
+            flags = set(val.split())
+    return vendor, flags
+
+
+def fitting_openblas_core(vendor, flags):
+    """The OpenBLAS core type this CPU deserves (an OPENBLAS_CORETYPE value), or None when below
+    AVX2: SkylakeX with AVX-512 (F, BW, VL, DQ, CD: what its kernels use), else Zen on AMD and
+    Haswell elsewhere with AVX2 and FMA."""
+    if all(f in flags for f in AVX512_CORE_FLAGS):
+        return "SkylakeX"
+    if "avx2" in flags and "fma" in flags:
+        return "Zen" if vendor == "AuthenticAMD" else "Haswell"
+    return None
+
+
+def openblas_core_verdict(detected, fitting):
+    """True when OpenBLAS's `detected` core (its corename) uses the vector width `fitting` allows
+    (or more), False when it falls short, None when either is unknown."""
+    if not detected or not fitting:
+        return None
+    have = OPENBLAS_CORE_RANK.get(detected.strip().lower())
+    want = OPENBLAS_CORE_RANK.get(fitting.lower())
+    if have is None or want is None:
+        return None
+    return have >= want
+
+
+# Run by `python -c`: loads the BLAS as PyTorch does (a product), then asks the OpenBLAS in the
+# process for its core and config. Prints JSON.
+OPENBLAS_PROBE = r"""
+import ctypes, json, os
+out = {"path": None, "corename": None, "config": None}
+try:
+    import torch
+    a = torch.ones(8, 8)
+    a @ a
+except Exception as e:
+    out["error"] = "torch: %s" % e
+for line in open("/proc/self/maps"):
+    path = line.split()[-1]
+    if path.startswith("/") and "openblas" in os.path.basename(path).lower():
+        try:
+            lib = ctypes.CDLL(path)
+            for name in ("corename", "config"):
+                f = getattr(lib, "openblas_get_" + name)
+                f.restype = ctypes.c_char_p
+                out[name] = f().decode()
+            out["path"] = os.path.realpath(path)
+            break
+        except (OSError, AttributeError):
+            continue
+print(json.dumps(out))
+"""
+
+
+def probe_openblas(python, env):
+    """{"path", "corename", "config"} of the OpenBLAS that `python` (with torch) loads under
+    `env`; values None when it loads none."""
+    import json
+    try:
+        p = subprocess.run([python, "-c", OPENBLAS_PROBE], capture_output=True, text=True, env=env, timeout=120)
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return {"path": None, "corename": None, "config": None, "error": "probe failed"}
+
+
+def settle_openblas_core(python, env, cpuinfo_text):
+    """Checks the core OpenBLAS chooses in `python`'s processes and, when it falls short of the CPU,
+    sets OPENBLAS_CORETYPE in `env` (modified in place) and checks again. Returns a dict for the
+    header: detected, fitting, set (the value set, or None), final, fair (True / False / None:
+    no OpenBLAS or unknown names), line (one line of text)."""
+    vendor, flags = cpu_flags(cpuinfo_text)
+    fitting = fitting_openblas_core(vendor, flags)
+    given = env.get("OPENBLAS_CORETYPE")
+    first = probe_openblas(python, env)
+    out = {"detected": first.get("corename"), "fitting": fitting, "set": None, "final": first.get("corename"),
+           "given": given, "path": first.get("path"), "config": first.get("config"),
+           "final_config": first.get("config")}
+    if not first.get("corename"):
+        out["fair"] = None
+        out["line"] = "BLAS core: no OpenBLAS in PyTorch's process (%s)" % (first.get("error") or "another BLAS")
+        return out
+    verdict = openblas_core_verdict(first["corename"], fitting)
+    if verdict is False and not given:
+        env["OPENBLAS_CORETYPE"] = fitting
+        out["set"] = fitting
+        again = probe_openblas(python, env)
+        out["final"] = again.get("corename")
+        out["final_config"] = again.get("config")
+        verdict = openblas_core_verdict(out["final"], fitting)
+    out["fair"] = verdict
+    out["line"] = openblas_core_line(out)
+    return out
+
+
+def openblas_core_line(c):
+    """The header's line for settle_openblas_core's result."""
+    want = c["fitting"] or "unknown"
+    if c.get("given"):
+        head = "BLAS core: OPENBLAS_CORETYPE=%s given; OpenBLAS runs %s (this CPU: %s)" % (
+            c["given"], c["final"], want)
+    elif c["set"]:
+        head = "BLAS core: OpenBLAS detected %s on this CPU (it deserves %s): set OPENBLAS_CORETYPE=%s for the " \
+               "peers; now %s" % (c["detected"], want, c["set"], c["final"])
+    else:
+        head = "BLAS core: OpenBLAS detected %s (this CPU: %s)" % (c["detected"], want)
+    if c["fair"] is False:
+        head += "; STILL BELOW THIS CPU: no PyTorch ratio is printed"
+    elif c["fair"] is None:
+        head += "; not judged (unknown core name)"
+    return head
+
+
 def load_avg(text=None):
     """The 1-minute load average (/proc/loadavg)."""
     if text is None:
@@ -130,6 +276,10 @@ def header_lines(h):
     lines = [
         "CPU: %s; %d cores, %d logical CPUs; %s" % (cpu["model"], cpu["cores"], cpu["logical"], isa_summary(cpu["isa"])),
         "BLAS (as PyTorch loads it): %s" % h["blas"],
+    ]
+    if h.get("blas_core"):
+        lines.append(h["blas_core"]["line"])
+    lines += [
         "versions: PyTorch %s; ONNX Runtime %s; IREE %s" % (
             h["versions"].get("pytorch") or "-", h["versions"].get("onnxruntime") or "not installed",
             h["versions"].get("iree") or "not installed"),
@@ -212,7 +362,7 @@ def _digits(unit):
     return 2 if unit.startswith("ms") else 1
 
 
-def table(rows, which, systems, splits=None, markdown=False, floors=None):
+def table(rows, which, systems, splits=None, markdown=False, floors=None, pytorch_fair=True):
     """Rows of one table ("fixed" / "mixed") pivoted: one line per (model, length, threads),
     one column per system with 'figure (cores used)', then PyTorch / Nimble, ONNX Runtime / Nimble
     (when it ran), and with `floors` ({"model/length/threads": floor in the row's unit}) the floor
@@ -239,7 +389,8 @@ def table(rows, which, systems, splits=None, markdown=False, floors=None):
         cells = [model, str(length), str(threads), some["unit"]]
         cells += [_cell(by.get((model, length, threads, s)), _digits(some["unit"])) for s in systems]
         nim, pt = by.get((model, length, threads, "nimble")), by.get((model, length, threads, "pytorch"))
-        cells.append("%.2fx" % (pt["median_ms"] / nim["median_ms"]) if nim and pt and nim["median_ms"] > 0 else "-")
+        cells.append("%.2fx" % (pt["median_ms"] / nim["median_ms"])
+                     if nim and pt and nim["median_ms"] > 0 and pytorch_fair is not False else "-")
         if with_ort:
             ort = by.get((model, length, threads, "onnxruntime"))
             cells.append("%.2fx" % (ort["median_ms"] / nim["median_ms"]) if nim and ort and nim["median_ms"] > 0

@@ -23,8 +23,9 @@ wrong answer. The first failures are printed with the k that reproduces them:
 
 "The k-th allocation" only means something if every run makes the same
 allocations in the same order, and "the same standard output" only if every
-run computes with the same kernels. Under --kernels=auto (nimble-run's
-default) neither holds by itself: each run times the native and the oneDNN
+run computes with the same kernels. nimble-run's default --kernels=auto
+decides by a fixed rule (issue 52), but under --kernels=tune neither holds
+by itself: each run times the native and the oneDNN
 kernel of a shape and keeps the faster (vm/dispatch/Dispatch.cpp), so two runs can
 pick differently when the two are close -- other allocations after that
 point, and results that differ in the last bits. (Tree-LSTM under ASan:

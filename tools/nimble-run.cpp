@@ -111,11 +111,15 @@ OPTIONS:
   --profile                  Print per-kernel time, calls and argument shapes, the
                              kernel / shape function / other split, and allocation stats
   --trace                    Print each instruction as it executes (to stderr)
-  --kernels=<auto|native|library|reference>
+  --kernels=<auto|tune|native|library|reference>
                              Which implementation runs each kernel (docs/VM.md):
-                             auto (default): oneDNN or the .nbc's native code,
-                               whichever measures faster per kernel and shape
-                               bucket; elsewhere native where present, else reference
+                             auto (default): oneDNN or the .nbc's native code by a
+                               fixed rule on the shapes (oneDNN for products of 2
+                               or more rows), the same in every process;
+                               elsewhere native where present, else reference
+                             tune: oneDNN or native code, whichever measures
+                               faster per kernel and shape bucket (may differ
+                               from process to process; see --tuning)
                              native: the .nbc's native kernels (nimblec
                                --kernels=native) where present, else reference
                              library: oneDNN for the dense kernels it can run, native
@@ -124,9 +128,9 @@ OPTIONS:
                                (the mode for .nbc files you do not trust); runs a
                                program compiled for cuda on the host, loading no
                                CUDA driver or device code
-  --tuning=<file>            Decisions of --kernels=auto: read from <file> when it
-                             exists (used as is, so dispatch is deterministic), and
-                             written back with any new ones after the run
+  --tuning=<file>            Stored decisions: read from <file> when it exists and
+                             used as is by auto and tune; with --kernels=tune, written
+                             back with any newly measured ones after the run
   --allocator=<pool|system>  Memory for storages: size-class pool that recycles freed
                              blocks (default), or one malloc per allocation
   --device=<cpu|cuda[:N]>    Device to run on (default cpu). A program compiled with
@@ -247,7 +251,7 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.device = *v;
     } else if ((v = flagValue(a, "--kernels"))) {
       if (!parseKernelMode(*v, o.kernels))
-        return usageError("--kernels takes auto, native, library or reference, got '" + *v + "'");
+        return usageError("--kernels takes auto, tune, native, library or reference, got '" + *v + "'");
     } else if ((v = flagValue(a, "--tuning"))) {
       if (v->empty()) return usageError("--tuning takes a file name");
       o.tuning = *v;

@@ -397,7 +397,7 @@ py::object fromResults(const Executable &exe, const VMFunction &fn, const std::v
 KernelMode kernelMode(const std::string &s) {
   KernelMode m;
   if (!parseKernelMode(s, m))
-    throw py::value_error("kernels takes 'auto', 'native', 'library' or 'reference', got '" + s + "'");
+    throw py::value_error("kernels takes 'auto', 'tune', 'native', 'library' or 'reference', got '" + s + "'");
   return m;
 }
 
@@ -695,11 +695,11 @@ PYBIND11_MODULE(_runtime, m) {
            "instance; a failed instance raises after all ran (errors='raise') or is its exception "
            "object (errors='return').")
       .def("load_tuning", &PyExecutable::loadTuning, py::arg("path"),
-           "Reads decisions of kernels='auto' (nimble-run --tuning's file).")
+           "Reads stored dispatch decisions (nimble-run --tuning's file), obeyed by kernels='auto' and 'tune'.")
       .def("save_tuning", &PyExecutable::saveTuning, py::arg("path"),
-           "Writes the decisions of kernels='auto' made so far (nimble-run --tuning's file).")
+           "Writes the dispatch decisions loaded or measured by kernels='tune' so far (nimble-run --tuning's file).")
       .def_property_readonly("tuning_decisions", &PyExecutable::tuningSize,
-                             "How many (kernel, shape bucket) decisions of kernels='auto' the executable holds.");
+                             "How many stored or measured (kernel, shape bucket) decisions the executable holds.");
   m.def("load", &load, py::arg("source"), py::arg("name") = py::none(), py::return_value_policy::take_ownership,
         "Loads and verifies a .nbc from a path or bytes.");
 }

@@ -92,14 +92,23 @@ class ModelsTest(unittest.TestCase):
             self.check_model("bert", kernels)
 
     def test_auto_kernels_and_threads(self):
-        # kernels="auto" (the default) measures and may pick oneDNN: equal
-        # within rounding, and the decisions stay with the Executable.
+        # kernels="auto" (the default) picks oneDNN or native code by a fixed
+        # rule: equal within rounding, the same bits on every call (issue
+        # 52), and nothing measured or stored.
         exe = nimble.load(self.nbc["bert", "native"])
         for _, ids, (want,) in fixture_inputs("bert"):
             got = exe.run("main", ids, threads=2)
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+            again = nimble.load(self.nbc["bert", "native"]).run("main", ids, threads=2)
+            self.assertTrue(np.array_equal(got, again))
+        self.assertEqual(exe.tuning_decisions, 0)
+        # kernels="tune" measures; its decisions stay with the Executable.
+        for _, ids, (want,) in fixture_inputs("bert"):
+            got = exe.run("main", ids, threads=2, kernels="tune")
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
         decided = exe.tuning_decisions
-        exe.run("main", fixture_inputs("bert")[1][1], threads=2)
+        self.assertGreater(decided, 0)
+        exe.run("main", fixture_inputs("bert")[1][1], threads=2, kernels="tune")
         self.assertEqual(exe.tuning_decisions, decided)
         path = os.path.join(self.dir, "bert.tuning")
         exe.save_tuning(path)

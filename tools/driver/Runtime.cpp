@@ -173,7 +173,8 @@ Program::Lease Program::lease(const RunSettings &settings, std::vector<std::stri
     r = std::make_unique<Lease::Runner>();
     r->threads = settings.threads ? settings.threads : availableCores();
     r->library = std::make_unique<LibraryKernels>(*exe_);
-    const bool wantLibrary = settings.kernels == KernelMode::Library || settings.kernels == KernelMode::Auto;
+    const bool wantLibrary = settings.kernels == KernelMode::Library || settings.kernels == KernelMode::Auto ||
+                             settings.kernels == KernelMode::Tune;
     if (wantLibrary && r->library->count() > 0) {
       // (Nothing for oneDNN in the executable: it is not even started.)
       std::string why;
@@ -356,9 +357,12 @@ std::string profileText(const VirtualMachine &vm, int runs, const LibraryKernels
                  static_cast<unsigned long long>(library->primitivesCreated()), library->creationSeconds() * 1e3,
                  library->primitivesCached());
   if (library && library->weightsPacked())
-    appendf(out, "Library weights (oneDNN): %llu constants packed (all runs) into %llu bytes in %.3f ms\n",
-                 static_cast<unsigned long long>(library->weightsPacked()),
-                 static_cast<unsigned long long>(library->packedBytes()), library->packSeconds() * 1e3);
+    appendf(out,
+            "Library weights (oneDNN): %llu constants packed (all runs) into %llu bytes in %.3f ms; %llu bytes of "
+            "the originals released\n",
+            static_cast<unsigned long long>(library->weightsPacked()),
+            static_cast<unsigned long long>(library->packedBytes()), library->packSeconds() * 1e3,
+            static_cast<unsigned long long>(library->releasedBytes()));
   if (library && library->splitCalls())
     appendf(out, "Library threads (oneDNN): %llu calls (all runs) split by output columns, a block per thread\n",
                  static_cast<unsigned long long>(library->splitCalls()));
@@ -416,7 +420,7 @@ std::string batchProfileText(const VirtualMachine &vm, int runs) {
                total > 0 ? 100 * b.gatherSeconds / total : 0.0, b.tableSeconds * 1e3,
                total > 0 ? 100 * b.tableSeconds / total : 0.0, static_cast<unsigned long long>(b.rounds));
   appendf(out, "Gather fusion: %llu of the row launches for %llu calls read and wrote the rows in place; "
-                       "kernels measured faster in place: %llu, with stacked copies: %llu\n",
+                       "kernels chosen in place: %llu, with stacked copies: %llu\n",
                static_cast<unsigned long long>(b.fusedLaunches), static_cast<unsigned long long>(b.fusedCalls),
                static_cast<unsigned long long>(b.chosenFused), static_cast<unsigned long long>(b.chosenStacked));
   return out;

@@ -8,9 +8,9 @@
 //
 // A Program is one loaded executable that many threads may run at once. What
 // every run shares is read-only or locked: the Executable, its native code
-// (mapped once), the decisions of --kernels=auto (one TuningTable for the
-// life of the Program: each kernel and shape bucket is measured once, by
-// whichever run meets it first). What a run changes is its own: a VM (its
+// (mapped once), the decisions of --kernels=tune and --tuning (one
+// TuningTable for the life of the Program: each kernel and shape bucket is
+// measured once, by whichever run meets it first). What a run changes is its own: a VM (its
 // registers, constants and gather-fusion choices) and its oneDNN primitives
 // and packed weights (vm/dispatch/LibraryKernels.h, not thread-safe), leased from a
 // pool per set of run settings for the length of one call and kept for the
@@ -78,7 +78,8 @@ public:
   int openDevice(const std::string &device, vm::KernelMode kernels, const std::string &file, std::string &error);
   bool hasDevice() const { return device_ != nullptr; }
 
-  /// Decisions of --kernels=auto, shared by every run of this program.
+  /// Decisions of --kernels=tune (and stored ones, which auto obeys too),
+  /// shared by every run of this program.
   vm::TuningTable &tuning() { return tuning_; }
 
   /// A VM for one run with `settings`, out of the program's pool, returned

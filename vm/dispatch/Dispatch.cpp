@@ -36,6 +36,7 @@ bool parseKernelMode(const std::string &s, KernelMode &m) {
   else if (s == "native") m = KernelMode::Native;
   else if (s == "library") m = KernelMode::Library;
   else if (s == "auto") m = KernelMode::Auto;
+  else if (s == "tune") m = KernelMode::Tune;
   else return false;
   return true;
 }
@@ -256,26 +257,34 @@ Status KernelDispatcher::run(uint32_t k, const std::vector<Tensor *> &ins, const
   const bool hasLibrary = library_ && library_->supports(k);
   KernelImpl choice = hasLibrary ? KernelImpl::Library : hasNative ? KernelImpl::Native : KernelImpl::Reference;
   if (mode_ == KernelMode::Native && !hasNative) choice = KernelImpl::Reference;
-  if (mode_ == KernelMode::Auto && hasNative && hasLibrary) {
+  if ((mode_ == KernelMode::Auto || mode_ == KernelMode::Tune) && hasNative && hasLibrary) {
     LastChoice &last = last_[k];
     if (last.valid && sameInputKey(ins, last.key)) {
       choice = last.impl;
     } else {
       const std::string &name = exe_.kernels[k].name;
-      std::string bucket = shapeBucket(ins);
       bool written = false;
-      if (!tuning_ || !tuning_->lookup(name, bucket, choice)) {
+      bool stored = false;
+      // A stored decision (--tuning) first, for either mode; the table is
+      // empty unless one was loaded or `tune` has measured, so `auto` builds
+      // no bucket name then.
+      if (tuning_ && (mode_ == KernelMode::Tune || tuning_->size() > 0))
+        stored = tuning_->lookup(name, shapeBucket(ins), choice);
+      if (!stored && mode_ == KernelMode::Auto) {
+        // The fixed rule (Dispatch.h): no clock, so every process agrees.
+        choice = library_->ruleChoosesLibrary(k, ins) ? KernelImpl::Library : KernelImpl::Native;
+      } else if (!stored) {
         choice = tune(k, ins, outs, ctx, &written);
         if (tuning_ && choice != KernelImpl::Reference) {
-          tuning_->set(name, bucket, choice);
+          tuning_->set(name, shapeBucket(ins), choice);
           tuning_->noteMeasured();
         }
       }
-      // Remembered once the table holds the decision (the same shapes give
-      // the same bucket, so the same answer); a measurement that found no
+      // Remembered once decided (the same shapes give the same bucket and
+      // the same rule, so the same answer); a measurement that found no
       // implementation is retried by the next call, as before.
       last.valid = false;
-      if (tuning_ && choice != KernelImpl::Reference) {
+      if (choice != KernelImpl::Reference && (mode_ == KernelMode::Auto || tuning_)) {
         inputKey(ins, last.key);
         last.impl = choice;
         last.valid = true;

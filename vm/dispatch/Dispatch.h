@@ -8,19 +8,36 @@
 //   reference  always the reference kernels (native code is never mapped)
 //   native     native code where the .nbc has it, else the reference
 //   library    oneDNN where it runs the kernel, else native, else reference
-//   auto       (default) by measurement, where more than one of native and
-//              library can run a kernel; else as `library`
+//   auto       (default) where both native code and library can run a
+//              kernel, a fixed rule on the call's shapes (below); else as
+//              `library`
+//   tune       as auto, but by measurement instead of the rule
 //
-// `auto` follows the paper's dispatch (seed 000, §3.4: kernels tuned per
-// shape bucket, the fastest chosen at run time). Tuning happens at run time,
-// not in nimblec, because a .nbc built on one machine runs on others (Zen 3,
-// Zen 4, Xeon differ in what wins): at the first call of a kernel whose input
-// shapes fall in a new bucket (each dimension rounded up to a power of two),
-// each candidate runs once untimed and then three times timed on the actual
-// inputs, alternating with the other, and the faster (by its fastest run)
-// serves every later call in the bucket. Decisions can be saved
-// and loaded (--tuning=FILE), which makes dispatch deterministic: a stored
-// decision is used as is, never re-measured.
+// `tune` follows the paper's dispatch (seed 000, §3.4: kernels tuned per
+// shape bucket, the fastest chosen at run time, where the program runs,
+// since a .nbc built on one CPU may run on another): at the first call of a
+// kernel whose input shapes fall in a new bucket (each dimension rounded up
+// to a power of two), each candidate runs once untimed and then three times
+// timed on the actual inputs, alternating with the other, and the faster (by
+// its fastest run) serves every later call in the bucket. It was the
+// default until issue 52: where the two are close (BERT's attention
+// products, a GEMM of a few rows) timing noise decided, so one process chose
+// differently from the next and BERT-base's outputs differed in the last
+// bits from run to run. `auto` decides without a clock, by
+// LibraryKernels::ruleChoosesLibrary (oneDNN for a product of at least two
+// rows with constant weights, or with a computed right-hand side whose
+// per-batch product has at least 2^19 multiply-adds; native code for the
+// rest, matrix-vector products above all): the same program, shapes and
+// binaries make the same choices in every process, so the outputs are the
+// same bits from run to run on one machine and thread count
+// (docs/nimble-run.md, "Reproducibility"). The rule's measurements are in
+// LibraryKernels.h.
+//
+// Decisions can be saved and loaded (--tuning=FILE): a stored decision is
+// used as is, never re-measured, by `tune` and `auto` alike; `tune` adds
+// what it measured and the file is written back. Measuring once on a
+// machine and loading the file afterwards is the reproducible form of
+// tuning.
 //
 // Whatever implementation runs, a failure falls back to the reference
 // kernel, which checks and words every error exactly.
@@ -43,21 +60,22 @@ namespace nimble::vm {
 class NativeKernels;
 class LibraryKernels;
 
-enum class KernelMode : uint8_t { Reference, Native, Library, Auto };
+enum class KernelMode : uint8_t { Reference, Native, Library, Auto, Tune };
 /// What ran a kernel call: the three host implementations, or the CUDA
 /// device (vm/cuda/CudaRuntime.h; never chosen by the dispatcher or --tuning).
 enum class KernelImpl : uint8_t { Reference, Native, Library, Cuda };
 constexpr unsigned kNumKernelImpls = 4;
 
 const char *kernelImplName(KernelImpl i);
-/// "reference", "native", "library", "auto"; false for anything else.
+/// "reference", "native", "library", "auto", "tune"; false for anything else.
 bool parseKernelMode(const std::string &s, KernelMode &m);
 
 /// Reads a whole file with stdio (a failed allocation throws bad_alloc
 /// instead of becoming a read error, as it would inside an iostream).
 bool readTextFile(const std::string &path, std::string &text, std::string &error);
 
-/// Decisions of `auto`: (kernel name, shape bucket) -> implementation.
+/// Decisions of `tune` (and stored ones, which `auto` also obeys):
+/// (kernel name, shape bucket) -> implementation.
 /// Thread-safe: the VMs of several threads running one program may share
 /// one table (tools/driver/Runtime.h), so each bucket is measured once.
 class TuningTable {
@@ -117,7 +135,7 @@ private:
   LibraryKernels *library_;
   TuningTable *tuning_;
   std::vector<NativeCallMemo> memos_; // per kernel (vm/dispatch/NativeKernels.h)
-  /// Per kernel, --kernels=auto: the input types of the last call and the
+  /// Per kernel, --kernels=auto or tune: the input types of the last call and the
   /// implementation chosen for them, so that a call with the same shapes
   /// (every call of a loop or a recursion) finds its choice without building
   /// its bucket's name and searching the table.

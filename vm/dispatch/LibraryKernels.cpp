@@ -8,6 +8,7 @@
 
 #include "vm/dispatch/LibraryKernels.h"
 
+#include "vm/format/Format.h"
 #include "vm/support/FailAlloc.h"
 #include "vm/dispatch/NativeKernels.h"
 #include "vm/support/ThreadPool.h"
@@ -198,7 +199,11 @@ std::shared_ptr<void> hugeBuffer(size_t bytes) {
   void *p = std::aligned_alloc(align, size ? size : align);
   if (!p) return nullptr;
 #ifdef MADV_HUGEPAGE
-  if (huge) madvise(p, size, MADV_HUGEPAGE); // advice only: fine if refused
+  // Advice only (fine if refused), and only for the huge pages the copy
+  // fills: a huge page under the tail would be resident whole, and BERT-base's
+  // 2.25 MiB weights (768 x 768) would each hold 4 MiB (94 MB more in all,
+  // issue 52). The tail stays in small pages.
+  if (huge) madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);
 #endif
   return std::shared_ptr<void>(p, [](void *q) { std::free(q); });
 }
@@ -320,6 +325,12 @@ struct LibraryKernels::Impl {
                                  const dnnl::memory::desc &desc);
   bool runSlices(Entry &e, const Plan &p, const std::vector<Tensor *> &ins, Tensor *out, ThreadPool &pool,
                  size_t *failedMember, Status *st);
+  /// Once constant `t` has a packed copy, its original pages leave memory
+  /// when they are the mapped file's (LibraryKernels.h, "Weights").
+  void releaseOriginal(const Tensor *t) {
+    releasedBytes += releaseMappedPages(*exe, t->rawData(), t->numBytes());
+  }
+  uint64_t releasedBytes = 0;
 };
 
 LibraryKernels::LibraryKernels(const Executable &exe) : impl_(new Impl) {
@@ -346,6 +357,26 @@ bool LibraryKernels::supports(uint32_t k) const {
   return impl_->ready && k < impl_->plans.size() && impl_->plans[k].ok;
 }
 
+bool LibraryKernels::ruleChoosesLibrary(uint32_t k, const std::vector<Tensor *> &ins) const {
+  if (!supports(k)) return false;
+  const Plan &p = impl_->plans[k];
+  if (ins.size() <= std::max(p.lhs, p.rhs)) return false;
+  const std::vector<int64_t> &ls = ins[p.lhs]->shape(), &rs = ins[p.rhs]->shape();
+  if (ls.size() < 2 || rs.size() < 2) return false;
+  const size_t l = ls.size(), r = rs.size();
+  const int64_t m = p.transA ? ls[l - 1] : ls[l - 2];
+  const int64_t kk = p.transA ? ls[l - 2] : ls[l - 1];
+  const int64_t n = p.transB ? rs[r - 2] : rs[r - 1];
+  // Rows: a batch of lhs matrices against one 2-D weight is one GEMM of all
+  // their rows (how oneDNN and the native kernel both run it).
+  double rows = static_cast<double>(m);
+  if (r == 2 && !p.transA)
+    for (size_t i = 0; i + 2 < l; ++i) rows *= static_cast<double>(ls[i]);
+  if (rows < kRuleMinRows) return false;
+  if (ins[p.rhs]->storage()->readOnly()) return true;
+  return static_cast<double>(m) * static_cast<double>(kk) * static_cast<double>(n) >= kRuleMinComputedMacs;
+}
+
 size_t LibraryKernels::count() const {
   size_t n = 0;
   for (const Plan &p : impl_->plans) n += p.ok;
@@ -360,6 +391,7 @@ size_t LibraryKernels::primitivesCached() const { return impl_->cache.size(); }
 uint64_t LibraryKernels::weightsPacked() const { return impl_->packedCount; }
 uint64_t LibraryKernels::packedBytes() const { return impl_->packedBytes; }
 double LibraryKernels::packSeconds() const { return impl_->packSeconds; }
+uint64_t LibraryKernels::releasedBytes() const { return impl_->releasedBytes; }
 uint64_t LibraryKernels::splitCalls() const { return impl_->splitCalls; }
 
 const dnnl::memory &LibraryKernels::Impl::packedCopy(const Tensor *t, void *data, const dnnl::memory::desc &from,
@@ -403,6 +435,7 @@ bool LibraryKernels::Impl::runSlices(Entry &e, const Plan &p, const std::vector<
     return static_cast<void *>(t->rawData() + offset * static_cast<int64_t>(sizeof(float)));
   };
   std::vector<std::unordered_map<int, dnnl::memory>> args(ns);
+  const uint64_t packedBefore = packedCount;
   for (size_t i = 0; i < ns; ++i) {
     Slice &sl = e.slices[i];
     args[i].emplace(DNNL_ARG_SRC, dnnl::memory(sl.lhs, engine, at(ins[p.lhs], 0)));
@@ -419,6 +452,8 @@ bool LibraryKernels::Impl::runSlices(Entry &e, const Plan &p, const std::vector<
                                                       dnnl::memory::data_type::u8, dnnl::memory::format_tag::a),
                                    engine, sl.scratch.data()));
   }
+  // Every slice has its columns now (they share the original's pages).
+  if (packedCount != packedBefore) releaseOriginal(ins[p.rhs]);
   // Rows of the output (every dimension but the last), for the residual's
   // copy into each slice's columns.
   const int64_t n = out->shape().back();
@@ -573,7 +608,9 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
     std::unordered_map<int, dnnl::memory> args;
     args.emplace(DNNL_ARG_SRC, dnnl::memory(e.descs[0], impl_->engine, ins[p.lhs]->rawData()));
     if (e.packWeights) {
+      const uint64_t before = impl_->packedCount;
       args.emplace(DNNL_ARG_WEIGHTS, impl_->packedCopy(ins[p.rhs], ins[p.rhs]->rawData(), e.descs[1], e.packedDesc));
+      if (impl_->packedCount != before) impl_->releaseOriginal(ins[p.rhs]);
     } else {
       args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(e.descs[1], impl_->engine, ins[p.rhs]->rawData()));
     }

@@ -50,7 +50,14 @@
 // the layout it prefers (format `any`), reordered once at its first use and
 // kept for the process (memory: one packed copy of each such weight, shown
 // by --profile), instead of in its own layout, which oneDNN repacks block
-// by block on every call. Packed copies of 2 MiB or more are 2 MiB-aligned
+// by block on every call. Once packed (all its column blocks, when split),
+// the constant's original pages are given back when they are the .nbc's
+// mapped file (vm/format/Format.h, readExecutableFile): madvise
+// MADV_DONTNEED on the pages wholly inside it, so each weight keeps one
+// resident copy, the packed one (issue 52: BERT-base at 128 tokens peaked
+// at 868 MB, its 436 MB of weights twice). A later read of the original
+// (native code, another layout's packing) reads the file's pages again.
+// Packed copies of 2 MiB or more are 2 MiB-aligned
 // and advised into huge pages (madvise; the kernel may decline): streamed
 // from memory, weights in 4 KiB pages miss the TLB every page (a
 // stand-alone oneDNN GEMM at M = 128 ran 3-4% faster from huge pages;
@@ -60,6 +67,22 @@
 // the program computes is never packed (its memory is reused for other
 // values: a copy found by address could be stale), so constant and computed
 // weights get different primitives.
+//
+// The rule of --kernels=auto (vm/dispatch/Dispatch.h; ruleChoosesLibrary):
+// oneDNN when the product has at least kRuleMinRows rows and constant
+// weights (packed once, below), or a computed right-hand side and at least
+// kRuleMinComputedMacs multiply-adds per batch; native code otherwise. From
+// the two implementations side by side on BERT-base, the LSTMs and
+// Tree-LSTM (issue 52; Intel Xeon, Emerald Rapids, one thread, the median
+// of 3-5 alternations, native / oneDNN kernel time): constant weights at
+// M = 1 (the LSTM's 1x512 . 512x2048, Tree-LSTM's products) 0.87-1.00 here,
+// and oneDNN's GEMV 2.7x slower on Zen (docs/perf.md, "Native kernels");
+// at M = 2 to 8 1.0-1.8, at M = 16 to 128 1.2-1.9 (BERT) and 3.4-7.0 (the
+// LSTM's 128x300 input projection). Computed right-hand sides (attention):
+// 0.59-0.63 at 16 tokens (16K multiply-adds per head), 0.70 and 1.35 at 74
+// (350K), 1.23 and 4.05 at 128 (1M). A rule loses where the two are within
+// noise of each other; a measurement there picks at random, which is what
+// made outputs change from process to process (issue 52).
 //
 // Errors: a primitive oneDNN cannot create for a shape (unsupported
 // broadcast, out of memory) is remembered and the caller falls back; a
@@ -95,6 +118,13 @@ public:
   bool init(std::string &reason);
   /// Whether kernel `k` has a library implementation (for some shapes).
   bool supports(uint32_t k) const;
+  /// The rule of --kernels=auto ("The rule" above): whether oneDNN rather
+  /// than native code should run kernel `k` on these inputs. Depends on the
+  /// shapes and on whether the weights are a constant, never on a clock.
+  bool ruleChoosesLibrary(uint32_t k, const std::vector<Tensor *> &ins) const;
+  static constexpr int64_t kRuleMinRows = 2;
+  static constexpr double kRuleMinComputedMacs = 1 << 19;
+
   /// Kernels with a library implementation (whether or not init() succeeded).
   size_t count() const;
   /// oneDNN's thread count (its OpenMP team); the VM's --threads.
@@ -119,6 +149,9 @@ public:
   uint64_t weightsPacked() const;
   uint64_t packedBytes() const;
   double packSeconds() const;
+  /// Bytes of the packed constants' originals given back to the file
+  /// (releaseMappedPages; "Weights").
+  uint64_t releasedBytes() const;
 
   /// Calls that ran split over the pool's threads ("Threads").
   uint64_t splitCalls() const;

@@ -256,6 +256,11 @@ struct Executable {
   /// Keeps the bytes that constants point into alive (set by the reader; the
   /// compiler owns its constant data through `ownedData`).
   std::shared_ptr<const void> buffer;
+  /// Set by readExecutableFile when `buffer` is a read-only private mapping
+  /// of the file (vm/format/Format.h, "Reading"): the mapped bytes. Pages in
+  /// it may be dropped (releaseMappedPages) and are read from the file again
+  /// if touched. Null otherwise (bytes read into memory, a compiler's own).
+  const uint8_t *mappedBegin = nullptr, *mappedEnd = nullptr;
   std::vector<std::vector<uint8_t>> ownedData;
 
   int findFunction(const std::string &name) const;

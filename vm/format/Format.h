@@ -168,8 +168,25 @@ bool deserialize(const uint8_t *data, size_t size, std::shared_ptr<const void> k
 /// The same, over an AlignedBuffer (which the executable keeps alive).
 bool deserialize(std::shared_ptr<const AlignedBuffer> buffer, Executable &out, std::string &error);
 
-/// Reads a .nbc file into an aligned buffer and deserializes it.
+/// Reads a .nbc file and deserializes it. The file is mapped (mmap,
+/// MAP_PRIVATE, read-only) rather than copied, so that the constants' pages
+/// are the page cache's: a weight that oneDNN has packed into a copy of its
+/// own can give its original pages back (releaseMappedPages) and keep one
+/// resident copy (issue 52: BERT-base peaked at twice its weights). Pages
+/// dropped that way are read from the file again if touched, which is why
+/// the mapping is private and read-only: its bytes are always the file's.
+/// The file must not be truncated or rewritten in place while it is mapped
+/// (reading a page past a truncation is SIGBUS, as for a shared library);
+/// nimblec, like every tool here, writes a new file and renames it over the
+/// old, which leaves a running process its own bytes. When the file cannot
+/// be mapped it is read into an AlignedBuffer, as before.
 bool readExecutableFile(const std::string &path, Executable &out, std::string &error);
+
+/// Drops the resident pages wholly inside [data, data + bytes) when they lie
+/// in `exe`'s mapped file (Executable::mappedBegin): madvise(MADV_DONTNEED)
+/// on the page-aligned inner range. Returns the bytes dropped (0 when the
+/// executable is not mapped, the range is outside it, or madvise refuses).
+size_t releaseMappedPages(const Executable &exe, const void *data, size_t bytes);
 
 //===-- Verifying ----------------------------------------------------------===//
 

@@ -16,7 +16,9 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace nimble::vm {
 
@@ -754,6 +756,24 @@ bool readExecutableFile(const std::string &path, Executable &out, std::string &e
     return fail(error, "'" + path + "' is not a regular file");
   }
   size_t size = static_cast<size_t>(st.st_size);
+  // Mapped (Format.h): page-aligned, so 64-byte aligned as deserialize()
+  // needs; unmapped when the last holder of Executable::buffer lets go.
+  if (size >= nbc::kHeaderSize) {
+    void *m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+    if (m != MAP_FAILED) {
+      std::fclose(f);
+      // Should the control block's allocation throw, shared_ptr unmaps.
+      std::shared_ptr<const void> mapping(m, [size](const void *p) { munmap(const_cast<void *>(p), size); });
+      const uint8_t *bytes = static_cast<const uint8_t *>(m);
+      if (!deserialize(bytes, size, std::move(mapping), out, error)) {
+        error = path + ": " + error;
+        return false;
+      }
+      out.mappedBegin = bytes;
+      out.mappedEnd = bytes + size;
+      return true;
+    }
+  }
   std::shared_ptr<AlignedBuffer> buf = AlignedBuffer::create(size);
   if (!buf) {
     std::fclose(f);
@@ -767,6 +787,17 @@ bool readExecutableFile(const std::string &path, Executable &out, std::string &e
     return false;
   }
   return true;
+}
+
+size_t releaseMappedPages(const Executable &exe, const void *data, size_t bytes) {
+  const uint8_t *p = static_cast<const uint8_t *>(data);
+  if (!exe.mappedBegin || p < exe.mappedBegin || p + bytes > exe.mappedEnd || p + bytes < p) return 0;
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+  if (end <= begin) return 0;
+  if (madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED) != 0) return 0;
+  return end - begin;
 }
 
 } // namespace nimble::vm

@@ -294,6 +294,17 @@ struct VirtualMachine::Scheduler {
           // copies of the rows: in place wins without a measurement.
           choice->state = VirtualMachine::GatherChoice::Fused;
           ++vm.profile_.batch.chosenFused;
+        } else if (choice->state == VirtualMachine::GatherChoice::Probing &&
+                   vm.opts_.kernels == KernelMode::Auto) {
+          // --kernels=auto decides without a clock (vm/dispatch/Dispatch.h):
+          // a measurement here picked the form, and with it oneDNN or native
+          // code, differently from process to process (issue 52). oneDNN on
+          // stacked rows is the form the measurement kept for every matrix
+          // product of Tree-LSTM (1.8-2x the generated kernel in place;
+          // docs/autobatch.md), and a shared constant weight over 2 or more
+          // stacked rows is what the rule sends to oneDNN.
+          choice->state = VirtualMachine::GatherChoice::Stacked;
+          ++vm.profile_.batch.chosenStacked;
         }
         // Stacked first: its one-time costs (oneDNN primitives, the
         // dispatcher's tuning) come before the in-place form's none.
@@ -381,7 +392,14 @@ struct VirtualMachine::Scheduler {
       st = vm.callKernel(b.batched, ins, outs, fit[0]->frames.back().func, fit[0]->callPc);
       vm.cur_ = &vm.main_;
     }
-    if (!ok || !st.ok()) return singles(fit, vm.profile_.batch.fallbackCalls);
+    // Out of memory for the stacked copies (the scheduler's own memory, as
+    // its lists are) ends the run with that error (runInstances). Running
+    // the calls alone instead would survive it with other last bits: a
+    // product of one row goes to another implementation than the stacked
+    // one (--kernels=auto's rule, vm/dispatch/Dispatch.h), and
+    // test/models/fail-alloc.test saw "exit 0 with a different output".
+    if (!ok) throw std::bad_alloc();
+    if (!st.ok()) return singles(fit, vm.profile_.batch.fallbackCalls);
     ++vm.profile_.batch.rowLaunches;
     vm.profile_.batch.rowCalls += fit.size();
     auto ts = Clock::now();
@@ -425,12 +443,15 @@ struct VirtualMachine::Scheduler {
 
   /// Whether the dispatcher may run batched kernel `kb` through oneDNN.
   bool libraryMayRun(uint32_t kb) const {
-    return vm.opts_.library && vm.opts_.kernels == KernelMode::Auto && vm.opts_.library->supports(kb);
+    return vm.opts_.library && (vm.opts_.kernels == KernelMode::Auto || vm.opts_.kernels == KernelMode::Tune) &&
+           vm.opts_.library->supports(kb);
   }
 
   nimble_kernel_fn gatherFn(uint32_t kb) const {
     if (!vm.opts_.native || vm.opts_.gather == VMOptions::GatherFusion::Off) return nullptr;
-    if (vm.opts_.kernels != KernelMode::Auto && vm.opts_.kernels != KernelMode::Native) return nullptr;
+    if (vm.opts_.kernels != KernelMode::Auto && vm.opts_.kernels != KernelMode::Tune &&
+        vm.opts_.kernels != KernelMode::Native)
+      return nullptr;
     return vm.opts_.native->getGathered(kb);
   }
 

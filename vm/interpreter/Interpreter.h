@@ -50,7 +50,8 @@ struct VMOptions {
   LibraryKernels *library = nullptr;
   /// Which implementation runs each kernel (vm/dispatch/Dispatch.h).
   KernelMode kernels = KernelMode::Auto;
-  /// Decisions of KernelMode::Auto, read and extended (null: kept per VM).
+  /// Decisions of KernelMode::Tune, read and extended, and stored ones
+  /// that Auto obeys (null: kept per VM).
   TuningTable *tuning = nullptr;
   uint32_t maxCallDepth = 10000;
   /// Stop a run with an error after this many instructions (0: no limit): a

@@ -4,15 +4,15 @@
     dispatch.py NIMBLEC NIMBLE_RUN NIR WORK
 
 Compiles NIR (dispatch.nir) at -O2 with native kernels, then for each function
-and each path (reference, native, library, auto) runs it on seeded inputs,
+and each path (reference, native, library, auto, tune) runs it on seeded inputs,
 compares the outputs with numpy (relative to the output's magnitude, 1e-5)
 and prints which implementation --profile says ran each kernel:
 
     dense library: ok fused_matmul_0=library
 
-Then the tuning file: a forced decision is obeyed (deterministic dispatch),
-auto writes a table of its measured decisions, and a malformed table is an
-error. Prints `error: ...` for anything wrong.
+Then the tuning file: a forced decision is obeyed by auto, auto writes no
+table, tune writes a table of its measured decisions, and a malformed table
+is an error. Prints `error: ...` for anything wrong.
 """
 
 import os
@@ -80,7 +80,7 @@ def main():
         return p, out
 
     for n, (fn, inputs, want) in enumerate(cases(rng)):
-        for mode in ("reference", "native", "library", "auto"):
+        for mode in ("reference", "native", "library", "auto", "tune"):
             p, out = run(fn, inputs, ["--kernels=" + mode], "%d.%s" % (n, mode))
             if p.returncode != 0:
                 print("error: %s %s: exit %d: %s" % (fn, mode, p.returncode, p.stderr.strip()))
@@ -109,11 +109,14 @@ def main():
             f.write("# forced\nfused_matmul_0 8x32,8x32,8 %s\n" % impl)
         p, _ = run("dense", [x, w, b], ["--tuning=" + table], "forced-" + impl)
         print("forced %s: %s" % (impl, profile_impls(p.stderr).get("fused_matmul_0")))
-    # Auto measures a new bucket and writes its decision back.
+    # Tune measures a new bucket and writes its decision back; auto measures
+    # nothing and writes nothing.
     fresh = os.path.join(work, "fresh.tuning")
     if os.path.exists(fresh):
         os.remove(fresh)
-    p, _ = run("dense", [x, w, b], ["--tuning=" + fresh], "fresh")
+    p, _ = run("dense", [x, w, b], ["--tuning=" + fresh], "fresh-auto")
+    print("auto wrote a table: %s" % os.path.exists(fresh))
+    p, _ = run("dense", [x, w, b], ["--kernels=tune", "--tuning=" + fresh], "fresh")
     with open(fresh) as f:
         lines = [l for l in f.read().splitlines() if not l.startswith("#")]
     print("measured: " + " ".join(l.rsplit(" ", 1)[0] for l in lines))

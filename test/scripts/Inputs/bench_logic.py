@@ -117,3 +117,22 @@ h = {"cpu": benchlib.cpu_info(SPR), "blas": "OpenBLAS 0.3.21 SkylakeX", "commit"
      "versions": {"pytorch": "1.13.0", "onnxruntime": "1.32.0"}, "reps": "10,bert_base=2", "warmup": 2}
 for line in benchlib.header_lines(h):
     print(line)
+
+print("== openblas core")
+EMR = "vendor_id\t: GenuineIntel\nflags\t\t: fpu sse3 avx avx2 fma avx512f avx512dq avx512cd avx512bw avx512vl\n"
+ZEN3 = "vendor_id\t: AuthenticAMD\nflags\t\t: fpu sse3 avx avx2 fma\n"
+OLD = "vendor_id\t: GenuineIntel\nflags\t\t: fpu sse3 avx\n"
+for name, text in (("emerald rapids", EMR), ("zen 3", ZEN3), ("sandy bridge", OLD)):
+    print("%s: deserves %s" % (name, benchlib.fitting_openblas_core(*benchlib.cpu_flags(text))))
+for detected, fitting in (("Prescott", "SkylakeX"), ("Haswell", "SkylakeX"), ("SkylakeX", "SkylakeX"),
+                          ("Cooperlake", "SkylakeX"), ("Zen", "Zen"), ("Prescott", None), ("Mystery", "Haswell")):
+    print("%s on a %s CPU: %s" % (detected, fitting, benchlib.openblas_core_verdict(detected, fitting)))
+base = {"detected": "Prescott", "fitting": "SkylakeX", "given": None}
+print(benchlib.openblas_core_line(dict(base, set="SkylakeX", final="SkylakeX", fair=True)))
+print(benchlib.openblas_core_line(dict(base, set="SkylakeX", final="Prescott", fair=False)))
+print(benchlib.openblas_core_line(dict(base, detected="SkylakeX", set=None, final="SkylakeX", fair=True)))
+rows = [dict(system=s, model="treelstm", table="fixed", length=554, threads=1, unit="us/node", median_ms=ms,
+             per_unit=ms, cores_used=1.0) for s, ms in (("nimble", 5.0), ("pytorch", 50.0))]
+for fair in (True, False):
+    print("PyTorch ratio with fair=%s: %s" % (fair, benchlib.table(rows, "fixed", ["nimble", "pytorch"],
+                                                                      pytorch_fair=fair)[1].split()[-1]))

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A stand-in for `nimble-run --kernels=auto` for test/tools/fail-alloc-tuning.test:
+"""A stand-in for `nimble-run --kernels=tune` for test/tools/fail-alloc-tuning.test:
 what test/fail_alloc.py sees of a program whose dispatch is measured.
 
   fake-autotune-run.py --measured=STATE [--tuning=FILE] [--nondeterministic]
