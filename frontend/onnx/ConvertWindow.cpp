@@ -42,6 +42,15 @@ bool windowAttrs(Conv &c, Value *x, const std::vector<int64_t> &kernel, Attrs &a
   };
   std::vector<int64_t> strides, dilations, pads;
   if (!list("strides", 1, k, strides) || !list("dilations", 1, k, dilations)) return false;
+  // Checked before any arithmetic on them (a hostile model's stride 0 or
+  // 2^62); the op's relation checks the same bounds and words the rest.
+  constexpr int64_t kMax = int64_t(1) << 32;
+  for (size_t i = 0; i < k; ++i) {
+    if (strides[i] < 1 || strides[i] > kMax || dilations[i] < 1 || dilations[i] > kMax)
+      return c.fail("strides and dilations must be between 1 and 2^32");
+    if (kernel[i] != kDynamic && (kernel[i] < 1 || kernel[i] > kMax))
+      return c.fail("the kernel's sizes must be between 1 and 2^32");
+  }
   std::string autoPad = c.attrStr("auto_pad", "NOTSET");
   ceilApplies = autoPad == "NOTSET";
   if (autoPad == "NOTSET") {
@@ -51,9 +60,12 @@ bool windowAttrs(Conv &c, Value *x, const std::vector<int64_t> &kernel, Attrs &a
   } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
     pads.assign(2 * k, 0);
     for (size_t i = 0; i < k; ++i) {
-      int64_t d = x->type().dims()[i + 2], span = dilations[i] * (kernel[i] - 1) + 1, total;
       if (kernel[i] == kDynamic)
         return c.fail("auto_pad " + autoPad + " needs the kernel's size along spatial axis " + std::to_string(i));
+      int64_t d = x->type().dims()[i + 2], span, total;
+      if (__builtin_mul_overflow(dilations[i], kernel[i] - 1, &span) || span > (int64_t(1) << 62))
+        return c.fail("the dilated kernel along spatial axis " + std::to_string(i) + " is too large");
+      ++span;
       if (strides[i] == 1) {
         total = span - 1;
       } else if (d == kDynamic) {
@@ -69,7 +81,7 @@ bool windowAttrs(Conv &c, Value *x, const std::vector<int64_t> &kernel, Attrs &a
       pads[i + k] = autoPad == "SAME_UPPER" ? big : small;
     }
   } else {
-    return c.fail("auto_pad '" + autoPad + "' is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER");
+    return c.fail("auto_pad is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER"); // not echoed: any bytes
   }
   // Defaults are left out, so the printed op reads as written by hand.
   auto nonDefault = [](const std::vector<int64_t> &v, int64_t d) {

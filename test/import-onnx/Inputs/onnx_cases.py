@@ -285,6 +285,13 @@ def same_dynamic_stride():
 
 
 @case
+def conv_stride_zero():
+    # A hostile stride: refused before any arithmetic on it (no division by 0).
+    return model([N("Conv", ["x", "w"], ["y"], name="zero", strides=[0, 1], auto_pad="SAME_UPPER")],
+                 [("x", F, [1, 1, 4, 4])], [("y", F, [1, 1, 4, 4])], inits=[("w", randn(1, 1, 3, 3))]), None, None
+
+
+@case
 def compare_where_cast():
     m = model([N("Greater", ["a", "b"], ["gt"]), N("Where", ["gt", "a", "b"], ["w"]),
                N("Cast", ["gt"], ["gi"], to=TensorProto.INT64), N("Not", ["gt"], ["ng"]),
