@@ -318,6 +318,117 @@ bool relLayerNorm(Ctx &c) {
   return true;
 }
 
+/// The spatial attributes of conv and the pools over `k` spatial axes:
+/// strides and dilations (>= 1; empty means 1s), pads (>= 0, begin then end
+/// per axis; empty means 0s). Filled to full length.
+bool windowAttrs(Ctx &c, size_t k, std::vector<int64_t> &st, std::vector<int64_t> &pad,
+                 std::vector<int64_t> &dil) {
+  auto read = [&](std::string_view name, size_t n, int64_t dflt, int64_t min, std::vector<int64_t> &out) {
+    out = c.intsAttr(name);
+    if (out.empty()) out.assign(n, dflt);
+    if (out.size() != n)
+      return c.failAttr(name, std::string(name) + " must have " + std::to_string(n) + " entries (" +
+                                  std::to_string(k) + " spatial axes), got " + formatInts(out));
+    for (int64_t v : out)
+      if (v < min || v > (int64_t(1) << 32))
+        return c.failAttr(name, std::string(name) + " entries must be " + (min ? "positive" : "non-negative") +
+                                    " and at most 2^32, got " + formatInts(out));
+    return true;
+  };
+  return read("strides", k, 1, 1, st) && read("pads", 2 * k, 0, 0, pad) && read("dilations", k, 1, 1, dil);
+}
+
+/// One output size along a spatial axis: floor (or ceil) of (padded input -
+/// dilated window) / stride, plus one. With ceil, a last window that would
+/// start in the end padding is dropped (PyTorch's and ONNX's rule), so every
+/// window starts inside the input or its begin padding.
+bool windowOut(Ctx &c, size_t axis, int64_t d, int64_t kk, int64_t st, int64_t pb, int64_t pe, int64_t dil,
+               bool ceil, int64_t &out) {
+  if (d == kDynamic || kk == kDynamic) {
+    c.defer("the dilated window fits the padded input along spatial axis " + std::to_string(axis));
+    out = kDynamic;
+    return true;
+  }
+  int64_t span = kk - 1, padded = d + pb + pe; // d < 2^48, pads <= 2^32: no overflow
+  if (kk < 1 || mulOverflows(span, dil) || ++span > padded)
+    return c.fail("the window along spatial axis " + std::to_string(axis) + " (" + std::to_string(kk) +
+                      (dil > 1 ? " dilated by " + std::to_string(dil) : "") + ") is larger than the padded input (" +
+                      std::to_string(d) + " + " + std::to_string(pb + pe) + ")",
+                  0);
+  int64_t room = padded - span;
+  out = (ceil ? (room + st - 1) / st : room / st) + 1;
+  if (ceil && (out - 1) * st >= d + pb) --out;
+  return true;
+}
+
+bool relConv(Ctx &c) {
+  const auto &x = c.ops[0].dims, &w = c.ops[1].dims;
+  if (x.size() < 3)
+    return c.fail("input must have rank >= 3 (batch, channels, spatial axes), got " + formatSig(c.ops[0]), 0);
+  if (w.size() != x.size())
+    return c.fail("weights must have the rank of the input (" + std::to_string(x.size()) + "), got " +
+                      formatSig(c.ops[1]),
+                  1);
+  if (!c.sameDType(0, 1) || (c.ops.size() == 3 && !c.sameDType(0, 2))) return false;
+  size_t k = x.size() - 2;
+  std::vector<int64_t> st, pad, dil;
+  if (!windowAttrs(c, k, st, pad, dil)) return false;
+  int64_t groups = c.intAttr("groups");
+  if (groups < 1) return c.failAttr("groups", "groups must be positive, got " + std::to_string(groups));
+  int64_t m = w[0];
+  if (m != kDynamic && m % groups)
+    return c.fail("the output channels (weights dim 0, " + std::to_string(m) + ") must be a multiple of groups (" +
+                      std::to_string(groups) + ")",
+                  1);
+  int64_t cin = w[1] == kDynamic ? kDynamic : w[1] * groups, ch;
+  if (!c.unify(x[1], cin, ch, "the input channels and weights dim 1 times groups")) {
+    c.r.errorOperand = 1;
+    return false;
+  }
+  if (c.ops.size() == 3) {
+    if (!c.requireRank(2, 1, "bias")) return false;
+    int64_t b;
+    if (!c.unify(c.ops[2].dims[0], m, b, "the bias size and the output channels")) {
+      c.r.errorOperand = 2;
+      return false;
+    }
+    m = b;
+  }
+  std::vector<int64_t> out = {x[0], m};
+  for (size_t i = 0; i < k; ++i) {
+    int64_t o;
+    if (!windowOut(c, i, x[i + 2], w[i + 2], st[i], pad[i], pad[i + k], dil[i], false, o)) return false;
+    out.push_back(o);
+  }
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
+bool relPool(Ctx &c) {
+  const auto &x = c.ops[0].dims;
+  if (x.size() < 3)
+    return c.fail("input must have rank >= 3 (batch, channels, spatial axes), got " + formatSig(c.ops[0]), 0);
+  size_t k = x.size() - 2;
+  const auto &kernel = c.intsAttr("kernel");
+  if (kernel.size() != k)
+    return c.failAttr("kernel", "kernel must have " + std::to_string(k) + " entries (spatial axes), got " +
+                                    formatInts(kernel));
+  for (int64_t v : kernel)
+    if (v < 1 || v > (int64_t(1) << 32))
+      return c.failAttr("kernel", "kernel entries must be positive and at most 2^32, got " + formatInts(kernel));
+  std::vector<int64_t> st, pad, dil;
+  if (!windowAttrs(c, k, st, pad, dil)) return false;
+  std::vector<int64_t> out = {x[0], x[1]};
+  for (size_t i = 0; i < k; ++i) {
+    int64_t o;
+    if (!windowOut(c, i, x[i + 2], kernel[i], st[i], pad[i], pad[i + k], dil[i], c.boolAttr("ceil_mode"), o))
+      return false;
+    out.push_back(o);
+  }
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
 bool relReshape(Ctx &c) {
   const auto &target = c.intsAttr("shape");
   int infer = -1;
@@ -718,6 +829,7 @@ bool apply(Ctx &c) {
   case Relation::Unary: case Relation::Broadcast: case Relation::Compare:
   case Relation::MatMul: case Relation::BatchMatMul: case Relation::Reduce:
   case Relation::ArgReduce: case Relation::LayerNorm: case Relation::Arange:
+  case Relation::Conv: case Relation::Pool:
     for (size_t i = 0; i < (info.relation == Relation::Unary ? 1 : c.ops.size()); ++i)
       if (!dtypeAllowed(info.dtypes, c.ops[i].dtype))
         return c.fail("operand " + std::to_string(i) + " must have " +
@@ -738,6 +850,8 @@ bool apply(Ctx &c) {
   case Relation::Reduce: return relReduce(c, false);
   case Relation::ArgReduce: return relReduce(c, true);
   case Relation::LayerNorm: return relLayerNorm(c);
+  case Relation::Conv: return relConv(c);
+  case Relation::Pool: return relPool(c);
   case Relation::Reshape: return relReshape(c);
   case Relation::DynReshape: return relDynReshape(c);
   case Relation::Transpose: return relTranspose(c);

@@ -34,6 +34,8 @@ PACKAGES=(
   # PyTorch's matrix products fall back to reference BLAS (~45x slower).
   python3-numpy
   python3-torch
+  # torchvision's CNNs, exported by torch.onnx (test/import-onnx/torchvision.test).
+  python3-torchvision
   libopenblas0-pthread
   hyperfine
   # scripts/bench_models.py --plot (docs/perf.md's figures).

@@ -108,6 +108,11 @@ bool KernelLowering::analyze(std::string &reason) {
     case OpCode::Unique: case OpCode::Nonzero: case OpCode::DeviceCopy: case OpCode::Constant:
       reason = "'" + std::string(opInfo(mem.op).mnemonic) + "' has no native form";
       return false;
+    case OpCode::Conv: case OpCode::MaxPool: case OpCode::AvgPool:
+      // oneDNN's convolution (vm/dispatch/LibraryConv.cpp) is the fast path;
+      // a generated window loop would not beat its blocked direct kernels.
+      reason = "'" + std::string(opInfo(mem.op).mnemonic) + "' runs on oneDNN or its reference kernel";
+      return false;
     case OpCode::DynamicUpdateSlice:
       // Two memcpys, the first skipped when it runs in place: the reference
       // kernel is what a generated one would be.

@@ -196,6 +196,9 @@ bool eyeLike(Conv &c, Out &out);
 bool trilu(Conv &c, Out &out);
 bool mod(Conv &c, Out &out);
 bool gatherElements(Conv &c, Out &out);
+bool conv(Conv &c, Out &out);
+/// MaxPool (IsMax) and AveragePool (ConvertWindow.cpp).
+template <bool IsMax> bool pool(Conv &c, Out &out);
 
 } // namespace nimble::onnx_import::convert
 

@@ -60,6 +60,7 @@ const std::vector<OpEntry> &opMap() {
         {"Celu", 12, "exp, div, sub, mul, minimum, maximum, add", "", celu},
         {"Clip", 7, "maximum, minimum", "", clip},
         {"Concat", 7, "concat", "", concat},
+        {"Conv", 7, "conv", "auto_pad SAME with a stride > 1 needs static spatial sizes", conv},
         {"Constant", 7, "constant", "not sparse_value or strings", constantOp},
         {"ConstantOfShape", 9, "constant, full", "", constantOfShape},
         {"Div", 7, "div", "", binary<OpCode::Div>},
@@ -92,6 +93,8 @@ const std::vector<OpEntry> &opMap() {
         {"LogSoftmax", 7, "max, sub, exp, sum, log", "", logSoftmax},
         {"Loop", 7, "br, cond_br, block arguments", "no scan outputs; carried values keep dtype and rank", loopOp},
         {"LpNormalization", 7, "abs or mul, sum, sqrt, div", "p = 1 or 2", lpNorm},
+        {"MaxPool", 7, "max_pool", "not the Indices output; auto_pad SAME as Conv", pool<true>},
+        {"AveragePool", 7, "avg_pool", "auto_pad SAME as Conv", pool<false>},
         {"MatMul", 7, "matmul, batch_matmul", "", matmul},
         {"Max", 8, "maximum", "", variadic<OpCode::Maximum>},
         {"Mean", 8, "add, div", "", variadic<OpCode::Mean>},
@@ -163,8 +166,9 @@ struct Missing {
   const char *why;
 };
 const Missing kMissing[] = {
-    {"Conv ConvTranspose ConvInteger QLinearConv DeformConv", "convolution needs a new Nimble op (conv)"},
-    {"MaxPool AveragePool LpPool MaxRoiPool MaxUnpool GlobalLpPool", "pooling needs a new Nimble op (pool)"},
+    {"ConvTranspose", "needs a new Nimble op (conv_transpose)"},
+    {"ConvInteger QLinearConv DeformConv", "needs integer or deformable convolution, which Nimble does not have"},
+    {"LpPool MaxRoiPool MaxUnpool GlobalLpPool", "needs a pooling op Nimble does not have (max_pool and avg_pool only)"},
     {"Resize Upsample GridSample RoiAlign AffineGrid", "resampling needs a new Nimble op (resize)"},
     {"Pad CenterCropPad", "padding needs a new Nimble op (pad)"},
     {"Tile", "needs a new Nimble op (tile)"},

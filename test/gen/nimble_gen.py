@@ -23,7 +23,7 @@ else is defined by docs/LangRef.md (NaN, inf, float->int saturation), so
 the oracle compares it exactly.
 
 Ops of ir/Ops.def generated: every element-wise, comparison, logical,
-select, cast, matmul, batch_matmul, reduction, softmax, layer_norm, shape
+select, cast, matmul, batch_matmul, conv, max_pool, avg_pool, reduction, softmax, layer_norm, shape
 op (reshape, dyn_reshape, transpose, concat, split, slice, dynamic_slice,
 dynamic_update_slice, take, expand_dims, squeeze, broadcast_to), creation (constant, zeros, full,
 arange, unique, nonzero), shape_of, dim, storage_size, and the structural
@@ -174,7 +174,7 @@ class Func:
         kinds = ["unary", "unary", "unary", "unary", "binary", "binary", "compare", "select", "cast", "matmul", "chain", "bmm", "reduce",
                  "argmax", "softmax", "layernorm", "reshape", "dynreshape", "transpose", "concat", "split",
                  "slice", "dynslice", "dynupdate", "take", "expand", "squeeze", "bcast", "zeros", "full", "arange",
-                 "unique", "nonzero", "shapeof", "dim", "storagesize", "tuple"]
+                 "unique", "nonzero", "shapeof", "dim", "storagesize", "tuple", "conv", "pool"]
         for _ in range(10):
             v = getattr(self, "g_" + rng.choice(kinds))()
             if v is not None:
@@ -335,6 +335,81 @@ class Func:
         d = a.sizes[-1]
         g, b = self.const([d], "f32"), self.const([d], "f32")
         return self.op("layer_norm %s, %s, %s" % (a.name, g.name, b.name), "f32", a.dims)
+
+    def conv_window(self, a, kernel_max):
+        """Random strides, pads and dilations over a's spatial axes, and a
+        window (sizes up to kernel_max) that fits each padded axis: (kernel,
+        strides, pads, dilations, attribute text for all but the kernel)."""
+        rng, k = self.rng, a.rank - 2
+        kernel, st, pads, dil = [], [], [0] * (2 * k), []
+        for i in range(k):
+            pads[i], pads[i + k] = rng.randint(0, 1), rng.randint(0, 1)
+            padded = a.sizes[i + 2] + pads[i] + pads[i + k]
+            d = rng.choice([1, 1, 2])
+            kk = rng.randint(1, kernel_max)
+            while kk > 1 and d * (kk - 1) + 1 > padded:
+                kk -= 1
+            if d * (kk - 1) + 1 > padded:
+                d = 1
+            kernel.append(kk)
+            dil.append(d)
+            st.append(rng.choice([1, 1, 2]))
+        text = ""
+        if any(x != 1 for x in st):
+            text += ", strides=[%s]" % ", ".join(map(str, st))
+        if any(pads):
+            text += ", pads=[%s]" % ", ".join(map(str, pads))
+        if any(x != 1 for x in dil):
+            text += ", dilations=[%s]" % ", ".join(map(str, dil))
+        return kernel, st, pads, dil, text
+
+    def out_dims(self, a, kernel, st, pads, dil, ceil=False):
+        k, out = a.rank - 2, []
+        for i in range(k):
+            room = a.sizes[i + 2] + pads[i] + pads[i + k] - (dil[i] * (kernel[i] - 1) + 1)
+            o = (-(-room // st[i]) if ceil else room // st[i]) + 1
+            if ceil and (o - 1) * st[i] >= a.sizes[i + 2] + pads[i]:
+                o -= 1
+            out.append((o, a.dims[i + 2][1]))
+        return out
+
+    def g_conv(self):
+        a = self.pick(lambda v: v.rank in (3, 4) and v.dt == "f32" and 0 not in v.sizes[1:] and v.numel() <= 4096)
+        if a is None:
+            return None
+        c = a.sizes[1]
+        groups = c if c > 1 and self.rng.random() < 0.3 else 1
+        m = groups * self.rng.randint(1, 3)
+        kernel, st, pads, dil, text = self.conv_window(a, 3)
+        w = self.const([m, c // groups] + kernel, "f32")
+        bias = ""
+        if self.rng.random() < 0.6:
+            bias = ", " + self.const([m], "f32").name
+        if groups > 1:
+            text += ", groups=%d" % groups
+        return self.op("conv %s, %s%s%s" % (a.name, w.name, bias, text), "f32",
+                       [a.dims[0], (m, True)] + self.out_dims(a, kernel, st, pads, dil))
+
+    def g_pool(self):
+        a = self.pick(lambda v: v.rank in (3, 4) and v.dt in ("f32", "i32", "i64") and 0 not in v.sizes[2:])
+        if a is None:
+            return None
+        kernel, st, pads, dil, text = self.conv_window(a, 3)
+        # Pads below the window, so that no window lies wholly in the padding.
+        k = a.rank - 2
+        for i in range(k):
+            if pads[i] >= kernel[i] or pads[i + k] >= kernel[i]:
+                return None
+        ceil = self.rng.random() < 0.3
+        if ceil:
+            text += ", ceil_mode=true"
+        op = "max_pool"
+        if a.dt == "f32" and self.rng.random() < 0.5:
+            op = "avg_pool"
+            if self.rng.random() < 0.5:
+                text += ", count_include_pad=true"
+        return self.op("%s %s, kernel=[%s]%s" % (op, a.name, ", ".join(map(str, kernel)), text), a.dt,
+                       [a.dims[0], a.dims[1]] + self.out_dims(a, kernel, st, pads, dil, ceil))
 
     def g_reshape(self):
         a = self.pick(lambda v: v.rank >= 1)

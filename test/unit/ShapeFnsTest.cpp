@@ -336,6 +336,65 @@ TEST(LayerNorm, NormalisesOverTheLastAxis) {
   EXPECT_ERROR(run(OpCode::LayerNorm, {F({}), F({1}), F({1})}), "input must have rank >= 1", 0);
 }
 
+//===-- conv / max_pool / avg_pool -----------------------------------------===//
+
+Attr b(bool v) { return Attr::getBool(v); }
+
+TEST(Conv, OutputSizes) {
+  // ResNet's stem: 7x7, stride 2, padding 3: 224 -> 112.
+  EXPECT_OK_SIG(run(OpCode::Conv, {F({1, 3, 224, 224}), F({64, 3, 7, 7}), F({64})},
+                    {{"strides", ints({2, 2})}, {"pads", ints({3, 3, 3, 3})}}),
+                F({1, 64, 112, 112}));
+  // Dilation and asymmetric padding, 1-D: (10 + 1 + 0 - (2*2+1)) / 3 + 1 = 3.
+  EXPECT_OK_SIG(run(OpCode::Conv, {F({2, 4, 10}), F({6, 4, 3})},
+                    {{"strides", ints({3})}, {"pads", ints({1, 0})}, {"dilations", ints({2})}}),
+                F({2, 6, 3}));
+  // Depthwise: groups = channels, weights dim 1 = 1.
+  EXPECT_OK_SIG(run(OpCode::Conv, {F({1, 32, 8, 8}), F({32, 1, 3, 3})}, {{"groups", i(32)}}), F({1, 32, 6, 6}));
+}
+
+TEST(Conv, DynamicDimsDefer) {
+  ShapeFnResult r = run(OpCode::Conv, {F({Q, Q, Q, 9}), F({8, 4, 3, 3}), F({8})}, {{"pads", ints({1, 1, 1, 1})}});
+  EXPECT_OK_SIG(r, F({Q, 8, Q, 9}));
+  EXPECT_EQ(r.deferred.size(), 2u); // the channels, the window along the ? axis
+}
+
+TEST(Conv, Errors) {
+  EXPECT_ERROR(run(OpCode::Conv, {F({1, 3, 8, 8}), F({4, 2, 3, 3})}),
+               "the input channels and weights dim 1 times groups must be equal, got 3 and 2", 1);
+  EXPECT_ERROR(run(OpCode::Conv, {F({1, 4, 8, 8}), F({3, 2, 3, 3})}, {{"groups", i(2)}}),
+               "must be a multiple of groups", 1);
+  EXPECT_ERROR(run(OpCode::Conv, {F({1, 3, 8, 8}), F({4, 3, 3, 3}), F({5})}),
+               "the bias size and the output channels must be equal, got 5 and 4", 2);
+  EXPECT_ERROR(run(OpCode::Conv, {F({1, 3, 2, 2}), F({4, 3, 3, 3})}), "is larger than the padded input (2 + 0)", 0);
+  EXPECT_ERROR(run(OpCode::Conv, {F({1, 3, 8, 8}), F({4, 3, 3, 3})}, {{"strides", ints({1})}}),
+               "strides must have 2 entries", -1);
+  EXPECT_ERROR(run(OpCode::Conv, {F({1, 3, 8, 8}), F({4, 3, 3, 3})}, {{"pads", ints({1, 1, -1, 1})}}),
+               "pads entries must be non-negative", -1);
+  EXPECT_ERROR(run(OpCode::Conv, {F({1, 3, 8, 8}), F({4, 3, 3, 3})}, {{"groups", i(0)}}), "groups must be positive",
+               -1);
+  EXPECT_ERROR(run(OpCode::Conv, {F({3, 8}), F({4, 3})}), "input must have rank >= 3", 0);
+  EXPECT_ERROR(run(OpCode::Conv, {T(DType::I32, {1, 1, 4}), T(DType::I32, {1, 1, 2})}), "floating-point", 0);
+}
+
+TEST(Pool, CeilModeDropsAWindowStartingInThePadding) {
+  // 5 + 1 + 1 - 2 = 5: ceil(5/2) + 1 = 4, but window 3 would start at
+  // 3*2 - 1 = 5, past the input: 3.
+  EXPECT_OK_SIG(run(OpCode::MaxPool, {F({1, 1, 5})},
+                    {{"kernel", ints({2})}, {"strides", ints({2})}, {"pads", ints({1, 1})}, {"ceil_mode", b(true)}}),
+                F({1, 1, 3}));
+  EXPECT_OK_SIG(run(OpCode::AvgPool, {F({1, 2, 4, 4})}, {{"kernel", ints({3, 3})}, {"strides", ints({2, 2})},
+                                                         {"ceil_mode", b(true)}}),
+                F({1, 2, 2, 2}));
+  EXPECT_OK_SIG(run(OpCode::MaxPool, {F({Q, 64, 112, Q})},
+                    {{"kernel", ints({3, 3})}, {"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}}),
+                F({Q, 64, 56, Q}));
+  EXPECT_ERROR(run(OpCode::MaxPool, {F({1, 1, 5})}, {{"kernel", ints({2, 2})}}), "kernel must have 1 entries", -1);
+  EXPECT_ERROR(run(OpCode::MaxPool, {F({1, 1, 5})}, {{"kernel", ints({0})}}), "kernel entries must be positive", -1);
+  EXPECT_ERROR(run(OpCode::AvgPool, {T(DType::I32, {1, 1, 5})}, {{"kernel", ints({2})}}), "floating-point", 0);
+  EXPECT_OK_SIG(run(OpCode::MaxPool, {T(DType::I8, {1, 1, 5})}, {{"kernel", ints({2})}}), T(DType::I8, {1, 1, 4}));
+}
+
 //===-- reshape / dyn_reshape ----------------------------------------------===//
 
 TEST(Reshape, Static) {

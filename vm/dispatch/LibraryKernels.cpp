@@ -8,6 +8,7 @@
 
 #include "vm/dispatch/LibraryKernels.h"
 
+#include "vm/dispatch/LibraryConv.h"
 #include "vm/format/Format.h"
 #include "vm/support/FailAlloc.h"
 #include "vm/dispatch/NativeKernels.h"
@@ -303,6 +304,7 @@ std::vector<Slice> buildSlices(const Plan &p, const std::vector<Tensor *> &ins, 
 struct LibraryKernels::Impl {
   const Executable *exe = nullptr;
   std::vector<Plan> plans;
+  std::unique_ptr<ConvKernels> conv; // the conv groups (LibraryConv.h)
   dnnl::engine engine;
   dnnl::stream stream;
   bool ready = false;
@@ -337,6 +339,7 @@ LibraryKernels::LibraryKernels(const Executable &exe) : impl_(new Impl) {
   impl_->exe = &exe;
   impl_->plans.reserve(exe.kernels.size());
   for (const KernelDesc &k : exe.kernels) impl_->plans.push_back(analyze(k));
+  impl_->conv.reset(new ConvKernels(exe));
 }
 
 LibraryKernels::~LibraryKernels() = default;
@@ -354,12 +357,16 @@ bool LibraryKernels::init(std::string &reason) {
 }
 
 bool LibraryKernels::supports(uint32_t k) const {
-  return impl_->ready && k < impl_->plans.size() && impl_->plans[k].ok;
+  return impl_->ready && k < impl_->plans.size() && (impl_->plans[k].ok || impl_->conv->supports(k));
 }
 
 bool LibraryKernels::ruleChoosesLibrary(uint32_t k, const std::vector<Tensor *> &ins) const {
   if (!supports(k)) return false;
   const Plan &p = impl_->plans[k];
+  // A conv group (LibraryConv.h): native code generation skips conv, so the
+  // rule is asked only if that changes; oneDNN's blocked conv is then the
+  // choice, as it is today by default.
+  if (!p.ok) return true;
   if (ins.size() <= std::max(p.lhs, p.rhs)) return false;
   const std::vector<int64_t> &ls = ins[p.lhs]->shape(), &rs = ins[p.rhs]->shape();
   if (ls.size() < 2 || rs.size() < 2) return false;
@@ -380,16 +387,16 @@ bool LibraryKernels::ruleChoosesLibrary(uint32_t k, const std::vector<Tensor *> 
 size_t LibraryKernels::count() const {
   size_t n = 0;
   for (const Plan &p : impl_->plans) n += p.ok;
-  return n;
+  return n + impl_->conv->count();
 }
 
 void LibraryKernels::setThreads(unsigned n) { omp_set_num_threads(static_cast<int>(n)); }
 
-uint64_t LibraryKernels::primitivesCreated() const { return impl_->created; }
-double LibraryKernels::creationSeconds() const { return impl_->creationSeconds; }
-size_t LibraryKernels::primitivesCached() const { return impl_->cache.size(); }
-uint64_t LibraryKernels::weightsPacked() const { return impl_->packedCount; }
-uint64_t LibraryKernels::packedBytes() const { return impl_->packedBytes; }
+uint64_t LibraryKernels::primitivesCreated() const { return impl_->created + impl_->conv->primitivesCreated(); }
+double LibraryKernels::creationSeconds() const { return impl_->creationSeconds + impl_->conv->creationSeconds(); }
+size_t LibraryKernels::primitivesCached() const { return impl_->cache.size() + impl_->conv->primitivesCached(); }
+uint64_t LibraryKernels::weightsPacked() const { return impl_->packedCount + impl_->conv->weightsPacked(); }
+uint64_t LibraryKernels::packedBytes() const { return impl_->packedBytes + impl_->conv->packedBytes(); }
 double LibraryKernels::packSeconds() const { return impl_->packSeconds; }
 uint64_t LibraryKernels::releasedBytes() const { return impl_->releasedBytes; }
 uint64_t LibraryKernels::splitCalls() const { return impl_->splitCalls; }
@@ -494,6 +501,8 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
   *declined = true;
   Status st = Status::success();
   if (!supports(k)) return Status::success();
+  if (impl_->conv->supports(k))
+    return impl_->conv->run(k, ins, outs, impl_->engine, impl_->stream, failedMember, declined);
   const Plan &p = impl_->plans[k];
   if (outs.size() != 1 || ins.size() <= std::max(p.lhs, p.rhs)) return Status::success();
   // The members' shape checks, exactly as the other paths make them; the

@@ -15,7 +15,8 @@
 // only output: exactly the groups the fusion pass forms around a matmul in
 // BERT (bias add, gelu, residual add, attention scale). Anything else (other
 // dtypes, other members, empty dimensions) stays with the generated or the
-// reference kernel.
+// reference kernel. A kernel whose first member is a `conv` goes to
+// LibraryConv.h (oneDNN's convolution, its own post-op chain and layouts).
 //
 // Shapes: one primitive per distinct set of input shapes, created at its
 // first call and kept in a cache of bounded size (least recently used out).

@@ -47,6 +47,8 @@
 #define NIMBLE_HAS_KERNEL_ShapeOf(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Dim(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_StorageSize(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_Conv(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_Pool(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Structural(Yes, No, Id) No(Id)
 
 namespace nimble::vm::kernels {

@@ -178,7 +178,55 @@ def attention(prefix):
         save(prefix, "y%d" % n, y.astype(np.float32))
 
 
-CASES = {"attention": attention, "nested": nested, "mlp": mlp, "loop": loop, "tree": tree, "unique_nonzero": unique_nonzero}
+def _windows(x, k, s, pb, pe, fill):
+    """[N, C, OH, OW, k*k]: the k x k windows of x at stride s, padded by pb
+    before and pe after each spatial axis with `fill` (float64)."""
+    n, c, h, w = x.shape
+    xp = np.full((n, c, h + pb + pe, w + pb + pe), fill)
+    xp[:, :, pb:pb + h, pb:pb + w] = x
+    oh, ow = (h + pb + pe - k) // s + 1, (w + pb + pe - k) // s + 1
+    return np.stack([xp[:, :, i:i + s * (oh - 1) + 1:s, j:j + s * (ow - 1) + 1:s]
+                     for i in range(k) for j in range(k)], axis=-1)
+
+
+def _conv(x, w, b, s, p, groups=1):
+    m, cg, k = w.shape[0], w.shape[1], w.shape[2]
+    win = _windows(x, k, s, p, p, 0.0)  # n, c, oh, ow, k*k
+    mg = m // groups
+    out = [np.einsum("nchwt,ct->nhw", win[:, (o // mg) * cg:(o // mg + 1) * cg], w[o].reshape(cg, -1)) + b[o]
+           for o in range(m)]
+    return np.stack(out, axis=1)
+
+
+CNN_SIZES = [(1, 8), (2, 11), (3, 16)]
+
+
+def cnn(prefix):
+    """cnn.nir: a residual block (conv, relu, conv, add, relu), a depthwise
+    strided conv with ReLU6, max_pool and avg_pool; x: ?x4x?x?."""
+    rng = np.random.default_rng(5)
+    w1, w2 = (rng.standard_normal((4, 4, 3, 3)).astype(np.float32) * np.float32(0.3) for _ in range(2))
+    b1, b2 = (rng.standard_normal(4).astype(np.float32) * np.float32(0.1) for _ in range(2))
+    wd = rng.standard_normal((4, 1, 3, 3)).astype(np.float32)
+    bd = rng.standard_normal(4).astype(np.float32)
+    os.makedirs(prefix + ".weights", exist_ok=True)
+    write_safetensors(os.path.join(prefix + ".weights", "cnn.safetensors"),
+                      {"w1": w1, "b1": b1, "w2": w2, "b2": b2, "wd": wd, "bd": bd})
+    for n, hw in CNN_SIZES:
+        x = rng.standard_normal((n, 4, hw, hw)).astype(np.float32)
+        x64 = x.astype(np.float64)
+        r1 = np.maximum(_conv(x64, w1, b1, 1, 1), 0)
+        r = np.maximum(_conv(r1, w2, b2, 1, 1) + x64, 0)
+        d = np.minimum(np.maximum(_conv(r, wd, bd, 2, 1, groups=4), 0), 6)
+        # max_pool 2x2 stride 2 with ceil_mode: the overhang holds nothing.
+        mp = np.nanmax(_windows(d, 2, 2, 0, d.shape[2] % 2, np.nan), axis=-1)
+        ap = np.nanmean(_windows(r, 3, 2, 1, 1, np.nan), axis=-1)  # padding not counted
+        save(prefix, "x%d" % hw, x)
+        save(prefix, "mp%d" % hw, mp.astype(np.float32))
+        save(prefix, "ap%d" % hw, ap.astype(np.float32))
+
+
+CASES = {"cnn": cnn, "attention": attention, "nested": nested, "mlp": mlp, "loop": loop, "tree": tree, "unique_nonzero": unique_nonzero}
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] not in CASES:

@@ -237,6 +237,60 @@ def batchnorm_pool():
     return m, [x], [bn.mean(axis=(2, 3), keepdims=True), (x - mu) / np.sqrt(vr + 1e-5) * c(sc) + c(bi)]
 
 
+def _windows(x, k, s, pads, dil=1, ceil=False, fill=0.0):
+    """The windows of a square 2-D op over x [N, C, H, W]: [N, C, OH, OW, k*k]
+    (padding `fill`, ceil_mode's overhang NaN), for the numpy references."""
+    n, c, h, w = x.shape
+    pb, pe = pads
+    span = dil * (k - 1) + 1
+    out = lambda d: (-(-(d + pb + pe - span) // s) if ceil else (d + pb + pe - span) // s) + 1
+    oh, ow = out(h), out(w)
+    xp = np.full((n, c, (oh - 1) * s + span + 1, (ow - 1) * s + span + 1), np.nan)
+    xp[:, :, :h + pb + pe, :w + pb + pe] = fill
+    xp[:, :, pb:pb + h, pb:pb + w] = x
+    taps = [xp[:, :, i * dil:i * dil + s * (oh - 1) + 1:s, j * dil:j * dil + s * (ow - 1) + 1:s]
+            for i in range(k) for j in range(k)]
+    return np.stack(taps, axis=-1)
+
+
+@case
+def conv_pool():
+    # Conv with groups, bias, dilation and SAME_UPPER (stride 1: fine with ?
+    # spatial sizes), then MaxPool with ceil_mode and AveragePool with
+    # count_include_pad and SAME_LOWER, on ? batch and spatial sizes.
+    w, b = randn(4, 1, 3, 3), randn(4)
+    m = model([N("Conv", ["x", "w", "b"], ["c"], group=2, dilations=[2, 2], auto_pad="SAME_UPPER"),
+               N("MaxPool", ["c"], ["mp"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+               N("AveragePool", ["mp"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1),
+               N("AveragePool", ["c"], ["al"], kernel_shape=[2, 2], strides=[1, 1], auto_pad="SAME_LOWER")],
+              [("x", F, ["N", 2, "H", "W"])], [("ap", F, ["N", 4, None, None]), ("al", F, ["N", 4, None, None])],
+              inits=[("w", w), ("b", b)])
+    x = randn(2, 2, 7, 7)
+    win = _windows(x.astype(np.float64), 3, 1, (2, 2), dil=2)  # [2, 2, 7, 7, 9]
+    c = np.stack([np.einsum("nhwt,t->nhw", win[:, o // 2], w[o, 0].reshape(-1)) + b[o] for o in range(4)], axis=1)
+    mp = np.nanmax(_windows(c, 2, 2, (0, 0), ceil=True), axis=-1)
+    ap = _windows(mp, 3, 1, (1, 1)).mean(axis=-1)
+    # SAME_LOWER with a 2x2 window: the padding unit goes first; excluded
+    # from the divisor.
+    cp = _windows(c, 2, 1, (1, 0), fill=np.nan)
+    al = np.nanmean(cp, axis=-1)
+    return m, [x], [ap.astype(np.float32), al.astype(np.float32)]
+
+
+@case
+def same_dynamic_stride():
+    # auto_pad SAME with stride 2 on a ? size: the padding would depend on it.
+    return model([N("Conv", ["x", "w"], ["y"], name="same2", strides=[2, 2], auto_pad="SAME_UPPER")],
+                 [("x", F, [1, 1, "H", 8])], [("y", F, [1, 1, None, 4])], inits=[("w", randn(1, 1, 3, 3))]), None, None
+
+
+@case
+def conv_stride_zero():
+    # A hostile stride: refused before any arithmetic on it (no division by 0).
+    return model([N("Conv", ["x", "w"], ["y"], name="zero", strides=[0, 1], auto_pad="SAME_UPPER")],
+                 [("x", F, [1, 1, 4, 4])], [("y", F, [1, 1, 4, 4])], inits=[("w", randn(1, 1, 3, 3))]), None, None
+
+
 @case
 def compare_where_cast():
     m = model([N("Greater", ["a", "b"], ["gt"]), N("Where", ["gt", "a", "b"], ["w"]),
@@ -379,7 +433,7 @@ def trilu_gather_mod():
 
 @case
 def unsupported_op():
-    return model([N("Conv", ["x", "w"], ["y"], name="conv1")], [("x", F, [1, 1, 4, 4]), ("w", F, [1, 1, 3, 3])],
+    return model([N("ConvTranspose", ["x", "w"], ["y"], name="deconv1")], [("x", F, [1, 1, 4, 4]), ("w", F, [1, 1, 3, 3])],
                  [("y", F, [1, 1, 2, 2])]), None, None
 
 
@@ -453,7 +507,7 @@ def shape_mismatch():
 @case
 def control_chars():
     # Names are arbitrary bytes: a message naming one stays one line.
-    return model([N("Relu", ["x"], ["y\nz"], name="bad\nname"), N("Conv", ["y\nz"], ["w"], name="conv\r2")],
+    return model([N("Relu", ["x"], ["y\nz"], name="bad\nname"), N("ConvTranspose", ["y\nz"], ["w"], name="conv\r2")],
                  [("x", F, [2])], [("w", F, [2])]), None, None
 
 

@@ -5,7 +5,8 @@
 
 Groups: elementwise (unary, binary, compare, logical, select, cast), linalg
 (matmul, batch_matmul, reductions, argmax, softmax, layer_norm), shape (data
-movement), create (constant ... device_copy), coverage.
+movement), create (constant ... device_copy), window (conv, max_pool,
+avg_pool), coverage.
 
 For each case the script writes seeded random inputs (many shapes: rank 0,
 empty dimensions, size-1 broadcasting, negative axes, keepdims) as .npy
@@ -34,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cases_elementwise  # noqa: E402
 import cases_linalg  # noqa: E402
 import cases_shape  # noqa: E402
+import cases_window  # noqa: E402
 from oplib import RULE_DTYPES, Rng, run_case  # noqa: E402
 
 GROUPS = {
@@ -41,6 +43,7 @@ GROUPS = {
     "linalg": (2, cases_linalg.cases),
     "shape": (3, lambda rng: cases_shape.movement_cases(rng)),
     "create": (4, lambda rng: cases_shape.create_cases(rng)),
+    "window": (5, cases_window.cases),
 }
 
 

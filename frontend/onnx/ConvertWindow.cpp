@@ -1,0 +1,144 @@
+//===- ConvertWindow.cpp - Conv, MaxPool and AveragePool ------------------===//
+//
+// ONNX's window ops as Nimble's `conv`, `max_pool` and `avg_pool`, whose
+// attributes are ONNX's own (strides, pads as [begin.., end..], dilations,
+// group; kernel_shape, ceil_mode, count_include_pad), so a node maps to one
+// op. What the importer decides:
+//
+//  * auto_pad. NOTSET reads `pads`; VALID is no padding; SAME_UPPER and
+//    SAME_LOWER give an output of ceil(size / stride) and the padding that
+//    takes, its odd unit at the end (UPPER) or the beginning (LOWER). That
+//    padding depends on the input size unless the stride is 1 (then it is
+//    the dilated window less one), so a `?` spatial axis with a stride above
+//    1 and SAME is refused: Nimble's ops take their pads as attributes.
+//    ceil_mode does not apply with SAME or VALID (ONNX gives their output
+//    sizes by formula).
+//  * kernel_shape of Conv, optional in ONNX, must agree with the weights'
+//    static spatial sizes.
+//  * MaxPool's second output (the flat indices of the maxima, laid out by
+//    storage_order) has no Nimble op: a model that uses it is refused;
+//    storage_order alone changes nothing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/onnx/Converters.h"
+
+namespace nimble::onnx_import::convert {
+
+namespace {
+
+/// The spatial attributes shared by the three ops, over `k` spatial axes,
+/// with the padding that auto_pad asks for. `sizes` are the input's spatial
+/// sizes (kDynamic where unknown), `kernel` the window's.
+bool windowAttrs(Conv &c, Value *x, const std::vector<int64_t> &kernel, Attrs &a, bool &ceilApplies) {
+  const size_t k = kernel.size();
+  auto list = [&](const char *name, int64_t dflt, size_t n, std::vector<int64_t> &out) {
+    out = c.attrInts(name).value_or(std::vector<int64_t>());
+    if (out.empty()) out.assign(n, dflt);
+    if (out.size() != n)
+      return c.fail(std::string(name) + " has " + std::to_string(out.size()) + " entries, expected " +
+                    std::to_string(n));
+    return true;
+  };
+  std::vector<int64_t> strides, dilations, pads;
+  if (!list("strides", 1, k, strides) || !list("dilations", 1, k, dilations)) return false;
+  // Checked before any arithmetic on them (a hostile model's stride 0 or
+  // 2^62); the op's relation checks the same bounds and words the rest.
+  constexpr int64_t kMax = int64_t(1) << 32;
+  for (size_t i = 0; i < k; ++i) {
+    if (strides[i] < 1 || strides[i] > kMax || dilations[i] < 1 || dilations[i] > kMax)
+      return c.fail("strides and dilations must be between 1 and 2^32");
+    if (kernel[i] != kDynamic && (kernel[i] < 1 || kernel[i] > kMax))
+      return c.fail("the kernel's sizes must be between 1 and 2^32");
+  }
+  std::string autoPad = c.attrStr("auto_pad", "NOTSET");
+  ceilApplies = autoPad == "NOTSET";
+  if (autoPad == "NOTSET") {
+    if (!list("pads", 0, 2 * k, pads)) return false;
+  } else if (autoPad == "VALID") {
+    pads.assign(2 * k, 0);
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    pads.assign(2 * k, 0);
+    for (size_t i = 0; i < k; ++i) {
+      if (kernel[i] == kDynamic)
+        return c.fail("auto_pad " + autoPad + " needs the kernel's size along spatial axis " + std::to_string(i));
+      int64_t d = x->type().dims()[i + 2], span, total;
+      if (__builtin_mul_overflow(dilations[i], kernel[i] - 1, &span) || span > (int64_t(1) << 62))
+        return c.fail("the dilated kernel along spatial axis " + std::to_string(i) + " is too large");
+      ++span;
+      if (strides[i] == 1) {
+        total = span - 1;
+      } else if (d == kDynamic) {
+        return c.fail("auto_pad " + autoPad + " with stride " + std::to_string(strides[i]) +
+                      " needs a static size along spatial axis " + std::to_string(i) +
+                      " (the padding depends on it; Nimble's pads are attributes)");
+      } else {
+        int64_t out = (d + strides[i] - 1) / strides[i];
+        total = std::max<int64_t>(0, (out - 1) * strides[i] + span - d);
+      }
+      int64_t small = total / 2, big = total - small;
+      pads[i] = autoPad == "SAME_UPPER" ? small : big;
+      pads[i + k] = autoPad == "SAME_UPPER" ? big : small;
+    }
+  } else {
+    return c.fail("auto_pad is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER"); // not echoed: any bytes
+  }
+  // Defaults are left out, so the printed op reads as written by hand.
+  auto nonDefault = [](const std::vector<int64_t> &v, int64_t d) {
+    for (int64_t e : v)
+      if (e != d) return true;
+    return false;
+  };
+  if (nonDefault(strides, 1)) a.push_back({"strides", ints(strides)});
+  if (nonDefault(pads, 0)) a.push_back({"pads", ints(pads)});
+  if (nonDefault(dilations, 1)) a.push_back({"dilations", ints(dilations)});
+  return true;
+}
+
+} // namespace
+
+bool conv(Conv &c, Out &out) {
+  Value *x = c.input(0), *w = c.input(1), *b = c.input(2);
+  if (!x || !w) return c.fail("needs X and W");
+  if (rankOf(x) < 3) return c.fail("the input has rank < 3 (batch, channels, spatial axes)");
+  if (rankOf(w) != rankOf(x)) return c.fail("W's rank differs from X's");
+  std::vector<int64_t> kernel(w->type().dims().begin() + 2, w->type().dims().end());
+  if (auto ks = c.attrInts("kernel_shape")) {
+    if (ks->size() != kernel.size()) return c.fail("kernel_shape has the wrong number of entries");
+    for (size_t i = 0; i < kernel.size(); ++i) {
+      if (kernel[i] != kDynamic && kernel[i] != (*ks)[i])
+        return c.fail("kernel_shape " + std::to_string((*ks)[i]) + " differs from W's size " +
+                      std::to_string(kernel[i]) + " along spatial axis " + std::to_string(i));
+      kernel[i] = (*ks)[i];
+    }
+  }
+  Attrs a;
+  bool ceilApplies;
+  if (!windowAttrs(c, x, kernel, a, ceilApplies)) return false;
+  if (int64_t g = c.attrInt("group", 1); g != 1) a.push_back({"groups", Attr::getInt(g)});
+  std::vector<Value *> operands = {x, w};
+  if (b) operands.push_back(b);
+  return done(out, c.op(OpCode::Conv, operands, a));
+}
+
+template <bool IsMax> bool pool(Conv &c, Out &out) {
+  Value *x = c.input(0);
+  if (!x) return c.fail("has no input");
+  if (rankOf(x) < 3) return c.fail("the input has rank < 3 (batch, channels, spatial axes)");
+  if (IsMax && c.wantsOutput(1))
+    return c.fail("the Indices output (positions of the maxima) is not supported");
+  auto kernel = c.attrInts("kernel_shape");
+  if (!kernel || kernel->size() != static_cast<size_t>(rankOf(x) - 2))
+    return c.fail("kernel_shape must have one entry per spatial axis");
+  Attrs a = {{"kernel", ints(*kernel)}};
+  bool ceilApplies;
+  if (!windowAttrs(c, x, *kernel, a, ceilApplies)) return false;
+  if (ceilApplies && c.attrInt("ceil_mode", 0)) a.push_back({"ceil_mode", Attr::getBool(true)});
+  if (!IsMax && c.attrInt("count_include_pad", 0)) a.push_back({"count_include_pad", Attr::getBool(true)});
+  return done(out, c.op(IsMax ? OpCode::MaxPool : OpCode::AvgPool, {x}, a));
+}
+
+template bool pool<true>(Conv &c, Out &out);
+template bool pool<false>(Conv &c, Out &out);
+
+} // namespace nimble::onnx_import::convert

@@ -1,0 +1,165 @@
+"""Cases for conv, max_pool and avg_pool (the "window" group).
+
+The expected values come from a numpy formulation independent of the
+kernels' loops: the input is padded explicitly (zeros for conv and sums,
+-inf for max, an indicator array for avg_pool's divisor), and each tap of the
+window is one strided slice of the padded input, so an output is a sum (or a
+max) of whole slices.
+"""
+
+import numpy as np
+
+from oplib import FLOATS, NUMERIC, Case, cast_to, wide
+
+
+def _geometry(shape, kernel, strides, pads, dil, ceil=False):
+    """Per spatial axis: the output size and the extra end padding that a
+    ceil_mode window past the padded input needs (those positions are not
+    padding: they hold nothing and are never counted)."""
+    k = len(kernel)
+    strides = strides or [1] * k
+    dil = dil or [1] * k
+    pads = pads or [0] * (2 * k)
+    outs, extra = [], []
+    for i in range(k):
+        d = shape[2 + i]
+        span = dil[i] * (kernel[i] - 1) + 1
+        room = d + pads[i] + pads[i + k] - span
+        assert room >= 0
+        o = (-(-room // strides[i]) if ceil else room // strides[i]) + 1
+        if ceil and (o - 1) * strides[i] >= d + pads[i]:
+            o -= 1
+        outs.append(o)
+        extra.append(max(0, (o - 1) * strides[i] + span - (d + pads[i] + pads[i + k])))
+    return outs, extra, strides, pads, dil
+
+
+def _padded(x, pads, extra, value):
+    k = x.ndim - 2
+    width = [(0, 0), (0, 0)] + [(pads[i], pads[i + k] + extra[i]) for i in range(k)]
+    return np.pad(x, width, constant_values=value)
+
+
+def _tap_slices(kernel, outs, strides, dil):
+    """(tap index, slices of the padded input) for every tap."""
+    for t in np.ndindex(*kernel):
+        yield t, tuple(slice(t[i] * dil[i], t[i] * dil[i] + strides[i] * (outs[i] - 1) + 1, strides[i])
+                       for i in range(len(kernel)))
+
+
+def conv_ref(x, w, b, strides=(), pads=(), dil=(), groups=1):
+    x, w = wide(x), wide(w)
+    kernel = list(w.shape[2:])
+    outs, extra, st, pd, dl = _geometry(x.shape, kernel, list(strides), list(pads), list(dil))
+    xp = _padded(x, pd, extra, 0.0)
+    n, c, m = x.shape[0], x.shape[1], w.shape[0]
+    cg, mg = c // groups, m // groups
+    y = np.zeros([n, m] + outs)
+    for t, sl in _tap_slices(kernel, outs, st, dl):
+        win = xp[(slice(None), slice(None)) + sl]  # n, c, outs...
+        for g in range(groups):
+            xs = win[:, g * cg:(g + 1) * cg]
+            ws = w[(slice(g * mg, (g + 1) * mg), slice(None)) + t]  # mg, cg
+            y[:, g * mg:(g + 1) * mg] += np.einsum("nc...,mc->nm...", xs, ws)
+    if b is not None:
+        y += wide(b).reshape([1, m] + [1] * len(kernel))
+    return y
+
+
+def pool_ref(x, kind, kernel, strides=(), pads=(), dil=(), ceil=False, include_pad=False):
+    outs, extra, st, pd, dl = _geometry(x.shape, kernel, list(strides), list(pads), list(dil), ceil)
+    if kind == "max":
+        lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        xp = _padded(wide(x), pd, extra, lowest)
+        y = None
+        for _, sl in _tap_slices(kernel, outs, st, dl):
+            s = xp[(slice(None), slice(None)) + sl]
+            y = s if y is None else np.maximum(y, s)  # np.maximum propagates NaN
+        return y
+    xp = _padded(wide(x), pd, extra, 0.0)
+    # The divisor's indicator: input positions, or the padded input's.
+    ones = np.ones((1, 1) + x.shape[2:])
+    k = len(kernel)
+    if include_pad:
+        ind = _padded(np.ones((1, 1) + tuple(x.shape[2 + i] + pd[i] + pd[i + k] for i in range(k))),
+                      [0] * (2 * k), extra, 0.0)
+    else:
+        ind = _padded(ones, pd, extra, 0.0)
+    total, count = 0.0, 0.0
+    for _, sl in _tap_slices(kernel, outs, st, dl):
+        total = total + xp[(slice(None), slice(None)) + sl]
+        count = count + ind[(slice(None), slice(None)) + sl]
+    with np.errstate(all="ignore"):
+        return total / count
+
+
+CONV = [
+    # x shape, w shape, strides, pads, dilations, groups, bias
+    ((1, 1, 5), (1, 1, 3), [], [], [], 1, False),
+    ((2, 3, 7), (4, 3, 3), [2], [1, 0], [], 1, True),
+    ((2, 3, 9), (3, 1, 2), [], [2, 1], [3], 3, True),
+    ((1, 2, 5, 6), (3, 2, 3, 3), [], [1, 1, 1, 1], [], 1, True),
+    ((2, 3, 8, 7), (4, 3, 3, 2), [2, 1], [0, 1, 2, 0], [1, 2], 1, False),
+    ((1, 4, 6, 6), (4, 1, 3, 3), [1, 1], [1, 1, 1, 1], [], 4, True),  # depthwise
+    ((1, 6, 5, 5), (4, 3, 1, 1), [], [], [], 2, True),  # two groups, 1x1
+    ((1, 2, 7, 7), (2, 2, 7, 7), [], [], [], 1, True),  # one output position
+    ((1, 2, 3, 4, 5), (2, 2, 2, 2, 3), [1, 2, 1], [1, 0, 0, 0, 1, 1], [], 1, True),  # 3-D
+    ((0, 3, 5, 5), (2, 3, 3, 3), [], [], [], 1, True),  # empty batch
+    ((2, 0, 4, 4), (3, 0, 3, 3), [], [], [], 1, True),  # no input channels: the bias
+    ((1, 1, 2, 2), (1, 1, 3, 3), [], [1, 1, 1, 1], [], 1, False),  # window wider than the input
+]
+
+POOL = [
+    # x shape, kernel, strides, pads, dilations, ceil
+    ((1, 1, 6), [2], [2], [], [], False),
+    ((2, 3, 7), [3], [2], [1, 1], [], True),
+    ((1, 2, 5, 5), [2, 2], [], [], [], False),
+    ((1, 2, 6, 7), [3, 3], [2, 2], [1, 1, 1, 1], [], False),
+    ((2, 1, 7, 7), [3, 3], [2, 2], [1, 1, 1, 1], [], True),
+    ((1, 1, 4, 4), [3, 3], [2, 2], [], [], True),
+    ((1, 2, 8, 6), [2, 3], [1, 2], [1, 0, 0, 2], [2, 1], False),
+    ((1, 1, 3, 4, 5), [2, 2, 2], [2, 2, 2], [], [], True),
+    ((0, 2, 4, 4), [2, 2], [], [], [], False),
+    ((1, 1, 2, 2), [2, 2], [], [2, 2, 0, 0], [], False),  # windows wholly in the padding
+]
+
+
+def cases(rng):
+    out = []
+    for dt in FLOATS:
+        for xs, ws, st, pd, dl, g, bias in CONV:
+            x, w = rng.array(xs, dt, -1, 1), rng.array(ws, dt, -1, 1)
+            b = rng.array((ws[0],), dt, -1, 1) if bias else None
+            attrs = {"strides": st, "pads": pd, "dilations": dl, "groups": g}
+            ins = [x, w] + ([b] if bias else [])
+            out.append(Case("conv", dt, ins, [cast_to(conv_ref(x, w, b, st, pd, dl, g), dt)], attrs=attrs))
+        for xs, k, st, pd, dl, ceil in POOL:
+            for include in (False, True):
+                x = rng.array(xs, dt)
+                attrs = {"kernel": k, "strides": st, "pads": pd, "dilations": dl, "ceil_mode": ceil,
+                         "count_include_pad": include}
+                out.append(Case("avg_pool", dt, [x], [cast_to(pool_ref(x, "avg", k, st, pd, dl, ceil, include), dt)],
+                                attrs=attrs))
+    for dt in NUMERIC:
+        for xs, k, st, pd, dl, ceil in POOL:
+            x = rng.small_ints(xs, dt, -50, 50) if dt == "i8" else rng.array(xs, dt, -100, 100)
+            attrs = {"kernel": k, "strides": st, "pads": pd, "dilations": dl, "ceil_mode": ceil}
+            out.append(Case("max_pool", dt, [x], [cast_to(pool_ref(x, "max", k, st, pd, dl, ceil), dt)],
+                            attrs=attrs))
+    # NaN propagates through max_pool.
+    x = np.array([[[1.0, np.nan, 3.0, 2.0]]], dtype=np.float32)
+    out.append(Case("max_pool", "f32", [x], [np.array([[[np.nan, np.nan, 3.0]]], dtype=np.float32)],
+                    attrs={"kernel": [2]}))
+    # Larger, on the thread pool (ResNet's stem shapes, reduced).
+    x, w, b = rng.array((2, 3, 20, 20), "f32", -1, 1), rng.array((8, 3, 7, 7), "f32", -1, 1), rng.array((8,), "f32")
+    out.append(Case("conv", "f32", [x, w, b], [cast_to(conv_ref(x, w, b, [2, 2], [3, 3, 3, 3]), "f32")],
+                    attrs={"strides": [2, 2], "pads": [3, 3, 3, 3]}, threads=2))
+    x = rng.array((2, 8, 16, 16), "f32")
+    out.append(Case("max_pool", "f32", [x], [cast_to(pool_ref(x, "max", [3, 3], [2, 2], [1, 1, 1, 1]), "f32")],
+                    attrs={"kernel": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, threads=2))
+    # Errors the shape function words (the kernel-runner applies it first).
+    x, w = rng.array((1, 4, 5, 5), "f32"), rng.array((2, 3, 3, 3), "f32")
+    out.append(Case("conv", "f32", [x, w], error="the input channels and weights dim 1 times groups must be equal"))
+    out.append(Case("max_pool", "f32", [rng.array((1, 1, 2, 2), "f32")], attrs={"kernel": [3, 3]},
+                    error="is larger than the padded input"))
+    return out

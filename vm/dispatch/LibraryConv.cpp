@@ -1,0 +1,365 @@
+//===- LibraryConv.cpp - conv kernels through oneDNN ----------------------===//
+//
+// See LibraryConv.h. oneDNN 2.6's convolution_forward over plain layouts;
+// every call that can throw dnnl::error is inside a try block.
+//
+//===----------------------------------------------------------------------===//
+
+#include "vm/dispatch/LibraryConv.h"
+
+#include "vm/dispatch/NativeKernels.h"
+#include "vm/support/FailAlloc.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <chrono>
+#include <new>
+#include <string>
+#include <unordered_map>
+
+namespace nimble::vm {
+
+namespace {
+
+using Dims = dnnl::memory::dims;
+
+struct PostOp {
+  bool binary = false;
+  dnnl::algorithm alg = dnnl::algorithm::undef;
+  uint32_t operand = 0;
+};
+
+struct Plan {
+  bool ok = false;
+  uint32_t x = 0, w = 0;
+  int64_t bias = -1;
+  std::vector<int64_t> strides, pads, dilations;
+  int64_t groups = 1;
+  std::vector<PostOp> post;
+};
+
+bool f32Input(const KernelDesc &k, uint32_t v) {
+  return v < k.numInputs && v < k.inputDTypes.size() && k.inputDTypes[v] == DType::F32;
+}
+
+Plan analyze(const KernelDesc &k) {
+  Plan p;
+  if (k.members.empty() || k.outputs.size() != 1 || k.upperBound) return p;
+  const KernelDesc::Member &mm = k.members[0];
+  if (mm.op != OpCode::Conv || mm.numResults != 1 || mm.attrs.size() != 4) return p;
+  if (mm.operands.size() < 2 || mm.operands.size() > 3) return p;
+  for (uint32_t v : mm.operands)
+    if (!f32Input(k, v)) return p;
+  p.x = mm.operands[0];
+  p.w = mm.operands[1];
+  if (mm.operands.size() == 3) p.bias = mm.operands[2];
+  p.strides = mm.attrs[0].getInts();
+  p.pads = mm.attrs[1].getInts();
+  p.dilations = mm.attrs[2].getInts();
+  p.groups = mm.attrs[3].getInt();
+  uint32_t chain = k.numInputs;
+  std::vector<unsigned> uses(k.numInputs + k.members.size(), 0);
+  for (const KernelDesc::Member &m : k.members)
+    for (uint32_t v : m.operands)
+      if (v < uses.size()) ++uses[v];
+  for (size_t i = 1; i < k.members.size(); ++i) {
+    const KernelDesc::Member &m = k.members[i];
+    if (m.numResults != 1 || uses[chain] != 1) return p;
+    PostOp po;
+    auto unary = [&](dnnl::algorithm a) {
+      if (m.operands.size() != 1 || m.operands[0] != chain) return false;
+      po.alg = a;
+      return true;
+    };
+    auto binary = [&](dnnl::algorithm a, bool commutative) {
+      if (m.operands.size() != 2) return false;
+      uint32_t other;
+      if (m.operands[0] == chain && m.operands[1] != chain) other = m.operands[1];
+      else if (commutative && m.operands[1] == chain && m.operands[0] != chain) other = m.operands[0];
+      else return false;
+      if (!f32Input(k, other)) return false;
+      po.binary = true;
+      po.alg = a;
+      po.operand = other;
+      return true;
+    };
+    bool ok = false;
+    switch (m.op) {
+    case OpCode::Add: ok = binary(dnnl::algorithm::binary_add, true); break;
+    case OpCode::Mul: ok = binary(dnnl::algorithm::binary_mul, true); break;
+    case OpCode::Sub: ok = binary(dnnl::algorithm::binary_sub, false); break;
+    case OpCode::Div: ok = binary(dnnl::algorithm::binary_div, false); break;
+    case OpCode::Maximum: ok = binary(dnnl::algorithm::binary_max, true); break;
+    case OpCode::Minimum: ok = binary(dnnl::algorithm::binary_min, true); break;
+    case OpCode::Relu: ok = unary(dnnl::algorithm::eltwise_relu); break;
+    case OpCode::Gelu: ok = unary(dnnl::algorithm::eltwise_gelu_erf); break;
+    case OpCode::Tanh: ok = unary(dnnl::algorithm::eltwise_tanh); break;
+    case OpCode::Sigmoid: ok = unary(dnnl::algorithm::eltwise_logistic); break;
+    case OpCode::Exp: ok = unary(dnnl::algorithm::eltwise_exp); break;
+    default: break;
+    }
+    if (!ok) return p;
+    p.post.push_back(po);
+    chain = k.numInputs + static_cast<uint32_t>(i);
+  }
+  if (k.outputs[0] != chain) return p;
+  p.ok = true;
+  return p;
+}
+
+Dims contiguous(const Dims &d) {
+  Dims s(d.size(), 1);
+  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
+  return s;
+}
+
+dnnl::memory::desc plain(const Dims &d) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, contiguous(d)); }
+
+struct Entry {
+  bool usable = false;
+  dnnl::convolution_forward prim;
+  dnnl::memory::desc src, weights, dst, bias; // the tensors' own (plain) layouts
+  std::vector<dnnl::memory::desc> binaries; // one per binary post-op, in order
+  bool packWeights = false;
+  dnnl::memory::desc packedDesc;
+  // Blocked form (LibraryConv.h, "Layouts"): the primitive reads and writes
+  // its own layouts; src is reordered in, dst out, and a residual of the
+  // output's shape is reordered into dst before the call (a `sum` post-op).
+  bool blocked = false;
+  int64_t sumInput = -1;
+  dnnl::memory srcBlk, dstBlk;
+  dnnl::reorder srcIn, dstOut, sumIn;
+};
+
+struct Packed {
+  Ref<Storage> source; // kept alive: the address keeps standing for these bytes
+  dnnl::memory::desc from, desc;
+  dnnl::memory mem;
+};
+
+} // namespace
+
+struct ConvKernels::Impl {
+  const Executable *exe = nullptr;
+  std::vector<Plan> plans;
+  std::unordered_map<std::string, Entry> cache;
+  std::unordered_map<const void *, std::vector<Packed>> packed;
+  uint64_t created = 0, packedCount = 0, packedBytes = 0;
+  double creationSeconds = 0;
+
+  const dnnl::memory &packedCopy(const Tensor *t, const dnnl::memory::desc &from, const dnnl::memory::desc &desc,
+                                 const dnnl::engine &engine, dnnl::stream &stream) {
+    std::vector<Packed> &forms = packed[t->rawData()];
+    for (const Packed &pk : forms)
+      if (pk.from == from && pk.desc == desc) return pk.mem;
+    Packed pk{t->storage(), from, desc, dnnl::memory(desc, engine)};
+    dnnl::memory user(from, engine, t->rawData());
+    {
+      AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"
+      dnnl::reorder(user, pk.mem).execute(stream, user, pk.mem);
+      stream.wait();
+    }
+    ++packedCount;
+    packedBytes += desc.get_size();
+    forms.push_back(std::move(pk));
+    return forms.back().mem;
+  }
+
+  /// The primitive for these shapes, in the blocked form when `blocked`
+  /// (the chain then must be eltwise ops, broadcast binaries and at most one
+  /// residual add); throws dnnl::error when oneDNN has none.
+  Entry build(const Plan &p, const std::vector<Tensor *> &ins, const Tensor *out, const dnnl::engine &engine,
+              bool blocked) {
+    Entry e;
+    const Tensor *x = ins[p.x], *w = ins[p.w];
+    const size_t k = x->rank() - 2;
+    if (k < 1 || k > 3) throw dnnl::error(dnnl_unimplemented, "spatial rank");
+    Dims xd(x->shape().begin(), x->shape().end()), od(out->shape().begin(), out->shape().end());
+    Dims wd(w->shape().begin(), w->shape().end());
+    e.src = plain(xd);
+    e.dst = plain(od);
+    Dims userW = wd;
+    if (p.groups > 1) {
+      userW = {p.groups, wd[0] / p.groups};
+      userW.insert(userW.end(), wd.begin() + 1, wd.end());
+    }
+    e.weights = plain(userW);
+    Dims st(k, 1), dl(k, 0), pl(k, 0), pr(k, 0);
+    for (size_t i = 0; i < k; ++i) {
+      if (!p.strides.empty()) st[i] = p.strides[i];
+      if (!p.dilations.empty()) dl[i] = p.dilations[i] - 1; // oneDNN counts the gaps
+      if (!p.pads.empty()) {
+        pl[i] = p.pads[i];
+        pr[i] = p.pads[i + k];
+      }
+    }
+    dnnl::post_ops ops;
+    for (const PostOp &po : p.post) {
+      if (!po.binary) {
+        ops.append_eltwise(1.0f, po.alg, 0.0f, 0.0f);
+        continue;
+      }
+      const std::vector<int64_t> &s = ins[po.operand]->shape();
+      if (s.size() > od.size()) throw dnnl::error(dnnl_invalid_arguments, "rank");
+      Dims d(od.size() - s.size(), 1);
+      d.insert(d.end(), s.begin(), s.end());
+      if (blocked && d == od) {
+        // A residual: summed from dst, where it is reordered first.
+        if (po.alg != dnnl::algorithm::binary_add || e.sumInput >= 0)
+          throw dnnl::error(dnnl_unimplemented, "blocked: one residual add");
+        e.sumInput = po.operand;
+        ops.append_sum(1.0f);
+        continue;
+      }
+      dnnl::memory::desc md = plain(d);
+      ops.append_binary(po.alg, md);
+      e.binaries.push_back(md);
+    }
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    const bool constant = w->storage()->readOnly();
+    auto any = [](const Dims &d) {
+      return dnnl::memory::desc(d, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+    };
+    dnnl::memory::desc wAny = constant ? any(userW) : e.weights;
+    dnnl::memory::desc srcAny = blocked ? any(xd) : e.src, dstAny = blocked ? any(od) : e.dst;
+    std::unique_ptr<dnnl::convolution_forward::desc> d;
+    const auto kind = dnnl::prop_kind::forward_inference;
+    const auto alg = dnnl::algorithm::convolution_direct;
+    if (p.bias >= 0) {
+      e.bias = plain({wd[0]});
+      d.reset(new dnnl::convolution_forward::desc(kind, alg, srcAny, wAny, e.bias, dstAny, st, dl, pl, pr));
+    } else {
+      d.reset(new dnnl::convolution_forward::desc(kind, alg, srcAny, wAny, dstAny, st, dl, pl, pr));
+    }
+    dnnl::convolution_forward::primitive_desc pd(*d, attr, engine);
+    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) throw dnnl::error(dnnl_unimplemented, "reference only");
+    if (constant && pd.weights_desc() != e.weights) {
+      e.packWeights = true;
+      e.packedDesc = pd.weights_desc();
+    }
+    if (blocked) {
+      // Not worth it when oneDNN keeps the plain layouts anyway.
+      if (pd.src_desc() == e.src && pd.dst_desc() == e.dst) throw dnnl::error(dnnl_unimplemented, "plain");
+      e.blocked = true;
+      e.srcBlk = dnnl::memory(pd.src_desc(), engine);
+      e.dstBlk = dnnl::memory(pd.dst_desc(), engine);
+      e.srcIn = dnnl::reorder(dnnl::reorder::primitive_desc(engine, e.src, engine, pd.src_desc()));
+      e.dstOut = dnnl::reorder(dnnl::reorder::primitive_desc(engine, pd.dst_desc(), engine, e.dst));
+      if (e.sumInput >= 0)
+        e.sumIn = dnnl::reorder(dnnl::reorder::primitive_desc(engine, e.dst, engine, pd.dst_desc()));
+    }
+    e.prim = dnnl::convolution_forward(pd);
+    e.usable = true;
+    return e;
+  }
+};
+
+ConvKernels::ConvKernels(const Executable &exe) : impl_(new Impl) {
+  impl_->exe = &exe;
+  for (const KernelDesc &k : exe.kernels) impl_->plans.push_back(analyze(k));
+}
+
+ConvKernels::~ConvKernels() = default;
+
+bool ConvKernels::supports(uint32_t k) const { return k < impl_->plans.size() && impl_->plans[k].ok; }
+
+size_t ConvKernels::count() const {
+  size_t n = 0;
+  for (const Plan &p : impl_->plans) n += p.ok;
+  return n;
+}
+
+uint64_t ConvKernels::primitivesCreated() const { return impl_->created; }
+double ConvKernels::creationSeconds() const { return impl_->creationSeconds; }
+size_t ConvKernels::primitivesCached() const { return impl_->cache.size(); }
+uint64_t ConvKernels::weightsPacked() const { return impl_->packedCount; }
+uint64_t ConvKernels::packedBytes() const { return impl_->packedBytes; }
+
+Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
+                        const dnnl::engine &engine, dnnl::stream &stream, size_t *failedMember, bool *declined) {
+  *declined = true;
+  if (!supports(k) || outs.size() != 1) return Status::success();
+  const Plan &p = impl_->plans[k];
+  for (const Tensor *t : ins)
+    if (t->dtype() != DType::F32) return Status::success();
+  const Tensor *out = outs[0];
+  if (out->dtype() != DType::F32 || out->rank() < 3 || out->storage()->readOnly()) return Status::success();
+  for (const Tensor *t : ins)
+    for (int64_t d : t->shape())
+      if (d == 0) return Status::success();
+  for (int64_t d : out->shape())
+    if (d == 0) return Status::success();
+  std::string key = std::to_string(k);
+  for (const Tensor *t : ins) {
+    key += '|';
+    for (int64_t d : t->shape()) key += std::to_string(d) + ',';
+  }
+  if (ins[p.w]->storage()->readOnly()) key += "|const";
+  auto it = impl_->cache.find(key);
+  if (it == impl_->cache.end()) {
+    // The shape functions' checks first (the reference path words a failure).
+    std::vector<TensorSig> sigs;
+    if (!kernelValueSigs(impl_->exe->kernels[k], ins, outs, sigs)) return Status::success();
+    auto t0 = std::chrono::steady_clock::now();
+    Entry e;
+    // The blocked form first (faster: oneDNN's direct kernels), the plain
+    // one when oneDNN has no blocked kernel for this chain.
+    for (bool blocked : {true, false}) {
+      try {
+        e = impl_->build(p, ins, out, engine, blocked);
+        break;
+      } catch (const dnnl::error &err) {
+        if (err.status == dnnl_out_of_memory) throw std::bad_alloc();
+        e = Entry();
+      }
+    }
+    ++impl_->created;
+    impl_->creationSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (impl_->cache.size() >= 256) impl_->cache.clear(); // a bound, as the matmuls' cache
+    it = impl_->cache.emplace(key, std::move(e)).first;
+  } else if (it->second.usable && out->shape() != std::vector<int64_t>(it->second.dst.dims())) {
+    return Status::success();
+  }
+  Entry &e = it->second;
+  if (!e.usable) return Status::success();
+  *declined = false;
+  try {
+    AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"
+    std::unordered_map<int, dnnl::memory> args;
+    dnnl::memory src(e.src, engine, ins[p.x]->rawData()), dst(e.dst, engine, outs[0]->rawData());
+    if (e.blocked) {
+      e.srcIn.execute(stream, src, e.srcBlk);
+      if (e.sumInput >= 0) {
+        dnnl::memory res(e.dst, engine, ins[e.sumInput]->rawData());
+        e.sumIn.execute(stream, res, e.dstBlk);
+      }
+      args.emplace(DNNL_ARG_SRC, e.srcBlk);
+      args.emplace(DNNL_ARG_DST, e.dstBlk);
+    } else {
+      args.emplace(DNNL_ARG_SRC, src);
+      args.emplace(DNNL_ARG_DST, dst);
+    }
+    if (e.packWeights)
+      args.emplace(DNNL_ARG_WEIGHTS, impl_->packedCopy(ins[p.w], e.weights, e.packedDesc, engine, stream));
+    else
+      args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(e.weights, engine, ins[p.w]->rawData()));
+    if (p.bias >= 0) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, engine, ins[p.bias]->rawData()));
+    size_t bi = 0;
+    for (size_t i = 0; i < p.post.size(); ++i) {
+      if (!p.post[i].binary || p.post[i].operand == e.sumInput) continue;
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
+                   dnnl::memory(e.binaries[bi++], engine, ins[p.post[i].operand]->rawData()));
+    }
+    e.prim.execute(stream, args);
+    if (e.blocked) e.dstOut.execute(stream, e.dstBlk, dst);
+    stream.wait();
+  } catch (const dnnl::error &err) {
+    if (err.status == dnnl_out_of_memory) throw std::bad_alloc();
+    if (failedMember) *failedMember = 0;
+    return Status::error(std::string("oneDNN convolution failed: ") + err.what());
+  }
+  return Status::success();
+}
+
+} // namespace nimble::vm

@@ -1,0 +1,74 @@
+//===- LibraryConv.h - conv kernels through oneDNN (internal) -----*- C++ -*-===//
+//
+// The `conv` groups of LibraryKernels (LibraryKernels.h): a kernel whose
+// first member is a `conv` of f32 kernel inputs (x, w, optional bias),
+// followed by a chain of post-ops oneDNN's convolution applies in its
+// epilogue:
+//
+//   add, mul, maximum, minimum with a kernel input (either side; a scalar,
+//   a per-channel [M, 1, 1] or a full residual), sub / div with the chain
+//   on the left                    -> binary post-op
+//   relu, gelu, tanh, sigmoid, exp -> eltwise post-op
+//
+// the groups the fusion pass forms around a CNN's convolution (the residual
+// add and relu of ResNet's blocks, the maximum/minimum of ReLU6 in
+// MobileNetV2). One primitive per distinct input shapes, cached like the
+// matmuls'; a constant weight is reordered once into the layout the
+// primitive picks (format `any`) and kept, as for matmul.
+//
+// Layouts: the VM's tensors are dense row-major (NCHW), where oneDNN 2.6
+// offers only its im2col + GEMM convolution (gemm:jit). Its direct kernels
+// (brgconv, jit) read and write blocked or channels-last layouts, so the
+// primitive is created with `any` for src and dst: x is reordered into the
+// chosen layout before the call and the result out of it after (two
+// streaming copies of the activations, small beside the convolution),
+// and a residual add of the output's shape becomes a `sum` post-op over dst,
+// the residual reordered into dst first. ResNet-18 at 224x224, one thread:
+// 176 ms against 380 ms plain (docs/perf.md). A chain with another
+// full-shape binary, or shapes oneDNN keeps plain anyway, use the plain
+// primitive.
+//
+// Errors: a primitive oneDNN cannot create, or creates only as its
+// reference implementation (slower than Nimble's own reference kernel),
+// declines these shapes; out of memory is the run's error.
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_VM_DISPATCH_LIBRARYCONV_H
+#define NIMBLE_VM_DISPATCH_LIBRARYCONV_H
+
+#include "vm/format/Executable.h"
+#include "vm/Kernel.h"
+
+#include <memory>
+#include <vector>
+
+namespace dnnl {
+struct engine;
+struct stream;
+} // namespace dnnl
+
+namespace nimble::vm {
+
+class ConvKernels {
+public:
+  explicit ConvKernels(const Executable &exe);
+  ~ConvKernels();
+  bool supports(uint32_t k) const;
+  size_t count() const;
+  /// As LibraryKernels::run, for a kernel that supports(k).
+  Status run(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
+             const dnnl::engine &engine, dnnl::stream &stream, size_t *failedMember, bool *declined);
+  uint64_t primitivesCreated() const;
+  double creationSeconds() const;
+  size_t primitivesCached() const;
+  uint64_t weightsPacked() const;
+  uint64_t packedBytes() const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace nimble::vm
+
+#endif // NIMBLE_VM_DISPATCH_LIBRARYCONV_H

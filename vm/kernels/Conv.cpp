@@ -1,0 +1,231 @@
+//===- Conv.cpp - conv, max_pool and avg_pool -----------------------------===//
+//
+// The reference kernels of the window ops over NCHW tensors (one or more
+// spatial axes; docs/LangRef.md, "Convolution and pooling"):
+//
+//   conv      y[n, m, o..] = b[m] + sum over c in m's group and taps t.. of
+//             x[n, c, o*s - pb + t*d ..] * w[m, c - group start, t..]
+//   max_pool  the largest element of each window (NaN if one is NaN; the
+//             lowest value, -inf for floats, if the window holds no input
+//             element, which only padding larger than the window allows)
+//   avg_pool  the window's sum divided by its input elements, or with
+//             count_include_pad by its positions inside the padded input
+//             (a window of ceil_mode that runs past the end padding counts
+//             only what lies inside it: PyTorch's and ONNX Runtime's rule);
+//             0 / 0 = NaN for a window with no element
+//
+// Positions in the padding contribute nothing. Every output element is one
+// direct sum in an accumulator wider than the element type (double, as
+// matmul's reference: the oracle the oneDNN path is checked against), over
+// the taps that land inside the input: per spatial axis the range of taps is
+// computed once, so the inner loop has no bounds test. The output's
+// (batch, channel) planes are spread over the thread pool.
+//
+//===----------------------------------------------------------------------===//
+
+#include "vm/kernels/KernelUtil.h"
+#include "vm/kernels/Kernels.h"
+
+#include "ir/Limits.h"
+
+#include <cmath>
+#include <limits>
+
+namespace nimble::vm::kernels {
+
+namespace {
+
+/// The window geometry of one op call, from its attributes and the shapes.
+struct Window {
+  size_t k = 0;                     // spatial axes
+  int64_t in[limits::kMaxRank];     // input spatial sizes
+  int64_t out[limits::kMaxRank];    // output spatial sizes
+  int64_t taps[limits::kMaxRank];   // window sizes
+  int64_t st[limits::kMaxRank], dil[limits::kMaxRank], pb[limits::kMaxRank], pe[limits::kMaxRank];
+  int64_t inPlane = 1, outPlane = 1, tapCount = 1;
+
+  Window(const KernelArgs &args, OpCode op, const Tensor &x, const Tensor &y, const std::vector<int64_t> &kernel) {
+    k = x.rank() - 2;
+    const auto &s = intsAttr(args, op, "strides"), &p = intsAttr(args, op, "pads"), &d = intsAttr(args, op, "dilations");
+    for (size_t i = 0; i < k; ++i) {
+      in[i] = x.dim(i + 2);
+      out[i] = y.dim(i + 2);
+      taps[i] = kernel[i];
+      st[i] = s.empty() ? 1 : s[i];
+      dil[i] = d.empty() ? 1 : d[i];
+      pb[i] = p.empty() ? 0 : p[i];
+      pe[i] = p.empty() ? 0 : p[i + k];
+      inPlane *= in[i];
+      outPlane *= out[i];
+      tapCount *= taps[i];
+    }
+  }
+
+  /// For output position `o` along axis `a`: the first input index of its
+  /// window (may be negative) and the taps [lo, hi) that fall inside the
+  /// input.
+  void range(size_t a, int64_t o, int64_t &start, int64_t &lo, int64_t &hi) const {
+    start = o * st[a] - pb[a];
+    // start + t * dil >= 0  and  start + t * dil < in
+    lo = start >= 0 ? 0 : (-start + dil[a] - 1) / dil[a];
+    hi = start >= in[a] ? 0 : std::min(taps[a], (in[a] - start + dil[a] - 1) / dil[a]);
+    if (hi < lo) hi = lo;
+  }
+
+  /// Calls body(outIndex, starts, lo, hi) for every output position of one
+  /// plane, in row-major order.
+  template <class Body> void forEachOutput(Body &&body) const {
+    int64_t idx[limits::kMaxRank] = {};
+    int64_t start[limits::kMaxRank], lo[limits::kMaxRank], hi[limits::kMaxRank];
+    for (int64_t i = 0; i < outPlane; ++i) {
+      for (size_t a = 0; a < k; ++a) range(a, idx[a], start[a], lo[a], hi[a]);
+      body(i, start, lo, hi);
+      for (size_t a = k; a-- > 0;) {
+        if (++idx[a] < out[a]) break;
+        idx[a] = 0;
+      }
+    }
+  }
+
+  /// Calls tap(inputOffset, tapOffset) for every tap of a window inside the
+  /// input (offsets within one input plane and one kernel plane).
+  template <class Tap>
+  void forEachTap(const int64_t *start, const int64_t *lo, const int64_t *hi, Tap &&tap) const {
+    for (size_t a = 0; a < k; ++a)
+      if (lo[a] >= hi[a]) return;
+    int64_t t[limits::kMaxRank];
+    for (size_t a = 0; a < k; ++a) t[a] = lo[a];
+    const size_t last = k - 1;
+    for (;;) {
+      int64_t xo = 0, wo = 0;
+      for (size_t a = 0; a < last; ++a) {
+        xo = xo * in[a] + start[a] + t[a] * dil[a];
+        wo = wo * taps[a] + t[a];
+      }
+      xo = xo * in[last] + start[last];
+      wo = wo * taps[last];
+      for (int64_t j = lo[last]; j < hi[last]; ++j) tap(xo + j * dil[last], wo + j);
+      size_t a = last;
+      for (;;) {
+        if (a == 0) return;
+        --a;
+        if (++t[a] < hi[a]) break;
+        t[a] = lo[a];
+      }
+    }
+  }
+};
+
+Status convImpl(const KernelArgs &args) {
+  const Tensor &x = *args.inputs[0], &w = *args.inputs[1];
+  const Tensor *b = args.inputs.size() > 2 ? args.inputs[2] : nullptr;
+  Tensor &y = *args.outputs[0];
+  std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
+  Window win(args, OpCode::Conv, x, y, kernel);
+  const int64_t n = x.dim(0), c = x.dim(1), m = y.dim(1);
+  const int64_t groups = intAttr(args, OpCode::Conv, "groups");
+  const int64_t cg = w.dim(1), mg = m / groups;
+  return visitType(x.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (!kIsFloat<T>) {
+      return Status::error("conv has no kernel for " + sig(x));
+    } else {
+      const T *xs = x.data<T>(), *ws = w.data<T>(), *bs = b ? b->data<T>() : nullptr;
+      T *ys = y.data<T>();
+      parallelRange(args, n * m, win.outPlane * cg * win.tapCount * 2 + 1, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t bi = p / m, oc = p % m, g = oc / mg;
+          const T *xg = xs + (bi * c + g * cg) * win.inPlane;
+          const T *wm = ws + oc * cg * win.tapCount;
+          T *yp = ys + p * win.outPlane;
+          win.forEachOutput([&](int64_t i, const int64_t *start, const int64_t *lo, const int64_t *hi) {
+            double acc = bs ? double(bs[oc]) : 0.0;
+            for (int64_t ic = 0; ic < cg; ++ic) {
+              const T *xp = xg + ic * win.inPlane, *wp = wm + ic * win.tapCount;
+              win.forEachTap(start, lo, hi, [&](int64_t xo, int64_t wo) { acc += double(xp[xo]) * double(wp[wo]); });
+            }
+            yp[i] = static_cast<T>(acc);
+          });
+        }
+      });
+      return Status::success();
+    }
+  });
+}
+
+template <bool IsMax> Status poolImpl(const KernelArgs &args) {
+  constexpr OpCode op = IsMax ? OpCode::MaxPool : OpCode::AvgPool;
+  const Tensor &x = *args.inputs[0];
+  Tensor &y = *args.outputs[0];
+  Window win(args, op, x, y, intsAttr(args, op, "kernel"));
+  const bool includePad = !IsMax && boolAttr(args, op, "count_include_pad");
+  const int64_t planes = x.dim(0) * x.dim(1);
+  return visitType(x.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (!(kIsFloat<T> || (IsMax && kIsInt<T>))) {
+      return Status::error(std::string(opInfo(op).mnemonic) + " has no kernel for " + sig(x));
+    } else {
+      const T *xs = x.data<T>();
+      T *ys = y.data<T>();
+      parallelRange(args, planes, win.outPlane * win.tapCount + 1, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          const T *xp = xs + p * win.inPlane;
+          T *yp = ys + p * win.outPlane;
+          win.forEachOutput([&](int64_t i, const int64_t *start, const int64_t *lo, const int64_t *hi) {
+            if constexpr (IsMax) {
+              T best = kIsFloat<T> ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+              bool nan = false;
+              win.forEachTap(start, lo, hi, [&](int64_t xo, int64_t) {
+                T v = xp[xo];
+                if constexpr (kIsFloat<T>) nan |= std::isnan(v);
+                if (v > best) best = v;
+              });
+              if constexpr (kIsFloat<T>)
+                if (nan) best = std::numeric_limits<T>::quiet_NaN();
+              yp[i] = best;
+            } else {
+              double sum = 0;
+              win.forEachTap(start, lo, hi, [&](int64_t xo, int64_t) { sum += double(xp[xo]); });
+              // The divisor: taps inside the input, or inside the padded
+              // input with count_include_pad.
+              double count = 1;
+              for (size_t a = 0; a < win.k; ++a) {
+                if (!includePad) {
+                  count *= double(hi[a] - lo[a]);
+                  continue;
+                }
+                int64_t end = win.in[a] + win.pe[a], n = 0;
+                for (int64_t t = 0; t < win.taps[a]; ++t) {
+                  int64_t pos = start[a] + t * win.dil[a];
+                  n += pos >= -win.pb[a] && pos < end;
+                }
+                count *= double(n);
+              }
+              yp[i] = static_cast<T>(sum / count);
+            }
+          });
+        }
+      });
+      return Status::success();
+    }
+  });
+}
+
+} // namespace
+
+Status refConv(const KernelArgs &args) {
+  checkOutputShapes(OpCode::Conv, args);
+  return withF32(args, &convImpl);
+}
+
+Status refMaxPool(const KernelArgs &args) {
+  checkOutputShapes(OpCode::MaxPool, args);
+  return withF32(args, &poolImpl<true>);
+}
+
+Status refAvgPool(const KernelArgs &args) {
+  checkOutputShapes(OpCode::AvgPool, args);
+  return withF32(args, &poolImpl<false>);
+}
+
+} // namespace nimble::vm::kernels
