@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cassert>
 #include <functional>
+#include <string>
+#include <unordered_set>
 
 namespace nimble::ir {
 
@@ -172,6 +174,7 @@ private:
   }
 
   bool checkNamedTypes(Type t, Location loc, const Operation *op);
+  void checkAdtsInhabited(const Module &m);
   void verifyOp(const Operation &op, const Function &f);
   /// T3 for operands [first, first + targets.size()) of `op`: `what(i)` names
   /// the i-th value ("argument 0 of the call to @f"), `target(i)` what takes
@@ -647,11 +650,51 @@ void Verifier::verifyOp(const Operation &op, const Function &f) {
   }
 }
 
+/// The ADTs that have a finite value: one of their constructors has only
+/// such fields (tensors, storage and functions always do; a tuple when its
+/// elements do). A type without one (`type @L = Mk(@L)`) can never be built,
+/// and the bytecode verifier refuses it (vm/format/Verifier.cpp,
+/// checkAdtsInhabited): refused here first, at the declaration, rather than
+/// by nimblec after the pipeline ran (found by the .nir fuzzer, issue 51).
+/// Iterated to the fixed point: each round marks at least one more ADT.
+void Verifier::checkAdtsInhabited(const Module &m) {
+  std::unordered_set<std::string> inhabited;
+  std::function<bool(Type)> finite = [&](Type t) {
+    if (t.isAdt()) return inhabited.count(t.adtName()) != 0;
+    if (t.isTuple()) {
+      for (Type e : t.elems())
+        if (!finite(e)) return false;
+    }
+    return true;
+  };
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (auto &adt : m.adts()) {
+      if (inhabited.count(adt->name)) continue;
+      for (auto &c : adt->ctors) {
+        bool all = true;
+        for (Type t : c.fields) all = all && finite(t);
+        if (all) {
+          inhabited.insert(adt->name);
+          grew = true;
+          break;
+        }
+      }
+    }
+  }
+  for (auto &adt : m.adts())
+    if (!inhabited.count(adt->name))
+      fail(nullptr, adt->loc,
+           "type @" + adt->name + " has no finite value: every constructor needs a value of a type that has none");
+}
+
 bool Verifier::module(const Module &m) {
   m_ = &m;
+  bool namesOk = true;
   for (auto &adt : m.adts())
     for (auto &c : adt->ctors)
-      for (Type t : c.fields) checkNamedTypes(t, c.loc, nullptr);
+      for (Type t : c.fields) namesOk = checkNamedTypes(t, c.loc, nullptr) && namesOk;
+  if (namesOk) checkAdtsInhabited(m);
   for (auto &f : m.functions()) {
     // One walk over the ops checks the structure and verifies each op
     // (issue 23: two walks of a lowered program of millions of ops). The
