@@ -121,7 +121,10 @@ int Program::openDevice(const std::string &device, KernelMode kernels, const std
       error = "--kernels=reference runs every kernel on the host; it does not take --device=" + device;
       return 2;
     }
-    hostDevices_ = !exe_->cuda.empty();
+    // Whether or not the executable carries device code: a program placed
+    // for cuda whose kernels all lack a device form (conv, the pools) has
+    // device storages and no cuda module.
+    hostDevices_ = true;
     return 0;
   }
   if (exe_->cuda.empty() && !wanted) return 0;
