@@ -7,6 +7,7 @@
 
 #include "vm/dispatch/LibraryConv.h"
 
+#include "vm/dispatch/LibraryPostOps.h"
 #include "vm/dispatch/NativeKernels.h"
 #include "vm/support/FailAlloc.h"
 
@@ -23,11 +24,9 @@ namespace {
 
 using Dims = dnnl::memory::dims;
 
-struct PostOp {
-  bool binary = false;
-  dnnl::algorithm alg = dnnl::algorithm::undef;
-  uint32_t operand = 0;
-};
+using library::PostOp;
+using library::contiguous;
+using library::f32Input;
 
 struct Plan {
   bool ok = false;
@@ -37,10 +36,6 @@ struct Plan {
   int64_t groups = 1;
   std::vector<PostOp> post;
 };
-
-bool f32Input(const KernelDesc &k, uint32_t v) {
-  return v < k.numInputs && v < k.inputDTypes.size() && k.inputDTypes[v] == DType::F32;
-}
 
 Plan analyze(const KernelDesc &k) {
   Plan p;
@@ -57,60 +52,9 @@ Plan analyze(const KernelDesc &k) {
   p.pads = mm.attrs[1].getInts();
   p.dilations = mm.attrs[2].getInts();
   p.groups = mm.attrs[3].getInt();
-  uint32_t chain = k.numInputs;
-  std::vector<unsigned> uses(k.numInputs + k.members.size(), 0);
-  for (const KernelDesc::Member &m : k.members)
-    for (uint32_t v : m.operands)
-      if (v < uses.size()) ++uses[v];
-  for (size_t i = 1; i < k.members.size(); ++i) {
-    const KernelDesc::Member &m = k.members[i];
-    if (m.numResults != 1 || uses[chain] != 1) return p;
-    PostOp po;
-    auto unary = [&](dnnl::algorithm a) {
-      if (m.operands.size() != 1 || m.operands[0] != chain) return false;
-      po.alg = a;
-      return true;
-    };
-    auto binary = [&](dnnl::algorithm a, bool commutative) {
-      if (m.operands.size() != 2) return false;
-      uint32_t other;
-      if (m.operands[0] == chain && m.operands[1] != chain) other = m.operands[1];
-      else if (commutative && m.operands[1] == chain && m.operands[0] != chain) other = m.operands[0];
-      else return false;
-      if (!f32Input(k, other)) return false;
-      po.binary = true;
-      po.alg = a;
-      po.operand = other;
-      return true;
-    };
-    bool ok = false;
-    switch (m.op) {
-    case OpCode::Add: ok = binary(dnnl::algorithm::binary_add, true); break;
-    case OpCode::Mul: ok = binary(dnnl::algorithm::binary_mul, true); break;
-    case OpCode::Sub: ok = binary(dnnl::algorithm::binary_sub, false); break;
-    case OpCode::Div: ok = binary(dnnl::algorithm::binary_div, false); break;
-    case OpCode::Maximum: ok = binary(dnnl::algorithm::binary_max, true); break;
-    case OpCode::Minimum: ok = binary(dnnl::algorithm::binary_min, true); break;
-    case OpCode::Relu: ok = unary(dnnl::algorithm::eltwise_relu); break;
-    case OpCode::Gelu: ok = unary(dnnl::algorithm::eltwise_gelu_erf); break;
-    case OpCode::Tanh: ok = unary(dnnl::algorithm::eltwise_tanh); break;
-    case OpCode::Sigmoid: ok = unary(dnnl::algorithm::eltwise_logistic); break;
-    case OpCode::Exp: ok = unary(dnnl::algorithm::eltwise_exp); break;
-    default: break;
-    }
-    if (!ok) return p;
-    p.post.push_back(po);
-    chain = k.numInputs + static_cast<uint32_t>(i);
-  }
-  if (k.outputs[0] != chain) return p;
+  if (!library::matchPostOpChain(k, p.post)) return p;
   p.ok = true;
   return p;
-}
-
-Dims contiguous(const Dims &d) {
-  Dims s(d.size(), 1);
-  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
-  return s;
 }
 
 dnnl::memory::desc plain(const Dims &d) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, contiguous(d)); }

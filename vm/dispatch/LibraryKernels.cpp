@@ -9,6 +9,7 @@
 #include "vm/dispatch/LibraryKernels.h"
 
 #include "vm/dispatch/LibraryConv.h"
+#include "vm/dispatch/LibraryPostOps.h"
 #include "vm/format/Format.h"
 #include "vm/support/FailAlloc.h"
 #include "vm/dispatch/NativeKernels.h"
@@ -33,12 +34,8 @@ namespace nimble::vm {
 
 namespace {
 
-/// One post-op of the chain after the matmul.
-struct PostOp {
-  bool binary = false;
-  dnnl::algorithm alg = dnnl::algorithm::undef;
-  uint32_t operand = 0; // binary: the kernel input it reads
-};
+using library::PostOp;
+using library::contiguous;
 
 /// How kernel k runs on oneDNN, decided from its members alone.
 struct Plan {
@@ -56,71 +53,18 @@ Plan analyze(const KernelDesc &k) {
   if (mm.op != OpCode::MatMul && mm.op != OpCode::BatchMatMul) return p;
   if (mm.operands.size() != 2 || mm.attrs.size() != 2 || mm.numResults != 1) return p;
   for (uint32_t v : mm.operands)
-    if (v >= k.numInputs || v >= k.inputDTypes.size() || k.inputDTypes[v] != DType::F32) return p;
+    if (!library::f32Input(k, v)) return p;
   p.batch = mm.op == OpCode::BatchMatMul;
   p.transA = mm.attrs[0].getBool();
   p.transB = mm.attrs[1].getBool();
   p.lhs = mm.operands[0];
   p.rhs = mm.operands[1];
-  uint32_t chain = k.numInputs; // value number of the matmul's result
-  // Every value computed inside the kernel is used exactly once, by the next
-  // member of the chain, and the last one is the output.
-  std::vector<unsigned> uses(k.numInputs + k.members.size(), 0);
-  for (const KernelDesc::Member &m : k.members)
-    for (uint32_t v : m.operands)
-      if (v < uses.size()) ++uses[v];
-  for (size_t i = 1; i < k.members.size(); ++i) {
-    const KernelDesc::Member &m = k.members[i];
-    if (m.numResults != 1 || uses[chain] != 1) return p;
-    PostOp po;
-    auto unary = [&](dnnl::algorithm a) {
-      if (m.operands.size() != 1 || m.operands[0] != chain) return false;
-      po.alg = a;
-      return true;
-    };
-    auto binary = [&](dnnl::algorithm a, bool commutative) {
-      if (m.operands.size() != 2) return false;
-      uint32_t other;
-      if (m.operands[0] == chain && m.operands[1] != chain) other = m.operands[1];
-      else if (commutative && m.operands[1] == chain && m.operands[0] != chain) other = m.operands[0];
-      else return false;
-      if (other >= k.numInputs || other >= k.inputDTypes.size() || k.inputDTypes[other] != DType::F32)
-        return false;
-      po.binary = true;
-      po.alg = a;
-      po.operand = other;
-      return true;
-    };
-    bool ok = false;
-    switch (m.op) {
-    case OpCode::Add: ok = binary(dnnl::algorithm::binary_add, true); break;
-    case OpCode::Mul: ok = binary(dnnl::algorithm::binary_mul, true); break;
-    case OpCode::Sub: ok = binary(dnnl::algorithm::binary_sub, false); break;
-    case OpCode::Div: ok = binary(dnnl::algorithm::binary_div, false); break;
-    case OpCode::Relu: ok = unary(dnnl::algorithm::eltwise_relu); break;
-    case OpCode::Gelu: ok = unary(dnnl::algorithm::eltwise_gelu_erf); break;
-    case OpCode::Tanh: ok = unary(dnnl::algorithm::eltwise_tanh); break;
-    case OpCode::Sigmoid: ok = unary(dnnl::algorithm::eltwise_logistic); break;
-    case OpCode::Exp: ok = unary(dnnl::algorithm::eltwise_exp); break;
-    default: break;
-    }
-    if (!ok) return p;
-    p.post.push_back(po);
-    chain = k.numInputs + static_cast<uint32_t>(i);
-  }
-  if (k.outputs[0] != chain) return p;
+  if (!library::matchPostOpChain(k, p.post)) return p;
   p.ok = true;
   return p;
 }
 
 using Dims = dnnl::memory::dims;
-
-/// Row-major strides of `d`.
-Dims contiguous(const Dims &d) {
-  Dims s(d.size(), 1);
-  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
-  return s;
-}
 
 /// A matmul operand of physical shape `shape`, seen as `rank` dimensions
 /// (leading ones added for broadcast batch), its last two swapped if
