@@ -55,6 +55,8 @@ public:
   /// `If` and `Loop` (ControlFlow.cpp): they import their sub-graphs.
   bool convertIf(class Conv &c, std::vector<ir::Value *> &out);
   bool convertLoop(class Conv &c, std::vector<ir::Value *> &out);
+  /// LSTM, GRU and RNN as counted loops (Recurrent.cpp).
+  bool convertRecurrent(class Conv &c, std::vector<ir::Value *> &out);
 
 private:
   bool readExternal(const onnx::TensorProto &t, size_t want, std::vector<uint8_t> &out, std::string &error);

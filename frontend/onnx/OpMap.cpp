@@ -29,6 +29,7 @@ namespace {
 
 bool ifOp(Conv &c, Out &out);
 bool loopOp(Conv &c, Out &out);
+bool recurrent(Conv &c, Out &out);
 
 } // namespace
 
@@ -77,6 +78,7 @@ const std::vector<OpEntry> &opMap() {
         {"GlobalAveragePool", 7, "mean", "", globalPool<OpCode::Mean>},
         {"GlobalMaxPool", 7, "max", "", globalPool<OpCode::Max>},
         {"Greater", 7, "greater", "", binary<OpCode::Greater>},
+        {"GRU", 7, "a loop: matmul, split, sigmoid, tanh, dynamic_update_slice", "activations Sigmoid, Tanh, Relu; run-time sequence_lens: forward only", recurrent},
         {"GreaterOrEqual", 12, "greater_equal", "", binary<OpCode::GreaterEqual>},
         {"HardSigmoid", 7, "mul, add, minimum, maximum", "", hardSigmoid},
         {"HardSwish", 14, "mul, add, minimum, maximum", "", hardSwish},
@@ -85,6 +87,7 @@ const std::vector<OpEntry> &opMap() {
         {"InstanceNormalization", 7, "mean, sub, mul, sqrt, div, add", "", instanceNorm},
         {"IsInf", 10, "equal, logical_or", "", isInf},
         {"IsNaN", 9, "not_equal", "", isNaN},
+        {"LSTM", 7, "a loop: matmul, split, sigmoid, tanh, dynamic_update_slice", "activations Sigmoid, Tanh, Relu; no input_forget; run-time sequence_lens: forward only", recurrent},
         {"LayerNormalization", 17, "layer_norm (other axes, statistics: mean, sub, rsqrt, mul)", "", layerNorm},
         {"LeakyRelu", 7, "less, mul, select", "", leakyRelu},
         {"Less", 7, "less", "", binary<OpCode::Less>},
@@ -108,6 +111,7 @@ const std::vector<OpEntry> &opMap() {
         {"Or", 7, "logical_or", "", binary<OpCode::LogicalOr>},
         {"PRelu", 7, "less, mul, select", "", prelu},
         {"Pow", 7, "pow (integers: cast to f64 and back)", "", pow},
+        {"RNN", 7, "a loop: matmul, tanh, dynamic_update_slice", "activations Sigmoid, Tanh, Relu; run-time sequence_lens: forward only", recurrent},
         {"Range", 11, "arange", "", range},
         {"Reciprocal", 7, "div", "", reciprocal},
         {"ReduceL1", 7, "abs, sum", "axes known at import", reduce<Red::L1>},
@@ -158,6 +162,7 @@ const OpEntry *findOp(const std::string &type) {
 namespace {
 bool ifOp(Conv &c, Out &out) { return c.graph().convertIf(c, out); }
 bool loopOp(Conv &c, Out &out) { return c.graph().convertLoop(c, out); }
+bool recurrent(Conv &c, Out &out) { return c.graph().convertRecurrent(c, out); }
 
 /// ONNX op types that need a Nimble op that does not exist yet (a new row of
 /// ir/Ops.def with its shape function, kernels and gradient): issue 47.
@@ -181,7 +186,6 @@ const Missing kMissing[] = {
     {"OneHot", "needs a new Nimble op (one_hot)"},
     {"ReduceProd", "needs a new Nimble reduction (prod)"},
     {"Einsum", "needs a new Nimble op (einsum)"},
-    {"LSTM GRU RNN", "recurrent layers need new Nimble ops or a loop expansion (not yet)"},
     {"Scan", "needs scan outputs, which the importer's loops do not support yet"},
     {"Det Compress ReverseSequence Unique NonMaxSuppression StringNormalizer TfIdfVectorizer RegexFullMatch "
      "StringConcat StringSplit Col2Im DFT STFT MelWeightMatrix BlackmanWindow HammingWindow HannWindow "
