@@ -78,7 +78,7 @@ def _compile(ctx, src, hdrs):
     obj = ctx.actions.declare_file("_fuzz_objs/%s/%s.o" % (ctx.label.name, src.short_path))
     ctx.actions.run(
         executable = _CLANG,
-        arguments = _COPTS + ["-c", src.path, "-o", obj.path],
+        arguments = _COPTS + ctx.attr.copts + ["-c", src.path, "-o", obj.path],
         inputs = depset([src], transitive = [hdrs]),
         outputs = [obj],
         env = {"PATH": "/usr/bin:/bin"},
@@ -100,7 +100,7 @@ def _fuzz_binaries_impl(ctx):
         exe = ctx.actions.declare_file(name)
         ctx.actions.run(
             executable = _CLANG,
-            arguments = [main_obj.path] + [o.path for o in lib_objs] + _LINKOPTS + ["-o", exe.path],
+            arguments = [main_obj.path] + [o.path for o in lib_objs] + _LINKOPTS + ctx.attr.linkopts + ["-o", exe.path],
             inputs = [main_obj] + lib_objs,
             outputs = [exe],
             # clang runs `ld` from PATH, which Bazel leaves empty here.
@@ -118,16 +118,24 @@ _fuzz_binaries = rule(
         "fuzzers": attr.label_keyed_string_dict(allow_files = [".cpp"]),
         "srcs": attr.label_list(allow_files = [".h"]),
         "deps": attr.label_list(aspects = [_sources_aspect]),
+        # For the system libraries of external deps (their sources are not
+        # compiled here; their defines and link flags are not collected).
+        "copts": attr.string_list(),
+        "linkopts": attr.string_list(),
     },
 )
 
-def fuzz_binaries(name, fuzzers, srcs = [], deps = [], **kwargs):
+def fuzz_binaries(name, fuzzers, srcs = [], deps = [], copts = [], linkopts = [], **kwargs):
     """Builds one libFuzzer binary per entry of `fuzzers` (binary name ->
-    main source), each linked with every source of `deps`."""
+    main source), each linked with every source of `deps`. `copts` and
+    `linkopts` are added to every compile and link (an external system
+    library's defines and -l flags)."""
     _fuzz_binaries(
         name = name,
         fuzzers = {src: binary for binary, src in fuzzers.items()},
         srcs = srcs,
         deps = deps,
+        copts = copts,
+        linkopts = linkopts,
         **kwargs
     )

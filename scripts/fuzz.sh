@@ -6,7 +6,7 @@
 #                                                        regression input
 #   scripts/fuzz.sh --list                               the targets
 #
-# TARGET is nir, nbc, input, npy or safetensors. The fuzzers are built by
+# TARGET is nir, nbc, input, npy, safetensors or onnx. The fuzzers are built by
 # Bazel with clang-19 (//test/fuzz:fuzzers; build_defs/fuzz.bzl says why not
 # a Bazel toolchain). One process, one core (-jobs is never used: the
 # machine's two cores are shared). State lives in .fuzz/ (git-ignored, or
@@ -26,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo="$PWD"
 work="${NIMBLE_FUZZ_DIR:-$repo/.fuzz}"
-targets=(nir nbc input npy safetensors)
+targets=(nir nbc input npy safetensors onnx)
 
 usage() {
   sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
@@ -40,7 +40,7 @@ is_target() {
 }
 
 build() {
-  bazel build --jobs=2 --noshow_progress //test/fuzz:fuzzers "$@" >&2
+  bazel build --jobs=2 --noshow_progress //test/fuzz:fuzzers //test/fuzz:import-fuzzers "$@" >&2
 }
 
 # Largest input libFuzzer may generate, per target.
@@ -65,6 +65,12 @@ make_seeds() {
     npy)
       mkdir -p "$dir"
       git ls-files -z '*.npy' | xargs -0 -I{} sh -c 'f="{}"; [ $(stat -c %s "$f") -le 4096 ] && cp "$f" "'"$dir"'/$(echo "$f" | tr / _)" || true' ;;
+    onnx)
+      # ONNX's node tests (Debian's libonnx-testdata): small valid models.
+      mkdir -p "$dir"
+      for f in /usr/include/onnx/backend/test/data/node/*/model.onnx; do
+        [[ -f "$f" && $(stat -c %s "$f") -le 4096 ]] && cp "$f" "$dir/$(basename "$(dirname "$f")").onnx"
+      done ;;
     *) mkdir -p "$dir" ;;
   esac
 }
