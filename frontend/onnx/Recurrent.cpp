@@ -33,6 +33,8 @@
 #include "frontend/onnx/Converters.h"
 #include "frontend/onnx/Graph.h"
 
+#include <algorithm>
+
 namespace nimble::onnx_import {
 
 using namespace ir;
@@ -67,20 +69,29 @@ Value *direction(Conv &c, Value *x, int64_t d) {
   return shape ? c.op(OpCode::DynReshape, {s, shape}) : nullptr;
 }
 
+/// `x` reshaped to `parts`: a static `reshape` (its -1 entry for the one
+/// run-time size) when at most one part is a run-time size, so that the
+/// result keeps every static size; else `dyn_reshape`.
 Value *reshapeTo(Conv &c, Value *x, const std::vector<Conv::DimPart> &parts) {
   if (!x) return nullptr;
-  Value *shape = c.shapeVector(parts);
-  return shape ? c.op(OpCode::DynReshape, {x, shape}) : nullptr;
+  std::vector<int64_t> shape;
+  for (const Conv::DimPart &p : parts) shape.push_back(p.v ? -1 : p.size);
+  if (std::count(shape.begin(), shape.end(), -1) <= 1) return c.op(OpCode::Reshape, {x}, {{"shape", convert::ints(shape)}});
+  Value *v = c.shapeVector(parts);
+  return v ? c.op(OpCode::DynReshape, {x, v}) : nullptr;
 }
 
 Value *scalarOf(Conv &c, Conv::DimPart p) { return p.v ? p.v : c.scalar(DType::I64, static_cast<double>(p.size)); }
 
-/// The block-argument type of a carried value: its type when static, else
-/// its rank with every dimension `?` (a zeros of run-time shape is typed so).
-Type carriedType(Context &ctx, Type t) {
-  for (int64_t d : t.dims())
-    if (d == kDynamic) return ctx.tensor(t.dtype(), std::vector<int64_t>(t.dims().size(), kDynamic));
-  return t;
+/// The block-argument type of a carried value: `expected` (the state's
+/// static sizes, `?` for run-time ones) where the initial value agrees, `?`
+/// where it does not say (a `zeros` of run-time shape is all `?`).
+Type carriedType(Context &ctx, Type init, const std::vector<int64_t> &expected) {
+  std::vector<int64_t> d = init.dims();
+  if (d.size() != expected.size()) return init;
+  for (size_t k = 0; k < d.size(); ++k)
+    if (d[k] != expected[k]) d[k] = kDynamic;
+  return ctx.tensor(init.dtype(), d);
 }
 
 } // namespace
@@ -226,7 +237,13 @@ bool GraphImporter::convertRecurrent(Conv &c, std::vector<Value *> &out) {
     Block *head = newBlock("rnn"), *body = newBlock("rnn_body"), *exit = newBlock("rnn_exit");
     terminate(OpCode::Br, init, {Successor{head, 0, static_cast<unsigned>(init.size()), "", {}}});
     std::vector<Value *> args, exitArgs;
-    for (Value *v : init) args.push_back(head->addArgument(carriedType(ctx_, v->type()), nodeLoc()));
+    const int64_t sd = seq.v ? kDynamic : seq.size, bd = batch.v ? kDynamic : batch.size;
+    for (size_t k = 0; k < init.size(); ++k) {
+      Type t = init[k]->type();
+      if (k > 0) t = carriedType(ctx_, t, wantY && k + 1 == init.size() ? std::vector<int64_t>{sd, bd, hidden}
+                                                                         : std::vector<int64_t>{bd, hidden});
+      args.push_back(head->addArgument(t, nodeLoc()));
+    }
     block_ = head;
     Value *go = c.op(OpCode::Less, {args[0], seqLen});
     if (!go) return false;
