@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <functional>
 #include <optional>
 #include <queue>
 #include <unordered_map>
@@ -246,7 +247,8 @@ bool ModuleEmitter::batching(const Function &f, uint32_t idx) {
 /// integer add / sub / mul / comparison / minimum / maximum of two scalar
 /// i64 tensors into one scalar (the loop counters' step and test): the VM
 /// runs those as an instruction, without a kernel call.
-std::optional<vm::ScalarOp> scalarI64Kernel(const Operation &invoke, const Module &m) {
+std::optional<vm::ScalarOp> scalarI64Kernel(const Operation &invoke, const Module &m,
+                                            const std::function<bool(const Value *)> &cpuStorageArg) {
   if (invoke.numOperands() != 3 || invoke.intAttr("num_inputs") != 2) return std::nullopt;
   const Function *f = m.lookupFunction(invoke.attr("callee"));
   if (!f || f->blocks().size() != 1) return std::nullopt;
@@ -282,8 +284,12 @@ std::optional<vm::ScalarOp> scalarI64Kernel(const Operation &invoke, const Modul
   if (!scalar(invoke.operand(2), out) || !scalar(o.result(), out)) return std::nullopt;
   // Only where the result's memory is on the CPU (place-devices keeps scalar
   // kernels there); anything else stays a kernel call.
+  // A storage block argument (plan-memory's rotating storages of a loop
+  // counter) qualifies when every storage reaching it is on the CPU.
   const Operation *alloc = invoke.operand(2)->definingOp();
-  const Operation *storage = alloc && alloc->is(OpCode::AllocTensor) ? alloc->operand(0)->definingOp() : nullptr;
+  if (!alloc || !alloc->is(OpCode::AllocTensor)) return std::nullopt;
+  const Operation *storage = alloc->operand(0)->definingOp();
+  if (!storage && cpuStorageArg && cpuStorageArg(alloc->operand(0))) return r;
   if (!storage || !storage->is(OpCode::AllocStorage) || storage->strAttr("device") != "cpu") return std::nullopt;
   return r;
 }
@@ -363,9 +369,15 @@ private:
   /// kill on the edge for it. Each with whether it holds a storage.
   std::vector<std::pair<uint32_t, bool>> edgeReleases(const Operation &term, unsigned k);
   LogicalResult emitOp(const Operation &op);
-  std::optional<vm::ScalarOp> scalarI64Kernel(const Operation &op) const {
-    return codegen::scalarI64Kernel(op, me_.module());
+  std::optional<vm::ScalarOp> scalarI64Kernel(const Operation &op) {
+    return codegen::scalarI64Kernel(op, me_.module(), [this](const Value *v) { return cpuStorageArg(v); });
   }
+  /// Whether storage block argument `v` only ever holds CPU storages: every
+  /// branch operand passed to it is a cpu alloc_storage or such an argument
+  /// (a fixpoint over the function's storage arguments, built on first use).
+  bool cpuStorageArg(const Value *v);
+  std::unordered_map<const Value *, bool> cpuStorageArgs_;
+  bool cpuStorageArgsBuilt_ = false;
   LogicalResult emitTerminator(const Operation &op);
 
   ModuleEmitter &me_;
@@ -681,6 +693,42 @@ void FunctionEmitter::allocateRegisters() {
     reg = r;
     active.push({x.end, r});
   }
+}
+
+bool FunctionEmitter::cpuStorageArg(const Value *v) {
+  if (!cpuStorageArgsBuilt_) {
+    cpuStorageArgsBuilt_ = true;
+    // incoming[arg]: the values branches pass to each storage block argument.
+    std::unordered_map<const Value *, std::vector<const Value *>> incoming;
+    for (const auto &b : f_.blocks()) {
+      const Operation *t = b->terminator();
+      if (!t) continue;
+      for (const Successor &s : t->successors())
+        for (unsigned i = 0; i < s.operandCount; ++i) {
+          const Value *a = s.block->argument(i);
+          if (a->type().isStorage()) incoming[a].push_back(t->operand(s.operandBegin + i));
+        }
+    }
+    for (const auto &[a, ins] : incoming) cpuStorageArgs_[a] = true;
+    for (bool changed = true; changed;) { // greatest fixpoint: a cycle of arguments is fine
+      changed = false;
+      for (const auto &[a, ins] : incoming) {
+        if (!cpuStorageArgs_[a]) continue;
+        for (const Value *in : ins) {
+          const Operation *d = in->definingOp();
+          bool ok = d ? d->is(OpCode::AllocStorage) && d->strAttr("device") == "cpu"
+                      : cpuStorageArgs_.count(in) && cpuStorageArgs_[in];
+          if (!ok) {
+            cpuStorageArgs_[a] = false;
+            changed = true;
+            break;
+          }
+        }
+      }
+    }
+  }
+  auto it = cpuStorageArgs_.find(v);
+  return it != cpuStorageArgs_.end() && it->second;
 }
 
 LogicalResult FunctionEmitter::run() {
