@@ -80,6 +80,7 @@ struct Family {
   Operation *view = nullptr;         // its alloc_tensor (defines v)
   std::vector<unsigned> args;        // header arguments v flows through, in order
   bool sizeFromInit = false;         // the size is the initial value's (SizeKeys)
+  bool sameShape = false;            // and the view's shape operand too
 };
 
 /// Whether every use of `v` inside `loop` is one a rotation keeps sound:
@@ -160,7 +161,12 @@ bool matchFamily(const Loop &loop, Operation *latchBr, unsigned j, SizeKeys &key
   const int64_t align = ss->intAttr("alignment");
   if (dt != arg->type().dtype()) return false;
   if (keys.ofSize(size) != keys.ofTensorSize(arg, dt, align)) return false;
+  // Equal keys have equal shape parts: the new state's shape is the old
+  // one's, so (by induction) the initial value's. The view then takes that
+  // shape, computed once in the preheader, when it was allocated with the
+  // shape the size was computed from.
   fam.sizeFromInit = true;
+  fam.sameShape = view->numOperands() == 3 && view->operand(2) == ss->operand(0);
   return true;
 }
 
@@ -231,6 +237,7 @@ size_t rotateLoop(Module &m, const Loop &loop, SizeKeys &keys) {
 
   Context &ctx = m.context();
   std::vector<Value *> preExtra, latchExtra;
+  std::vector<Operation *> oldShapes;
   for (Family &f : fams) {
     const size_t repeat = f.args.size() + (deadBeforeWrite(loop, f) ? 0 : 1);
     Value *v = f.view->result(0);
@@ -248,6 +255,12 @@ size_t rotateLoop(Module &m, const Loop &loop, SizeKeys &keys) {
                       {{"dtype", ss->attr("dtype")}, {"alignment", ss->attr("alignment")}})
                  ->result(0);
       size->setName(base + ".size");
+      if (f.sameShape) {
+        Value *inLoop = f.view->operand(2);
+        f.view->setOperand(2, shape);
+        // No shape tensor made per iteration (a shape_of allocates).
+        if (Operation *d = inLoop->definingOp(); d && d->is(OpCode::ShapeOf)) oldShapes.push_back(d);
+      }
     }
     std::vector<std::pair<std::string, Attr>> attrs = {{"alignment", f.alloc->attr("alignment")},
                                                        {"device", f.alloc->attr("device")}};
@@ -267,9 +280,14 @@ size_t rotateLoop(Module &m, const Loop &loop, SizeKeys &keys) {
     for (Operation *u : old->users())
       if (u->is(OpCode::Kill)) u->erase();
     f.view->setOperand(0, slots[0]);
+    Value *oldSize = f.alloc->operand(0);
     f.alloc->erase();
+    // The per-iteration size, if nothing else reads it.
+    if (Operation *d = oldSize->definingOp(); d && d->is(OpCode::StorageSize) && !oldSize->hasUses()) d->erase();
     ++NumRotated;
   }
+  for (Operation *d : oldShapes)
+    if (!d->result(0)->hasUses()) d->erase();
   appendBrOperands(m, preBr, preExtra);
   appendBrOperands(m, latchBr, latchExtra);
   return fams.size();
