@@ -6,7 +6,11 @@ chain), and run side by side on the same inputs in one process tree.
 
     /usr/bin/python3 scripts/bench_dispatch.py [--models bert_base,lstm_1l]
         [--bert-lengths 16,64,128] [--lengths 8,32,128] [--threads 1]
-        [--reps 10] [--rounds 3] [--markdown FILE]
+        [--reps 10] [--rounds 3] [--markdown FILE] [--compare dispatch|rotate]
+
+With --compare rotate, the second executable is the model as written
+compiled with plan-memory{rotate=false} instead (plan-memory's step 0 off:
+loop-carried tensors allocated every iteration), for the LSTM.
 
 Per model and size: one seeded input; `nimble-run --benchmark=REPS` of each
 executable in turn, --rounds times (interleaved, so that a change of load
@@ -71,18 +75,27 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--markdown")
+    ap.add_argument("--compare", choices=("dispatch", "rotate"), default="dispatch",
+                    help="dispatch: the attribute against the model as written; rotate: -O2 against -O2 "
+                         "with plan-memory{rotate=false} (loop-carried storages allocated per iteration)")
     a = ap.parse_args()
     pipeline = run([os.path.join(BIN, "nimblec"), "--print-pipeline"]).strip()
-    if not pipeline.startswith("dispatch,"):
+    if a.compare == "rotate":
+        pipeline = pipeline.replace("plan-memory", "plan-memory{rotate=false}")
+    elif not pipeline.startswith("dispatch,"):
         pipeline = "dispatch," + pipeline
-    lines = ["| model | size | as written | with dispatch | written / dispatch |", "|---|---|---|---|---|"]
+    other = "with dispatch" if a.compare == "dispatch" else "rotate=false"
+    lines = ["| model | size | -O2 as written | %s | ratio |" % other, "|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         for model in a.models.split(","):
             src, opt, unit = MODELS[model]
             sizes = [int(s) for s in getattr(a, opt.replace("-", "_")).split(",")]
             src = os.path.join(ROOT, src)
             disp = os.path.join(tmp, model + "_dispatch.nir")
-            with_dispatch(src, sizes, disp)
+            if a.compare == "dispatch":
+                with_dispatch(src, sizes, disp)
+            else:
+                disp = src
             wdir = os.path.dirname(src)
             exes = {}
             for name, nir in (("written", src), ("dispatch", disp)):
@@ -109,7 +122,7 @@ def main():
                     sys.exit("%s at %d: the outputs differ (relative %.3g)" % (model, n, err))
                 t = {k: statistics.median(v) for k, v in med.items()}
                 scale = (1.0, "ms") if unit == "ms/sequence" else (1000.0 / n, "us/token")
-                row = "| %s | %d | %.3f %s | %.3f %s | %.2f |" % (
+                row = "| %s | %d | %.3f %s | %.3f %s | %.2f |" % (  # ratio > 1: the second is faster
                     model, n, t["written"] * scale[0], scale[1], t["dispatch"] * scale[0], scale[1],
                     t["written"] / t["dispatch"])
                 print(row, flush=True)
