@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 namespace nimble::codegen {
 
@@ -187,7 +188,8 @@ bool ModuleEmitter::batching(const Function &f, uint32_t idx) {
 /// integer add / sub / mul / comparison / minimum / maximum of two scalar
 /// i64 tensors into one scalar (the loop counters' step and test): the VM
 /// runs those as an instruction, without a kernel call.
-std::optional<vm::ScalarOp> scalarI64Kernel(const Operation &invoke, const Module &m) {
+std::optional<vm::ScalarOp> scalarI64Kernel(const Operation &invoke, const Module &m,
+                                            const std::function<bool(const Value *)> &cpuStorageArg) {
   if (invoke.numOperands() != 3 || invoke.intAttr("num_inputs") != 2) return std::nullopt;
   const Function *f = m.lookupFunction(invoke.attr("callee"));
   if (!f || f->blocks().size() != 1) return std::nullopt;
@@ -223,8 +225,12 @@ std::optional<vm::ScalarOp> scalarI64Kernel(const Operation &invoke, const Modul
   if (!scalar(invoke.operand(2), out) || !scalar(o.result(), out)) return std::nullopt;
   // Only where the result's memory is on the CPU (place-devices keeps scalar
   // kernels there); anything else stays a kernel call.
+  // A storage block argument (plan-memory's rotating storages of a loop
+  // counter) qualifies when every storage reaching it is on the CPU.
   const Operation *alloc = invoke.operand(2)->definingOp();
-  const Operation *storage = alloc && alloc->is(OpCode::AllocTensor) ? alloc->operand(0)->definingOp() : nullptr;
+  if (!alloc || !alloc->is(OpCode::AllocTensor)) return std::nullopt;
+  const Operation *storage = alloc->operand(0)->definingOp();
+  if (!storage && cpuStorageArg && cpuStorageArg(alloc->operand(0))) return r;
   if (!storage || !storage->is(OpCode::AllocStorage) || storage->strAttr("device") != "cpu") return std::nullopt;
   return r;
 }

@@ -17,6 +17,7 @@
 #include "ir/FlatMap.h"
 #include "passes/analysis/Liveness.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -90,7 +91,8 @@ private:
 /// integer add / sub / mul / comparison / minimum / maximum of two scalar
 /// i64 tensors into one scalar (the loop counters' step and test): the VM
 /// runs those as an instruction, without a kernel call.
-std::optional<vm::ScalarOp> scalarI64Kernel(const Operation &invoke, const Module &m);
+std::optional<vm::ScalarOp> scalarI64Kernel(const Operation &invoke, const Module &m,
+                                            const std::function<bool(const Value *)> &cpuStorageArg);
 
 /// Emits one function.
 class FunctionEmitter {
@@ -167,9 +169,15 @@ private:
   /// kill on the edge for it. Each with whether it holds a storage.
   std::vector<std::pair<uint32_t, bool>> edgeReleases(const Operation &term, unsigned k);
   LogicalResult emitOp(const Operation &op);
-  std::optional<vm::ScalarOp> scalarI64Kernel(const Operation &op) const {
-    return detail::scalarI64Kernel(op, me_.module());
+  std::optional<vm::ScalarOp> scalarI64Kernel(const Operation &op) {
+    return detail::scalarI64Kernel(op, me_.module(), [this](const Value *v) { return cpuStorageArg(v); });
   }
+  /// Whether storage block argument `v` only ever holds CPU storages: every
+  /// branch operand passed to it is a cpu alloc_storage or such an argument
+  /// (a fixpoint over the function's storage arguments, built on first use).
+  bool cpuStorageArg(const Value *v);
+  std::unordered_map<const Value *, bool> cpuStorageArgs_;
+  bool cpuStorageArgsBuilt_ = false;
   LogicalResult emitTerminator(const Operation &op);
 
   ModuleEmitter &me_;

@@ -44,6 +44,42 @@ size_t FunctionEmitter::begin(Opcode op, Location loc) {
   return pc;
 }
 
+bool FunctionEmitter::cpuStorageArg(const Value *v) {
+  if (!cpuStorageArgsBuilt_) {
+    cpuStorageArgsBuilt_ = true;
+    // incoming[arg]: the values branches pass to each storage block argument.
+    std::unordered_map<const Value *, std::vector<const Value *>> incoming;
+    for (const auto &b : f_.blocks()) {
+      const Operation *t = b->terminator();
+      if (!t) continue;
+      for (const Successor &s : t->successors())
+        for (unsigned i = 0; i < s.operandCount; ++i) {
+          const Value *a = s.block->argument(i);
+          if (a->type().isStorage()) incoming[a].push_back(t->operand(s.operandBegin + i));
+        }
+    }
+    for (const auto &[a, ins] : incoming) cpuStorageArgs_[a] = true;
+    for (bool changed = true; changed;) { // greatest fixpoint: a cycle of arguments is fine
+      changed = false;
+      for (const auto &[a, ins] : incoming) {
+        if (!cpuStorageArgs_[a]) continue;
+        for (const Value *in : ins) {
+          const Operation *d = in->definingOp();
+          bool ok = d ? d->is(OpCode::AllocStorage) && d->strAttr("device") == "cpu"
+                      : cpuStorageArgs_.count(in) && cpuStorageArgs_[in];
+          if (!ok) {
+            cpuStorageArgs_[a] = false;
+            changed = true;
+            break;
+          }
+        }
+      }
+    }
+  }
+  auto it = cpuStorageArgs_.find(v);
+  return it != cpuStorageArgs_.end() && it->second;
+}
+
 LogicalResult FunctionEmitter::run() {
   out_.name = f_.name();
   const Block *entry = f_.entry();

@@ -15,6 +15,10 @@ namespace nimble::passes {
 /// at once, for nimble-run --instances; -O0 executables run instances one
 /// call at a time.
 ///
+/// dispatch (graph dispatch) comes first at -O1 and up and acts only on
+/// functions that ask for it (`attributes {dispatch = [...]}`): every later
+/// pass then sees its copies' static shapes.
+///
 /// matmul-reassociate (only with fpReassociate) runs once the calls are
 /// inlined and the algebra canonical, so that it sees whole chains, and
 /// before licm, which hoists the products of invariants it forms; the
@@ -28,9 +32,9 @@ std::string pipelineFor(int level, const std::string &target, bool batchRemarks,
   std::string distribute = target != "cpu" ? "" : "loop-distribute,";
   switch (level) {
   case 0: return "type-infer,manifest-memory" + place;
-  case 1: return "type-infer,canonicalize,cse,dce," + reassociate + "manifest-memory" + place + batch;
+  case 1: return "dispatch,type-infer,canonicalize,cse,dce," + reassociate + "manifest-memory" + place + batch;
   default:
-    return "inline,type-infer,canonicalize,cse,dce," + reassociate + "licm," + distribute +
+    return "dispatch,inline,type-infer,canonicalize,cse,dce," + reassociate + "licm," + distribute +
            "batch-input-projection,cse,dce,type-infer,fuse,manifest-memory{kills=false}" +
            place + ",plan-memory" + batch;
   }

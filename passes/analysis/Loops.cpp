@@ -47,9 +47,23 @@ CountedLoop matchCountedLoop(const Loop &loop) {
   auto *t = dyn_cast<BlockArgument>(cmp->operand(0));
   if (!t || t->owner() != h) return {};
   const Operation *dim = cmp->operand(1)->definingOp();
-  if (!dim || !dim->is(OpCode::Dim) || dim->attr(0).getInt() != 0 || !loop.isInvariant(dim->result(0)))
-    return {};
-  Value *x = dim->operand(0);
+  Value *x = nullptr;
+  if (dim && dim->is(OpCode::Dim) && dim->attr(0).getInt() == 0 && loop.isInvariant(dim->result(0))) {
+    x = dim->operand(0);
+  } else if (dim && dim->is(OpCode::Constant) && dim->result(0)->type().isTensor() &&
+             dim->result(0)->type().rank() == 0 && dim->result(0)->type().dtype() == DType::I64) {
+    // A constant bound: canonicalize folds `dim %X, axis=0` of a static X
+    // (a copy the `dispatch` pass made static, issue 49). X is then an
+    // invariant tensor of exactly that many rows that the loop slices by t.
+    const int64_t n = dim->attr(0).getDense().getInt(0);
+    for (Block *b : loop.blocks)
+      for (Operation &op : *b)
+        if (!x && op.is(OpCode::DynamicSlice) && op.operand(1) == t && op.intAttr("axis") == 0 &&
+            loop.isInvariant(op.operand(0)) && op.operand(0)->type().isTensor() &&
+            op.operand(0)->type().rank() >= 1 && op.operand(0)->type().dims()[0] == n)
+          x = op.operand(0);
+  }
+  if (!x) return {};
   // Starts at 0, steps by 1 on every back edge.
   Value *init = passedTo(loop.preheader->back(), h, t->index());
   if (!init || !isI64Constant(init, 0)) return {};

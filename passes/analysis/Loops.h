@@ -71,7 +71,10 @@ private:
 ///     cond_br %done, ^exit, ^body          on the true side)
 ///   ...    br ^h(%t1, ...)                 %t1 = add %t, %one  (every latch)
 ///                                          %one = constant 1 : tensor<i64>
-///   with %n = dim %X, axis=0 and %X defined outside the loop.
+///   with %n = dim %X, axis=0 and %X defined outside the loop, or %n a
+///   constant and %X an invariant tensor of that many (static) rows that
+///   the loop takes `dynamic_slice %X, %t, axis=0, size=1` of (a `dim` of
+///   a static X folds to a constant).
 ///
 /// The loop must have a preheader. `counter` is null when the loop is not of
 /// this form.

@@ -60,7 +60,8 @@
 //      the small Tree-LSTM's peak grew from 1520 to 3440 bytes: each
 //      recursive frame held its arena across the recursive calls and both
 //      match arms' tensors were allocated. Separate arenas never share bytes,
-//      so splitting is always sound; a region of one member is left alone.
+//      so splitting is always sound; a region of one member is left alone
+//      unless it is in a loop (lifted, it is allocated once per entry).
 //
 // 3. Dynamic reuse. An alloc_storage of run-time size takes over the storage
 //    of an earlier one (replacing all its uses) when both are non-escaping and
@@ -89,16 +90,20 @@
 //    storage that could be reused soundly is already in the arena; a dynamic
 //    size has no static bound here. The rest is left to the run-time pool.
 //
-// 4. Loop-carried tensors (an LSTM's hidden state passed to the header on the
-//    back edge). The kernel reading the old state writes the new one, so the
-//    two cannot share bytes, and without multi-view tensors or unrolling one
-//    fixed arena range cannot hold both. Decision: leave them to the run-time
-//    pool allocator. The kills below free the old state right after its last
-//    read, and the back edge hands the new state over to the header's
-//    argument (step 5), so at most two
-//    state buffers exist at a time and the pool alternates them: NNC's
-//    multi-view tensor with repeat length 2, at run time. Our IR never copies
-//    the state (block arguments are passed by reference).
+// 0. Loop-carried tensors (an LSTM's hidden state passed to the header on
+//    the back edge) whose size repeats get R storages allocated in the
+//    preheader and rotated through header arguments: NNC's multi-view
+//    tensors in SSA form (CarriedStorage.cpp; option rotate=false skips it).
+//
+// 4. The other loop-carried tensors (a size that is not provably the same
+//    each iteration, or a use that could keep a value longer). The kernel
+//    reading the old state writes the new one, so the two cannot share
+//    bytes, and one fixed arena range cannot hold both. They are left to
+//    the run-time pool allocator. The kills below free the old state right
+//    after its last read, and the back edge hands the new state over to the
+//    header's argument (step 5), so at most two state buffers exist at a
+//    time and the pool alternates them. Our IR never copies the state
+//    (block arguments are passed by reference).
 //
 // 5. Kills on every path, from global liveness (passes/analysis/Liveness.h) of the
 //    rewritten function: a `kill` right after the last use in a block of each
@@ -131,6 +136,7 @@
 #include "passes/analysis/Liveness.h"
 #include "passes/analysis/Analysis.h"
 #include "passes/Pass.h"
+#include "passes/memory/CarriedStorage.h"
 #include "passes/memory/SizeKeys.h"
 #include "passes/Statistic.h"
 #include "passes/memory/TensorAllocator.h"
@@ -249,11 +255,11 @@ public:
   /// for the "ideal" baseline of scripts/bench_memory.py (every tensor at its
   /// own exact size, freed at its last use).
   std::string setOption(std::string_view key, std::string_view value) override {
-    if ((key == "coalesce" || key == "reuse") && (value == "true" || value == "false")) {
-      (key == "coalesce" ? coalesce_ : reuse_) = value == "true";
+    if ((key == "coalesce" || key == "reuse" || key == "rotate") && (value == "true" || value == "false")) {
+      (key == "coalesce" ? coalesce_ : key == "reuse" ? reuse_ : rotate_) = value == "true";
       return "";
     }
-    if (key == "coalesce" || key == "reuse")
+    if (key == "coalesce" || key == "reuse" || key == "rotate")
       return "option '" + std::string(key) + "' of 'plan-memory' takes true or false";
     return Pass::setOption(key, value);
   }
@@ -274,7 +280,7 @@ private:
   /// Returns the number of kills placed.
   size_t placeKills(Module &m, Function &f, bool &changed);
 
-  bool coalesce_ = true, reuse_ = true;
+  bool coalesce_ = true, reuse_ = true, rotate_ = true;
 };
 
 /// Drops every kill (step 1) and returns every alloc_storage of the
@@ -518,7 +524,10 @@ void PlanMemoryPass::coalesceStatic(Module &m, Function &f, const std::vector<St
   std::function<void(const std::string &, std::vector<int>, bool)> split = [&](const std::string &device,
                                                                                std::vector<int> members,
                                                                                bool window) {
-    if (members.size() < 2) return;
+    // One member gains nothing from an arena, unless it is allocated in a
+    // loop: lifted, its arena is allocated once per entry to the loop.
+    if (members.empty() || (members.size() == 1 && (window || !dom.inCycle(st[members[0]].alloc->block()))))
+      return;
     // An arena is one storage, so it obeys the limit on one tensor's bytes
     // (limits::kMaxTensorBytes, which alloc_storage's type rule enforces):
     // members whose sizes add up past it are cut, in order, into runs that
@@ -936,6 +945,7 @@ size_t dropKillsBeforeRet(Function &f) {
 }
 
 void PlanMemoryPass::planFunction(Module &m, Function &f, bool &changed) {
+  if (rotate_ && rotateCarriedStorages(m, f)) changed = true; // step 0
   std::vector<StorageInfo> st = dropKillsAndCollectStorages(f, changed);
   // One analysis for both steps: coalescing rewrites only the static
   // storages' allocations and views (and adds arenas and constants), which
@@ -944,7 +954,7 @@ void PlanMemoryPass::planFunction(Module &m, Function &f, bool &changed) {
   size_t numStatic = 0;
   for (const StorageInfo &s : st) numStatic += s.constSize >= 0;
   const size_t numDynamic = st.size() - numStatic;
-  const bool doCoalesce = coalesce_ && numStatic >= 2, doReuse = reuse_ && numDynamic >= 2;
+  const bool doCoalesce = coalesce_ && numStatic >= 1, doReuse = reuse_ && numDynamic >= 2;
   if (doCoalesce || doReuse) {
     Dominators dom(f);
     AliasInfo ai = analyze(f, st, dom);

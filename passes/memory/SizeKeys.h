@@ -2,8 +2,8 @@
 //
 // plan-memory's reuse of run-time-size storages (PlanMemory.cpp) lets a
 // storage take a dead one's place only when their sizes are provably equal;
-// SizeKeys hash-conses each size into a key that says so. Only
-// PlanMemory.cpp includes it.
+// SizeKeys hash-conses each size into a key that says so. PlanMemory.cpp
+// and CarriedStorage.cpp include it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,6 +45,13 @@ public:
                                              d->intAttr("alignment"), sh});
     }
     return leaf(size);
+  }
+  /// The key `ofSize` gives `storage_size(shape_of(t), dtype, alignment)`:
+  /// the bytes of a storage holding `t`'s shape (CarriedStorage.cpp asks
+  /// whether a loop's new state needs what its old one had).
+  int ofTensorSize(ir::Value *t, DType dtype, int64_t alignment) {
+    return intern(std::array<int64_t, 4>{kStorageSize, static_cast<int64_t>(dtype), alignment,
+                                         ofTensorShape(t, 0)});
   }
 
 private:

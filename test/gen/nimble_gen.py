@@ -27,7 +27,8 @@ select, cast, matmul, batch_matmul, conv, max_pool, avg_pool, reduction, softmax
 op (reshape, dyn_reshape, transpose, concat, split, slice, dynamic_slice,
 dynamic_update_slice, take, expand_dims, squeeze, broadcast_to), creation (constant, zeros, full,
 arange, unique, nonzero), shape_of, dim, storage_size, and the structural
-ops (call, br, cond_br, match, ret, construct, tuple, get_tuple). Not
+ops (call, br, cond_br, match, ret, construct, tuple, get_tuple); @main
+sometimes carries the `dispatch` attribute (graph dispatch). Not
 generated: the explicit-memory ops (alloc_storage, alloc_tensor,
 invoke_mut, invoke_shape_func, kill), which only manifest-memory writes,
 and device_copy (no second device on a CPU-only run).
@@ -645,6 +646,9 @@ class Func:
 class Gen:
     def __init__(self, seed, size, stable=False):
         self.rng = random.Random(seed)
+        # A stream of its own, so that adding the dispatch attribute (issue
+        # 49) left every seed's program otherwise as it was.
+        self.dispatch_rng = random.Random(seed * 7919 + 49)
         self.size = size
         self.stable = stable
         self.funcs = []
@@ -820,8 +824,25 @@ class Gen:
         f.emit("ret %s" % ", ".join(v.name for v in rets))
         head = "func @main(%s) -> (%s) {" % (", ".join("%s: %s" % (p.name, qtype(p)) for p in params),
                                               ", ".join(qtype(v) for v in rets))
+        head = self.dispatch_attr(head, params)
         f.lines = [head] + body + ["}"]
         return f, params
+
+    def dispatch_attr(self, head, params):
+        """Sometimes `attributes {dispatch = [n], dispatch_dim = [p, a]}` on
+        @main, n the run-time size of that axis: -O1 and up then run a copy
+        with the axis static (the `dispatch` pass), the oracle -O0 the body
+        as written. Only the size that runs: a copy for another size could
+        be statically ill-typed where the run would only have failed a
+        check (docs/passes.md, `dispatch`). Parameters of rank 1 or 2 (the
+        reshape to the copy's shape keeps at most one other `?` axis)."""
+        rng = self.dispatch_rng
+        cands = [(i, p) for i, p in enumerate(params) if 1 <= p.rank <= 2]
+        if not cands or rng.random() >= 0.3:
+            return head
+        i, p = rng.choice(cands)
+        axis = rng.randrange(p.rank)
+        return head[:-2] + " attributes {dispatch = [%d], dispatch_dim = [%d, %d]} {" % (p.sizes[axis], i, axis)
 
     def generate(self):
         main, params = self.main()
