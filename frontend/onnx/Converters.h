@@ -50,7 +50,19 @@ inline std::vector<int64_t> intsOf(const DenseValue *d) {
   return r;
 }
 
-template <OpCode K> bool unary(Conv &c, Out &out) { return done(out, c.op(K, {c.input(0)})); }
+template <OpCode K> bool unary(Conv &c, Out &out) {
+  // Neg / Abs of known small integers fold like binary's shape arithmetic
+  // (ONNX's expanded LayerNormalization negates its axis to size a shape).
+  if constexpr (K == OpCode::Neg || K == OpCode::Abs) {
+    const DenseValue *k = c.known(c.input(0));
+    if (smallInts(k) && isSignedInt(k->dtype)) {
+      std::vector<int64_t> r = intsOf(k);
+      for (int64_t &v : r) v = K == OpCode::Neg || v < 0 ? static_cast<int64_t>(0 - static_cast<uint64_t>(v)) : v;
+      return done(out, foldInts(c, k->dtype, k->shape, r));
+    }
+  }
+  return done(out, c.op(K, {c.input(0)}));
+}
 
 template <OpCode K> bool binary(Conv &c, Out &out) {
   Value *a = c.input(0), *b = c.input(1);
