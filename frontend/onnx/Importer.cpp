@@ -378,8 +378,9 @@ bool GraphImporter::importNodes(const onnx::GraphProto &g, std::string &error) {
       error = where + (why ? why : "not an op of ONNX's default domain that the importer knows");
       return false;
     }
-    if (opset_ < e->since) {
-      error = where + "the op is handled from opset " + std::to_string(e->since);
+    if (opset_ < firstOpset(*e)) {
+      error = where + "the op is handled from opset " + std::to_string(firstOpset(*e)) +
+              " (onnx.version_converter can convert the model)";
       return false;
     }
     std::vector<Value *> in;
@@ -575,8 +576,7 @@ bool importModel(const std::string &bytes, const ImportOptions &opts, Context &c
   }
   if (opset < kMinOpset || opset > kMaxOpset) {
     error = "opset " + std::to_string(opset) + " of the default domain is not supported (the importer reads opsets " +
-            std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
-            (opset < kMinOpset ? "; onnx.version_converter can convert the model)" : ")");
+            std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")";
     return false;
   }
   auto m = std::make_unique<Module>(ctx);

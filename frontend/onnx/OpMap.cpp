@@ -1,7 +1,7 @@
 //===- OpMap.cpp - ONNX ops as Nimble ops ----------------------------------===//
 //
 // One row per ONNX op type the importer reads (opsets 7 to 21 of the
-// default domain): the converter, and for the manual the Nimble ops it
+// default domain, and older ones where the op is the same: Opsets.cpp): the converter, and for the manual the Nimble ops it
 // becomes and its limits. A converter emits one Nimble op where one fits and
 // otherwise a short composite of existing ops (Gemm: matmul, mul, add;
 // LeakyRelu: less, mul, select; BatchNormalization: sub, div, sqrt, ...).
@@ -210,7 +210,7 @@ const char *missingOpReason(const std::string &type) {
 std::string listOps() {
   std::string s;
   for (const OpEntry &e : opMap())
-    s += std::string(e.type) + "\t" + std::to_string(e.since) + "\t" + e.nir + "\t" + e.notes + "\n";
+    s += std::string(e.type) + "\t" + std::to_string(firstOpset(e)) + "\t" + e.nir + "\t" + e.notes + "\n";
   s += "# not supported\n";
   for (const Missing &m : kMissing) {
     std::string_view all = m.types;

@@ -429,6 +429,33 @@ def trilu_gather_mod():
                                                           np.mod(a, b)]
 
 
+@case
+def unsigned_ints():
+    # uint8 and int16 inputs, initializers of every new type, Cast between
+    # them: wrap-around (200 + 100 in uint8), unsigned division and
+    # comparison, saturating float -> uint8, uint64 beyond int64.
+    U8, U16, U32, U64, I16 = (TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32,
+                              TensorProto.UINT64, TensorProto.INT16)
+    m = model([N("Add", ["a", "b"], ["s"]), N("Div", ["a", "b"], ["q"]), N("Greater", ["a", "b"], ["g"]),
+               N("Cast", ["a"], ["a16"], to=I16), N("Mul", ["a16", "k16"], ["m16"]),
+               N("Cast", ["m16"], ["m32"], to=U32), N("Max", ["m32", "k32"], ["mx"]),
+               N("Cast", ["f"], ["fu8"], to=U8), N("Sub", ["k64", "one64"], ["d64"]),
+               N("Cast", ["a"], ["a16u"], to=U16), N("ReduceSum", ["a16u"], ["r"], keepdims=0)],
+              [("a", U8, [4]), ("b", U8, [4]), ("f", F, [4])],
+              [("s", U8, [4]), ("q", U8, [4]), ("g", B, [4]), ("mx", U32, [4]), ("fu8", U8, [4]),
+               ("d64", U64, [2]), ("r", U16, [])],
+              inits=[("k16", np.array([300, -2, 7, 1000], np.int16)), ("k32", np.array([5, 70000, 0, 9], np.uint32)),
+                     ("k64", np.array([2**64 - 1, 0], np.uint64)), ("one64", np.array([1, 1], np.uint64))])
+    a = np.array([200, 255, 7, 0], np.uint8)
+    b = np.array([100, 2, 3, 1], np.uint8)
+    f = np.array([-3.5, 300.0, 12.7, 0.0], np.float32)
+    with np.errstate(all="ignore"):
+        m16 = a.astype(np.int16) * np.array([300, -2, 7, 1000], np.int16)
+        return m, [a, b, f], [a + b, a // b, a > b, np.maximum(m16.astype(np.uint32), np.array([5, 70000, 0, 9], np.uint32)),
+                              np.array([0, 255, 12, 0], np.uint8), np.array([2**64 - 2, 2**64 - 1], np.uint64),
+                              np.array(a.astype(np.uint16).sum(), np.uint16)]
+
+
 # --- Models for the error messages (not numeric) ------------------------------
 
 @case
@@ -444,7 +471,28 @@ def unknown_op():
 
 @case
 def old_opset():
-    return model([N("Relu", ["x"], ["y"])], [("x", F, [2])], [("y", F, [2])], opset=6), None, None
+    # Add changed at opset 7 (numpy broadcasting replaced `broadcast`/`axis`).
+    return model([N("Add", ["x", "x"], ["y"])], [("x", F, [2])], [("y", F, [2])], opset=6), None, None
+
+
+@case
+def opset_zero():
+    return model([N("Relu", ["x"], ["y"])], [("x", F, [2])], [("y", F, [2])], opset=0), None, None
+
+
+@case
+def opset6_ops():
+    # Ops whose schema at opset 6 is the one still in effect at 7 and later
+    # (Relu-6, Elu-6, Softsign-1, GlobalAveragePool-1, Not-1) import.
+    m = model([N("Relu", ["x"], ["r"]), N("Elu", ["x"], ["e"], alpha=0.5), N("Softsign", ["x"], ["s"]),
+               N("GlobalAveragePool", ["x"], ["g"]), N("Not", ["b"], ["n"])],
+              [("x", F, [1, 2, 3]), ("b", B, [2])],
+              [("r", F, [1, 2, 3]), ("e", F, [1, 2, 3]), ("s", F, [1, 2, 3]), ("g", F, [1, 2, 1]), ("n", B, [2])],
+              opset=6)
+    x = randn(1, 2, 3)
+    b = np.array([True, False])
+    return m, [x, b], [np.maximum(x, 0), np.where(x < 0, 0.5 * (np.exp(x) - 1), x), x / (1 + np.abs(x)),
+                       x.mean(axis=2, keepdims=True), ~b]
 
 
 @case
@@ -481,14 +529,15 @@ def new_opset():
 
 
 @case
-def uint8_input():
-    return model([N("Identity", ["x"], ["y"])], [("x", TensorProto.UINT8, [2])], [("y", TensorProto.UINT8, [2])]), None, None
+def complex_input():
+    return model([N("Identity", ["x"], ["y"])], [("x", TensorProto.COMPLEX64, [2])],
+                 [("y", TensorProto.COMPLEX64, [2])]), None, None
 
 
 @case
-def uint8_cast():
-    return model([N("Cast", ["x"], ["y"], name="to_u8", to=TensorProto.UINT8)], [("x", F, [2])],
-                 [("y", TensorProto.UINT8, [2])]), None, None
+def string_cast():
+    return model([N("Cast", ["x"], ["y"], name="to_str", to=TensorProto.STRING)], [("x", F, [2])],
+                 [("y", TensorProto.STRING, [2])]), None, None
 
 
 @case
