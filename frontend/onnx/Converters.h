@@ -107,9 +107,23 @@ bool reduceAxes(Conv &c, int inputSince, std::vector<int64_t> &axes);
 
 enum class Red { Sum, Mean, Max, Min, SumSquare, L1, L2, LogSum, LogSumExp };
 
+/// Shape operands given at run time (ConvertRuntime.cpp).
+bool sliceRuntime(Conv &c, Out &out);
+bool splitRuntime(Conv &c, Out &out, int64_t axis);
+bool unsqueezeRuntime(Conv &c, Out &out);
+bool squeezeRuntime(Conv &c, Out &out);
+bool reduceRuntime(Conv &c, Red red, Out &out);
+/// Input i is given but its value is not known at import, and it is not
+/// a statically empty list.
+inline bool runtimeList(Conv &c, size_t i) {
+  Value *v = c.input(i);
+  return v && !c.knownInts(i) && !(rankOf(v) == 1 && v->type().dims()[0] == 0);
+}
+
 template <Red R> bool reduce(Conv &c, Out &out) {
   Value *x = c.input(0);
   if (!x) return c.fail("has no input");
+  if (c.opset >= (R == Red::Sum ? 13 : 18) && runtimeList(c, 1)) return reduceRuntime(c, R, out);
   std::vector<int64_t> axes;
   if (!reduceAxes(c, R == Red::Sum ? 13 : 18, axes)) return false;
   if (axes.empty() && c.attrInt("noop_with_empty_axes", 0)) return done(out, x);
