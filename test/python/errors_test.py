@@ -68,7 +68,7 @@ class ErrorsTest(unittest.TestCase):
     def test_no_such_function(self):
         e = self.check(nimble.InputError,
                        "error: no function @nope in '%s' (it has @id_list, @id_tree, @map, @count, @pack, "
-                       "@unpack, @add, @scale, @upto, @kinds, @weights)" % self.nbc, "nope", [], [])
+                       "@unpack, @add, @scale, @upto, @kinds, @wraps, @weights)" % self.nbc, "nope", [], [])
         self.assertIsNone(e.location)
 
     def test_constructors(self):
