@@ -283,9 +283,8 @@ bool splitRuntime(Conv &c, Out &out, int64_t axis) {
   Value *at = i64(c, 0);
   for (size_t i = 0; i < n; ++i) {
     Value *end = c.op(OpCode::Add, {at, entry(c, sizes, static_cast<int64_t>(i))});
-    // The sizes must add up to the dim: take's index check catches a part
-    // that runs past it; a sum short of it leaves the tail out, as ONNX's
-    // reference does not define.
+    // ONNX requires the sizes to add up to the dim: a part running past it
+    // is take's run-time index error; a sum short of it leaves the tail out.
     out.push_back(c.op(OpCode::Take, {x, c.op(OpCode::Arange, {at, end, i64(c, 1)})}, {{"axis", Attr::getInt(axis)}}));
     if (!out.back()) return false;
     at = end;

@@ -69,14 +69,23 @@ template <OpCode K> bool binary(Conv &c, Out &out) {
   const DenseValue *ka = c.known(a), *kb = c.known(b);
   // Shape arithmetic on known integers (torch exports compute Reshape's
   // target from Shape with Add/Mul/Div): folded, so the target stays known.
-  if ((K == OpCode::Add || K == OpCode::Sub || K == OpCode::Mul || K == OpCode::Div) && smallInts(ka) &&
+  // (Not a u64 division: above INT64_MAX the int64 values below are negative.)
+  if ((K == OpCode::Add || K == OpCode::Sub || K == OpCode::Mul || (K == OpCode::Div && dt(a) != DType::U64)) &&
+      smallInts(ka) &&
       smallInts(kb) && ka->dtype == kb->dtype && (ka->shape == kb->shape || kb->shape.empty() || ka->shape.empty())) {
     std::vector<int64_t> x = intsOf(ka), y = intsOf(kb), r;
     size_t n = std::max(x.size(), y.size());
     for (size_t i = 0; i < n; ++i) {
       int64_t p = x[x.size() == 1 ? 0 : i], q = y[y.size() == 1 ? 0 : i];
       if (K == OpCode::Div && q == 0) goto emit;
-      r.push_back(K == OpCode::Add ? p + q : K == OpCode::Sub ? p - q : K == OpCode::Mul ? p * q : p / q);
+      // Wrapping, as the kernels (and without signed overflow here: MIN / -1
+      // is 0 - MIN).
+      uint64_t up = static_cast<uint64_t>(p), uq = static_cast<uint64_t>(q);
+      r.push_back(K == OpCode::Add   ? static_cast<int64_t>(up + uq)
+                  : K == OpCode::Sub ? static_cast<int64_t>(up - uq)
+                  : K == OpCode::Mul ? static_cast<int64_t>(up * uq)
+                  : q == -1          ? static_cast<int64_t>(0 - up)
+                                     : p / q);
     }
     return done(out, foldInts(c, ka->dtype, ka->shape.empty() ? kb->shape : ka->shape, r));
   }
