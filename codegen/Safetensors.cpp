@@ -14,7 +14,9 @@ namespace {
 bool parseDTypeName(const std::string &s, DType &out) {
   static const std::pair<const char *, DType> names[] = {
       {"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}, {"F64", DType::F64},
-      {"BOOL", DType::I1}, {"I8", DType::I8},   {"I32", DType::I32},   {"I64", DType::I64}};
+      {"BOOL", DType::I1}, {"I8", DType::I8},   {"I32", DType::I32},   {"I64", DType::I64},
+      {"I16", DType::I16}, {"U8", DType::U8},   {"U16", DType::U16},   {"U32", DType::U32},
+      {"U64", DType::U64}};
   for (auto &[n, t] : names)
     if (s == n) {
       out = t;

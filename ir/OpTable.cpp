@@ -24,8 +24,8 @@ namespace nimble {
 
 namespace {
 constexpr std::array<std::string_view, kNumDTypes> kDTypeNames = {
-    "f32", "f16", "bf16", "f64", "i1", "i8", "i32", "i64"};
-constexpr std::array<size_t, kNumDTypes> kDTypeSizes = {4, 2, 2, 8, 1, 1, 4, 8};
+    "f32", "f16", "bf16", "f64", "i1", "i8", "i32", "i64", "i16", "u8", "u16", "u32", "u64"};
+constexpr std::array<size_t, kNumDTypes> kDTypeSizes = {4, 2, 2, 8, 1, 1, 4, 8, 2, 1, 2, 4, 8};
 } // namespace
 
 std::string_view dtypeName(DType t) { return kDTypeNames[static_cast<int>(t)]; }
@@ -123,6 +123,7 @@ double DenseValue::getDouble(int64_t i) const {
   case DType::F64: return load<double>(bytes, i);
   case DType::F16: return halfToFloat(load<uint16_t>(bytes, i));
   case DType::BF16: return bf16ToFloat(load<uint16_t>(bytes, i));
+  case DType::U64: return static_cast<double>(load<uint64_t>(bytes, i));
   default: return static_cast<double>(getInt(i));
   }
 }
@@ -134,6 +135,11 @@ int64_t DenseValue::getInt(int64_t i) const {
   case DType::I8: return load<int8_t>(bytes, i);
   case DType::I32: return load<int32_t>(bytes, i);
   case DType::I64: return load<int64_t>(bytes, i);
+  case DType::I16: return load<int16_t>(bytes, i);
+  case DType::U8: return load<uint8_t>(bytes, i);
+  case DType::U16: return load<uint16_t>(bytes, i);
+  case DType::U32: return load<uint32_t>(bytes, i);
+  case DType::U64: return static_cast<int64_t>(load<uint64_t>(bytes, i)); // the bits
   default: return static_cast<int64_t>(getDouble(i));
   }
 }
@@ -144,6 +150,12 @@ void DenseValue::appendDouble(double v) {
   case DType::F64: store<double>(bytes, v); break;
   case DType::F16: store<uint16_t>(bytes, floatToHalf(static_cast<float>(v))); break;
   case DType::BF16: store<uint16_t>(bytes, floatToBF16(static_cast<float>(v))); break;
+  case DType::U64:
+    // Above INT64_MAX the signed detour would be undefined.
+    if (v >= 9223372036854775808.0 && v < 18446744073709551616.0)
+      store<uint64_t>(bytes, static_cast<uint64_t>(v));
+    else appendInt(static_cast<int64_t>(v));
+    break;
   default: appendInt(static_cast<int64_t>(v)); break;
   }
 }
@@ -154,6 +166,11 @@ void DenseValue::appendInt(int64_t v) {
   case DType::I8: store<int8_t>(bytes, static_cast<int8_t>(v)); break;
   case DType::I32: store<int32_t>(bytes, static_cast<int32_t>(v)); break;
   case DType::I64: store<int64_t>(bytes, v); break;
+  case DType::I16: store<int16_t>(bytes, static_cast<int16_t>(v)); break;
+  case DType::U8: store<uint8_t>(bytes, static_cast<uint8_t>(v)); break;
+  case DType::U16: store<uint16_t>(bytes, static_cast<uint16_t>(v)); break;
+  case DType::U32: store<uint32_t>(bytes, static_cast<uint32_t>(v)); break;
+  case DType::U64: store<uint64_t>(bytes, static_cast<uint64_t>(v)); break;
   default: appendDouble(static_cast<double>(v)); break;
   }
 }
@@ -452,7 +469,7 @@ std::string_view dtypeRuleDescription(DTypeRule rule) {
   case DTypeRule::Any: return "any element type";
   case DTypeRule::Float: return "a floating-point element type (f16, bf16, f32, f64)";
   case DTypeRule::Numeric: return "a numeric element type (not i1)";
-  case DTypeRule::Int: return "an integer element type (i8, i32, i64)";
+  case DTypeRule::Int: return "an integer element type (i8, i16, i32, i64, u8, u16, u32, u64)";
   case DTypeRule::Bool: return "element type i1";
   }
   return "?";

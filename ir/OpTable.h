@@ -22,8 +22,11 @@ namespace nimble {
 
 //===-- Element types ------------------------------------------------------===//
 
-enum class DType : uint8_t { F32, F16, BF16, F64, I1, I8, I32, I64 };
-inline constexpr int kNumDTypes = 8;
+/// Element types. The values are dtype codes in `.nbc` files (docs/VM.md):
+/// new types go at the end. i16 and the unsigned u8..u64 wrap around like
+/// numpy's and ONNX's integers (docs/LangRef.md, "Element types").
+enum class DType : uint8_t { F32, F16, BF16, F64, I1, I8, I32, I64, I16, U8, U16, U32, U64 };
+inline constexpr int kNumDTypes = 13;
 
 std::string_view dtypeName(DType t);
 std::optional<DType> parseDType(std::string_view s);
@@ -31,9 +34,14 @@ size_t dtypeSize(DType t);
 inline bool isFloat(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64;
 }
-inline bool isInteger(DType t) {
-  return t == DType::I8 || t == DType::I32 || t == DType::I64;
+inline bool isUnsigned(DType t) {
+  return t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64;
 }
+inline bool isSignedInt(DType t) {
+  return t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64;
+}
+/// Signed or unsigned integers (not i1).
+inline bool isInteger(DType t) { return isSignedInt(t) || isUnsigned(t); }
 inline bool isBool(DType t) { return t == DType::I1; }
 
 /// A dimension that is unknown until run time: the paper's `Any`, written `?`.
@@ -57,7 +65,8 @@ struct DenseValue {
   bool splat = false;
 
   int64_t numElements() const;
-  /// Element `i` (modulo splat) converted to double / int64.
+  /// Element `i` (modulo splat) converted to double / int64 (a u64 above
+  /// INT64_MAX comes back as its bits, negative; appendInt takes it so).
   double getDouble(int64_t i) const;
   int64_t getInt(int64_t i) const;
   /// Appends one element given as double (floats) or int64 (integers, bool).

@@ -226,6 +226,14 @@ inline bool intValue(std::string_view s, int64_t &v) {
   return r.ec == std::errc() && r.ptr == s.data() + s.size();
 }
 
+/// The value of a non-negative integer token up to 2^64 - 1 (u64 literals).
+inline bool uintValue(std::string_view s, uint64_t &v) {
+  bool hex = s.starts_with("0x");
+  const char *b = s.data() + (hex ? 2 : 0), *e = s.data() + s.size();
+  auto r = std::from_chars(b, e, v, hex ? 16 : 10);
+  return r.ec == std::errc() && r.ptr == e;
+}
+
 /// The value of a decimal integer or float token. False when out of range
 /// (`1e999`) or hexadecimal (raw bits, meaningful only in float literals).
 inline bool floatValue(std::string_view s, double &v) {

@@ -129,12 +129,20 @@ bool Parser::parseScalarLiteral(DType dt, DenseValue &out) {
       if (tok_.is(Tok::Float))
         return error("float literal for integer element type " + std::string(dtypeName(dt)));
       int64_t v = 0;
-      if (!intValue(s, v))
+      uint64_t u = 0;
+      // u64 literals reach 2^64 - 1: read them unsigned (the bits go in).
+      bool big = dt == DType::U64 && !s.starts_with("-") && uintValue(s, u);
+      if (big) v = static_cast<int64_t>(u);
+      else if (!intValue(s, v))
         return error("integer literal " + std::string(s) + " does not fit in 64 bits");
       if (dt == DType::I1 && v != 0 && v != 1)
         return error("i1 literal must be 0, 1, true or false");
-      int bits = dt == DType::I8 ? 8 : dt == DType::I32 ? 32 : 64;
-      if (bits < 64 && (v < -(int64_t(1) << (bits - 1)) || v >= (int64_t(1) << (bits - 1))))
+      int bits = static_cast<int>(8 * dtypeSize(dt));
+      bool fits = dt == DType::I1 || big ||
+                  (isUnsigned(dt) ? v >= 0 && (bits == 64 || v < (int64_t(1) << bits))
+                                  : bits == 64 || (v >= -(int64_t(1) << (bits - 1)) &&
+                                                   v < (int64_t(1) << (bits - 1))));
+      if (!fits)
         return error("integer literal " + std::string(s) + " does not fit in " +
                      std::string(dtypeName(dt)));
       out.appendInt(v);

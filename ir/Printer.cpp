@@ -42,6 +42,7 @@ std::string formatElement(const DenseValue &v, int64_t i) {
     return "0x" + hex;
   }
   if (t == DType::I1) return v.getInt(i) ? "true" : "false";
+  if (t == DType::U64) return std::to_string(static_cast<uint64_t>(v.getInt(i)));
   return std::to_string(v.getInt(i));
 }
 

@@ -75,15 +75,23 @@ inline bool canForwardOperand(const ir::Operation &op, ir::Value *x) {
 /// True when every value of `from` converts exactly to `to`, so that a later
 /// cast of the converted value equals a cast of the original (conversions
 /// depend on the value only): i1 to anything; i8 to the wider integers and
-/// every float (|v| <= 128 is exact even in bf16); i32 to i64 and f64; f16 and
+/// every float (|v| <= 128 is exact even in bf16); i16 to i32, i64, f32, f64;
+/// u8 to the wider integers and every float; u16 to the integers and floats
+/// of 32 bits and more; u32 to i64, u64, f64; i32 to i64 and f64; f16 and
 /// bf16 to f32 and f64; f32 to f64. i64 to f64 loses bits above 2^53, and no
 /// narrowing cast is lossless.
 inline bool isLosslessCast(DType from, DType to) {
   if (from == to) return true;
   switch (from) {
   case DType::I1: return true;
-  case DType::I8: return to == DType::I32 || to == DType::I64 || isFloat(to);
+  case DType::I8: return isSignedInt(to) || isFloat(to);
+  case DType::I16: return to == DType::I32 || to == DType::I64 || to == DType::F32 || to == DType::F64;
   case DType::I32: return to == DType::I64 || to == DType::F64;
+  case DType::U8: return (isInteger(to) && to != DType::I8) || isFloat(to);
+  case DType::U16:
+    return to == DType::I32 || to == DType::I64 || to == DType::U32 || to == DType::U64 ||
+           to == DType::F32 || to == DType::F64;
+  case DType::U32: return to == DType::I64 || to == DType::U64 || to == DType::F64;
   case DType::F16:
   case DType::BF16: return to == DType::F32 || to == DType::F64;
   case DType::F32: return to == DType::F64;

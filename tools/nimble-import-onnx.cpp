@@ -40,7 +40,8 @@ OPTIONS:
   --help                    Show this help and exit
   --version                 Show the version and exit
 
-Opsets 7 to 21 of ONNX's default domain. Pipe the output to the compiler:
+Opsets 1 to 21 of ONNX's default domain (below 7, ops that did not change
+since; each op's first opset: --list-ops). Pipe the output to the compiler:
   nimble-import-onnx model.onnx | nimblec - -o model.nbc
 
 Exit status: 0 on success, 1 when the model cannot be read or imported (one line:
@@ -64,7 +65,7 @@ int parseArgs(int argc, char **argv, Options &o) {
       return kExitOk;
     }
     if (a == "--version") {
-      std::cout << "nimble-import-onnx (Nimble) 0.1, ONNX opsets 7 to 21\n";
+      std::cout << "nimble-import-onnx (Nimble) 0.1, ONNX opsets 1 to 21\n";
       return kExitOk;
     }
     if (a == "-o") {

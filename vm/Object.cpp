@@ -80,7 +80,11 @@ int64_t Tensor::numElements() const {
 
 int64_t Tensor::scalarInt() const {
   assert(numElements() >= 1 && "scalarInt of an empty tensor");
-  const uint8_t *p = rawData();
+  return intAt(0);
+}
+
+int64_t Tensor::intAt(int64_t i) const {
+  const uint8_t *p = rawData() + static_cast<size_t>(i) * dtypeSize(dtype_);
   switch (dtype_) {
   case DType::I1: return *p != 0;
   case DType::I8: return static_cast<int8_t>(*p);
@@ -89,8 +93,25 @@ int64_t Tensor::scalarInt() const {
     std::memcpy(&v, p, sizeof v);
     return v;
   }
-  case DType::I64: {
+  case DType::I64:
+  case DType::U64: { // above INT64_MAX: the bits
     int64_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  case DType::I16: {
+    int16_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  case DType::U8: return *p;
+  case DType::U16: {
+    uint16_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  case DType::U32: {
+    uint32_t v;
     std::memcpy(&v, p, sizeof v);
     return v;
   }

@@ -131,8 +131,11 @@ public:
   uint8_t *rawData() const { return storage_->data() + offset_; }
   template <class T> T *data() const { return reinterpret_cast<T *>(rawData()); }
 
-  /// Scalar reads for control flow and shapes (any integer or bool dtype).
+  /// Scalar reads for control flow and shapes (any integer or bool dtype;
+  /// a u64 above INT64_MAX reads as its bits, negative).
   int64_t scalarInt() const;
+  /// Element `i` the same way (shape tensors).
+  int64_t intAt(int64_t i) const;
   /// "tensor<2x3xf32>".
   std::string typeString() const;
 

@@ -41,6 +41,11 @@ llvm::Type *elementType(llvm::LLVMContext &c, DType t) {
   case DType::I8: return llvm::Type::getInt8Ty(c);
   case DType::I32: return llvm::Type::getInt32Ty(c);
   case DType::I64: return llvm::Type::getInt64Ty(c);
+  case DType::I16: return llvm::Type::getInt16Ty(c);
+  case DType::U8: return llvm::Type::getInt8Ty(c);
+  case DType::U16: return llvm::Type::getInt16Ty(c);
+  case DType::U32: return llvm::Type::getInt32Ty(c);
+  case DType::U64: return llvm::Type::getInt64Ty(c);
   }
   return nullptr;
 }
@@ -87,9 +92,11 @@ namespace {
 // numpy.maximum / minimum with the reference's exact choices: a NaN operand
 // is returned itself (the first one if both are), otherwise `a < b ? b : a`
 // for maximum and `b < a ? b : a` for minimum, so a tie (-0 and +0) keeps a.
-Value *maxMin(llvm::IRBuilder<> &b, bool isMax, Value *x, Value *y, bool isFloat) {
-  if (!isFloat) return isMax ? b.CreateSelect(b.CreateICmpSLT(x, y), y, x)
-                             : b.CreateSelect(b.CreateICmpSLT(y, x), y, x);
+Value *maxMin(llvm::IRBuilder<> &b, bool isMax, Value *x, Value *y, bool isFloat, bool isUns) {
+  if (!isFloat) {
+    auto lt = [&](Value *p, Value *q) { return isUns ? b.CreateICmpULT(p, q) : b.CreateICmpSLT(p, q); };
+    return isMax ? b.CreateSelect(lt(x, y), y, x) : b.CreateSelect(lt(y, x), y, x);
+  }
   Value *pick = isMax ? b.CreateSelect(b.CreateFCmpOLT(x, y), y, x)
                       : b.CreateSelect(b.CreateFCmpOLT(y, x), y, x);
   Value *nanPick = b.CreateSelect(isNaN(b, x), x, y);
@@ -142,16 +149,19 @@ Value *emitCast(llvm::IRBuilder<> &b, Value *v, DType from, DType to) {
                  : b.CreateICmpNE(v, llvm::ConstantInt::get(vt, 0));
   if (from == DType::I1) return toF ? b.CreateUIToFP(v, dst) : b.CreateZExt(v, dst);
   if (fromF && toF) return b.CreateFPCast(v, dst);
-  if (!fromF && !toF) return b.CreateSExtOrTrunc(v, dst);
-  if (!fromF) return b.CreateSIToFP(v, dst);
-  // Float to integer saturates, NaN to 0 (llvm.fptosi.sat has exactly that).
-  return b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {dst, vt}, {v});
+  // Integers extend by the source's signedness (then wrap by truncation).
+  if (!fromF && !toF) return isUnsigned(from) ? b.CreateZExtOrTrunc(v, dst) : b.CreateSExtOrTrunc(v, dst);
+  if (!fromF) return isUnsigned(from) ? b.CreateUIToFP(v, dst) : b.CreateSIToFP(v, dst);
+  // Float to integer saturates, NaN to 0 (llvm.fpto[su]i.sat have exactly that).
+  return b.CreateIntrinsic(isUnsigned(to) ? llvm::Intrinsic::fptoui_sat : llvm::Intrinsic::fptosi_sat,
+                           {dst, vt}, {v});
 }
 
 Value *emitElementOp(llvm::IRBuilder<> &b, OpCode op, DType in, DType out,
                      llvm::ArrayRef<Value *> a, const std::vector<Attr> &attrs,
                      llvm::BasicBlock *onError) {
   const bool f = isFloat(in);
+  const bool u = isUnsigned(in); // unsigned integers: no sign, unsigned order
   Value *x = a[0];
   // f32 log/erf/gelu/pow inline on CPUs; the device has libdevice.
   const bool inlineF32 =
@@ -160,8 +170,10 @@ Value *emitElementOp(llvm::IRBuilder<> &b, OpCode op, DType in, DType out,
   case OpCode::Neg: return f ? b.CreateFNeg(x) : b.CreateSub(constLike(x, 0), x);
   case OpCode::Abs:
     if (f) return intrinsic(b, llvm::Intrinsic::fabs, {x});
+    if (u) return x;
     return b.CreateSelect(b.CreateICmpSLT(x, constLike(x, 0)), b.CreateSub(constLike(x, 0), x), x);
   case OpCode::Relu:
+    if (u) return x;
     return b.CreateSelect(f ? b.CreateFCmpOLT(x, constLike(x, 0)) : b.CreateICmpSLT(x, constLike(x, 0)),
                           constLike(x, 0), x);
   case OpCode::LogicalNot: return b.CreateNot(x);
@@ -203,19 +215,20 @@ Value *emitElementOp(llvm::IRBuilder<> &b, OpCode op, DType in, DType out,
     llvm::BasicBlock *ok = llvm::BasicBlock::Create(b.getContext(), "div.ok", b.GetInsertBlock()->getParent());
     b.CreateCondBr(zero, onError, ok);
     b.SetInsertPoint(ok);
+    if (u) return b.CreateUDiv(x, y);
     Value *minus1 = b.CreateICmpEQ(y, constLike(y, -1));
     Value *safeY = b.CreateSelect(minus1, constLike(y, 1), y);
     return b.CreateSelect(minus1, b.CreateSub(constLike(x, 0), x), b.CreateSDiv(x, safeY));
   }
   case OpCode::Pow: return inlineF32 ? emitPowF32(b, x, y) : emitLibmCall(b, "powf", "pow", {x, y});
-  case OpCode::Maximum: return maxMin(b, true, x, y, f);
-  case OpCode::Minimum: return maxMin(b, false, x, y, f);
+  case OpCode::Maximum: return maxMin(b, true, x, y, f, u);
+  case OpCode::Minimum: return maxMin(b, false, x, y, f, u);
   case OpCode::Equal: return f ? b.CreateFCmpOEQ(x, y) : b.CreateICmpEQ(x, y);
   case OpCode::NotEqual: return f ? b.CreateFCmpUNE(x, y) : b.CreateICmpNE(x, y);
-  case OpCode::Less: return f ? b.CreateFCmpOLT(x, y) : b.CreateICmpSLT(x, y);
-  case OpCode::LessEqual: return f ? b.CreateFCmpOLE(x, y) : b.CreateICmpSLE(x, y);
-  case OpCode::Greater: return f ? b.CreateFCmpOGT(x, y) : b.CreateICmpSGT(x, y);
-  case OpCode::GreaterEqual: return f ? b.CreateFCmpOGE(x, y) : b.CreateICmpSGE(x, y);
+  case OpCode::Less: return f ? b.CreateFCmpOLT(x, y) : u ? b.CreateICmpULT(x, y) : b.CreateICmpSLT(x, y);
+  case OpCode::LessEqual: return f ? b.CreateFCmpOLE(x, y) : u ? b.CreateICmpULE(x, y) : b.CreateICmpSLE(x, y);
+  case OpCode::Greater: return f ? b.CreateFCmpOGT(x, y) : u ? b.CreateICmpUGT(x, y) : b.CreateICmpSGT(x, y);
+  case OpCode::GreaterEqual: return f ? b.CreateFCmpOGE(x, y) : u ? b.CreateICmpUGE(x, y) : b.CreateICmpSGE(x, y);
   case OpCode::LogicalAnd: return b.CreateAnd(x, y);
   case OpCode::LogicalOr: return b.CreateOr(x, y);
   case OpCode::Select: return b.CreateSelect(x, a[1], a[2]);

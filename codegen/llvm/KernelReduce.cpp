@@ -59,6 +59,7 @@ Value *KernelLowering::emitReduce(uint32_t v, const vm::KernelDesc::Member &m, c
   // Combine (acc, x) -> acc with the reference's rules.
   auto better = [&](Value *xv, Value *acc) -> Value * {
     bool mx = m.op != OpCode::Min;
+    if (!fl && isUnsigned(dt)) return mx ? b_.CreateICmpUGT(xv, acc) : b_.CreateICmpULT(xv, acc);
     if (!fl) return mx ? b_.CreateICmpSGT(xv, acc) : b_.CreateICmpSLT(xv, acc);
     Value *c = mx ? b_.CreateFCmpOGT(xv, acc) : b_.CreateFCmpOLT(xv, acc);
     // The first NaN wins and then stays.
@@ -67,9 +68,15 @@ Value *KernelLowering::emitReduce(uint32_t v, const vm::KernelDesc::Member &m, c
   auto initFor = [&](unsigned ln) -> Value * {
     if (m.op == OpCode::Sum || m.op == OpCode::Mean) return llvm::Constant::getNullValue(withLanes(accTy, ln));
     bool mx = m.op != OpCode::Min;
-    Value *s = fl ? static_cast<Value *>(llvm::ConstantFP::getInfinity(et, mx))
-                  : static_cast<Value *>(mx ? llvm::ConstantInt::get(et, llvm::APInt::getSignedMinValue(et->getIntegerBitWidth()))
-                                            : llvm::ConstantInt::get(et, llvm::APInt::getSignedMaxValue(et->getIntegerBitWidth())));
+    Value *s;
+    if (fl) {
+      s = llvm::ConstantFP::getInfinity(et, mx);
+    } else {
+      unsigned w = et->getIntegerBitWidth();
+      bool u = isUnsigned(dt);
+      s = llvm::ConstantInt::get(et, mx ? (u ? llvm::APInt::getMinValue(w) : llvm::APInt::getSignedMinValue(w))
+                                        : (u ? llvm::APInt::getMaxValue(w) : llvm::APInt::getSignedMaxValue(w)));
+    }
     return splat(s, ln);
   };
   // Vectorize the innermost reduced axis when it is the contiguous one and

@@ -175,6 +175,11 @@ std::optional<DType> dtypeOf(int t) {
   case onnx::TensorProto_DataType_INT8: return DType::I8;
   case onnx::TensorProto_DataType_INT32: return DType::I32;
   case onnx::TensorProto_DataType_INT64: return DType::I64;
+  case onnx::TensorProto_DataType_INT16: return DType::I16;
+  case onnx::TensorProto_DataType_UINT8: return DType::U8;
+  case onnx::TensorProto_DataType_UINT16: return DType::U16;
+  case onnx::TensorProto_DataType_UINT32: return DType::U32;
+  case onnx::TensorProto_DataType_UINT64: return DType::U64;
   default: return std::nullopt;
   }
 }

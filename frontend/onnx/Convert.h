@@ -115,6 +115,10 @@ struct OpEntry {
   Converter convert;
 };
 
+/// The first opset whose version of the op is the one in effect at `since`
+/// (Opsets.cpp): the converter holds from there.
+int firstOpset(const OpEntry &e);
+
 /// The op map, sorted by op type. The importer reads it, `--list-ops`
 /// prints it, and docs/import-onnx.md's table is checked against it.
 const std::vector<OpEntry> &opMap();

@@ -301,8 +301,8 @@ bool reduceAxes(Conv &c, int inputSince, std::vector<int64_t> &axes) {
   if (c.opset >= inputSince) {
     if (!c.input(1)) return true;
     auto k = c.knownInts(1);
-    if (!k) return c.fail("the axes input must be known when the model is imported");
-    axes = *k;
+    if (!k && runtimeList(c, 1)) return c.fail("the axes input must be known when the model is imported");
+    if (k) axes = *k; // else a statically empty list
     return true;
   }
   if (auto a = c.attrInts("axes")) axes = *a;

@@ -243,6 +243,7 @@ bool squeezeAxes(Conv &c, std::vector<int64_t> &axes, bool &given) {
 
 bool unsqueeze(Conv &c, Out &out) {
   Value *x = c.input(0);
+  if (x && c.opset >= 13 && runtimeList(c, 1)) return unsqueezeRuntime(c, out);
   std::vector<int64_t> axes;
   bool given;
   if (!x || !squeezeAxes(c, axes, given)) return x ? false : c.fail("has no input");
@@ -264,6 +265,7 @@ bool unsqueeze(Conv &c, Out &out) {
 
 bool squeeze(Conv &c, Out &out) {
   Value *x = c.input(0);
+  if (x && c.opset >= 13 && runtimeList(c, 1)) return squeezeRuntime(c, out);
   std::vector<int64_t> axes;
   bool given;
   if (!x || !squeezeAxes(c, axes, given)) return x ? false : c.fail("has no input");
@@ -304,20 +306,20 @@ bool slice(Conv &c, Out &out) {
   Value *x = c.input(0);
   if (!x) return c.fail("has no input");
   auto starts = c.knownInts(1), ends = c.knownInts(2);
-  if (!starts || !ends) return c.fail("starts and ends must be known when the model is imported");
+  // Operands given at run time, or steps other than 1: take over arange
+  // (ConvertRuntime.cpp); Nimble's slice has static bounds and step 1.
+  if (!starts || !ends || (c.input(3) && !c.knownInts(3))) return sliceRuntime(c, out);
   std::vector<int64_t> axes;
   if (c.input(3)) {
-    auto a = c.knownInts(3);
-    if (!a) return c.fail("axes must be known when the model is imported");
-    axes = *a;
+    axes = *c.knownInts(3);
   } else {
     for (size_t i = 0; i < starts->size(); ++i) axes.push_back(static_cast<int64_t>(i));
   }
   if (c.input(4)) {
     auto st = c.knownInts(4);
-    if (!st) return c.fail("steps must be known when the model is imported");
+    if (!st) return sliceRuntime(c, out);
     for (int64_t s : *st)
-      if (s != 1) return c.fail("step " + std::to_string(s) + " is not supported (Nimble's slice has step 1)");
+      if (s != 1) return sliceRuntime(c, out);
   }
   if (axes.size() != starts->size() || ends->size() != starts->size())
     return c.fail("starts, ends and axes differ in length");
@@ -352,7 +354,7 @@ bool split(Conv &c, Out &out) {
   std::vector<int64_t> sizes;
   if (c.input(1)) {
     auto k = c.knownInts(1);
-    if (!k) return c.fail("the split sizes must be known when the model is imported");
+    if (!k) return splitRuntime(c, out, axis);
     sizes = *k;
   } else if (const auto *a = c.attr("split")) {
     sizes.assign(a->ints().begin(), a->ints().end());

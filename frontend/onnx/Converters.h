@@ -50,21 +50,42 @@ inline std::vector<int64_t> intsOf(const DenseValue *d) {
   return r;
 }
 
-template <OpCode K> bool unary(Conv &c, Out &out) { return done(out, c.op(K, {c.input(0)})); }
+template <OpCode K> bool unary(Conv &c, Out &out) {
+  // Neg / Abs of known small integers fold like binary's shape arithmetic
+  // (ONNX's expanded LayerNormalization negates its axis to size a shape).
+  if constexpr (K == OpCode::Neg || K == OpCode::Abs) {
+    const DenseValue *k = c.known(c.input(0));
+    if (smallInts(k) && isSignedInt(k->dtype)) {
+      std::vector<int64_t> r = intsOf(k);
+      for (int64_t &v : r) v = K == OpCode::Neg || v < 0 ? static_cast<int64_t>(0 - static_cast<uint64_t>(v)) : v;
+      return done(out, foldInts(c, k->dtype, k->shape, r));
+    }
+  }
+  return done(out, c.op(K, {c.input(0)}));
+}
 
 template <OpCode K> bool binary(Conv &c, Out &out) {
   Value *a = c.input(0), *b = c.input(1);
   const DenseValue *ka = c.known(a), *kb = c.known(b);
   // Shape arithmetic on known integers (torch exports compute Reshape's
   // target from Shape with Add/Mul/Div): folded, so the target stays known.
-  if ((K == OpCode::Add || K == OpCode::Sub || K == OpCode::Mul || K == OpCode::Div) && smallInts(ka) &&
+  // (Not a u64 division: above INT64_MAX the int64 values below are negative.)
+  if ((K == OpCode::Add || K == OpCode::Sub || K == OpCode::Mul || (K == OpCode::Div && dt(a) != DType::U64)) &&
+      smallInts(ka) &&
       smallInts(kb) && ka->dtype == kb->dtype && (ka->shape == kb->shape || kb->shape.empty() || ka->shape.empty())) {
     std::vector<int64_t> x = intsOf(ka), y = intsOf(kb), r;
     size_t n = std::max(x.size(), y.size());
     for (size_t i = 0; i < n; ++i) {
       int64_t p = x[x.size() == 1 ? 0 : i], q = y[y.size() == 1 ? 0 : i];
       if (K == OpCode::Div && q == 0) goto emit;
-      r.push_back(K == OpCode::Add ? p + q : K == OpCode::Sub ? p - q : K == OpCode::Mul ? p * q : p / q);
+      // Wrapping, as the kernels (and without signed overflow here: MIN / -1
+      // is 0 - MIN).
+      uint64_t up = static_cast<uint64_t>(p), uq = static_cast<uint64_t>(q);
+      r.push_back(K == OpCode::Add   ? static_cast<int64_t>(up + uq)
+                  : K == OpCode::Sub ? static_cast<int64_t>(up - uq)
+                  : K == OpCode::Mul ? static_cast<int64_t>(up * uq)
+                  : q == -1          ? static_cast<int64_t>(0 - up)
+                                     : p / q);
     }
     return done(out, foldInts(c, ka->dtype, ka->shape.empty() ? kb->shape : ka->shape, r));
   }
@@ -95,9 +116,23 @@ bool reduceAxes(Conv &c, int inputSince, std::vector<int64_t> &axes);
 
 enum class Red { Sum, Mean, Max, Min, SumSquare, L1, L2, LogSum, LogSumExp };
 
+/// Shape operands given at run time (ConvertRuntime.cpp).
+bool sliceRuntime(Conv &c, Out &out);
+bool splitRuntime(Conv &c, Out &out, int64_t axis);
+bool unsqueezeRuntime(Conv &c, Out &out);
+bool squeezeRuntime(Conv &c, Out &out);
+bool reduceRuntime(Conv &c, Red red, Out &out);
+/// Input i is given but its value is not known at import, and it is not
+/// a statically empty list.
+inline bool runtimeList(Conv &c, size_t i) {
+  Value *v = c.input(i);
+  return v && !c.knownInts(i) && !(rankOf(v) == 1 && v->type().dims()[0] == 0);
+}
+
 template <Red R> bool reduce(Conv &c, Out &out) {
   Value *x = c.input(0);
   if (!x) return c.fail("has no input");
+  if (c.opset >= (R == Red::Sum ? 13 : 18) && runtimeList(c, 1)) return reduceRuntime(c, R, out);
   std::vector<int64_t> axes;
   if (!reduceAxes(c, R == Red::Sum ? 13 : 18, axes)) return false;
   if (axes.empty() && c.attrInt("noop_with_empty_axes", 0)) return done(out, x);

@@ -22,9 +22,10 @@
 
 namespace nimble::onnx_import {
 
-/// Opset 7 brought numpy broadcasting to the binary ops; from it each op's
-/// row in the op map says from which opset its conversion holds.
-inline constexpr int kMinOpset = 7, kMaxOpset = 21;
+/// Every opset of the default domain up to 21 is read; each op then holds
+/// from its own first opset (Opsets.cpp: Relu from 6, Add from 7, the
+/// broadcasting one), and a node of an older version is refused by op.
+inline constexpr int kMinOpset = 1, kMaxOpset = 21;
 
 class GraphImporter {
 public:

@@ -144,7 +144,7 @@ bool GraphImporter::readTensor(const onnx::TensorProto &t, DenseValue &v, std::s
   std::optional<DType> dt = dtypeOf(t.data_type());
   if (!dt) {
     error = "tensor '" + t.name() + "' has element type " + onnxTypeName(t.data_type()) +
-            ", which Nimble does not have (f32, f64, f16, bf16, bool, int8, int32, int64)";
+            ", which Nimble does not have (f32, f64, f16, bf16, bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64)";
     return false;
   }
   v = DenseValue();
@@ -201,12 +201,22 @@ bool GraphImporter::readTensor(const onnx::TensorProto &t, DenseValue &v, std::s
     if (!count(t.int64_data_size())) return false;
     for (int64_t i : t.int64_data()) put(v.bytes, i);
     return true;
-  default: // int32_data carries int32, int8, bool, and float16 / bfloat16 bits
+  case onnx::TensorProto_DataType_UINT32:
+  case onnx::TensorProto_DataType_UINT64: // uint64_data carries both
+    if (!count(t.uint64_data_size())) return false;
+    for (uint64_t u : t.uint64_data()) {
+      if (*dt == DType::U32) put(v.bytes, static_cast<uint32_t>(u));
+      else put(v.bytes, u);
+    }
+    return true;
+  default: // int32_data carries int32, int16, int8, uint16, uint8, bool, and float16 / bfloat16 bits
     if (!count(t.int32_data_size())) return false;
     for (int32_t i : t.int32_data()) {
-      if (*dt == DType::F16 || *dt == DType::BF16) put(v.bytes, static_cast<uint16_t>(i));
+      if (*dt == DType::F16 || *dt == DType::BF16 || *dt == DType::U16) put(v.bytes, static_cast<uint16_t>(i));
+      else if (*dt == DType::I16) put(v.bytes, static_cast<int16_t>(i));
       else if (*dt == DType::I32) put(v.bytes, i);
       else if (*dt == DType::I8) put(v.bytes, static_cast<int8_t>(i));
+      else if (*dt == DType::U8) put(v.bytes, static_cast<uint8_t>(i));
       else put(v.bytes, static_cast<uint8_t>(i != 0));
     }
     return true;
@@ -307,7 +317,7 @@ bool GraphImporter::valueType(const onnx::ValueInfoProto &vi, Type &t, std::vect
   std::optional<DType> dt = dtypeOf(tt.elem_type());
   if (!dt) {
     error = "'" + vi.name() + "' has element type " + onnxTypeName(tt.elem_type()) +
-            ", which Nimble does not have (f32, f64, f16, bf16, bool, int8, int32, int64)";
+            ", which Nimble does not have (f32, f64, f16, bf16, bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64)";
     return false;
   }
   if (!tt.has_shape()) {
@@ -368,8 +378,9 @@ bool GraphImporter::importNodes(const onnx::GraphProto &g, std::string &error) {
       error = where + (why ? why : "not an op of ONNX's default domain that the importer knows");
       return false;
     }
-    if (opset_ < e->since) {
-      error = where + "the op is handled from opset " + std::to_string(e->since);
+    if (opset_ < firstOpset(*e)) {
+      error = where + "the op is handled from opset " + std::to_string(firstOpset(*e)) +
+              " (onnx.version_converter can convert the model)";
       return false;
     }
     std::vector<Value *> in;
@@ -565,8 +576,7 @@ bool importModel(const std::string &bytes, const ImportOptions &opts, Context &c
   }
   if (opset < kMinOpset || opset > kMaxOpset) {
     error = "opset " + std::to_string(opset) + " of the default domain is not supported (the importer reads opsets " +
-            std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
-            (opset < kMinOpset ? "; onnx.version_converter can convert the model)" : ")");
+            std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")";
     return false;
   }
   auto m = std::make_unique<Module>(ctx);

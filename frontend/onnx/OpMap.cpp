@@ -1,17 +1,18 @@
 //===- OpMap.cpp - ONNX ops as Nimble ops ----------------------------------===//
 //
 // One row per ONNX op type the importer reads (opsets 7 to 21 of the
-// default domain): the converter, and for the manual the Nimble ops it
+// default domain, and older ones where the op is the same: Opsets.cpp): the converter, and for the manual the Nimble ops it
 // becomes and its limits. A converter emits one Nimble op where one fits and
 // otherwise a short composite of existing ops (Gemm: matmul, mul, add;
 // LeakyRelu: less, mul, select; BatchNormalization: sub, div, sqrt, ...).
 // Attributes that ONNX moved to inputs across opsets (the axes of the
 // reductions, Squeeze and Unsqueeze from 13 or 18; Split's sizes from 13 and
 // its num_outputs from 18) are read from where the node's opset puts them;
-// such inputs must be known when the model is imported (initializers,
-// Constant nodes, or shapes of static tensors folded here), because Nimble
-// takes them as attributes. Ops that need an op Nimble does not have are in
-// the second table, with the reason (docs/import-onnx.md lists both).
+// where the model fixes them (initializers, Constant nodes, or shapes of
+// static tensors folded here) they become Nimble's attributes, and where it
+// does not, ConvertRuntime.cpp expresses the node with run-time operands.
+// Ops that need an op Nimble does not have are in the second table, with
+// the reason (docs/import-onnx.md lists both).
 //
 //===----------------------------------------------------------------------===//
 
@@ -114,15 +115,15 @@ const std::vector<OpEntry> &opMap() {
         {"RNN", 7, "a loop: matmul, tanh, dynamic_update_slice", "activations Sigmoid, Tanh, Relu; run-time sequence_lens: forward only", recurrent},
         {"Range", 11, "arange", "", range},
         {"Reciprocal", 7, "div", "", reciprocal},
-        {"ReduceL1", 7, "abs, sum", "axes known at import", reduce<Red::L1>},
-        {"ReduceL2", 7, "mul, sum, sqrt", "axes known at import", reduce<Red::L2>},
-        {"ReduceLogSum", 7, "sum, log", "axes known at import", reduce<Red::LogSum>},
-        {"ReduceLogSumExp", 7, "max, sub, exp, sum, log, add", "axes known at import", reduce<Red::LogSumExp>},
-        {"ReduceMax", 7, "max", "axes known at import; not over an empty axis", reduce<Red::Max>},
-        {"ReduceMean", 7, "mean", "axes known at import", reduce<Red::Mean>},
-        {"ReduceMin", 7, "min", "axes known at import; not over an empty axis", reduce<Red::Min>},
-        {"ReduceSum", 7, "sum", "axes known at import", reduce<Red::Sum>},
-        {"ReduceSumSquare", 7, "mul, sum", "axes known at import", reduce<Red::SumSquare>},
+        {"ReduceL1", 7, "abs, sum", "run-time axes of static count", reduce<Red::L1>},
+        {"ReduceL2", 7, "mul, sum, sqrt", "run-time axes of static count", reduce<Red::L2>},
+        {"ReduceLogSum", 7, "sum, log", "run-time axes of static count", reduce<Red::LogSum>},
+        {"ReduceLogSumExp", 7, "max, sub, exp, sum, log, add", "run-time axes of static count", reduce<Red::LogSumExp>},
+        {"ReduceMax", 7, "max", "run-time axes of static count; not over an empty axis", reduce<Red::Max>},
+        {"ReduceMean", 7, "mean", "run-time axes of static count", reduce<Red::Mean>},
+        {"ReduceMin", 7, "min", "run-time axes of static count; not over an empty axis", reduce<Red::Min>},
+        {"ReduceSum", 7, "sum", "run-time axes of static count", reduce<Red::Sum>},
+        {"ReduceSumSquare", 7, "mul, sum", "run-time axes of static count", reduce<Red::SumSquare>},
         {"Relu", 7, "relu", "", unary<OpCode::Relu>},
         {"Reshape", 7, "reshape, dyn_reshape", "", reshape},
         {"Selu", 7, "exp, sub, mul, less_equal, select", "", selu},
@@ -130,19 +131,19 @@ const std::vector<OpEntry> &opMap() {
         {"Sigmoid", 7, "sigmoid", "", unary<OpCode::Sigmoid>},
         {"Sign", 9, "greater, less, select", "", sign},
         {"Size", 7, "dim, mul (or a constant)", "", size},
-        {"Slice", 10, "slice", "starts, ends, axes known at import; steps of 1", slice},
+        {"Slice", 10, "slice (any step, run-time operands: arange, take)", "a static count of sliced axes", slice},
         {"Softmax", 7, "softmax", "", softmax},
         {"Softplus", 7, "exp, add, log", "", softplus},
         {"Softsign", 7, "abs, add, div", "", softsign},
-        {"Split", 7, "split, slice", "sizes known at import", split},
+        {"Split", 7, "split, slice (run-time sizes: arange, take)", "", split},
         {"Sqrt", 7, "sqrt", "", unary<OpCode::Sqrt>},
-        {"Squeeze", 7, "squeeze", "axes known at import", squeeze},
+        {"Squeeze", 7, "squeeze (run-time axes: nonzero, take, dyn_reshape)", "run-time axes of static count", squeeze},
         {"Sub", 7, "sub", "", binary<OpCode::Sub>},
         {"Sum", 8, "add", "", variadic<OpCode::Add>},
         {"Tanh", 7, "tanh", "", unary<OpCode::Tanh>},
         {"ThresholdedRelu", 10, "greater, select", "", thresholdedRelu},
         {"Transpose", 7, "transpose", "", transpose},
-        {"Unsqueeze", 7, "expand_dims", "axes known at import", unsqueeze},
+        {"Unsqueeze", 7, "expand_dims (run-time axes: dyn_reshape)", "run-time axes of static count", unsqueeze},
         {"Where", 9, "select", "", where},
         {"Xor", 7, "not_equal", "", xorOp},
     };
@@ -214,7 +215,7 @@ const char *missingOpReason(const std::string &type) {
 std::string listOps() {
   std::string s;
   for (const OpEntry &e : opMap())
-    s += std::string(e.type) + "\t" + std::to_string(e.since) + "\t" + e.nir + "\t" + e.notes + "\n";
+    s += std::string(e.type) + "\t" + std::to_string(firstOpset(e)) + "\t" + e.nir + "\t" + e.notes + "\n";
   s += "# not supported\n";
   for (const Missing &m : kMissing) {
     std::string_view all = m.types;

@@ -198,14 +198,20 @@ template <class T> std::optional<T> binaryFloat(OpCode c, T a, T b) {
 int64_t minOf(DType t) {
   switch (t) {
   case DType::I8: return std::numeric_limits<int8_t>::min();
+  case DType::I16: return std::numeric_limits<int16_t>::min();
   case DType::I32: return std::numeric_limits<int32_t>::min();
+  case DType::U8: case DType::U16: case DType::U32: return 0;
   default: return std::numeric_limits<int64_t>::min();
   }
 }
 int64_t maxOf(DType t) {
   switch (t) {
   case DType::I8: return std::numeric_limits<int8_t>::max();
+  case DType::I16: return std::numeric_limits<int16_t>::max();
   case DType::I32: return std::numeric_limits<int32_t>::max();
+  case DType::U8: return std::numeric_limits<uint8_t>::max();
+  case DType::U16: return std::numeric_limits<uint16_t>::max();
+  case DType::U32: return std::numeric_limits<uint32_t>::max();
   default: return std::numeric_limits<int64_t>::max();
   }
 }
@@ -600,6 +606,17 @@ std::optional<std::vector<DenseValue>> foldOperation(const Operation &op, int64_
   for (const TensorSig &r : sr.results)
     if (!isStatic(r.dims) || elementCount(r.dims) > maxElements) return std::nullopt;
   const TensorSig &res = sr.results[0];
+
+  // Integers compute in int64 below, where u8..u32 are exact (zero-extended,
+  // so comparisons and division agree with the kernels) but a u64 above
+  // INT64_MAX reads as negative: u64 element computations are left to the
+  // kernels; u64 data movement still folds (it copies bytes).
+  bool u64 = res.dtype == DType::U64;
+  for (const DenseValue *v : vals) u64 |= v->dtype == DType::U64;
+  if (u64 && (info.relation == Relation::Unary || info.relation == Relation::Broadcast ||
+              info.relation == Relation::Compare || info.relation == Relation::Cast ||
+              info.relation == Relation::Reduce || info.relation == Relation::Arange))
+    return std::nullopt;
 
   Result r;
   switch (info.relation) {

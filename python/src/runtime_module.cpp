@@ -95,6 +95,11 @@ char numpyChar(DType t) {
   case DType::I8: return 'b';
   case DType::I32: return 'i';
   case DType::I64: return 'l';
+  case DType::I16: return 'h';
+  case DType::U8: return 'B';
+  case DType::U16: return 'H';
+  case DType::U32: return 'I';
+  case DType::U64: return 'L';
   }
   return 0;
 }
@@ -109,6 +114,11 @@ bool dtypeOfNumpy(const py::dtype &d, DType &out) {
   else if (k == 'i' && n == 1) out = DType::I8;
   else if (k == 'i' && n == 4) out = DType::I32;
   else if (k == 'i' && n == 8) out = DType::I64;
+  else if (k == 'i' && n == 2) out = DType::I16;
+  else if (k == 'u' && n == 1) out = DType::U8;
+  else if (k == 'u' && n == 2) out = DType::U16;
+  else if (k == 'u' && n == 4) out = DType::U32;
+  else if (k == 'u' && n == 8) out = DType::U64;
   else return false;
   return true;
 }

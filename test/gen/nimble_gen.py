@@ -84,6 +84,8 @@ def literal(rng, sizes, dt):
             return rng.choice(["true", "false"])
         if dt.startswith("i"):
             return str(rng.randint(-4, 4))
+        if dt.startswith("u"):  # small, and near the top of u8 so that it wraps
+            return str(rng.choice([rng.randint(0, 8), rng.randint(250, 255)] if dt == "u8" else [rng.randint(0, 8)]))
         return repr(rng.randint(-16, 16) / 8.0)
 
     def nest(k):
@@ -103,6 +105,8 @@ def input_text(rng, v):
             vals.append(rng.choice(["true", "false"]))
         elif v.dt.startswith("i"):
             vals.append(str(rng.randint(-4, 4)))
+        elif v.dt.startswith("u"):
+            vals.append(str(rng.randint(0, 8)))
         else:
             vals.append(repr(rng.randint(-24, 24) / 8.0))
     shape = "x".join([str(s) for s in v.sizes] + [v.dt])
@@ -251,7 +255,8 @@ class Func:
         a = self.pick()
         if a is None:
             return None
-        dt = self.rng.choice(["f32", "f32", "i32", "i64", "i8", "i1", "f64", "f16"])
+        dt = self.rng.choice(["f32", "f32", "i32", "i64", "i8", "i1", "f64", "f16", "i16", "u8", "u16",
+                              "u32", "u64"])
         if self.stable and a.dt.startswith("f") and not dt.startswith("f"):
             a = self.off(a)
         return self.op("cast %s, dtype=%s" % (a.name, dt), dt, a.dims)
@@ -669,7 +674,7 @@ class Gen:
                     dims.append((sym["M"], False))
                 else:
                     dims.append((rng.randint(1, 4), True))
-            dt = rng.choice(["f32", "f32", "f32", "i32", "i64"])
+            dt = rng.choice(["f32", "f32", "f32", "f32", "i32", "i64", "u8"])
             out.append(Val("%%x%d" % i, dt, dims))
         return out
 

@@ -51,8 +51,8 @@ class ErrorsTest(unittest.TestCase):
         self.check(nimble.InputError, "error: input 0 (%a) must be tensor<?x4xf32>, got tensor<2x4xf64>",
                    "add", [X.astype(np.float64), X], ["@" + f64, "@" + f64])
         self.check(nimble.InputError,
-                   "error: input 0 (%a) must be tensor<?x4xf32>, got an array of numpy dtype uint8 (no Nimble dtype)",
-                   "add", [X.astype(np.uint8), X])
+                   "error: input 0 (%a) must be tensor<?x4xf32>, got an array of numpy dtype complex64 (no Nimble dtype)",
+                   "add", [X.astype(np.complex64), X])
         self.check(nimble.InputError,
                    "error: input 0 (%a) must be tensor<?x4xf32>, got an array of numpy dtype object (no Nimble dtype)",
                    "add", [object(), X])
@@ -68,7 +68,7 @@ class ErrorsTest(unittest.TestCase):
     def test_no_such_function(self):
         e = self.check(nimble.InputError,
                        "error: no function @nope in '%s' (it has @id_list, @id_tree, @map, @count, @pack, "
-                       "@unpack, @add, @scale, @upto, @kinds, @weights)" % self.nbc, "nope", [], [])
+                       "@unpack, @add, @scale, @upto, @kinds, @wraps, @weights)" % self.nbc, "nope", [], [])
         self.assertIsNone(e.location)
 
     def test_constructors(self):

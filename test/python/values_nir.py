@@ -86,6 +86,15 @@ func @kinds(%a: tensor<?xi32>, %b: tensor<?xf16>, %c: tensor<?xi1>, %d: tensor<?
   ret %a2, %b2, %c2, %d2, %e2
 }
 
+func @wraps(%a: tensor<?xu8>, %b: tensor<?xu16>, %c: tensor<?xu32>, %d: tensor<?xu64>, %e: tensor<?xi16>) -> (tensor<?xu8>, tensor<?xu16>, tensor<?xu32>, tensor<?xu64>, tensor<?xi16>) {
+  %a2 = add %a, %a
+  %b2 = sub %b, %b
+  %c2 = mul %c, %c
+  %d2 = neg %d
+  %e2 = add %e, %e
+  ret %a2, %b2, %c2, %d2, %e2
+}
+
 func @weights() -> tensor<4xf32> {
   %w = constant [1.0, 2.0, 3.0, 4.0] : tensor<4xf32>
   ret %w

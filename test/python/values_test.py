@@ -105,6 +105,21 @@ class ValuesTest(unittest.TestCase):
         np.testing.assert_array_equal(r[3], d * d)
         np.testing.assert_array_equal(r[4], e - e)
 
+    def test_unsigned_and_int16(self):
+        # numpy's uint8..uint64 and int16 in and out; arithmetic wraps as numpy's does.
+        a = np.array([200, 3], np.uint8)
+        b = np.array([7, 65535], np.uint16)
+        c = np.array([70000, 2], np.uint32)
+        d = np.array([1, 0], np.uint64)
+        e = np.array([-20000, 5], np.int16)
+        r = self.exe.run("wraps", a, b, c, d, e)
+        self.assertEqual([x.dtype for x in r],
+                         [np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64", "int16")])
+        with np.errstate(over="ignore"):
+            for got, want in zip(r, (a + a, b - b, c * c, -d, e + e)):
+                np.testing.assert_array_equal(got, want)
+        self.assertEqual(r[3][0], 2**64 - 1)
+
     def test_scalars(self):
         np.testing.assert_array_equal(self.exe.run("upto", 5), np.arange(5))
         np.testing.assert_array_equal(self.exe.run("upto", np.int64(3)), np.arange(3))

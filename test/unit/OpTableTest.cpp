@@ -207,7 +207,9 @@ TEST(DTypes, NamesSizesAndParsing) {
   };
   const Row rows[] = {{DType::F32, "f32", 4}, {DType::F16, "f16", 2}, {DType::BF16, "bf16", 2},
                       {DType::F64, "f64", 8}, {DType::I1, "i1", 1},   {DType::I8, "i8", 1},
-                      {DType::I32, "i32", 4}, {DType::I64, "i64", 8}};
+                      {DType::I32, "i32", 4}, {DType::I64, "i64", 8}, {DType::I16, "i16", 2},
+                      {DType::U8, "u8", 1},   {DType::U16, "u16", 2}, {DType::U32, "u32", 4},
+                      {DType::U64, "u64", 8}};
   static_assert(sizeof(rows) / sizeof(rows[0]) == kNumDTypes);
   for (const Row &r : rows) {
     EXPECT_EQ(dtypeName(r.t), r.name);
@@ -220,10 +222,18 @@ TEST(DTypes, NamesSizesAndParsing) {
   EXPECT_FALSE(parseDType("F32").has_value());
   EXPECT_FALSE(parseDType("f33").has_value());
   EXPECT_FALSE(parseDType("f32 ").has_value());
-  EXPECT_FALSE(parseDType("i16").has_value());
+  EXPECT_FALSE(parseDType("i4").has_value());
+  EXPECT_FALSE(parseDType("u1").has_value());
   EXPECT_TRUE(isFloat(DType::BF16));
   EXPECT_TRUE(isInteger(DType::I8));
   EXPECT_FALSE(isInteger(DType::I1));
+  for (DType u : {DType::U8, DType::U16, DType::U32, DType::U64}) {
+    EXPECT_TRUE(isInteger(u) && isUnsigned(u) && !isSignedInt(u)) << dtypeName(u);
+  }
+  for (DType i : {DType::I8, DType::I16, DType::I32, DType::I64}) {
+    EXPECT_TRUE(isInteger(i) && isSignedInt(i) && !isUnsigned(i)) << dtypeName(i);
+  }
+  EXPECT_FALSE(isUnsigned(DType::I1));
 }
 
 TEST(DTypes, RulesAdmitTheRightTypes) {

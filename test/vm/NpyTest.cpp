@@ -76,10 +76,22 @@ TEST(Npy, HeaderSpellings) {
   ASSERT_TRUE(parse(npyFile("{'descr': '<f2', 'fortran_order': False, 'shape': (0, 5), }", {}), t).ok());
   EXPECT_EQ(t->numElements(), 0);
   EXPECT_EQ(t->dtype(), DType::F16);
+  // numpy's spellings of the unsigned types and int16 (u1 both ways).
+  const std::pair<const char *, DType> more[] = {{"|u1", DType::U8},  {"<u1", DType::U8},
+                                                 {"<u2", DType::U16}, {"<u4", DType::U32},
+                                                 {"<u8", DType::U64}, {"<i2", DType::I16}};
+  for (const auto &[descr, d] : more) {
+    std::string h = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (2,), }";
+    ASSERT_TRUE(parse(npyFile(h, std::vector<uint8_t>(2 * dtypeSize(d), 0)), t).ok()) << descr;
+    EXPECT_EQ(t->dtype(), d) << descr;
+  }
+  EXPECT_EQ(npyDescr(DType::U8), "|u1"); // what numpy writes
+  EXPECT_EQ(npyDescr(DType::U64), "<u8");
 }
 
 TEST(Npy, RoundTripsEveryDType) {
-  for (DType d : {DType::F32, DType::F16, DType::F64, DType::I1, DType::I8, DType::I32, DType::I64}) {
+  for (DType d : {DType::F32, DType::F16, DType::F64, DType::I1, DType::I8, DType::I32, DType::I64,
+                  DType::I16, DType::U8, DType::U16, DType::U32, DType::U64}) {
     for (std::vector<int64_t> shape : {std::vector<int64_t>{}, {0}, {3}, {2, 1, 4}}) {
       TensorRef t = makeTensor(d, shape);
       for (size_t i = 0; i < t->numBytes(); ++i)
@@ -130,7 +142,7 @@ TEST(Npy, MalformedFilesHaveClearErrors) {
       {parseError(npyFile(kDict23, data, 4)), "unsupported .npy format version 4.0"},
       {withDict("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }"), "Fortran order"},
       {withDict("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }"), "big-endian"},
-      {withDict("{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3), }"), "unsupported .npy dtype '<u2'"},
+      {withDict("{'descr': '<c8', 'fortran_order': False, 'shape': (2, 3), }"), "unsupported .npy dtype '<c8'"},
       {withDict("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2, 3), }"), "structured dtypes"},
       {withDict("{'descr': '<f4', 'shape': (2, 3), }"), "missing key 'fortran_order'"},
       {withDict("{'descr': '<f4', 'fortran_order': False, }"), "missing key 'shape'"},

@@ -81,6 +81,14 @@ TEST(TensorText, Errors) {
       {"i8=128", "'128' is not in the range of i8"},
       {"i32=-2147483649", "'-2147483649' is not in the range of i32"},
       {"i64=9223372036854775808", "'9223372036854775808' is not an integer"},
+      {"i16=32768", "'32768' is not in the range of i16"},
+      {"u8=256", "'256' is not in the range of u8"},
+      {"u8=-1", "'-1' is not in the range of u8"},
+      {"u16=65536", "'65536' is not in the range of u16"},
+      {"u32=4294967296", "'4294967296' is not in the range of u32"},
+      {"u64=-1", "'-1' is not in the range of u64"},
+      {"u64=18446744073709551616", "'18446744073709551616' is not an integer"},
+      {"u64=1.5", "'1.5' is not an integer"},
       {"2xi1=true maybe", "'maybe' is not a boolean (true, false, 1, 0)"},
       {"2xi1=true 2", "'2' is not a boolean"},
       {"1099511627776x1099511627776xf32=0",
@@ -112,12 +120,17 @@ TEST(TensorText, Printing) {
   EXPECT_EQ(formatTensor(*parseOk("2x0xf32=")), "2x0xf32=[[][]]");
   EXPECT_EQ(formatTensor(*parseOk("1x2x0xi64=")), "1x2x0xi64=[[[][]]]");
   EXPECT_EQ(formatTensor(*parseOk("i64=-9")), "i64=-9");
+  EXPECT_EQ(formatTensor(*parseOk("3xu8=0 255 +7")), "3xu8=[0 255 7]");
+  EXPECT_EQ(formatTensor(*parseOk("2xi16=-32768 32767")), "2xi16=[-32768 32767]");
+  EXPECT_EQ(formatTensor(*parseOk("u64=18446744073709551615")), "u64=18446744073709551615");
+  EXPECT_EQ(formatTensor(*parseOk("2xu32=4294967295 0")), "2xu32=[4294967295 0]");
 }
 
 TEST(TensorText, PrintThenParseIsIdentity) {
   std::mt19937 rng(7);
   for (DType d : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I1, DType::I8,
-                  DType::I32, DType::I64}) {
+                  DType::I32, DType::I64, DType::I16, DType::U8, DType::U16, DType::U32,
+                  DType::U64}) {
     for (std::vector<int64_t> shape : {std::vector<int64_t>{}, {5}, {2, 3}, {2, 0}, {1, 2, 3}}) {
       TensorRef t = makeTensor(d, shape);
       uint8_t *p = t->rawData();

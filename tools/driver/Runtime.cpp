@@ -264,10 +264,18 @@ bool compareValues(const Object &got, const Object &want, double tol, const std:
       case DType::BF16: a = bf16ToFloat(g->data<uint16_t>()[i]); b = bf16ToFloat(w->data<uint16_t>()[i]); break;
       case DType::I1: case DType::I8: a = g->data<int8_t>()[i]; b = w->data<int8_t>()[i]; break;
       case DType::I32: a = g->data<int32_t>()[i]; b = w->data<int32_t>()[i]; break;
+      case DType::I16: a = g->data<int16_t>()[i]; b = w->data<int16_t>()[i]; break;
+      case DType::U8: a = g->data<uint8_t>()[i]; b = w->data<uint8_t>()[i]; break;
+      case DType::U16: a = g->data<uint16_t>()[i]; b = w->data<uint16_t>()[i]; break;
+      case DType::U32: a = g->data<uint32_t>()[i]; b = w->data<uint32_t>()[i]; break;
       case DType::I64:
+      case DType::U64: // compared as bits: doubles would merge neighbours above 2^53
         if (g->data<int64_t>()[i] != w->data<int64_t>()[i]) {
-          why = what + "[" + std::to_string(i) + "] is " + std::to_string(g->data<int64_t>()[i]) +
-                ", expected " + std::to_string(w->data<int64_t>()[i]);
+          bool u = g->dtype() == DType::U64;
+          auto show = [&](const Tensor *t) {
+            return u ? std::to_string(t->data<uint64_t>()[i]) : std::to_string(t->data<int64_t>()[i]);
+          };
+          why = what + "[" + std::to_string(i) + "] is " + show(g) + ", expected " + show(w);
           return false;
         }
         continue;

@@ -242,7 +242,7 @@ inline constexpr uint32_t kNumBatchingModes = 3;
 const char *batchingModeName(KernelBatching::Mode m);
 
 struct Executable {
-  static constexpr uint16_t kMajor = 1, kMinor = 8;
+  static constexpr uint16_t kMajor = 1, kMinor = 9;
   uint16_t major = kMajor, minor = kMinor;
   std::vector<std::string> strings;
   std::vector<AdtDesc> adts;

@@ -58,7 +58,9 @@ static_assert(static_cast<int>(DType::F32) == 0 && static_cast<int>(DType::F16) 
                   static_cast<int>(DType::BF16) == 2 && static_cast<int>(DType::F64) == 3 &&
                   static_cast<int>(DType::I1) == 4 && static_cast<int>(DType::I8) == 5 &&
                   static_cast<int>(DType::I32) == 6 && static_cast<int>(DType::I64) == 7 &&
-                  kNumDTypes == 8,
+                  static_cast<int>(DType::I16) == 8 && static_cast<int>(DType::U8) == 9 &&
+                  static_cast<int>(DType::U16) == 10 && static_cast<int>(DType::U32) == 11 &&
+                  static_cast<int>(DType::U64) == 12 && kNumDTypes == 13,
               "DType values are dtype codes in .nbc files and in instructions: changing them "
               "is a major format change");
 static_assert(static_cast<int>(Device::CPU) == 0 && static_cast<int>(Device::CUDA) == 1 &&

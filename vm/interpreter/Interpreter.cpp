@@ -854,7 +854,7 @@ dispatch:
       int infer = -1;
       int64_t known = 1;
       for (int64_t i = 0; i < sh->dim(0); ++i) {
-        int64_t d = sh->dtype() == DType::I64 ? sh->data<int64_t>()[i] : sh->dtype() == DType::I32 ? sh->data<int32_t>()[i] : sh->data<int8_t>()[i];
+        int64_t d = sh->intAt(i);
         if (d == -1 && infer < 0) infer = static_cast<int>(i);
         else if (d < 0) FAIL("invalid reshape target dimension " + std::to_string(d));
         else if (!limits::checkedMul(known, d, known)) FAIL("reshape target shape is too large");

@@ -44,7 +44,8 @@ struct Descr {
 constexpr Descr kDescrs[] = {
     {"<f4", DType::F32}, {"<f2", DType::F16}, {"<f8", DType::F64}, {"|b1", DType::I1},
     {"|i1", DType::I8},  {"<i4", DType::I32}, {"<i8", DType::I64}, {"<b1", DType::I1},
-    {"<i1", DType::I8},
+    {"<i1", DType::I8},  {"<i2", DType::I16}, {"|u1", DType::U8},  {"<u2", DType::U16},
+    {"<u4", DType::U32}, {"<u8", DType::U64}, {"<u1", DType::U8},
 };
 
 /// A parsed header.
@@ -256,7 +257,7 @@ Status parseNpyHeader(const uint8_t *data, size_t avail, size_t size, NpyLayout 
       return Status::error("big-endian .npy data ('" + h.descr +
                            "') is not supported; save it little-endian");
     return Status::error("unsupported .npy dtype '" + h.descr +
-                         "' (supported: <f4 <f2 <f8 |b1 |i1 <i4 <i8)");
+                         "' (supported: <f4 <f2 <f8 |b1 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8)");
   }
   if (h.fortran)
     return Status::error(".npy file is in Fortran order (column-major), which is not "

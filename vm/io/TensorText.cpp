@@ -90,21 +90,30 @@ std::string storeElement(DType t, std::string_view tok, uint8_t *out) {
     else return bad("a boolean (true, false, 1, 0)");
     return "";
   }
-  int64_t v;
-  if (!parseInt(tok, v)) return bad("an integer");
-  switch (t) {
-  case DType::I8:
-    if (v < INT8_MIN || v > INT8_MAX) return bad("in the range of i8");
-    *out = static_cast<uint8_t>(static_cast<int8_t>(v));
-    break;
-  case DType::I32: {
-    if (v < INT32_MIN || v > INT32_MAX) return bad("in the range of i32");
-    int32_t x = static_cast<int32_t>(v);
-    std::memcpy(out, &x, 4);
-    break;
+  // Integers: in range of the type, stored little-endian in its width.
+  size_t n = dtypeSize(t);
+  uint64_t bits;
+  if (t == DType::U64) {
+    std::string_view u = tok;
+    if (!u.empty() && u[0] == '+') u.remove_prefix(1);
+    auto [end, ec] = std::from_chars(u.data(), u.data() + u.size(), bits);
+    if (u.empty() || u[0] == '+' || ec != std::errc() || end != u.data() + u.size()) {
+      int64_t v;
+      return parseInt(tok, v) ? bad("in the range of u64") : bad("an integer");
+    }
+  } else {
+    int64_t v;
+    if (!parseInt(tok, v)) return bad("an integer");
+    int b = static_cast<int>(8 * n);
+    bool fits = isUnsigned(t) ? v >= 0 && (b == 64 || v < (int64_t(1) << b))
+                              : b == 64 || (v >= -(int64_t(1) << (b - 1)) && v < (int64_t(1) << (b - 1)));
+    if (!fits) {
+      std::string range = "in the range of " + std::string(dtypeName(t));
+      return bad(range.c_str());
+    }
+    bits = static_cast<uint64_t>(v);
   }
-  default: std::memcpy(out, &v, 8); break;
-  }
+  for (size_t k = 0; k < n; ++k) out[k] = static_cast<uint8_t>(bits >> (8 * k));
   return "";
 }
 
@@ -259,6 +268,27 @@ std::string formatElement(DType t, const uint8_t *p) {
   }
   case DType::I64: {
     int64_t v;
+    std::memcpy(&v, p, 8);
+    return std::to_string(v);
+  }
+  case DType::I16: {
+    int16_t v;
+    std::memcpy(&v, p, 2);
+    return std::to_string(v);
+  }
+  case DType::U8: return std::to_string(*p);
+  case DType::U16: {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return std::to_string(v);
+  }
+  case DType::U32: {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return std::to_string(v);
+  }
+  case DType::U64: {
+    uint64_t v;
     std::memcpy(&v, p, 8);
     return std::to_string(v);
   }

@@ -5,7 +5,8 @@
 //   div      floats: IEEE division. Integers: truncation toward zero (C, TVM
 //            and ONNX semantics, not numpy's floor_divide); a zero divisor is
 //            an error ("integer division by zero"); INT_MIN / -1 wraps to
-//            INT_MIN like every other integer overflow here.
+//            INT_MIN like every other integer overflow here. Unsigned
+//            integers divide as unsigned (numpy's floor_divide there).
 //   pow      std::pow. Its DTypeRule is Float, so integer pow (and the
 //            question of negative integer exponents) cannot reach a kernel;
 //            the kernel reports integer operands as unsupported.
@@ -65,7 +66,8 @@ template <OpCode Op, class T> T applyBinary(T a, T b, Fault &fault) {
         fault = Fault::DivByZero;
         return 0;
       }
-      if (b == -1) return wrapSub<T>(0, a); // INT_MIN / -1 overflows in C++
+      if constexpr (!kIsUnsigned<T>)
+        if (b == -1) return wrapSub<T>(0, a); // INT_MIN / -1 overflows in C++
       return static_cast<T>(a / b);
     }
   } else if constexpr (Op == OpCode::Pow) {

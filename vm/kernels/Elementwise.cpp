@@ -12,9 +12,11 @@
 //            neither branch overflows.
 //   rsqrt    1 / sqrt(x).
 //   relu     x < 0 ? 0 : x (NaN stays NaN).
-//   neg/abs  wrap around on integers like numpy (abs(INT_MIN) == INT_MIN).
+//   neg/abs  wrap around on integers like numpy (abs(INT_MIN) == INT_MIN;
+//            neg of an unsigned x is 2^bits - x, abs and relu its identity).
 //   cast     float -> int truncates toward zero; NaN becomes 0 and values out
-//            of range saturate (numpy leaves both undefined); int -> int wraps;
+//            of range saturate, to 0 below an unsigned type (numpy and ONNX
+//            leave both undefined); int -> int wraps (modulo 2^bits);
 //            anything -> i1 is `!= 0`; f64 -> f16/bf16 rounds through f32.
 //
 //===----------------------------------------------------------------------===//
@@ -45,9 +47,11 @@ template <OpCode Op, class T> T applyUnary(T x) {
     else return wrapSub<T>(0, x);
   } else if constexpr (Op == OpCode::Abs) {
     if constexpr (kIsFloat<T>) return std::fabs(x);
+    else if constexpr (kIsUnsigned<T>) return x;
     else return x < 0 ? wrapSub<T>(0, x) : x;
   } else if constexpr (Op == OpCode::Relu) {
-    return x < 0 ? T(0) : x;
+    if constexpr (kIsUnsigned<T>) return x;
+    else return x < 0 ? T(0) : x;
   } else if constexpr (Op == OpCode::LogicalNot) {
     return x == 0 ? T(1) : T(0);
   } else if constexpr (Op == OpCode::Exp) {
@@ -134,7 +138,7 @@ Status castImpl(const KernelArgs &args) {
     using From = typename decltype(fromTag)::type;
     return visitType(y.dtype(), [&](auto toTag) -> Status {
       using To = typename decltype(toTag)::type;
-      if constexpr (std::is_same_v<From, uint16_t> || std::is_same_v<To, uint16_t>) {
+      if constexpr (kIsHalfBits<From> || kIsHalfBits<To>) {
         return Status::error("cast has no kernel from " + sig(x) + " to " + sig(y));
       } else {
         const From *in = x.data<From>();

@@ -192,9 +192,26 @@ int64_t loadInt(const Tensor &t, int64_t i) {
     std::memcpy(&v, p, 4);
     return v;
   }
-  case DType::I64: {
+  case DType::I64:
+  case DType::U64: { // u64 above INT64_MAX: its bits (an index out of range)
     int64_t v;
     std::memcpy(&v, p, 8);
+    return v;
+  }
+  case DType::I16: {
+    int16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  }
+  case DType::U8: return *p;
+  case DType::U16: {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  }
+  case DType::U32: {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
     return v;
   }
   default: break;

@@ -42,14 +42,23 @@ namespace nimble::vm::kernels {
 template <class T> struct TypeTag { using type = T; };
 
 /// Calls f(TypeTag<T>{}) with T the storage type of `t`: float, double,
-/// int8_t, int32_t, int64_t, uint8_t (i1), uint16_t (f16 / bf16 bits).
+/// int8_t, int16_t, int32_t, int64_t, uint8_t (i1), uint16_t (f16 / bf16
+/// bits), and for u8..u64 char8_t, char16_t, uint32_t, uint64_t. u8 and u16
+/// are char8_t and char16_t (distinct C++ types of the same width and
+/// signedness as uint8_t and uint16_t) because those two already stand for
+/// i1 and the half-precision bits: a kernel tells all of them apart by type.
 template <class F> decltype(auto) visitType(DType t, F &&f) {
   switch (t) {
   case DType::F32: return f(TypeTag<float>{});
   case DType::F64: return f(TypeTag<double>{});
   case DType::I8: return f(TypeTag<int8_t>{});
+  case DType::I16: return f(TypeTag<int16_t>{});
   case DType::I32: return f(TypeTag<int32_t>{});
   case DType::I64: return f(TypeTag<int64_t>{});
+  case DType::U8: return f(TypeTag<char8_t>{});
+  case DType::U16: return f(TypeTag<char16_t>{});
+  case DType::U32: return f(TypeTag<uint32_t>{});
+  case DType::U64: return f(TypeTag<uint64_t>{});
   case DType::I1: return f(TypeTag<uint8_t>{});
   case DType::F16:
   case DType::BF16: break;
@@ -72,9 +81,12 @@ template <class F> decltype(auto) visitSize(size_t bytes, F &&f) {
 template <class T> inline constexpr bool kIsFloat = std::is_floating_point_v<T>;
 /// The storage type of i1.
 template <class T> inline constexpr bool kIsBool = std::is_same_v<T, uint8_t>;
-/// i8/i32/i64 (signed, as the dtypes are).
+/// The storage type of f16 / bf16.
+template <class T> inline constexpr bool kIsHalfBits = std::is_same_v<T, uint16_t>;
+/// The integer dtypes, signed (i8..i64) and unsigned (u8..u64).
 template <class T>
-inline constexpr bool kIsInt = std::is_integral_v<T> && std::is_signed_v<T>;
+inline constexpr bool kIsInt = std::is_integral_v<T> && !kIsBool<T> && !kIsHalfBits<T>;
+template <class T> inline constexpr bool kIsUnsigned = kIsInt<T> && std::is_unsigned_v<T>;
 
 /// Wrapping integer arithmetic (numpy's behaviour; signed overflow would be
 /// undefined behaviour in C++).

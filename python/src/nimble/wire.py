@@ -53,7 +53,8 @@ __all__ = ["Limits", "RequestError", "decode_request", "encode_outputs", "encode
 
 # The dtypes a tensor may have on the wire: those numpy and the module share
 # (bf16 results come back as float32, docs/python.md).
-DTYPES = ("float32", "float64", "float16", "bool", "int8", "int32", "int64")
+DTYPES = ("float32", "float64", "float16", "bool", "int8", "int16", "int32", "int64",
+          "uint8", "uint16", "uint32", "uint64")
 
 
 class Limits:
@@ -165,7 +166,9 @@ def _tensor(j, limits, where):
     if np.dtype(dtype).kind in "biu" and raw.size:
         if raw.dtype.kind == "f":
             raise RequestError(400, "error: %s: data holds non-integers for dtype %s" % (where, dtype))
-        if not np.array_equal(arr.astype(raw.dtype), raw):
+        # (uint64 -1 round-trips through int64, so the sign is checked too.)
+        if (not np.array_equal(arr.astype(raw.dtype), raw)
+                or (np.dtype(dtype).kind == "u" and raw.dtype.kind != "b" and raw.min() < 0)):
             raise RequestError(400, "error: %s: data holds values out of the range of %s" % (where, dtype))
     if "shape" in j:
         shape = j["shape"]

@@ -41,7 +41,8 @@ import check_ops  # noqa: E402
 from oplib import attr_text, compare  # noqa: E402
 
 NIR_DTYPE = {"bool": "i1", "int8": "i8", "int32": "i32", "int64": "i64", "float16": "f16",
-             "float32": "f32", "float64": "f64"}
+             "float32": "f32", "float64": "f64", "int16": "i16", "uint8": "u8", "uint16": "u16",
+             "uint32": "u32", "uint64": "u64"}
 
 
 def nir_type(a, dt_name, dynamic):

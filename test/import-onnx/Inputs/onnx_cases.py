@@ -524,6 +524,32 @@ def rnn_reverse_batch_first():
     _, yh, _ = _rnn_ref("RNN", x.transpose(1, 0, 2), w, r, direction="reverse", acts=["Relu"])
     return m, [x], [yh.transpose(1, 0, 2)]
 
+@case
+def unsigned_ints():
+    # uint8 and int16 inputs, initializers of every new type, Cast between
+    # them: wrap-around (200 + 100 in uint8), unsigned division and
+    # comparison, saturating float -> uint8, uint64 beyond int64.
+    U8, U16, U32, U64, I16 = (TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32,
+                              TensorProto.UINT64, TensorProto.INT16)
+    m = model([N("Add", ["a", "b"], ["s"]), N("Div", ["a", "b"], ["q"]), N("Greater", ["a", "b"], ["g"]),
+               N("Cast", ["a"], ["a16"], to=I16), N("Mul", ["a16", "k16"], ["m16"]),
+               N("Cast", ["m16"], ["m32"], to=U32), N("Max", ["m32", "k32"], ["mx"]),
+               N("Cast", ["f"], ["fu8"], to=U8), N("Sub", ["k64", "one64"], ["d64"]),
+               N("Cast", ["a"], ["a16u"], to=U16), N("ReduceSum", ["a16u"], ["r"], keepdims=0)],
+              [("a", U8, [4]), ("b", U8, [4]), ("f", F, [4])],
+              [("s", U8, [4]), ("q", U8, [4]), ("g", B, [4]), ("mx", U32, [4]), ("fu8", U8, [4]),
+               ("d64", U64, [2]), ("r", U16, [])],
+              inits=[("k16", np.array([300, -2, 7, 1000], np.int16)), ("k32", np.array([5, 70000, 0, 9], np.uint32)),
+                     ("k64", np.array([2**64 - 1, 0], np.uint64)), ("one64", np.array([1, 1], np.uint64))])
+    a = np.array([200, 255, 7, 0], np.uint8)
+    b = np.array([100, 2, 3, 1], np.uint8)
+    f = np.array([-3.5, 300.0, 12.7, 0.0], np.float32)
+    with np.errstate(all="ignore"):
+        m16 = a.astype(np.int16) * np.array([300, -2, 7, 1000], np.int16)
+        return m, [a, b, f], [a + b, a // b, a > b, np.maximum(m16.astype(np.uint32), np.array([5, 70000, 0, 9], np.uint32)),
+                              np.array([0, 255, 12, 0], np.uint8), np.array([2**64 - 2, 2**64 - 1], np.uint64),
+                              np.array(a.astype(np.uint16).sum(), np.uint16)]
+
 
 # --- Models for the error messages (not numeric) ------------------------------
 
@@ -555,7 +581,28 @@ def unknown_op():
 
 @case
 def old_opset():
-    return model([N("Relu", ["x"], ["y"])], [("x", F, [2])], [("y", F, [2])], opset=6), None, None
+    # Add changed at opset 7 (numpy broadcasting replaced `broadcast`/`axis`).
+    return model([N("Add", ["x", "x"], ["y"])], [("x", F, [2])], [("y", F, [2])], opset=6), None, None
+
+
+@case
+def opset_zero():
+    return model([N("Relu", ["x"], ["y"])], [("x", F, [2])], [("y", F, [2])], opset=0), None, None
+
+
+@case
+def opset6_ops():
+    # Ops whose schema at opset 6 is the one still in effect at 7 and later
+    # (Relu-6, Elu-6, Softsign-1, GlobalAveragePool-1, Not-1) import.
+    m = model([N("Relu", ["x"], ["r"]), N("Elu", ["x"], ["e"], alpha=0.5), N("Softsign", ["x"], ["s"]),
+               N("GlobalAveragePool", ["x"], ["g"]), N("Not", ["b"], ["n"])],
+              [("x", F, [1, 2, 3]), ("b", B, [2])],
+              [("r", F, [1, 2, 3]), ("e", F, [1, 2, 3]), ("s", F, [1, 2, 3]), ("g", F, [1, 2, 1]), ("n", B, [2])],
+              opset=6)
+    x = randn(1, 2, 3)
+    b = np.array([True, False])
+    return m, [x, b], [np.maximum(x, 0), np.where(x < 0, 0.5 * (np.exp(x) - 1), x), x / (1 + np.abs(x)),
+                       x.mean(axis=2, keepdims=True), ~b]
 
 
 @case
@@ -579,6 +626,63 @@ def softmax_opset11():
 
 
 @case
+def slice_runtime():
+    # starts/ends/axes/steps as graph inputs (ONNX's clamping for both step
+    # signs), on `?` dims; and known operands with steps other than 1 on a
+    # static dim (constant indices).
+    m = model([N("Slice", ["x", "s", "e", "a", "st"], ["y"]),
+               N("Slice", ["x", "s2", "e2", "a2"], ["z"]),
+               N("Slice", ["w", "ks", "ke", "ka", "kst"], ["v"])],
+              [("x", F, ["N", "M", 5]), ("s", I64, [2]), ("e", I64, [2]), ("a", I64, [2]), ("st", I64, [2]),
+               ("s2", I64, [1]), ("e2", I64, [1]), ("a2", I64, [1]), ("w", F, [6, 4])],
+              [("y", F, [None, None, None]), ("z", F, [None, None, None]), ("v", F, [None, None])],
+              inits=[("ks", np.array([-1, 1])), ("ke", np.array([-100, 4])), ("ka", np.array([0, 1])),
+                     ("kst", np.array([-2, 2]))])
+    x, w = randn(4, 6, 5), randn(6, 4)
+    s, e, a, st = (np.array(v, np.int64) for v in ([-1, 1], [-2**63, 100], [-1, 1], [-2, 2]))
+    return m, [x, s, e, a, st, np.array([1]), np.array([-1]), np.array([2]), w], [
+        x[:, 1::2, ::-2], x[:, :, 1:-1], w[::-2, 1:4:2]]
+
+
+@case
+def split_squeeze_runtime():
+    # Split sizes, Unsqueeze and Squeeze axes as graph inputs (results of
+    # `?` dims and the rank the axes' count fixes).
+    m = model([N("Split", ["x", "sz"], ["p", "q"], axis=1),
+               N("Unsqueeze", ["p", "ua"], ["u"]), N("Squeeze", ["u", "sa"], ["sq"])],
+              [("x", F, [2, "M", 3]), ("sz", I64, [2]), ("ua", I64, [2]), ("sa", I64, [1])],
+              [("p", F, [2, None, 3]), ("q", F, [2, None, 3]), ("u", F, [None] * 5), ("sq", F, [None] * 4)],
+              opset=13)
+    x = randn(2, 7, 3)
+    p, q = x[:, :3], x[:, 3:]
+    u = np.expand_dims(p, (4, 0))
+    return m, [x, np.array([3, 4]), np.array([-1, 0]), np.array([4])], [p, q, u, np.squeeze(u, 4)]
+
+
+@case
+def reduce_runtime_axes():
+    # ReduceSum's axes as a graph input (opset 13), kept and dropped; the
+    # opset-18 reductions the same way (max, log-sum-exp).
+    m = model([N("ReduceSum", ["x", "ax"], ["k"]), N("ReduceSum", ["x", "ax"], ["d"], keepdims=0)],
+              [("x", F, [2, "M", 4]), ("ax", I64, [2])], [("k", F, [None] * 3), ("d", F, [None])], opset=13)
+    x = randn(2, 3, 4)
+    ax = np.array([-1, 0])
+    return m, [x, ax], [x.sum(axis=(0, 2), keepdims=True), x.sum(axis=(0, 2))]
+
+
+@case
+def reduce18_runtime_axes():
+    m = model([N("ReduceMax", ["x", "ax"], ["m"], keepdims=0), N("ReduceLogSumExp", ["x", "ax"], ["l"]),
+               N("ReduceMean", ["x", "ax"], ["n"], keepdims=0)],
+              [("x", F, [2, 3, 4]), ("ax", I64, [1])], [("m", F, [None, None]), ("l", F, [None] * 3),
+                                                        ("n", F, [None, None])], opset=18)
+    x = randn(2, 3, 4)
+    mx = x.max(axis=1, keepdims=True)
+    return m, [x, np.array([1])], [x.max(axis=1), np.log(np.exp(x - mx).sum(axis=1, keepdims=True)) + mx,
+                                   x.mean(axis=1)]
+
+
+@case
 def reshape_runtime_zero():
     # A run-time target with a 0 (copy the input's dimension) and a -1.
     m = model([N("Reshape", ["x", "s"], ["y"])], [("x", F, [2, 3, 4]), ("s", I64, [3])], [("y", F, ["A", "B", "C"])])
@@ -592,21 +696,47 @@ def new_opset():
 
 
 @case
-def uint8_input():
-    return model([N("Identity", ["x"], ["y"])], [("x", TensorProto.UINT8, [2])], [("y", TensorProto.UINT8, [2])]), None, None
+def complex_input():
+    return model([N("Identity", ["x"], ["y"])], [("x", TensorProto.COMPLEX64, [2])],
+                 [("y", TensorProto.COMPLEX64, [2])]), None, None
 
 
 @case
-def uint8_cast():
-    return model([N("Cast", ["x"], ["y"], name="to_u8", to=TensorProto.UINT8)], [("x", F, [2])],
-                 [("y", TensorProto.UINT8, [2])]), None, None
+def string_cast():
+    return model([N("Cast", ["x"], ["y"], name="to_str", to=TensorProto.STRING)], [("x", F, [2])],
+                 [("y", TensorProto.STRING, [2])]), None, None
 
 
 @case
-def step_slice():
-    return model([N("Slice", ["x", "st", "en", "ax", "sp"], ["y"], name="strided")], [("x", F, [8])], [("y", F, [4])],
-                 inits=[("st", np.array([0])), ("en", np.array([8])), ("ax", np.array([0])),
-                        ("sp", np.array([2]))]), None, None
+def slice_dynamic_count():
+    # starts of a run-time length: the number of sliced axes is unknown.
+    return model([N("Slice", ["x", "st", "en"], ["y"], name="cut")], [("x", F, [8]), ("st", I64, ["K"]),
+                                                                     ("en", I64, ["K"])], [("y", F, [None])]), None, None
+
+
+@case
+def unsqueeze_dynamic_count():
+    # axes of a run-time length: the result's rank would depend on values.
+    return model([N("Unsqueeze", ["x", "ax"], ["y"], name="grow")], [("x", F, [8]), ("ax", I64, ["K"])],
+                 [("y", F, None)]), None, None
+
+
+@case
+def reshape_dynamic_length():
+    return model([N("Reshape", ["x", "s"], ["y"], name="to")], [("x", F, [8]), ("s", I64, ["K"])],
+                 [("y", F, None)]), None, None
+
+
+@case
+def split_count_mismatch():
+    return model([N("Split", ["x", "sz"], ["a", "b"], name="halves")], [("x", F, [8]), ("sz", I64, [3])],
+                 [("a", F, [None]), ("b", F, [None])]), None, None
+
+
+@case
+def squeeze_too_many():
+    return model([N("Squeeze", ["x", "ax"], ["y"], name="flat")], [("x", F, [1, 8]), ("ax", I64, [3])],
+                 [("y", F, None)]), None, None
 
 
 @case

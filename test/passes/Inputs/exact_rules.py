@@ -37,7 +37,8 @@ import sys
 import numpy as np
 
 NP = {"f16": np.float16, "f32": np.float32, "f64": np.float64,
-      "i8": np.int8, "i32": np.int32, "i64": np.int64, "i1": np.bool_}
+      "i8": np.int8, "i32": np.int32, "i64": np.int64, "i1": np.bool_,
+      "i16": np.int16, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64}
 UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
@@ -63,6 +64,9 @@ def special_values(dt):
     t = NP[dt]
     if dt == "i1":
         return np.array([False, True], dtype=t)
+    if np.issubdtype(t, np.unsignedinteger):
+        i = np.iinfo(t)
+        return np.array([0, 1, 2, 7, 128, i.max // 2, i.max // 2 + 1, i.max - 1, i.max], dtype=t)
     if np.issubdtype(t, np.integer):
         i = np.iinfo(t)
         return np.array([i.min, i.min + 1, -7, -2, -1, 0, 1, 2, 7, i.max - 1, i.max], dtype=t)

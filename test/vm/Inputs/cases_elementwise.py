@@ -3,7 +3,7 @@ ops, select and cast, with numpy's broadcasting as the reference."""
 
 import numpy as np
 
-from oplib import ALL, FLOATS, INTS, NP, NUMERIC, Case, cast_to, math_erf, wide
+from oplib import ALL, FLOATS, INTS, NP, NUMERIC, UINTS, Case, cast_to, math_erf, wide
 
 SQRT1_2 = 0.7071067811865476
 
@@ -44,8 +44,8 @@ def unary_cases(rng):
                     x = rng.array(shape, dt)
                 elif dt in INTS:
                     # The full range: abs/neg of the minimum wrap around.
-                    info = np.iinfo(np.dtype(dt.replace("i", "int")))
-                    lo, hi = (info.min, info.max) if dt == "i8" else (-1000, 1000)
+                    info = np.iinfo(NP[dt])
+                    lo, hi = (info.min, info.max) if dt in ("i8", "u8") else (-1000, 1000)
                     x = rng.array(shape, dt, lo, hi)
                 elif op in POSITIVE_DOMAIN:
                     x = rng.array(shape, dt, 0.05, 5.0)
@@ -74,7 +74,7 @@ BINARY = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
     "mul": lambda a, b: a * b,
-    "div": lambda a, b: _trunc_div(a, b) if a.dtype.kind == "i" else a / b,
+    "div": lambda a, b: _trunc_div(a, b) if a.dtype.kind in "iu" else a / b,
     "pow": np.power,
     "maximum": np.maximum,
     "minimum": np.minimum,
@@ -117,13 +117,16 @@ def _binary_inputs(rng, op, dt, sa, sb):
     if dt == "i1":
         return rng.array(sa, dt), rng.array(sb, dt)
     if dt in INTS:
-        info = np.iinfo(np.dtype(dt.replace("i", "int")))
-        lo, hi = (info.min + 1, info.max) if dt != "i64" else (-(2**40), 2**40)
+        info = np.iinfo(NP[dt])
+        lo, hi = (info.min + 1, info.max) if dt not in ("i64", "u64") else (-(2**40), 2**40)
+        if dt == "u64":
+            lo, hi = 0, 2**63 - 1  # the generator's int64 range; sums wrap past 2^64
         a, b = rng.array(sa, dt, lo, hi), rng.array(sb, dt, lo, hi)
         if op == "div":
             b[b == 0] = 1
-            b[b == -1] = 3  # keeps INT_MIN / -1 out of the random cases
-        if op == "mul" and dt == "i64":
+            if dt not in UINTS:
+                b[b == -1] = 3  # keeps INT_MIN / -1 out of the random cases
+        if op == "mul" and dt in ("i64", "u64"):
             b = rng.array(sb, dt, -(2**30), 2**30)  # wraps sometimes, like numpy
         return a, b
     return rng.array(sa, dt), rng.array(sb, dt, 0.25, 4.0) if op == "div" else rng.array(sb, dt)
@@ -149,14 +152,21 @@ def binary_cases(rng):
     for op in ("add", "sub", "mul", "div", "maximum", "minimum", "pow", "equal", "less"):
         cases.append(Case(op, "f32", [a, b], [binary_expected(op, a, b, "f32")]))
     # Integer corner cases: INT_MIN / -1 wraps; truncation toward zero.
-    for dt, mn in (("i8", -128), ("i32", -(2**31)), ("i64", -(2**63))):
-        t = np.dtype(dt.replace("i", "int"))
+    for dt, mn in (("i8", -128), ("i16", -(2**15)), ("i32", -(2**31)), ("i64", -(2**63))):
+        t = NP[dt]
         a = np.array([mn, 7, -7, 7, -7, 0], dtype=t)
         b = np.array([-1, 2, 2, -2, -2, 5], dtype=t)
         cases.append(Case("div", dt, [a, b], [np.array([mn, 3, -3, -3, 3, 0], dtype=t)]))
     # Division by zero is an error for integers, wherever it happens.
+    # Unsigned division is unsigned: 255 / 2 is 127 in u8, never -1 / 2.
+    for dt in UINTS:
+        t = NP[dt]
+        mx = np.iinfo(t).max
+        a = np.array([mx, mx, 7, 0, mx - 1], dtype=t)
+        b = np.array([2, mx, 2, 5, mx], dtype=t)
+        cases.append(Case("div", dt, [a, b], [np.array([mx // 2, 1, 3, 0, 0], dtype=t)]))
     for dt in INTS:
-        t = np.dtype(dt.replace("i", "int"))
+        t = NP[dt]
         cases.append(Case("div", dt, [np.arange(6, dtype=t).reshape(2, 3), np.array([1, 0, 2], t)],
                           error="integer division by zero"))
     big = np.ones((600, 100), np.int32)
@@ -196,9 +206,10 @@ def _cast_source(rng, src, dst, shape):
             return rng.array(shape, src, -2000, 2000)
         return rng.array(shape, src, -(2**40), 2**40)  # narrowing wraps, like numpy
     # Floats: within every integer destination's range, with fractions of
-    # both signs (truncation toward zero) and exact zeros (for i1).
-    hi = 100.0 if dst == "i8" else 1000.0
-    x = rng.array(shape, src, -hi, hi)
+    # both signs (truncation toward zero) and exact zeros (for i1); not
+    # negative for an unsigned destination (numpy leaves that undefined).
+    hi = 100.0 if dst in ("i8", "u8") else 1000.0
+    x = rng.array(shape, src, 0.0 if dst in UINTS else -hi, hi)
     x.reshape(-1)[::5] = 0
     return x
 
@@ -217,6 +228,16 @@ def cast_cases(rng):
                 cases.append(Case("cast", src, [x], [want], attrs={"dtype": dst}))
     x = rng.array((500, 200), "f32", -100, 100)
     cases.append(Case("cast", "f32", [x], [x.astype(np.int32)], attrs={"dtype": "i32"}, threads=4))
+    # Out of range and NaN (undefined in numpy and ONNX): saturation, NaN to 0.
+    sp = [-5.5, -0.5, 300.0, 70000.0, 5e9, 2e19, 1e30, np.nan, np.inf, -np.inf]
+    for src in ("f32", "f64"):
+        x = np.array(sp, NP[src])
+        for dst in UINTS + ["i16"]:
+            info = np.iinfo(NP[dst])
+            want = [0 if v != v else min(max(v, info.min), info.max) for v in sp]
+            want = np.array([int(w) if abs(w) != np.inf else (info.max if w > 0 else info.min)
+                             for w in want], dtype=NP[dst])
+            cases.append(Case("cast", src, [x], [want], attrs={"dtype": dst}))
     return cases
 
 

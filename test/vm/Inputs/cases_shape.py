@@ -3,7 +3,7 @@ creation / shape kernels (constant ... device_copy). Every dtype."""
 
 import numpy as np
 
-from oplib import ALL, FLOATS, INTS, NP, NUMERIC, Case, cast_to, round_bf16
+from oplib import ALL, FLOATS, INTS, NP, NUMERIC, UINTS, Case, cast_to, round_bf16
 
 
 def _slice(x, axes, starts, ends):
@@ -126,7 +126,9 @@ def create_cases(rng):
             value = x
         cases.append(Case("constant", dt, [], [x], attrs={"value": value}))
         splat = {"i1": ("1", np.True_), "i8": ("-7", -7), "i32": ("123456", 123456),
-                 "i64": ("-5000000000", -5000000000)}.get(dt, ("0.1", 0.1))
+                 "i64": ("-5000000000", -5000000000), "i16": ("-300", -300), "u8": ("200", 200),
+                 "u16": ("60000", 60000), "u32": ("4000000000", 4000000000),
+                 "u64": ("18446744073709551615", 2**64 - 1)}.get(dt, ("0.1", 0.1))
         want = np.full((2, 0, 3) if dt == "i8" else (3, 2), splat[1], NP[dt])
         if dt == "bf16":
             want = round_bf16(want)
@@ -165,7 +167,7 @@ def create_cases(rng):
         cases.append(Case("device_copy", dt, [x], [x], attrs={"src": "cpu", "dst": "cpu"}))
     # storage_size: bytes of a dense tensor of that shape, rounded up to the
     # alignment (a value computed from the shape, not the input's own size).
-    for dt in ("i8", "i32", "i64"):
+    for dt in INTS:
         for shape, tdt, align in (((2, 3), "f32", 64), ((0, 5), "f16", 64), ((), "f64", 1),
                                   ((7, 9, 3), "i8", 16), ((100, 120), "bf16", 128)):
             itemsize = {"f32": 4, "f16": 2, "f64": 8, "i8": 1, "bf16": 2}[tdt]
@@ -180,6 +182,8 @@ def create_cases(rng):
     # arange: integers and floats, up, down and empty.
     for dt in NUMERIC:
         ranges = ((0, 10, 3), (10, 0, -3), (5, 5, 1), (-7, 8, 2), (3, 1, 1))
+        if dt in UINTS:
+            ranges = ((0, 10, 3), (5, 5, 1), (3, 1, 1), (250, 255, 2))
         if dt in FLOATS:
             ranges += ((0, 1, 0.125), (1, -1, -0.25), (0.5, 3.75, 0.5))
         for start, stop, step in ranges:

@@ -23,9 +23,15 @@ NP = {
     "i8": np.int8,
     "i32": np.int32,
     "i64": np.int64,
+    "i16": np.int16,
+    "u8": np.uint8,
+    "u16": np.uint16,
+    "u32": np.uint32,
+    "u64": np.uint64,
 }
 FLOATS = ["f32", "f64", "f16", "bf16"]
-INTS = ["i8", "i32", "i64"]
+UINTS = ["u8", "u16", "u32", "u64"]
+INTS = ["i8", "i32", "i64", "i16"] + UINTS
 NUMERIC = FLOATS + INTS
 ALL = NUMERIC + ["i1"]
 RULE_DTYPES = {"Float": FLOATS, "Numeric": NUMERIC, "Int": INTS, "Bool": ["i1"], "Any": ALL}

@@ -253,9 +253,9 @@ TEST(Crafted, OperandCodes) {
   };
   expectRefused(withInstr([](Emitter &m) {
                   m.begin(Opcode::AllocTensor);
-                  m.word(1).word(0).word(0).word(8).shape({2});
+                  m.word(1).word(0).word(0).word(13).shape({2});
                 }),
-                "pc 0 (AllocTensor): dtype code 8 out of range (8 dtypes)");
+                "pc 0 (AllocTensor): dtype code 13 out of range (13 dtypes)");
   expectRefused(withInstr([](Emitter &m) {
                   m.begin(Opcode::AllocStorage);
                   m.word(1).word(0).word(64).word(2);
@@ -577,8 +577,8 @@ TEST(Crafted, Types) {
                 "adt index 0 out of range (0 adts)");
   expectRefused([](Executable &e) { e.functions[0].paramTypes[0].dims = {-7}; },
                 "invalid dimension -7");
-  expectRefused([](Executable &e) { e.functions[0].paramTypes[0].dtype = static_cast<DType>(8); },
-                "invalid dtype code 8");
+  expectRefused([](Executable &e) { e.functions[0].paramTypes[0].dtype = static_cast<DType>(13); },
+                "invalid dtype code 13");
   {
     // The file stores one name per parameter, so this only exists in memory.
     Executable e = makeSmallExecutable();
