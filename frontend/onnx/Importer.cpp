@@ -187,30 +187,38 @@ bool GraphImporter::readTensor(const onnx::TensorProto &t, DenseValue &v, std::s
             std::to_string(n);
     return false;
   };
+  // The typed field's length is checked before anything is reserved: the
+  // dims are the file's word, and a tensor that claims gigabytes without
+  // carrying them is an error, not an allocation (found by onnx-fuzzer).
+  int have;
+  switch (t.data_type()) {
+  case onnx::TensorProto_DataType_FLOAT: have = t.float_data_size(); break;
+  case onnx::TensorProto_DataType_DOUBLE: have = t.double_data_size(); break;
+  case onnx::TensorProto_DataType_INT64: have = t.int64_data_size(); break;
+  case onnx::TensorProto_DataType_UINT32:
+  case onnx::TensorProto_DataType_UINT64: have = t.uint64_data_size(); break;
+  default: have = t.int32_data_size(); break;
+  }
+  if (!count(have)) return false;
   v.bytes.reserve(bytes);
   switch (t.data_type()) {
   case onnx::TensorProto_DataType_FLOAT:
-    if (!count(t.float_data_size())) return false;
     for (float f : t.float_data()) put(v.bytes, f);
     return true;
   case onnx::TensorProto_DataType_DOUBLE:
-    if (!count(t.double_data_size())) return false;
     for (double f : t.double_data()) put(v.bytes, f);
     return true;
   case onnx::TensorProto_DataType_INT64:
-    if (!count(t.int64_data_size())) return false;
     for (int64_t i : t.int64_data()) put(v.bytes, i);
     return true;
   case onnx::TensorProto_DataType_UINT32:
   case onnx::TensorProto_DataType_UINT64: // uint64_data carries both
-    if (!count(t.uint64_data_size())) return false;
     for (uint64_t u : t.uint64_data()) {
       if (*dt == DType::U32) put(v.bytes, static_cast<uint32_t>(u));
       else put(v.bytes, u);
     }
     return true;
   default: // int32_data carries int32, int16, int8, uint16, uint8, bool, and float16 / bfloat16 bits
-    if (!count(t.int32_data_size())) return false;
     for (int32_t i : t.int32_data()) {
       if (*dt == DType::F16 || *dt == DType::BF16 || *dt == DType::U16) put(v.bytes, static_cast<uint16_t>(i));
       else if (*dt == DType::I16) put(v.bytes, static_cast<int16_t>(i));
