@@ -813,6 +813,109 @@ bool relZerosFull(Ctx &c, bool full) {
   return true;
 }
 
+/// cumsum %x, %axis: the axis is a scalar integer value (known at compile
+/// time when it is a constant; checked by the kernel otherwise).
+bool relCumSum(Ctx &c) {
+  if (!dtypeAllowed(c.info.dtypes, c.ops[0].dtype))
+    return c.fail("operand 0 must have " + std::string(dtypeRuleDescription(c.info.dtypes)) + ", got " +
+                      formatSig(c.ops[0]),
+                  0);
+  if (!c.requireScalar(1, "axis")) return false;
+  if (!isInteger(c.ops[1].dtype))
+    return c.fail("axis (operand 1) must be an integer, got " + formatSig(c.ops[1]), 1);
+  int64_t r = c.rank(0);
+  if (const DenseValue *v = c.value(1)) {
+    int64_t a = v->getInt(0);
+    if (a < -r || a >= r)
+      return c.fail("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(r), 1);
+  } else {
+    if (r == 0) return c.fail("input must have rank >= 1, got " + formatSig(c.ops[0]), 0);
+    c.defer("axis must lie in [-" + std::to_string(r) + ", " + std::to_string(r) + ")");
+  }
+  c.result(c.ops[0].dtype, c.ops[0].dims);
+  return true;
+}
+
+/// A 1-D integer operand `i` of `n` entries (per axis counts: tile's
+/// repeats, pad's pads); `?` entries defer the length check.
+bool perAxisOperand(Ctx &c, size_t i, int64_t n, std::string_view what) {
+  const TensorSig &s = c.ops[i];
+  if (s.dims.size() != 1 || !isInteger(s.dtype))
+    return c.fail(std::string(what) + " (operand " + std::to_string(i) + ") must be a 1-D integer tensor, got " +
+                      formatSig(s),
+                  static_cast<int>(i));
+  if (s.dims[0] == kDynamic) {
+    c.defer(std::string(what) + " must have " + std::to_string(n) + " entries");
+  } else if (s.dims[0] != n) {
+    return c.fail(std::string(what) + " (operand " + std::to_string(i) + ") must have " + std::to_string(n) +
+                      " entries for an input of rank " + std::to_string(c.rank(0)) + ", got " + formatSig(s),
+                  static_cast<int>(i));
+  }
+  return true;
+}
+
+bool relTile(Ctx &c) {
+  int64_t r = c.rank(0);
+  if (!perAxisOperand(c, 1, r, "repeats")) return false;
+  std::vector<int64_t> out(static_cast<size_t>(r), kDynamic), reps;
+  if (c.shapeValue(1, reps)) {
+    for (int64_t k = 0; k < r; ++k) {
+      int64_t d = c.ops[0].dims[static_cast<size_t>(k)], n = reps[static_cast<size_t>(k)];
+      if (n < 0) return c.fail("repeats entry " + std::to_string(n) + " is negative", 1);
+      int64_t o = n;
+      if (n == 0) o = 0;
+      else if (d == kDynamic) o = kDynamic;
+      else if (mulOverflows(o, d)) return c.fail("tile would have more elements than fit in 64 bits", 1);
+      out[static_cast<size_t>(k)] = o;
+    }
+  } else {
+    c.defer("repeats must be non-negative");
+  }
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
+bool relPad(Ctx &c) {
+  int64_t r = c.rank(0);
+  const std::string &mode = c.attr("mode").getStr();
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+    return c.failAttr("mode", "mode must be constant, reflect, edge or wrap, got '" + mode + "'");
+  if (!perAxisOperand(c, 1, 2 * r, "pads")) return false;
+  if (c.ops.size() == 3) {
+    if (mode != "constant")
+      return c.fail("a padding value (operand 2) needs mode constant, not " + mode, 2);
+    if (!c.requireScalar(2, "padding value") || !c.sameDType(0, 2)) return false;
+  }
+  std::vector<int64_t> out(static_cast<size_t>(r), kDynamic), pads;
+  if (c.shapeValue(1, pads)) {
+    for (int64_t k = 0; k < r; ++k) {
+      int64_t d = c.ops[0].dims[static_cast<size_t>(k)];
+      int64_t b = pads[static_cast<size_t>(k)], e = pads[static_cast<size_t>(k + r)];
+      // |pads| up to 2^62: the sums below cannot overflow.
+      if (b < -(int64_t(1) << 62) || b > (int64_t(1) << 62) || e < -(int64_t(1) << 62) || e > (int64_t(1) << 62))
+        return c.fail("pads entries must lie within +-2^62", 1);
+      if (d == kDynamic) {
+        c.defer("dimension " + std::to_string(k) + " plus its pads must not be negative");
+        if (mode != "constant" && (b > 0 || e > 0))
+          c.defer("dimension " + std::to_string(k) + " must not be empty to pad it in mode " + mode);
+        continue;
+      }
+      int64_t o = d + b + e;
+      if (o < 0)
+        return c.fail("pads " + std::to_string(b) + " and " + std::to_string(e) + " remove more than dimension " +
+                          std::to_string(k) + " (" + std::to_string(d) + ")",
+                      1);
+      if (mode != "constant" && d == 0 && (b > 0 || e > 0))
+        return c.fail("cannot pad the empty dimension " + std::to_string(k) + " in mode " + mode, 1);
+      out[static_cast<size_t>(k)] = o;
+    }
+  } else {
+    c.defer("every dimension plus its pads must not be negative");
+  }
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
 bool apply(Ctx &c) {
   const OpInfo &info = c.info;
   int n = static_cast<int>(c.ops.size());
@@ -852,6 +955,9 @@ bool apply(Ctx &c) {
   case Relation::LayerNorm: return relLayerNorm(c);
   case Relation::Conv: return relConv(c);
   case Relation::Pool: return relPool(c);
+  case Relation::CumSum: return relCumSum(c);
+  case Relation::Tile: return relTile(c);
+  case Relation::Pad: return relPad(c);
   case Relation::Reshape: return relReshape(c);
   case Relation::DynReshape: return relDynReshape(c);
   case Relation::Transpose: return relTranspose(c);

@@ -23,9 +23,9 @@ else is defined by docs/LangRef.md (NaN, inf, float->int saturation), so
 the oracle compares it exactly.
 
 Ops of ir/Ops.def generated: every element-wise, comparison, logical,
-select, cast, matmul, batch_matmul, conv, max_pool, avg_pool, reduction, softmax, layer_norm, shape
-op (reshape, dyn_reshape, transpose, concat, split, slice, dynamic_slice,
-dynamic_update_slice, take, expand_dims, squeeze, broadcast_to), creation (constant, zeros, full,
+select, cast, matmul, batch_matmul, conv, max_pool, avg_pool, reduction (prod included), cumsum,
+softmax, layer_norm, shape op (reshape, dyn_reshape, transpose, concat, split, slice, dynamic_slice,
+dynamic_update_slice, take, expand_dims, squeeze, broadcast_to, tile, pad), creation (constant, zeros, full,
 arange, unique, nonzero), shape_of, dim, storage_size, and the structural
 ops (call, br, cond_br, match, ret, construct, tuple, get_tuple). Not
 generated: the explicit-memory ops (alloc_storage, alloc_tensor,
@@ -36,11 +36,16 @@ import math
 import random
 import sys
 
-UNARY_FLOAT = ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "gelu", "erf"]
+UNARY_FLOAT = ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "gelu", "erf",
+               "sin", "cos", "tan", "atan", "sinh", "cosh", "asinh"]
+# NaN or inf at the edge of their domain (and fmod: a jump at each multiple
+# of the divisor): a rounding difference can cross it, so stable programs
+# (STABLE) leave them out.
+UNARY_FLOAT_EDGE = ["asin", "acos", "acosh", "atanh"]
 UNARY_NUM = ["neg", "abs", "relu"]
 BIN_NUM = ["add", "sub", "mul", "maximum", "minimum"]
 COMPARE = ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal"]
-REDUCE = ["sum", "max", "min"]
+REDUCE = ["sum", "max", "min", "prod"]
 
 
 class Val:
@@ -174,7 +179,8 @@ class Func:
         kinds = ["unary", "unary", "unary", "unary", "binary", "binary", "compare", "select", "cast", "matmul", "chain", "bmm", "reduce",
                  "argmax", "softmax", "layernorm", "reshape", "dynreshape", "transpose", "concat", "split",
                  "slice", "dynslice", "dynupdate", "take", "expand", "squeeze", "bcast", "zeros", "full", "arange",
-                 "unique", "nonzero", "shapeof", "dim", "storagesize", "tuple", "conv", "pool"]
+                 "unique", "nonzero", "shapeof", "dim", "storagesize", "tuple", "conv", "pool",
+                 "cumsum", "tile", "pad"]
         for _ in range(10):
             v = getattr(self, "g_" + rng.choice(kinds))()
             if v is not None:
@@ -189,7 +195,8 @@ class Func:
             return None
         if a.dt == "i1":
             return self.op("logical_not %s" % a.name, "i1", a.dims)
-        ops = UNARY_FLOAT + ["neg", "abs", "relu"] if a.dt in ("f32", "f64", "f16") else UNARY_NUM
+        ops = UNARY_FLOAT + ([] if self.stable else UNARY_FLOAT_EDGE) + ["neg", "abs", "relu"] \
+            if a.dt in ("f32", "f64", "f16") else UNARY_NUM
         return self.op("%s %s" % (self.rng.choice(ops), a.name), a.dt, a.dims)
 
     def bdims(self, a, b):
@@ -207,7 +214,7 @@ class Func:
         if a is None:
             return None
         b = self.partner(a)
-        ops = BIN_NUM + (["div", "pow"] if a.dt.startswith("f") else [])
+        ops = BIN_NUM + (["div", "pow"] + ([] if self.stable else ["fmod"]) if a.dt.startswith("f") else [])
         return self.op("%s %s, %s" % (self.rng.choice(ops), a.name, b.name), a.dt, self.bdims(a, b))
 
     def g_compare(self):
@@ -546,6 +553,48 @@ class Func:
         ax = sorted(self.rng.sample(ones, self.rng.randint(1, len(ones))))
         return self.op("squeeze %s, axes=[%s]" % (a.name, ", ".join(map(str, ax))), a.dt,
                        [d for i, d in enumerate(a.dims) if i not in ax])
+
+    def g_cumsum(self):
+        a = self.pick(lambda v: v.rank >= 1 and v.dt != "i1")
+        if a is None:
+            return None
+        ax = self.rng.randrange(-a.rank, a.rank)
+        axis = self.const([], self.rng.choice(["i64", "i32"]), str(ax))
+        flags = "".join(", %s=true" % f for f in ("exclusive", "reverse") if self.rng.random() < 0.5)
+        return self.op("cumsum %s, %s%s" % (a.name, axis.name, flags), a.dt, a.dims)
+
+    def g_tile(self):
+        a = self.pick(lambda v: 1 <= v.rank <= 3 and v.numel() <= 64)
+        if a is None:
+            return None
+        reps = [self.rng.randint(0 if self.rng.random() < 0.1 else 1, 3) for _ in range(a.rank)]
+        r = self.const([a.rank], "i64", "[%s]" % ", ".join(map(str, reps)))
+        dims = [(s * n, st or n == 0) for (s, st), n in zip(a.dims, reps)]
+        return self.op("tile %s, %s" % (a.name, r.name), a.dt, dims)
+
+    def g_pad(self):
+        a = self.pick(lambda v: 1 <= v.rank <= 3)
+        if a is None:
+            return None
+        rng = self.rng
+        mode = rng.choice(["constant", "constant", "reflect", "edge", "wrap"])
+        if mode != "constant" and 0 in a.sizes:
+            mode = "constant"
+        pads = []
+        for side in range(2):
+            for s in a.sizes:
+                hi = {"reflect": s - 1, "edge": 2, "wrap": s}.get(mode, 2)
+                pads.append(rng.randint(-1 if s > 0 else 0, max(hi, 0)))
+        r = a.rank
+        for k in range(r):  # no dimension below 0
+            while a.sizes[k] + pads[k] + pads[k + r] < 0:
+                pads[k + r] += 1
+        p = self.const([2 * r], "i64", "[%s]" % ", ".join(map(str, pads)))
+        operands = "%s, %s" % (a.name, p.name)
+        if mode == "constant" and rng.random() < 0.5:
+            operands += ", " + self.const([], a.dt).name
+        dims = [(s + pads[k] + pads[k + r], st) for k, (s, st) in enumerate(a.dims)]
+        return self.op("pad %s%s" % (operands, "" if mode == "constant" else ', mode="%s"' % mode), a.dt, dims)
 
     def g_bcast(self):
         a = self.pick(lambda v: v.rank < 3)

@@ -429,6 +429,24 @@ def trilu_gather_mod():
                                                           np.mod(a, b)]
 
 
+@case
+def issue47_ops():
+    # Sin, Mod (fmod=1), ReduceProd, CumSum (known axis), Tile (known
+    # repeats: static dims), Pad (opset 18 axes, known pads, reflect).
+    nodes = [N("Sin", ["x"], ["s"]), N("Mod", ["x", "d"], ["m"], fmod=1),
+             N("ReduceProd", ["x", "ax1"], ["p"], keepdims=0), N("CumSum", ["x", "cax"], ["c"], reverse=1),
+             N("Tile", ["x", "reps"], ["t"]), N("Pad", ["x", "pads", "", "padaxes"], ["q"], mode="reflect")]
+    m = model(nodes, [("x", F, ["N", 3]), ("d", F, [3])],
+              [("s", F, ["N", 3]), ("m", F, ["N", 3]), ("p", F, ["N"]), ("c", F, ["N", 3]), ("t", F, ["N", 6]),
+               ("q", F, ["N", 6])],
+              inits=[("ax1", np.array([1], np.int64)), ("cax", np.array(1, np.int64)), ("reps", np.array([1, 2], np.int64)),
+                     ("pads", np.array([1, 2], np.int64)), ("padaxes", np.array([-1], np.int64))], opset=18)
+    x, d = randn(2, 3), np.array([0.5, -0.7, 1.5], np.float32)
+    c = np.flip(np.cumsum(np.flip(x, 1), 1), 1)
+    return m, [x, d], [np.sin(x), np.fmod(x, d), x.prod(axis=1), c, np.tile(x, (1, 2)),
+                       np.pad(x, ((0, 0), (1, 2)), mode="reflect")]
+
+
 # --- Models for the error messages (not numeric) ------------------------------
 
 @case

@@ -105,6 +105,79 @@ def movement_cases(rng):
     cases.append(Case("broadcast_to", "i64", [np.arange(300, dtype=np.int64)],
                       [np.broadcast_to(np.arange(300), (200, 300)).copy()],
                       attrs={"shape": [200, 300]}, threads=3))
+    return cases + tile_pad_cases(rng)
+
+
+def _pad_expected(x, pads, mode, value=None):
+    """numpy.pad of the positive pads, then the negative ones cropped."""
+    r = x.ndim
+    pos = [(max(pads[k], 0), max(pads[k + r], 0)) for k in range(r)]
+    kw = {"constant_values": value} if mode == "constant" and value is not None else {}
+    y = np.pad(x, pos, mode=mode, **kw) if r else x.copy()
+    if r == 0:
+        return y
+    idx = tuple(slice(max(-pads[k], 0), y.shape[k] - max(-pads[k + r], 0)) for k in range(r))
+    return np.ascontiguousarray(y[idx])
+
+
+def _periodic(d, j, mode):
+    """The source index of coordinate j (outside [0, d)) of a reflect / wrap
+    pad, written out as the periodic extension (numpy 1.24's iterative pad
+    is not periodic for some pads larger than the axis)."""
+    if mode == "wrap":
+        return j % d
+    if d == 1:
+        return 0
+    p = 2 * (d - 1)
+    m = j % p
+    return m if m < d else p - m
+
+
+def tile_pad_cases(rng):
+    cases = []
+    for dt in ALL:
+        r = lambda shape: rng.array(shape, dt)  # noqa: E731
+        for shape, reps in (((2, 3), [2, 1]), ((3,), [3]), ((), []), ((2, 0), [2, 3]), ((1, 2, 3), [2, 0, 2]),
+                            ((2, 3, 4), [1, 2, 1])):
+            x = r(shape)
+            cases.append(Case("tile", dt, [x, np.array(reps, np.int64)], [np.tile(x, reps) if reps else x.copy()]))
+        for k, (shape, pads) in enumerate((((2, 3), [1, 0, 0, 2]), ((4,), [2, 3]), ((3, 4), [-1, 2, 1, -2]),
+                                            ((), []), ((0, 3), [1, 1, 0, 0]), ((2, 3, 4), [0, 1, 2, 1, 1, 0]),
+                                            ((5,), [-2, -3]))):
+            x = r(shape)
+            value = r(()) if k % 2 else None
+            ins = [x, np.array(pads, np.int64 if k % 3 else np.int32)] + ([value] if value is not None else [])
+            cases.append(Case("pad", dt, ins, [_pad_expected(x, pads, "constant", value)]))
+            if 0 in shape:
+                continue
+            for mode in ("reflect", "edge", "wrap"):
+                ok = all(p <= (d - 1 if mode == "reflect" else d) for p, d in zip(pads, list(shape) * 2))
+                if ok:
+                    cases.append(Case("pad", dt, ins[:2], [_pad_expected(x, pads, mode)], attrs={"mode": mode}))
+    # Pads longer than the axis: reflect and wrap continue periodically.
+    x = np.arange(3, dtype=np.float32)
+    for mode in ("reflect", "wrap"):
+        for b, e in ((1, 8), (8, 1), (7, 7)):
+            want = np.array([x[_periodic(3, j - b, mode)] for j in range(3 + b + e)], np.float32)
+            cases.append(Case("pad", "f32", [x, np.array([b, e], np.int64)], [want], attrs={"mode": mode}))
+    x = np.array([5], np.int32)
+    cases.append(Case("pad", "i32", [x, np.array([2, 1], np.int64)], [np.full(4, 5, np.int32)], attrs={"mode": "reflect"}))
+    # Large outputs on several threads.
+    x = rng.array((50, 40), "f32")
+    cases.append(Case("tile", "f32", [x, np.array([3, 4], np.int64)], [np.tile(x, (3, 4))], threads=4))
+    cases.append(Case("pad", "f32", [x, np.array([30, 20, 30, 20], np.int64)],
+                      [_pad_expected(x, [30, 20, 30, 20], "reflect")], attrs={"mode": "reflect"}, threads=4))
+    # Errors: the shape function's, with the values.
+    x = np.zeros((2, 3), np.float32)
+    cases.append(Case("tile", "f32", [x, np.array([1], np.int64)], error="must have 2 entries"))
+    cases.append(Case("tile", "f32", [x, np.array([1, -1], np.int64)], error="negative"))
+    cases.append(Case("pad", "f32", [x, np.array([0, -2, 0, -2], np.int64)], error="remove more than"))
+    cases.append(Case("pad", "f32", [np.zeros((0, 3), np.float32), np.array([1, 0, 0, 0], np.int64)],
+                      attrs={"mode": "edge"}, error="cannot pad the empty dimension"))
+    cases.append(Case("pad", "f32", [x, np.array([0, 0, 0, 0], np.int64)], attrs={"mode": "mirror"},
+                      error="mode must be"))
+    cases.append(Case("pad", "f32", [x, np.zeros(4, np.int64), np.array(1, np.float32)], attrs={"mode": "edge"},
+                      error="needs mode constant"))
     return cases
 
 
