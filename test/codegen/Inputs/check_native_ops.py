@@ -151,7 +151,7 @@ def usable(case):
 # static even in the symbolic cases.
 SHAPE_OPERAND = {"dyn_reshape": 1, "zeros": 0, "full": 0}
 # Ops whose result shape comes from values (or a bound): `?` result dims.
-DATA_DEPENDENT = {"arange", "zeros", "full", "dyn_reshape", "unique", "nonzero"}
+DATA_DEPENDENT = {"arange", "zeros", "full", "dyn_reshape", "unique", "nonzero", "tile", "pad"}
 
 
 def function_text(name, case, dynamic):
@@ -168,7 +168,9 @@ def function_text(name, case, dynamic):
                                 dynamic or case.op in DATA_DEPENDENT)
                        for e in case.expected)
     operands = ", ".join("%%in%d" % k for k in range(len(case.inputs)))
-    attrs = "".join(", %s=%s" % (k, attr_text(v)) for k, v in case.attrs.items())
+    # String attributes (pad's mode) are quoted in .nir; dtype names are not.
+    attrs = "".join(", %s=%s" % (k, '"%s"' % v if isinstance(v, str) and k != "dtype" else attr_text(v))
+                    for k, v in case.attrs.items())
     if attrs and not operands:
         attrs = attrs[2:]
     return "func @%s(%s) -> (%s) {\n  %s = %s %s%s\n  ret %s\n}\n" % (
