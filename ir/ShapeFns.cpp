@@ -916,6 +916,144 @@ bool relPad(Ctx &c) {
   return true;
 }
 
+/// The index tuples of gather_nd / scatter_nd: operand `i` integer, rank >= 1,
+/// a static last dimension m (it fixes the result's rank), m <= limit.
+bool indexTuples(Ctx &c, size_t i, int64_t limit, int64_t &m) {
+  if (!isInteger(c.ops[i].dtype) || c.rank(i) < 1)
+    return c.fail("indices (operand " + std::to_string(i) + ") must be an integer tensor of rank >= 1, got " +
+                      formatSig(c.ops[i]),
+                  static_cast<int>(i));
+  m = c.ops[i].dims.back();
+  if (m == kDynamic)
+    return c.fail("the last dimension of indices (operand " + std::to_string(i) +
+                      ") must be static: it is the length of each index tuple",
+                  static_cast<int>(i));
+  if (m < 1 || m > limit)
+    return c.fail("index tuples of " + std::to_string(m) + " entries do not fit " + std::to_string(limit) +
+                      " indexable axes of " + formatSig(c.ops[0]),
+                  static_cast<int>(i));
+  c.defer("indices must lie within the dimensions they index");
+  return true;
+}
+
+/// `reduction` of the scatters: none for any element type, the others
+/// numeric only.
+bool scatterReduction(Ctx &c) {
+  const std::string &red = c.attr("reduction").getStr();
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
+    return c.failAttr("reduction", "reduction must be none, add, mul, max or min, got '" + red + "'");
+  if (red != "none" && !dtypeAllowed(DTypeRule::Numeric, c.ops[0].dtype))
+    return c.failAttr("reduction", "reduction " + red + " needs a numeric element type, got " + formatSig(c.ops[0]));
+  return c.sameDType(0, 2);
+}
+
+bool relGatherND(Ctx &c) {
+  int64_t r = c.rank(0), q = c.rank(1), b = c.intAttr("batch_dims");
+  if (r < 1) return c.fail("data must have rank >= 1, got " + formatSig(c.ops[0]), 0);
+  if (b < 0 || b >= std::min(r, std::max<int64_t>(q, 1)))
+    return c.failAttr("batch_dims", "batch_dims " + std::to_string(b) + " must lie in [0, " +
+                                        std::to_string(std::min(r, q)) + ") for data of rank " + std::to_string(r) +
+                                        " and indices of rank " + std::to_string(q));
+  int64_t m;
+  if (!indexTuples(c, 1, r - b, m)) return false;
+  std::vector<int64_t> out;
+  for (int64_t k = 0; k < q - 1; ++k) {
+    int64_t d = c.ops[1].dims[static_cast<size_t>(k)];
+    if (k < b && !c.unify(c.ops[0].dims[static_cast<size_t>(k)], d, d,
+                          "batch dimension " + std::to_string(k) + " of data and indices")) {
+      c.r.errorOperand = 1;
+      return false;
+    }
+    out.push_back(d);
+  }
+  for (int64_t k = b + m; k < r; ++k) out.push_back(c.ops[0].dims[static_cast<size_t>(k)]);
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
+bool relScatterElements(Ctx &c) {
+  int64_t r = c.rank(0);
+  if (!isInteger(c.ops[1].dtype))
+    return c.fail("indices (operand 1) must have an integer element type, got " + formatSig(c.ops[1]), 1);
+  if (!scatterReduction(c)) return false;
+  int64_t ax;
+  if (!c.axis(c.intAttr("axis"), r, ax, "axis")) return false;
+  for (size_t i = 1; i < 3; ++i)
+    if (c.rank(i) != r)
+      return c.fail(std::string(i == 1 ? "indices" : "updates") + " (operand " + std::to_string(i) +
+                        ") must have the rank of data (" + std::to_string(r) + "), got " + formatSig(c.ops[i]),
+                    static_cast<int>(i));
+  for (int64_t k = 0; k < r; ++k) {
+    int64_t d;
+    if (!c.unify(c.ops[1].dims[static_cast<size_t>(k)], c.ops[2].dims[static_cast<size_t>(k)], d,
+                 "dimension " + std::to_string(k) + " of indices and updates")) {
+      c.r.errorOperand = 2;
+      return false;
+    }
+    int64_t n = c.ops[0].dims[static_cast<size_t>(k)];
+    if (k == ax) continue;
+    if (d != kDynamic && n != kDynamic && d > n)
+      return c.fail("indices (operand 1) have " + std::to_string(d) + " entries along axis " + std::to_string(k) +
+                        ", more than data's " + std::to_string(n),
+                    1);
+    if (d == kDynamic || n == kDynamic) c.defer("indices must not be longer than data along axis " + std::to_string(k));
+  }
+  c.defer("indices must lie within dimension " + std::to_string(ax) + " of data");
+  c.result(c.ops[0].dtype, c.ops[0].dims);
+  return true;
+}
+
+bool relScatterND(Ctx &c) {
+  int64_t r = c.rank(0);
+  if (r < 1) return c.fail("data must have rank >= 1, got " + formatSig(c.ops[0]), 0);
+  if (!scatterReduction(c)) return false;
+  int64_t m;
+  if (!indexTuples(c, 1, r, m)) return false;
+  // updates: indices' shape without its last axis, then data's after m.
+  std::vector<int64_t> want(c.ops[1].dims.begin(), c.ops[1].dims.end() - 1);
+  for (int64_t k = m; k < r; ++k) want.push_back(c.ops[0].dims[static_cast<size_t>(k)]);
+  if (c.rank(2) != static_cast<int64_t>(want.size()))
+    return c.fail("updates (operand 2) must have shape " + formatDims(want) + " (indices' without the last axis, "
+                      "then data's past the indexed axes), got " + formatSig(c.ops[2]),
+                  2);
+  for (size_t k = 0; k < want.size(); ++k) {
+    int64_t d;
+    if (!c.unify(c.ops[2].dims[k], want[k], d, "dimension " + std::to_string(k) + " of updates")) {
+      c.r.errorOperand = 2;
+      return false;
+    }
+  }
+  c.result(c.ops[0].dtype, c.ops[0].dims);
+  return true;
+}
+
+bool relOneHot(Ctx &c) {
+  int64_t q = c.rank(0);
+  if (!isInteger(c.ops[0].dtype))
+    return c.fail("indices (operand 0) must have an integer element type, got " + formatSig(c.ops[0]), 0);
+  if (!c.requireScalar(1, "depth")) return false;
+  if (!isInteger(c.ops[1].dtype)) return c.fail("depth (operand 1) must be an integer, got " + formatSig(c.ops[1]), 1);
+  if (!c.requireRank(2, 1, "values")) return false;
+  int64_t two;
+  if (!c.unify(c.ops[2].dims[0], 2, two, "the number of values (off, on) and 2")) {
+    c.r.errorOperand = 2;
+    return false;
+  }
+  int64_t ax;
+  if (!c.axis(c.intAttr("axis"), q + 1, ax, "axis")) return false;
+  int64_t depth = kDynamic;
+  if (const DenseValue *v = c.value(1)) {
+    depth = v->getInt(0);
+    if (depth < 0) return c.fail("depth " + std::to_string(depth) + " is negative", 1);
+  } else {
+    c.defer("depth must not be negative");
+  }
+  std::vector<int64_t> out = c.ops[0].dims;
+  out.insert(out.begin() + ax, depth);
+  c.result(c.ops[2].dtype, out);
+  return true;
+}
+
 bool apply(Ctx &c) {
   const OpInfo &info = c.info;
   int n = static_cast<int>(c.ops.size());
@@ -958,6 +1096,10 @@ bool apply(Ctx &c) {
   case Relation::CumSum: return relCumSum(c);
   case Relation::Tile: return relTile(c);
   case Relation::Pad: return relPad(c);
+  case Relation::GatherND: return relGatherND(c);
+  case Relation::ScatterElements: return relScatterElements(c);
+  case Relation::ScatterND: return relScatterND(c);
+  case Relation::OneHot: return relOneHot(c);
   case Relation::Reshape: return relReshape(c);
   case Relation::DynReshape: return relDynReshape(c);
   case Relation::Transpose: return relTranspose(c);

@@ -113,10 +113,11 @@ bool KernelLowering::analyze(std::string &reason) {
       // a generated window loop would not beat its blocked direct kernels.
       reason = "'" + std::string(opInfo(mem.op).mnemonic) + "' runs on oneDNN or its reference kernel";
       return false;
-    case OpCode::CumSum: case OpCode::Tile: case OpCode::Pad:
-      // A sequential scan along a run-time axis, and gathers whose shape
-      // needs operand values (data-dependent): each is one loop nest over its
-      // output that a generated kernel would only repeat.
+    case OpCode::CumSum: case OpCode::Tile: case OpCode::Pad: case OpCode::GatherND:
+    case OpCode::ScatterElements: case OpCode::ScatterND: case OpCode::OneHot:
+      // A sequential scan along a run-time axis, gathers whose shape needs
+      // operand values (data-dependent), and scatters (updates may collide):
+      // each is one loop nest that a generated kernel would only repeat.
       reason = "'" + std::string(opInfo(mem.op).mnemonic) + "' runs as its reference kernel";
       return false;
     case OpCode::DynamicUpdateSlice:

@@ -1,14 +1,19 @@
-//===- ConvertTensor.cpp - CumSum, Tile, Pad, ReduceProd -------------------===//
+//===- ConvertTensor.cpp - CumSum, Tile, Pad, ReduceProd, scatters, ... ---===//
 //
 // Converters for the ops issue 47 added to Nimble for ONNX models. CumSum's
 // axis, Tile's repeats and Pad's pads are ONNX inputs, and Nimble takes them
 // as operands too (run-time values: the node tests feed them as graph
 // inputs), so a model whose counts are computed still imports; known ones
-// are constants, which give the results static dimensions.
+// are constants, which give the results static dimensions. GatherND,
+// ScatterElements (and opset 9-10's Scatter), ScatterND and OneHot map to
+// one op each; OneHot's float indices and depth are cast to i64 (ONNX casts
+// them, truncating).
 //
 //===----------------------------------------------------------------------===//
 
 #include "frontend/onnx/Converters.h"
+
+#include <cmath>
 
 namespace nimble::onnx_import::convert {
 
@@ -109,6 +114,36 @@ bool reduceProd(Conv &c, Out &out) {
   if (!reduceAxes(c, 18, axes)) return false;
   if (axes.empty() && c.attrInt("noop_with_empty_axes", 0)) return done(out, x);
   return done(out, c.op(OpCode::Prod, {x}, {{"axes", ints(axes)}, {"keepdims", Attr::getBool(c.attrInt("keepdims", 1))}}));
+}
+
+bool gatherND(Conv &c, Out &out) {
+  Value *x = c.input(0), *idx = c.input(1);
+  if (!x || !idx) return c.fail("needs data and indices");
+  return done(out, c.op(OpCode::GatherND, {x, idx}, {{"batch_dims", Attr::getInt(c.attrInt("batch_dims", 0))}}));
+}
+
+bool scatterElements(Conv &c, Out &out) {
+  Value *x = c.input(0), *idx = c.input(1), *upd = c.input(2);
+  if (!x || !idx || !upd) return c.fail("needs data, indices and updates");
+  return done(out, c.op(OpCode::ScatterElements, {x, idx, upd},
+                        {{"axis", Attr::getInt(c.attrInt("axis", 0))},
+                         {"reduction", Attr::getStr(c.attrStr("reduction", "none"))}}));
+}
+
+bool scatterND(Conv &c, Out &out) {
+  Value *x = c.input(0), *idx = c.input(1), *upd = c.input(2);
+  if (!x || !idx || !upd) return c.fail("needs data, indices and updates");
+  return done(out, c.op(OpCode::ScatterND, {x, idx, upd}, {{"reduction", Attr::getStr(c.attrStr("reduction", "none"))}}));
+}
+
+bool oneHot(Conv &c, Out &out) {
+  Value *idx = c.input(0), *depth = asScalar(c, c.input(1)), *values = c.input(2);
+  if (!idx || !depth || !values) return c.fail("needs indices, depth and values");
+  if (auto k = c.knownInts(1)) depth = c.scalar(DType::I64, static_cast<double>((*k)[0]));
+  else if (const DenseValue *d = c.known(c.input(1)); d && isFloat(d->dtype) && d->numElements() == 1)
+    depth = c.scalar(DType::I64, std::trunc(d->getDouble(0)));
+  return done(out, c.op(OpCode::OneHot, {asI64(c, idx), asI64(c, depth), values},
+                        {{"axis", Attr::getInt(c.attrInt("axis", -1))}}));
 }
 
 } // namespace nimble::onnx_import::convert

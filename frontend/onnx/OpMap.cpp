@@ -157,6 +157,11 @@ const std::vector<OpEntry> &opMap() {
         {"Tile", 7, "tile", "", tile},
         {"Pad", 7, "pad", "axes (opset 18) known at import", pad},
         {"ReduceProd", 7, "prod", "axes known at import", reduceProd},
+        {"GatherND", 11, "gather_nd", "", gatherND},
+        {"Scatter", 9, "scatter_elements", "", scatterElements},
+        {"ScatterElements", 11, "scatter_elements", "", scatterElements},
+        {"ScatterND", 11, "scatter_nd", "", scatterND},
+        {"OneHot", 9, "one_hot (indices and depth cast to i64)", "", oneHot},
     };
     // Sorted by type for findOp, whatever the order above.
     std::sort(m.begin(), m.end(), [](const OpEntry &a, const OpEntry &b) { return std::string(a.type) < b.type; });
@@ -189,9 +194,6 @@ const Missing kMissing[] = {
     {"CenterCropPad", "needs a crop-or-pad op (pad crops with negative pads; not mapped yet)"},
     {"BitShift BitwiseAnd BitwiseOr BitwiseXor BitwiseNot", "needs a new Nimble integer op"},
     {"TopK", "needs a new Nimble op (top_k)"},
-    {"Scatter ScatterND ScatterElements", "needs a new Nimble op (scatter)"},
-    {"GatherND", "needs a new Nimble op (gather_nd)"},
-    {"OneHot", "needs a new Nimble op (one_hot)"},
     {"Einsum", "needs a new Nimble op (einsum)"},
     {"LSTM GRU RNN", "recurrent layers need new Nimble ops or a loop expansion (not yet)"},
     {"Scan", "needs scan outputs, which the importer's loops do not support yet"},

@@ -46,7 +46,8 @@ bool isSpeculatable(const Operation &op) {
   if (info.shapeMode != ShapeMode::DataIndependent) return false;
   // Their operand values can fail them (an index, a start, cumsum's axis).
   if (op.is(OpCode::Take) || op.is(OpCode::DynamicSlice) || op.is(OpCode::DynamicUpdateSlice) ||
-      op.is(OpCode::CumSum))
+      op.is(OpCode::CumSum) || op.is(OpCode::GatherND) || op.is(OpCode::ScatterElements) ||
+      op.is(OpCode::ScatterND))
     return false;
   for (unsigned i = 0; i < op.numOperands(); ++i) {
     Type t = op.operand(i)->type();

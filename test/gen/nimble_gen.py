@@ -25,7 +25,8 @@ the oracle compares it exactly.
 Ops of ir/Ops.def generated: every element-wise, comparison, logical,
 select, cast, matmul, batch_matmul, conv, max_pool, avg_pool, reduction (prod included), cumsum,
 softmax, layer_norm, shape op (reshape, dyn_reshape, transpose, concat, split, slice, dynamic_slice,
-dynamic_update_slice, take, expand_dims, squeeze, broadcast_to, tile, pad), creation (constant, zeros, full,
+dynamic_update_slice, take, expand_dims, squeeze, broadcast_to, tile, pad, gather_nd, scatter_elements,
+scatter_nd, one_hot), creation (constant, zeros, full,
 arange, unique, nonzero), shape_of, dim, storage_size, and the structural
 ops (call, br, cond_br, match, ret, construct, tuple, get_tuple). Not
 generated: the explicit-memory ops (alloc_storage, alloc_tensor,
@@ -180,7 +181,7 @@ class Func:
                  "argmax", "softmax", "layernorm", "reshape", "dynreshape", "transpose", "concat", "split",
                  "slice", "dynslice", "dynupdate", "take", "expand", "squeeze", "bcast", "zeros", "full", "arange",
                  "unique", "nonzero", "shapeof", "dim", "storagesize", "tuple", "conv", "pool",
-                 "cumsum", "tile", "pad"]
+                 "cumsum", "tile", "pad", "gathernd", "scatter", "scatternd", "onehot"]
         for _ in range(10):
             v = getattr(self, "g_" + rng.choice(kinds))()
             if v is not None:
@@ -595,6 +596,72 @@ class Func:
             operands += ", " + self.const([], a.dt).name
         dims = [(s + pads[k] + pads[k + r], st) for k, (s, st) in enumerate(a.dims)]
         return self.op("pad %s%s" % (operands, "" if mode == "constant" else ', mode="%s"' % mode), a.dt, dims)
+
+    def index_const(self, shape, bounds):
+        """A constant i64 tensor of `shape` whose last axis indexes `bounds`
+        (negative indices included)."""
+        rng = self.rng
+        n = 1
+        for s in shape[:-1]:
+            n *= s
+        rows = ["[%s]" % ", ".join(str(rng.randint(-b, b - 1)) for b in bounds) for _ in range(n)]
+        text = "[%s]" % ", ".join(rows) if len(shape) == 2 else rows[0]
+        return self.const(shape, "i64", text)
+
+    def g_gathernd(self):
+        a = self.pick(lambda v: v.rank >= 1 and all(s > 0 for s in v.sizes))
+        if a is None:
+            return None
+        m = self.rng.randint(1, a.rank)
+        k = self.rng.randint(1, 3)
+        idx = self.index_const([k, m], a.sizes[:m])
+        return self.op("gather_nd %s, %s" % (a.name, idx.name), a.dt, [(k, True)] + a.dims[m:])
+
+    def g_scatternd(self):
+        a = self.pick(lambda v: v.rank >= 1 and all(s > 0 for s in v.sizes))
+        if a is None:
+            return None
+        m = self.rng.randint(1, a.rank)
+        k = self.rng.randint(1, 3)
+        idx = self.index_const([k, m], a.sizes[:m])
+        upd = self.const([k] + a.sizes[m:], a.dt)
+        red = "none" if a.dt == "i1" else self.rng.choice(["none", "add", "max", "min"])
+        return self.op('scatter_nd %s, %s, %s%s' % (a.name, idx.name, upd.name,
+                                                     "" if red == "none" else ', reduction="%s"' % red), a.dt, a.dims)
+
+    def g_scatter(self):
+        a = self.pick(lambda v: 1 <= v.rank <= 2 and all(s > 0 for s in v.sizes))
+        if a is None:
+            return None
+        ax = self.rng.randrange(a.rank)
+        shape = [self.rng.randint(1, s) for s in a.sizes]
+        n = 1
+        for s in shape:
+            n *= s
+        vals = [self.rng.randint(-a.sizes[ax], a.sizes[ax] - 1) for _ in range(n)]
+        if a.rank == 1:
+            text = "[%s]" % ", ".join(map(str, vals))
+        else:
+            text = "[%s]" % ", ".join("[%s]" % ", ".join(map(str, vals[r * shape[1]:(r + 1) * shape[1]]))
+                                      for r in range(shape[0]))
+        idx = self.const(shape, "i64", text)
+        upd = self.const(shape, a.dt)
+        red = "none" if a.dt == "i1" else self.rng.choice(["none", "add", "mul", "max", "min"])
+        return self.op('scatter_elements %s, %s, %s, axis=%d%s' % (
+            a.name, idx.name, upd.name, ax, "" if red == "none" else ', reduction="%s"' % red), a.dt, a.dims)
+
+    def g_onehot(self):
+        a = self.pick(lambda v: v.rank <= 2 and v.dt in ("i32", "i64"))
+        if a is None:
+            return None
+        depth = self.rng.randint(0, 4)
+        d = self.const([], "i64", str(depth))
+        dt = self.rng.choice(["f32", "i32", "i1"])
+        v = self.const([2], dt)
+        ax = self.rng.randint(-a.rank - 1, a.rank)
+        dims = list(a.dims)
+        dims.insert(ax if ax >= 0 else ax + a.rank + 1, (depth, True))
+        return self.op("one_hot %s, %s, %s, axis=%d" % (a.name, d.name, v.name, ax), dt, dims)
 
     def g_bcast(self):
         a = self.pick(lambda v: v.rank < 3)

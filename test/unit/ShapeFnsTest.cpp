@@ -903,4 +903,35 @@ TEST(Issue47, PadFromPadsValue) {
   EXPECT_EQ(bad.errorAttr, 0);
 }
 
+TEST(Issue47, GatherScatterOneHot) {
+  EXPECT_OK_SIG(run(OpCode::GatherND, {F({Q, 4, 5}), I64({3, 2})}), F({3, 5}));
+  EXPECT_OK_SIG(run(OpCode::GatherND, {F({2, 4, 5}), I64({Q, 2, 1})}, {{"batch_dims", i(1)}}), F({2, 2, 5}));
+  EXPECT_ERROR(run(OpCode::GatherND, {F({2, 4, 5}), I64({3, Q})}), "must be static", 1);
+  EXPECT_ERROR(run(OpCode::GatherND, {F({2, 4}), I64({3, 3})}), "do not fit", 1);
+  EXPECT_ERROR(run(OpCode::GatherND, {F({2, 4}), I64({3, 1})}, {{"batch_dims", i(1)}}),
+               "batch dimension 0 of data and indices must be equal", 1);
+  ShapeFnResult bd = run(OpCode::GatherND, {F({2, 4}), I64({2, 1})}, {{"batch_dims", i(2)}});
+  EXPECT_FALSE(bd.ok());
+  EXPECT_TRUE(has(bd.error, "batch_dims 2 must lie in [0, 2)")) << bd.error;
+  EXPECT_OK_SIG(run(OpCode::ScatterElements, {F({Q, 5}), I64({2, 3}), F({2, 3})}, {{"axis", i(1)}}), F({Q, 5}));
+  EXPECT_ERROR(run(OpCode::ScatterElements, {F({2, 5}), I64({3, 3}), F({3, 3})}, {{"axis", i(1)}}),
+               "more than data's 2", 1);
+  EXPECT_ERROR(run(OpCode::ScatterElements, {F({2, 5}), I64({2, 3}), F({2, 2})}), "indices and updates", 2);
+  EXPECT_ERROR(run(OpCode::ScatterElements, {F({2, 5}), F({2, 3}), F({2, 3})}), "integer element type", 1);
+  ShapeFnResult red = run(OpCode::ScatterElements, {B({2}), I64({1}), B({1})}, {{"reduction", Attr::getStr("add")}});
+  EXPECT_FALSE(red.ok());
+  EXPECT_TRUE(has(red.error, "needs a numeric element type")) << red.error;
+  EXPECT_OK_SIG(run(OpCode::ScatterND, {F({4, 4, 4}), I64({2, 1}), F({2, 4, 4})}), F({4, 4, 4}));
+  EXPECT_OK_SIG(run(OpCode::ScatterND, {F({4, Q}), I64({Q, 2}), F({Q})}), F({4, Q}));
+  EXPECT_ERROR(run(OpCode::ScatterND, {F({4, 4}), I64({2, 1}), F({2, 3})}), "dimension 1 of updates", 2);
+  EXPECT_ERROR(run(OpCode::ScatterND, {F({4, 4}), I64({2, 1}), T(DType::F64, {2, 4})}), "element type", 2);
+  DenseValue depth = val(DType::I64, {10}, true);
+  EXPECT_OK_SIG(run(OpCode::OneHot, {I64({Q}), I64({}), F({2})}, {}, {nullptr, &depth, nullptr}), F({Q, 10}));
+  EXPECT_OK_SIG(run(OpCode::OneHot, {T(DType::I32, {2, 3}), I64({}), B({2})}, {{"axis", i(0)}}), B({Q, 2, 3}));
+  EXPECT_ERROR(run(OpCode::OneHot, {I64({3}), I64({}), F({3})}), "the number of values (off, on) and 2", 2);
+  EXPECT_ERROR(run(OpCode::OneHot, {F({3}), I64({}), F({2})}), "integer element type", 0);
+  DenseValue neg = val(DType::I64, {-2}, true);
+  EXPECT_ERROR(run(OpCode::OneHot, {I64({3}), I64({}), F({2})}, {}, {nullptr, &neg, nullptr}), "depth -2 is negative", 1);
+}
+
 } // namespace nimble

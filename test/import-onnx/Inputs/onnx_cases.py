@@ -447,6 +447,34 @@ def issue47_ops():
                        np.pad(x, ((0, 0), (1, 2)), mode="reflect")]
 
 
+@case
+def issue47_index_ops():
+    # GatherND (batch_dims), ScatterElements (add), ScatterND, OneHot with
+    # float indices and depth (cast to i64) and a negative index.
+    nodes = [N("GatherND", ["x", "gi"], ["g"], batch_dims=1),
+             N("ScatterElements", ["x", "si", "su"], ["s"], axis=1, reduction="add"),
+             N("ScatterND", ["x", "ni", "nu"], ["n"]),
+             N("OneHot", ["oi", "depth", "ov"], ["o"], axis=0)]
+    m = model(nodes, [("x", F, [2, 3]), ("gi", I64, [2, 1]), ("si", I64, [2, 2]), ("su", F, [2, 2]),
+                      ("ni", I64, [1, 1]), ("nu", F, [1, 3]), ("oi", F, [3])],
+              [("g", F, [2]), ("s", F, [2, 3]), ("n", F, [2, 3]), ("o", F, [4, 3])],
+              inits=[("depth", np.array(4.0, np.float32)), ("ov", np.array([-1.0, 2.0], np.float32))], opset=16)
+    x = randn(2, 3)
+    gi = np.array([[2], [0]], np.int64)
+    si, su = np.array([[0, 0], [2, -1]], np.int64), randn(2, 2)
+    ni, nu = np.array([[1]], np.int64), randn(1, 3)
+    oi = np.array([1.7, -1.0, 7.0], np.float32)
+    s = x.copy()
+    for r in range(2):
+        for c in range(2):
+            s[r, si[r, c] % 3] += su[r, c]
+    n = x.copy()
+    n[1] = nu[0]
+    o = np.full((4, 3), -1.0, np.float32)
+    o[1, 0], o[3, 1] = 2.0, 2.0
+    return m, [x, gi, si, su, ni, nu, oi], [x[np.arange(2), gi[:, 0]], s, n, o]
+
+
 # --- Models for the error messages (not numeric) ------------------------------
 
 @case
