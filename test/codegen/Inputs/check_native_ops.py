@@ -149,9 +149,11 @@ def usable(case):
 
 # Operands that are shapes: their length fixes the result's rank, so it stays
 # static even in the symbolic cases.
-SHAPE_OPERAND = {"dyn_reshape": 1, "zeros": 0, "full": 0}
+SHAPE_OPERAND = {"dyn_reshape": 1, "zeros": 0, "full": 0,
+                 # index tuples: their length (the last dim) fixes the rank
+                 "gather_nd": 1, "scatter_nd": 1}
 # Ops whose result shape comes from values (or a bound): `?` result dims.
-DATA_DEPENDENT = {"arange", "zeros", "full", "dyn_reshape", "unique", "nonzero", "tile", "pad"}
+DATA_DEPENDENT = {"arange", "zeros", "full", "dyn_reshape", "unique", "nonzero", "tile", "pad", "one_hot"}
 
 
 def function_text(name, case, dynamic):
