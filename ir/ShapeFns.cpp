@@ -813,6 +813,247 @@ bool relZerosFull(Ctx &c, bool full) {
   return true;
 }
 
+/// cumsum %x, %axis: the axis is a scalar integer value (known at compile
+/// time when it is a constant; checked by the kernel otherwise).
+bool relCumSum(Ctx &c) {
+  if (!dtypeAllowed(c.info.dtypes, c.ops[0].dtype))
+    return c.fail("operand 0 must have " + std::string(dtypeRuleDescription(c.info.dtypes)) + ", got " +
+                      formatSig(c.ops[0]),
+                  0);
+  if (!c.requireScalar(1, "axis")) return false;
+  if (!isInteger(c.ops[1].dtype))
+    return c.fail("axis (operand 1) must be an integer, got " + formatSig(c.ops[1]), 1);
+  int64_t r = c.rank(0);
+  if (const DenseValue *v = c.value(1)) {
+    int64_t a = v->getInt(0);
+    if (a < -r || a >= r)
+      return c.fail("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(r), 1);
+  } else {
+    if (r == 0) return c.fail("input must have rank >= 1, got " + formatSig(c.ops[0]), 0);
+    c.defer("axis must lie in [-" + std::to_string(r) + ", " + std::to_string(r) + ")");
+  }
+  c.result(c.ops[0].dtype, c.ops[0].dims);
+  return true;
+}
+
+/// A 1-D integer operand `i` of `n` entries (per axis counts: tile's
+/// repeats, pad's pads); `?` entries defer the length check.
+bool perAxisOperand(Ctx &c, size_t i, int64_t n, std::string_view what) {
+  const TensorSig &s = c.ops[i];
+  if (s.dims.size() != 1 || !isInteger(s.dtype))
+    return c.fail(std::string(what) + " (operand " + std::to_string(i) + ") must be a 1-D integer tensor, got " +
+                      formatSig(s),
+                  static_cast<int>(i));
+  if (s.dims[0] == kDynamic) {
+    c.defer(std::string(what) + " must have " + std::to_string(n) + " entries");
+  } else if (s.dims[0] != n) {
+    return c.fail(std::string(what) + " (operand " + std::to_string(i) + ") must have " + std::to_string(n) +
+                      " entries for an input of rank " + std::to_string(c.rank(0)) + ", got " + formatSig(s),
+                  static_cast<int>(i));
+  }
+  return true;
+}
+
+bool relTile(Ctx &c) {
+  int64_t r = c.rank(0);
+  if (!perAxisOperand(c, 1, r, "repeats")) return false;
+  std::vector<int64_t> out(static_cast<size_t>(r), kDynamic), reps;
+  if (c.shapeValue(1, reps)) {
+    for (int64_t k = 0; k < r; ++k) {
+      int64_t d = c.ops[0].dims[static_cast<size_t>(k)], n = reps[static_cast<size_t>(k)];
+      if (n < 0) return c.fail("repeats entry " + std::to_string(n) + " is negative", 1);
+      int64_t o = n;
+      if (n == 0) o = 0;
+      else if (d == kDynamic) o = kDynamic;
+      else if (mulOverflows(o, d)) return c.fail("tile would have more elements than fit in 64 bits", 1);
+      out[static_cast<size_t>(k)] = o;
+    }
+  } else {
+    c.defer("repeats must be non-negative");
+  }
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
+bool relPad(Ctx &c) {
+  int64_t r = c.rank(0);
+  const std::string &mode = c.attr("mode").getStr();
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+    return c.failAttr("mode", "mode must be constant, reflect, edge or wrap, got '" + mode + "'");
+  if (!perAxisOperand(c, 1, 2 * r, "pads")) return false;
+  if (c.ops.size() == 3) {
+    if (mode != "constant")
+      return c.fail("a padding value (operand 2) needs mode constant, not " + mode, 2);
+    if (!c.requireScalar(2, "padding value") || !c.sameDType(0, 2)) return false;
+  }
+  std::vector<int64_t> out(static_cast<size_t>(r), kDynamic), pads;
+  if (c.shapeValue(1, pads)) {
+    for (int64_t k = 0; k < r; ++k) {
+      int64_t d = c.ops[0].dims[static_cast<size_t>(k)];
+      int64_t b = pads[static_cast<size_t>(k)], e = pads[static_cast<size_t>(k + r)];
+      // |pads| up to 2^62: the sums below cannot overflow.
+      if (b < -(int64_t(1) << 62) || b > (int64_t(1) << 62) || e < -(int64_t(1) << 62) || e > (int64_t(1) << 62))
+        return c.fail("pads entries must lie within +-2^62", 1);
+      if (d == kDynamic) {
+        c.defer("dimension " + std::to_string(k) + " plus its pads must not be negative");
+        if (mode != "constant" && (b > 0 || e > 0))
+          c.defer("dimension " + std::to_string(k) + " must not be empty to pad it in mode " + mode);
+        continue;
+      }
+      int64_t o = d + b + e;
+      if (o < 0)
+        return c.fail("pads " + std::to_string(b) + " and " + std::to_string(e) + " remove more than dimension " +
+                          std::to_string(k) + " (" + std::to_string(d) + ")",
+                      1);
+      if (mode != "constant" && d == 0 && (b > 0 || e > 0))
+        return c.fail("cannot pad the empty dimension " + std::to_string(k) + " in mode " + mode, 1);
+      out[static_cast<size_t>(k)] = o;
+    }
+  } else {
+    c.defer("every dimension plus its pads must not be negative");
+  }
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
+/// The index tuples of gather_nd / scatter_nd: operand `i` integer, rank >= 1,
+/// a static last dimension m (it fixes the result's rank), m <= limit.
+bool indexTuples(Ctx &c, size_t i, int64_t limit, int64_t &m) {
+  if (!isInteger(c.ops[i].dtype) || c.rank(i) < 1)
+    return c.fail("indices (operand " + std::to_string(i) + ") must be an integer tensor of rank >= 1, got " +
+                      formatSig(c.ops[i]),
+                  static_cast<int>(i));
+  m = c.ops[i].dims.back();
+  if (m == kDynamic)
+    return c.fail("the last dimension of indices (operand " + std::to_string(i) +
+                      ") must be static: it is the length of each index tuple",
+                  static_cast<int>(i));
+  if (m < 1 || m > limit)
+    return c.fail("index tuples of " + std::to_string(m) + " entries do not fit " + std::to_string(limit) +
+                      " indexable axes of " + formatSig(c.ops[0]),
+                  static_cast<int>(i));
+  c.defer("indices must lie within the dimensions they index");
+  return true;
+}
+
+/// `reduction` of the scatters: none for any element type, the others
+/// numeric only.
+bool scatterReduction(Ctx &c) {
+  const std::string &red = c.attr("reduction").getStr();
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
+    return c.failAttr("reduction", "reduction must be none, add, mul, max or min, got '" + red + "'");
+  if (red != "none" && !dtypeAllowed(DTypeRule::Numeric, c.ops[0].dtype))
+    return c.failAttr("reduction", "reduction " + red + " needs a numeric element type, got " + formatSig(c.ops[0]));
+  return c.sameDType(0, 2);
+}
+
+bool relGatherND(Ctx &c) {
+  int64_t r = c.rank(0), q = c.rank(1), b = c.intAttr("batch_dims");
+  if (r < 1) return c.fail("data must have rank >= 1, got " + formatSig(c.ops[0]), 0);
+  if (b < 0 || b >= std::min(r, std::max<int64_t>(q, 1)))
+    return c.failAttr("batch_dims", "batch_dims " + std::to_string(b) + " must lie in [0, " +
+                                        std::to_string(std::min(r, q)) + ") for data of rank " + std::to_string(r) +
+                                        " and indices of rank " + std::to_string(q));
+  int64_t m;
+  if (!indexTuples(c, 1, r - b, m)) return false;
+  std::vector<int64_t> out;
+  for (int64_t k = 0; k < q - 1; ++k) {
+    int64_t d = c.ops[1].dims[static_cast<size_t>(k)];
+    if (k < b && !c.unify(c.ops[0].dims[static_cast<size_t>(k)], d, d,
+                          "batch dimension " + std::to_string(k) + " of data and indices")) {
+      c.r.errorOperand = 1;
+      return false;
+    }
+    out.push_back(d);
+  }
+  for (int64_t k = b + m; k < r; ++k) out.push_back(c.ops[0].dims[static_cast<size_t>(k)]);
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
+bool relScatterElements(Ctx &c) {
+  int64_t r = c.rank(0);
+  if (!isInteger(c.ops[1].dtype))
+    return c.fail("indices (operand 1) must have an integer element type, got " + formatSig(c.ops[1]), 1);
+  if (!scatterReduction(c)) return false;
+  int64_t ax;
+  if (!c.axis(c.intAttr("axis"), r, ax, "axis")) return false;
+  for (size_t i = 1; i < 3; ++i)
+    if (c.rank(i) != r)
+      return c.fail(std::string(i == 1 ? "indices" : "updates") + " (operand " + std::to_string(i) +
+                        ") must have the rank of data (" + std::to_string(r) + "), got " + formatSig(c.ops[i]),
+                    static_cast<int>(i));
+  for (int64_t k = 0; k < r; ++k) {
+    int64_t d;
+    if (!c.unify(c.ops[1].dims[static_cast<size_t>(k)], c.ops[2].dims[static_cast<size_t>(k)], d,
+                 "dimension " + std::to_string(k) + " of indices and updates")) {
+      c.r.errorOperand = 2;
+      return false;
+    }
+    int64_t n = c.ops[0].dims[static_cast<size_t>(k)];
+    if (k == ax) continue;
+    if (d != kDynamic && n != kDynamic && d > n)
+      return c.fail("indices (operand 1) have " + std::to_string(d) + " entries along axis " + std::to_string(k) +
+                        ", more than data's " + std::to_string(n),
+                    1);
+    if (d == kDynamic || n == kDynamic) c.defer("indices must not be longer than data along axis " + std::to_string(k));
+  }
+  c.defer("indices must lie within dimension " + std::to_string(ax) + " of data");
+  c.result(c.ops[0].dtype, c.ops[0].dims);
+  return true;
+}
+
+bool relScatterND(Ctx &c) {
+  int64_t r = c.rank(0);
+  if (r < 1) return c.fail("data must have rank >= 1, got " + formatSig(c.ops[0]), 0);
+  if (!scatterReduction(c)) return false;
+  int64_t m;
+  if (!indexTuples(c, 1, r, m)) return false;
+  // updates: indices' shape without its last axis, then data's after m.
+  std::vector<int64_t> want(c.ops[1].dims.begin(), c.ops[1].dims.end() - 1);
+  for (int64_t k = m; k < r; ++k) want.push_back(c.ops[0].dims[static_cast<size_t>(k)]);
+  if (c.rank(2) != static_cast<int64_t>(want.size()))
+    return c.fail("updates (operand 2) must have shape " + formatDims(want) + " (indices' without the last axis, "
+                      "then data's past the indexed axes), got " + formatSig(c.ops[2]),
+                  2);
+  for (size_t k = 0; k < want.size(); ++k) {
+    int64_t d;
+    if (!c.unify(c.ops[2].dims[k], want[k], d, "dimension " + std::to_string(k) + " of updates")) {
+      c.r.errorOperand = 2;
+      return false;
+    }
+  }
+  c.result(c.ops[0].dtype, c.ops[0].dims);
+  return true;
+}
+
+bool relOneHot(Ctx &c) {
+  int64_t q = c.rank(0);
+  if (!isInteger(c.ops[0].dtype))
+    return c.fail("indices (operand 0) must have an integer element type, got " + formatSig(c.ops[0]), 0);
+  if (!c.requireScalar(1, "depth")) return false;
+  if (!isInteger(c.ops[1].dtype)) return c.fail("depth (operand 1) must be an integer, got " + formatSig(c.ops[1]), 1);
+  if (!c.requireRank(2, 1, "values")) return false;
+  int64_t two;
+  if (!c.unify(c.ops[2].dims[0], 2, two, "the number of values (off, on) and 2")) {
+    c.r.errorOperand = 2;
+    return false;
+  }
+  int64_t ax;
+  if (!c.axis(c.intAttr("axis"), q + 1, ax, "axis")) return false;
+  int64_t depth = kDynamic;
+  if (const DenseValue *v = c.value(1)) {
+    depth = v->getInt(0);
+    if (depth < 0) return c.fail("depth " + std::to_string(depth) + " is negative", 1);
+  } else {
+    c.defer("depth must not be negative");
+  }
+  std::vector<int64_t> out = c.ops[0].dims;
+  out.insert(out.begin() + ax, depth);
+  c.result(c.ops[2].dtype, out);
+  return true;
+}
+
 bool apply(Ctx &c) {
   const OpInfo &info = c.info;
   int n = static_cast<int>(c.ops.size());
@@ -852,6 +1093,13 @@ bool apply(Ctx &c) {
   case Relation::LayerNorm: return relLayerNorm(c);
   case Relation::Conv: return relConv(c);
   case Relation::Pool: return relPool(c);
+  case Relation::CumSum: return relCumSum(c);
+  case Relation::Tile: return relTile(c);
+  case Relation::Pad: return relPad(c);
+  case Relation::GatherND: return relGatherND(c);
+  case Relation::ScatterElements: return relScatterElements(c);
+  case Relation::ScatterND: return relScatterND(c);
+  case Relation::OneHot: return relOneHot(c);
   case Relation::Reshape: return relReshape(c);
   case Relation::DynReshape: return relDynReshape(c);
   case Relation::Transpose: return relTranspose(c);

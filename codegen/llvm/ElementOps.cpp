@@ -17,7 +17,12 @@
 //     evaluated in f64 (MathApprox.cpp); f64 calls libm per lane, as the
 //     reference does, and NVPTX calls libdevice;
 //   gelu is 0.5 x erfc(-x / sqrt(2)) (f32 evaluated in f64), the reference's
-//     formula.
+//     formula;
+//   sin .. atanh call libm per lane (sinf / sin, ...), the functions the
+//     reference calls, so they agree bit for bit (libdevice's on NVPTX);
+//   fmod of floats is `frem` (C's fmod, exact); of integers `srem` with the
+//     reference's guards: a zero divisor is the error exit, a -1 divisor
+//     gives 0 (INT_MIN srem -1 is undefined in LLVM).
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,6 +80,9 @@ bool elementOpSupported(OpCode op, DType in, DType out, std::string &reason) {
   case OpCode::Neg: case OpCode::Abs: case OpCode::Exp: case OpCode::Log: case OpCode::Sqrt:
   case OpCode::Rsqrt: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Relu:
   case OpCode::Gelu: case OpCode::Erf: case OpCode::LogicalNot:
+  case OpCode::Sin: case OpCode::Cos: case OpCode::Tan: case OpCode::Asin: case OpCode::Acos:
+  case OpCode::Atan: case OpCode::Sinh: case OpCode::Cosh: case OpCode::Asinh: case OpCode::Acosh:
+  case OpCode::Atanh: case OpCode::Fmod:
   case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div: case OpCode::Pow:
   case OpCode::Maximum: case OpCode::Minimum: case OpCode::Equal: case OpCode::NotEqual:
   case OpCode::Less: case OpCode::LessEqual: case OpCode::Greater: case OpCode::GreaterEqual:
@@ -193,6 +201,17 @@ Value *emitElementOp(llvm::IRBuilder<> &b, OpCode op, DType in, DType out,
   }
   case OpCode::Log: return inlineF32 ? emitLogF32(b, x) : emitLibmCall(b, "logf", "log", {x});
   case OpCode::Erf: return inlineF32 ? emitErfF32(b, x) : emitLibmCall(b, "erff", "erf", {x});
+  case OpCode::Sin: return emitLibmCall(b, "sinf", "sin", {x});
+  case OpCode::Cos: return emitLibmCall(b, "cosf", "cos", {x});
+  case OpCode::Tan: return emitLibmCall(b, "tanf", "tan", {x});
+  case OpCode::Asin: return emitLibmCall(b, "asinf", "asin", {x});
+  case OpCode::Acos: return emitLibmCall(b, "acosf", "acos", {x});
+  case OpCode::Atan: return emitLibmCall(b, "atanf", "atan", {x});
+  case OpCode::Sinh: return emitLibmCall(b, "sinhf", "sinh", {x});
+  case OpCode::Cosh: return emitLibmCall(b, "coshf", "cosh", {x});
+  case OpCode::Asinh: return emitLibmCall(b, "asinhf", "asinh", {x});
+  case OpCode::Acosh: return emitLibmCall(b, "acoshf", "acosh", {x});
+  case OpCode::Atanh: return emitLibmCall(b, "atanhf", "atanh", {x});
   case OpCode::Gelu: {
     if (inlineF32) return emitGeluF32(b, x);
     // 0.5 * x * erfc(-x / sqrt(2)), in the reference's order (which computes
@@ -219,6 +238,18 @@ Value *emitElementOp(llvm::IRBuilder<> &b, OpCode op, DType in, DType out,
     Value *minus1 = b.CreateICmpEQ(y, constLike(y, -1));
     Value *safeY = b.CreateSelect(minus1, constLike(y, 1), y);
     return b.CreateSelect(minus1, b.CreateSub(constLike(x, 0), x), b.CreateSDiv(x, safeY));
+  }
+  case OpCode::Fmod: {
+    if (f) return b.CreateFRem(x, y);
+    // The reference's rules: a zero lane is an error, a -1 divisor gives 0.
+    Value *zero = b.CreateICmpEQ(y, constLike(y, 0));
+    if (zero->getType()->isVectorTy()) zero = b.CreateOrReduce(zero);
+    llvm::BasicBlock *ok = llvm::BasicBlock::Create(b.getContext(), "fmod.ok", b.GetInsertBlock()->getParent());
+    b.CreateCondBr(zero, onError, ok);
+    b.SetInsertPoint(ok);
+    Value *minus1 = b.CreateICmpEQ(y, constLike(y, -1));
+    Value *safeY = b.CreateSelect(minus1, constLike(y, 1), y);
+    return b.CreateSelect(minus1, constLike(x, 0), b.CreateSRem(x, safeY));
   }
   case OpCode::Pow: return inlineF32 ? emitPowF32(b, x, y) : emitLibmCall(b, "powf", "pow", {x, y});
   case OpCode::Maximum: return maxMin(b, true, x, y, f, u);

@@ -113,12 +113,20 @@ bool KernelLowering::analyze(std::string &reason) {
       // a generated window loop would not beat its blocked direct kernels.
       reason = "'" + std::string(opInfo(mem.op).mnemonic) + "' runs on oneDNN or its reference kernel";
       return false;
+    case OpCode::CumSum: case OpCode::Tile: case OpCode::Pad: case OpCode::GatherND:
+    case OpCode::ScatterElements: case OpCode::ScatterND: case OpCode::OneHot:
+      // A sequential scan along a run-time axis, gathers whose shape needs
+      // operand values (data-dependent), and scatters (updates may collide):
+      // each is one loop nest that a generated kernel would only repeat.
+      reason = "'" + std::string(opInfo(mem.op).mnemonic) + "' runs as its reference kernel";
+      return false;
     case OpCode::DynamicUpdateSlice:
       // Two memcpys, the first skipped when it runs in place: the reference
       // kernel is what a generated one would be.
       reason = "'dynamic_update_slice' runs as its reference kernel (in place when planned so)";
       return false;
     case OpCode::Sum: case OpCode::Mean: case OpCode::Max: case OpCode::Min: case OpCode::ArgMax:
+    case OpCode::Prod:
     case OpCode::MatMul: case OpCode::BatchMatMul: case OpCode::Softmax: case OpCode::LayerNorm:
     case OpCode::Reshape: case OpCode::DynReshape: case OpCode::Transpose: case OpCode::Concat:
     case OpCode::Split: case OpCode::Slice: case OpCode::DynamicSlice: case OpCode::Take:
@@ -421,6 +429,7 @@ Value *KernelLowering::emitMember(uint32_t v, const vm::KernelDesc::Member &m, c
   const size_t R = idx.size();
   switch (m.op) {
   case OpCode::Sum: case OpCode::Mean: case OpCode::Max: case OpCode::Min: case OpCode::ArgMax:
+  case OpCode::Prod:
     return emitReduce(v, m, idx, lanes);
   case OpCode::MatMul: case OpCode::BatchMatMul: return emitMatMul(v, m, idx, lanes);
   case OpCode::Split: {
@@ -602,7 +611,7 @@ bool KernelLowering::prefersScalarPoints(uint32_t v) {
   const auto &m = k_.members[static_cast<size_t>(vals_[v].member)];
   switch (m.op) {
   case OpCode::MatMul: case OpCode::BatchMatMul: return !m.attrs[0].getBool();
-  case OpCode::Sum: case OpCode::Mean: case OpCode::Max: case OpCode::Min: {
+  case OpCode::Sum: case OpCode::Mean: case OpCode::Max: case OpCode::Min: case OpCode::Prod: {
     const auto &axes = m.attrs[0].getInts();
     int64_t rx = static_cast<int64_t>(vals_[m.operands[0]].dims.size());
     if (axes.empty()) return true;

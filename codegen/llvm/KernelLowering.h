@@ -35,7 +35,7 @@ using llvm::Value;
 inline bool isReductionLike(OpCode op) {
   switch (op) {
   case OpCode::Sum: case OpCode::Mean: case OpCode::Max: case OpCode::Min: case OpCode::ArgMax:
-  case OpCode::MatMul: case OpCode::BatchMatMul: case OpCode::Softmax: case OpCode::LayerNorm:
+  case OpCode::Prod: case OpCode::MatMul: case OpCode::BatchMatMul: case OpCode::Softmax: case OpCode::LayerNorm:
     return true;
   default: return false;
   }

@@ -1,6 +1,6 @@
 //===- KernelReduce.cpp - Reductions, softmax and layer_norm --------------===//
 //
-// KernelLowering's reductions (sum, mean, max, min, argmax; vectorized along a
+// KernelLowering's reductions (sum, mean, max, min, prod, argmax; vectorized along a
 // contiguous reduced axis or over output points) and the row stages of
 // softmax and layer_norm. The design: KernelGen.cpp.
 //
@@ -46,7 +46,10 @@ Value *KernelLowering::emitReduce(uint32_t v, const vm::KernelDesc::Member &m, c
   }
   Value *count = i64(1);
   for (size_t a : axes) count = b_.CreateMul(count, dims_[x][a]);
-  if (m.op == OpCode::Max || m.op == OpCode::Min || isArg) {
+  // max / min of an empty axis give their identities, the accumulators'
+  // starting values (-inf / +inf, the integer extremes), like the reference;
+  // argmax has none.
+  if (isArg) {
     llvm::BasicBlock *ok = llvm::BasicBlock::Create(ctx_, "nonempty", fn_);
     b_.CreateCondBr(b_.CreateICmpEQ(count, i64(0)), errBB_, ok);
     b_.SetInsertPoint(ok);
@@ -54,7 +57,8 @@ Value *KernelLowering::emitReduce(uint32_t v, const vm::KernelDesc::Member &m, c
   llvm::Type *et = elementType(ctx_, dt);
   // Sums and means of f32 accumulate in double, like the reference (no
   // overflow of intermediate sums; one rounding at the end).
-  const bool wideSum = dt == DType::F32 && (m.op == OpCode::Sum || m.op == OpCode::Mean);
+  const bool isProd = m.op == OpCode::Prod;
+  const bool wideSum = dt == DType::F32 && (m.op == OpCode::Sum || m.op == OpCode::Mean || isProd);
   llvm::Type *accTy = wideSum ? b_.getDoubleTy() : et;
   // Combine (acc, x) -> acc with the reference's rules.
   auto better = [&](Value *xv, Value *acc) -> Value * {
@@ -67,6 +71,7 @@ Value *KernelLowering::emitReduce(uint32_t v, const vm::KernelDesc::Member &m, c
   };
   auto initFor = [&](unsigned ln) -> Value * {
     if (m.op == OpCode::Sum || m.op == OpCode::Mean) return llvm::Constant::getNullValue(withLanes(accTy, ln));
+    if (isProd) return splat(fl ? static_cast<Value *>(llvm::ConstantFP::get(accTy, 1.0)) : llvm::ConstantInt::get(accTy, 1), ln);
     bool mx = m.op != OpCode::Min;
     Value *s;
     if (fl) {
@@ -99,6 +104,7 @@ Value *KernelLowering::emitReduce(uint32_t v, const vm::KernelDesc::Member &m, c
       if (wideSum) xv = b_.CreateFPExt(xv, withLanes(accTy, ln));
       if (m.op == OpCode::Sum || m.op == OpCode::Mean)
         return {fl ? b_.CreateFAdd(cur[0], xv) : b_.CreateAdd(cur[0], xv)};
+      if (isProd) return {fl ? b_.CreateFMul(cur[0], xv) : b_.CreateMul(cur[0], xv)};
       Value *bt = better(xv, cur[0]);
       std::vector<Value *> r = {b_.CreateSelect(bt, xv, cur[0])};
       if (isArg) r.push_back(b_.CreateSelect(bt, splat(iv, ln), cur[1]));
@@ -122,6 +128,16 @@ Value *KernelLowering::emitReduce(uint32_t v, const vm::KernelDesc::Member &m, c
         h = b_.CreateFAdd(in[0], h);
       } else {
         h = b_.CreateAdd(in[0], b_.CreateAddReduce(vacc[0]));
+      }
+    } else if (isProd) {
+      if (fl) {
+        llvm::FastMathFlags fmf;
+        fmf.setAllowReassoc();
+        h = b_.CreateFMulReduce(llvm::ConstantFP::get(accTy, 1.0), vacc[0]);
+        llvm::cast<llvm::Instruction>(h)->setFastMathFlags(fmf);
+        h = b_.CreateFMul(in[0], h);
+      } else {
+        h = b_.CreateMul(in[0], b_.CreateMulReduce(vacc[0]));
       }
     } else {
       // Lane by lane with the scalar rule (keeps NaN and tie behaviour).

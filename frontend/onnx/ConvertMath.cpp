@@ -87,13 +87,16 @@ bool roundOp(Conv &c, Out &out) {
   return done(out, c.op(OpCode::Add, {f, c.op(OpCode::Cast, {up}, {{"dtype", Attr::getDType(dt(x))}})}));
 }
 
-/// Integer Mod: C's remainder a - (a / b) * b (div truncates: LangRef), and
-/// for fmod=0 moved to the divisor's sign. Float Mod (fmod=1) is not a short
-/// exact composite: it needs an op.
+/// Float Mod (ONNX requires fmod=1 for floats): the fmod op. Integer Mod:
+/// C's remainder a - (a / b) * b (div truncates: LangRef), and for fmod=0
+/// moved to the divisor's sign.
 bool mod(Conv &c, Out &out) {
   Value *a = c.input(0), *b = c.input(1);
   if (!a || !b) return c.fail("needs two inputs");
-  if (!isInteger(dt(a))) return c.fail("Mod of floats needs a new Nimble op (fmod)");
+  if (!isInteger(dt(a))) {
+    if (!c.attrInt("fmod", 0)) return c.fail("Mod of floats needs fmod=1 (ONNX's rule for floating-point inputs)");
+    return done(out, c.op(OpCode::Fmod, {a, b}));
+  }
   Value *r = c.op(OpCode::Sub, {a, c.op(OpCode::Mul, {c.op(OpCode::Div, {a, b}), b})});
   if (!r || c.attrInt("fmod", 0)) return done(out, r);
   Value *zero = like(c, a, 0);

@@ -232,6 +232,15 @@ bool trilu(Conv &c, Out &out);
 bool mod(Conv &c, Out &out);
 bool gatherElements(Conv &c, Out &out);
 bool conv(Conv &c, Out &out);
+// ConvertTensor.cpp
+bool cumSum(Conv &c, Out &out);
+bool tile(Conv &c, Out &out);
+bool pad(Conv &c, Out &out);
+bool reduceProd(Conv &c, Out &out);
+bool gatherND(Conv &c, Out &out);
+bool scatterElements(Conv &c, Out &out);
+bool scatterND(Conv &c, Out &out);
+bool oneHot(Conv &c, Out &out);
 /// MaxPool (IsMax) and AveragePool (ConvertWindow.cpp).
 template <bool IsMax> bool pool(Conv &c, Out &out);
 

@@ -252,6 +252,45 @@ bool AdjointEmitter::emit(const Operation &o, const std::vector<Value *> &result
     break;
   }
 
+  case OpCode::Sin: dx[0] = op(OpCode::Mul, {g, op(OpCode::Cos, {X(0)})}); break;
+  case OpCode::Cos: dx[0] = op(OpCode::Neg, {op(OpCode::Mul, {g, op(OpCode::Sin, {X(0)})})}); break;
+  case OpCode::Tan: {
+    Value *y = Y();
+    dx[0] = op(OpCode::Mul, {g, op(OpCode::Add, {sc(1.0), op(OpCode::Mul, {y, y})})});
+    break;
+  }
+  case OpCode::Sinh: dx[0] = op(OpCode::Mul, {g, op(OpCode::Cosh, {X(0)})}); break;
+  case OpCode::Cosh: dx[0] = op(OpCode::Mul, {g, op(OpCode::Sinh, {X(0)})}); break;
+  case OpCode::Asin: case OpCode::Acos: case OpCode::Asinh: case OpCode::Acosh: {
+    // g / sqrt(1 - x^2) (acos: negated), g / sqrt(x^2 + 1), g / sqrt(x^2 - 1).
+    Value *xv = X(0), *x2 = op(OpCode::Mul, {xv, xv});
+    Value *r = o.is(OpCode::Asinh)   ? op(OpCode::Add, {x2, sc(1.0)})
+               : o.is(OpCode::Acosh) ? op(OpCode::Sub, {x2, sc(1.0)})
+                                     : op(OpCode::Sub, {sc(1.0), x2});
+    dx[0] = op(OpCode::Mul, {g, op(OpCode::Rsqrt, {r})});
+    if (o.is(OpCode::Acos)) dx[0] = op(OpCode::Neg, {dx[0]});
+    break;
+  }
+  case OpCode::Atan: case OpCode::Atanh: {
+    Value *xv = X(0), *x2 = op(OpCode::Mul, {xv, xv});
+    Value *den = o.is(OpCode::Atan) ? op(OpCode::Add, {sc(1.0), x2}) : op(OpCode::Sub, {sc(1.0), x2});
+    dx[0] = op(OpCode::Div, {g, den});
+    break;
+  }
+  case OpCode::Fmod:
+    // y = a - trunc(a / b) b, piecewise: da = g, db = -g trunc(a / b), and
+    // trunc(a / b) = (a - y) / b exactly where it is an integer.
+    if (diff(0)) dx[0] = unbroadcast(g, x(0));
+    if (diff(1))
+      dx[1] = unbroadcast(
+          op(OpCode::Neg, {op(OpCode::Mul, {g, op(OpCode::Div, {op(OpCode::Sub, {X(0), Y()}), X(1)})})}), x(1));
+    break;
+  case OpCode::CumSum:
+    // The transpose of a running sum is the running sum the other way.
+    dx[0] = op(OpCode::CumSum, {g, X(1)},
+               {{"exclusive", Attr::getBool(o.boolAttr("exclusive"))}, {"reverse", Attr::getBool(!o.boolAttr("reverse"))}});
+    break;
+
   case OpCode::Add:
     if (diff(0)) dx[0] = unbroadcast(g, x(0));
     if (diff(1)) dx[1] = unbroadcast(g, x(1));

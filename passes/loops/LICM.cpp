@@ -44,11 +44,15 @@ bool isSpeculatable(const Operation &op) {
   if (op.is(OpCode::Constant)) return true;
   const OpInfo &info = op.info();
   if (info.shapeMode != ShapeMode::DataIndependent) return false;
-  if (op.is(OpCode::Take) || op.is(OpCode::DynamicSlice) || op.is(OpCode::DynamicUpdateSlice)) return false;
+  // Their operand values can fail them (an index, a start, cumsum's axis).
+  if (op.is(OpCode::Take) || op.is(OpCode::DynamicSlice) || op.is(OpCode::DynamicUpdateSlice) ||
+      op.is(OpCode::CumSum) || op.is(OpCode::GatherND) || op.is(OpCode::ScatterElements) ||
+      op.is(OpCode::ScatterND))
+    return false;
   for (unsigned i = 0; i < op.numOperands(); ++i) {
     Type t = op.operand(i)->type();
     if (!t.isTensor() || !t.hasStaticShape()) return false;
-    if (op.is(OpCode::Div) && !isFloat(t.dtype())) return false;
+    if ((op.is(OpCode::Div) || op.is(OpCode::Fmod)) && !isFloat(t.dtype())) return false;
   }
   for (unsigned i = 0; i < op.numResults(); ++i)
     if (!op.result(i)->type().isTensor()) return false;

@@ -152,6 +152,18 @@ template <class T> std::optional<T> unaryFloat(OpCode c, T x) {
 
   // As the kernel: f32 through f64 (vm/kernels/Elementwise.cpp).
   case OpCode::Erf: return static_cast<T>(std::erf(static_cast<double>(x)));
+  // The kernels call the C library's function of T (sinf for f32).
+  case OpCode::Sin: return std::sin(x);
+  case OpCode::Cos: return std::cos(x);
+  case OpCode::Tan: return std::tan(x);
+  case OpCode::Asin: return std::asin(x);
+  case OpCode::Acos: return std::acos(x);
+  case OpCode::Atan: return std::atan(x);
+  case OpCode::Sinh: return std::sinh(x);
+  case OpCode::Cosh: return std::cosh(x);
+  case OpCode::Asinh: return std::asinh(x);
+  case OpCode::Acosh: return std::acosh(x);
+  case OpCode::Atanh: return std::atanh(x);
   default: return std::nullopt; // gelu: see the header
   }
 }
@@ -189,6 +201,7 @@ template <class T> std::optional<T> binaryFloat(OpCode c, T a, T b) {
   case OpCode::Mul: return a * b;
   case OpCode::Div: return a / b;
   case OpCode::Pow: return std::pow(a, b);
+  case OpCode::Fmod: return std::fmod(a, b);
   case OpCode::Maximum: return maximum(a, b);
   case OpCode::Minimum: return minimum(a, b);
   default: return std::nullopt;
@@ -232,6 +245,10 @@ std::optional<int64_t> binaryInt(OpCode c, int64_t a, int64_t b) {
     if (b == 0) return std::nullopt;
     if (b == -1) return static_cast<int64_t>(0 - ua);
     return a / b;
+  case OpCode::Fmod: // C's %, as the kernel; by zero left to the runtime
+    if (b == 0) return std::nullopt;
+    if (b == -1) return 0;
+    return a % b;
   case OpCode::Maximum: return maximum(a, b);
   case OpCode::Minimum: return minimum(a, b);
   case OpCode::LogicalAnd: return (a != 0) && (b != 0);
@@ -471,13 +488,15 @@ Result reduceAs(OpCode c, const Operation &op, const DenseValue &in, const Tenso
       s *= in.shape[k];
     }
   }
-  // max/min of nothing is an error in numpy, mean of nothing NaN: leave both.
-  if (reducedCount == 0 && c != OpCode::Sum) return std::nullopt;
+  // max/min of nothing give their identities at run time and mean of nothing
+  // NaN: left to the kernels.
+  // prod of nothing is 1 (the starting value below).
+  if (reducedCount == 0 && c != OpCode::Sum && c != OpCode::Prod) return std::nullopt;
   int64_t nOut = elementCount(res.dims);
   // Sums accumulate floats in double and round once at the end, as the
   // kernel does (vm/kernels/Reduce.cpp); max/min hold T values exactly.
   using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
-  std::vector<Acc> acc(static_cast<size_t>(nOut), Acc(0));
+  std::vector<Acc> acc(static_cast<size_t>(nOut), Acc(c == OpCode::Prod ? 1 : 0));
   std::vector<bool> seen(static_cast<size_t>(nOut), false);
   Shape idx;
   for (int64_t i = 0, n = count(in); i < n; ++i) {
@@ -489,6 +508,9 @@ Result reduceAs(OpCode c, const Operation &op, const DenseValue &in, const Tenso
     if (c == OpCode::Sum || c == OpCode::Mean) {
       if constexpr (std::is_floating_point_v<T>) a = a + x;
       else a = static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(x));
+    } else if (c == OpCode::Prod) {
+      if constexpr (std::is_floating_point_v<T>) a = a * x;
+      else a = static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(x));
     } else if (!seen[static_cast<size_t>(o)]) {
       a = x;
     } else {

@@ -13,7 +13,7 @@
 //   - reshape / dyn_reshape (constant shape) / transpose / expand_dims /
 //     squeeze / broadcast_to / concat / slice / split of constants;
 //   - arange with constant operands; zeros / full with a constant shape;
-//   - sum / max / min / mean of constants of at most `maxElements` elements;
+//   - sum / max / min / mean / prod of constants of at most `maxElements` elements;
 //   - shape_of and dim of any tensor whose type fixes the answer, even when
 //     the operand itself is not a constant (only its type is read).
 //

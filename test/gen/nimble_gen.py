@@ -23,9 +23,10 @@ else is defined by docs/LangRef.md (NaN, inf, float->int saturation), so
 the oracle compares it exactly.
 
 Ops of ir/Ops.def generated: every element-wise, comparison, logical,
-select, cast, matmul, batch_matmul, conv, max_pool, avg_pool, reduction, softmax, layer_norm, shape
-op (reshape, dyn_reshape, transpose, concat, split, slice, dynamic_slice,
-dynamic_update_slice, take, expand_dims, squeeze, broadcast_to), creation (constant, zeros, full,
+select, cast, matmul, batch_matmul, conv, max_pool, avg_pool, reduction (prod included), cumsum,
+softmax, layer_norm, shape op (reshape, dyn_reshape, transpose, concat, split, slice, dynamic_slice,
+dynamic_update_slice, take, expand_dims, squeeze, broadcast_to, tile, pad, gather_nd, scatter_elements,
+scatter_nd, one_hot), creation (constant, zeros, full,
 arange, unique, nonzero), shape_of, dim, storage_size, and the structural
 ops (call, br, cond_br, match, ret, construct, tuple, get_tuple); @main
 sometimes carries the `dispatch` attribute (graph dispatch). Not
@@ -37,11 +38,16 @@ import math
 import random
 import sys
 
-UNARY_FLOAT = ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "gelu", "erf"]
+UNARY_FLOAT = ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "gelu", "erf",
+               "sin", "cos", "tan", "atan", "sinh", "cosh", "asinh"]
+# NaN or inf at the edge of their domain (and fmod: a jump at each multiple
+# of the divisor): a rounding difference can cross it, so stable programs
+# (STABLE) leave them out.
+UNARY_FLOAT_EDGE = ["asin", "acos", "acosh", "atanh"]
 UNARY_NUM = ["neg", "abs", "relu"]
 BIN_NUM = ["add", "sub", "mul", "maximum", "minimum"]
 COMPARE = ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal"]
-REDUCE = ["sum", "max", "min"]
+REDUCE = ["sum", "max", "min", "prod"]
 
 
 class Val:
@@ -179,7 +185,8 @@ class Func:
         kinds = ["unary", "unary", "unary", "unary", "binary", "binary", "compare", "select", "cast", "matmul", "chain", "bmm", "reduce",
                  "argmax", "softmax", "layernorm", "reshape", "dynreshape", "transpose", "concat", "split",
                  "slice", "dynslice", "dynupdate", "take", "expand", "squeeze", "bcast", "zeros", "full", "arange",
-                 "unique", "nonzero", "shapeof", "dim", "storagesize", "tuple", "conv", "pool"]
+                 "unique", "nonzero", "shapeof", "dim", "storagesize", "tuple", "conv", "pool",
+                 "cumsum", "tile", "pad", "gathernd", "scatter", "scatternd", "onehot"]
         for _ in range(10):
             v = getattr(self, "g_" + rng.choice(kinds))()
             if v is not None:
@@ -194,7 +201,8 @@ class Func:
             return None
         if a.dt == "i1":
             return self.op("logical_not %s" % a.name, "i1", a.dims)
-        ops = UNARY_FLOAT + ["neg", "abs", "relu"] if a.dt in ("f32", "f64", "f16") else UNARY_NUM
+        ops = UNARY_FLOAT + ([] if self.stable else UNARY_FLOAT_EDGE) + ["neg", "abs", "relu"] \
+            if a.dt in ("f32", "f64", "f16") else UNARY_NUM
         return self.op("%s %s" % (self.rng.choice(ops), a.name), a.dt, a.dims)
 
     def bdims(self, a, b):
@@ -212,7 +220,7 @@ class Func:
         if a is None:
             return None
         b = self.partner(a)
-        ops = BIN_NUM + (["div", "pow"] if a.dt.startswith("f") else [])
+        ops = BIN_NUM + (["div", "pow"] + ([] if self.stable else ["fmod"]) if a.dt.startswith("f") else [])
         return self.op("%s %s, %s" % (self.rng.choice(ops), a.name, b.name), a.dt, self.bdims(a, b))
 
     def g_compare(self):
@@ -552,6 +560,114 @@ class Func:
         ax = sorted(self.rng.sample(ones, self.rng.randint(1, len(ones))))
         return self.op("squeeze %s, axes=[%s]" % (a.name, ", ".join(map(str, ax))), a.dt,
                        [d for i, d in enumerate(a.dims) if i not in ax])
+
+    def g_cumsum(self):
+        a = self.pick(lambda v: v.rank >= 1 and v.dt != "i1")
+        if a is None:
+            return None
+        ax = self.rng.randrange(-a.rank, a.rank)
+        axis = self.const([], self.rng.choice(["i64", "i32"]), str(ax))
+        flags = "".join(", %s=true" % f for f in ("exclusive", "reverse") if self.rng.random() < 0.5)
+        return self.op("cumsum %s, %s%s" % (a.name, axis.name, flags), a.dt, a.dims)
+
+    def g_tile(self):
+        a = self.pick(lambda v: 1 <= v.rank <= 3 and v.numel() <= 64)
+        if a is None:
+            return None
+        reps = [self.rng.randint(0 if self.rng.random() < 0.1 else 1, 3) for _ in range(a.rank)]
+        r = self.const([a.rank], "i64", "[%s]" % ", ".join(map(str, reps)))
+        dims = [(s * n, st or n == 0) for (s, st), n in zip(a.dims, reps)]
+        return self.op("tile %s, %s" % (a.name, r.name), a.dt, dims)
+
+    def g_pad(self):
+        a = self.pick(lambda v: 1 <= v.rank <= 3)
+        if a is None:
+            return None
+        rng = self.rng
+        mode = rng.choice(["constant", "constant", "reflect", "edge", "wrap"])
+        if mode != "constant" and 0 in a.sizes:
+            mode = "constant"
+        pads = []
+        for side in range(2):
+            for s in a.sizes:
+                hi = {"reflect": s - 1, "edge": 2, "wrap": s}.get(mode, 2)
+                pads.append(rng.randint(-1 if s > 0 else 0, max(hi, 0)))
+        r = a.rank
+        for k in range(r):  # no dimension below 0
+            while a.sizes[k] + pads[k] + pads[k + r] < 0:
+                pads[k + r] += 1
+        p = self.const([2 * r], "i64", "[%s]" % ", ".join(map(str, pads)))
+        operands = "%s, %s" % (a.name, p.name)
+        if mode == "constant" and rng.random() < 0.5:
+            operands += ", " + self.const([], a.dt).name
+        dims = [(s + pads[k] + pads[k + r], st) for k, (s, st) in enumerate(a.dims)]
+        return self.op("pad %s%s" % (operands, "" if mode == "constant" else ', mode="%s"' % mode), a.dt, dims)
+
+    def index_const(self, shape, bounds):
+        """A constant i64 tensor of `shape` whose last axis indexes `bounds`
+        (negative indices included)."""
+        rng = self.rng
+        n = 1
+        for s in shape[:-1]:
+            n *= s
+        rows = ["[%s]" % ", ".join(str(rng.randint(-b, b - 1)) for b in bounds) for _ in range(n)]
+        text = "[%s]" % ", ".join(rows) if len(shape) == 2 else rows[0]
+        return self.const(shape, "i64", text)
+
+    def g_gathernd(self):
+        a = self.pick(lambda v: v.rank >= 1 and all(s > 0 for s in v.sizes))
+        if a is None:
+            return None
+        m = self.rng.randint(1, a.rank)
+        k = self.rng.randint(1, 3)
+        idx = self.index_const([k, m], a.sizes[:m])
+        return self.op("gather_nd %s, %s" % (a.name, idx.name), a.dt, [(k, True)] + a.dims[m:])
+
+    def g_scatternd(self):
+        a = self.pick(lambda v: v.rank >= 1 and all(s > 0 for s in v.sizes))
+        if a is None:
+            return None
+        m = self.rng.randint(1, a.rank)
+        k = self.rng.randint(1, 3)
+        idx = self.index_const([k, m], a.sizes[:m])
+        upd = self.const([k] + a.sizes[m:], a.dt)
+        red = "none" if a.dt == "i1" else self.rng.choice(["none", "add", "max", "min"])
+        return self.op('scatter_nd %s, %s, %s%s' % (a.name, idx.name, upd.name,
+                                                     "" if red == "none" else ', reduction="%s"' % red), a.dt, a.dims)
+
+    def g_scatter(self):
+        a = self.pick(lambda v: 1 <= v.rank <= 2 and all(s > 0 for s in v.sizes))
+        if a is None:
+            return None
+        ax = self.rng.randrange(a.rank)
+        shape = [self.rng.randint(1, s) for s in a.sizes]
+        n = 1
+        for s in shape:
+            n *= s
+        vals = [self.rng.randint(-a.sizes[ax], a.sizes[ax] - 1) for _ in range(n)]
+        if a.rank == 1:
+            text = "[%s]" % ", ".join(map(str, vals))
+        else:
+            text = "[%s]" % ", ".join("[%s]" % ", ".join(map(str, vals[r * shape[1]:(r + 1) * shape[1]]))
+                                      for r in range(shape[0]))
+        idx = self.const(shape, "i64", text)
+        upd = self.const(shape, a.dt)
+        red = "none" if a.dt == "i1" else self.rng.choice(["none", "add", "mul", "max", "min"])
+        return self.op('scatter_elements %s, %s, %s, axis=%d%s' % (
+            a.name, idx.name, upd.name, ax, "" if red == "none" else ', reduction="%s"' % red), a.dt, a.dims)
+
+    def g_onehot(self):
+        a = self.pick(lambda v: v.rank <= 2 and v.dt in ("i32", "i64"))
+        if a is None:
+            return None
+        depth = self.rng.randint(0, 4)
+        d = self.const([], "i64", str(depth))
+        dt = self.rng.choice(["f32", "i32", "i1"])
+        v = self.const([2], dt)
+        ax = self.rng.randint(-a.rank - 1, a.rank)
+        dims = list(a.dims)
+        dims.insert(ax if ax >= 0 else ax + a.rank + 1, (depth, True))
+        return self.op("one_hot %s, %s, %s, axis=%d" % (a.name, d.name, v.name, ax), dt, dims)
 
     def g_bcast(self):
         a = self.pick(lambda v: v.rank < 3)

@@ -7,6 +7,10 @@
 //            an error ("integer division by zero"); INT_MIN / -1 wraps to
 //            INT_MIN like every other integer overflow here. Unsigned
 //            integers divide as unsigned (numpy's floor_divide there).
+//   fmod     floats: std::fmod (exact; the sign of a; fmod(x, 0) and
+//            fmod(inf, y) are NaN). Integers: C's %, the remainder of the
+//            truncating division (sign of a); a zero divisor is an error
+//            like div's; INT_MIN % -1 is 0; unsigned as unsigned.
 //   pow      std::pow. Its DTypeRule is Float, so integer pow (and the
 //            question of negative integer exponents) cannot reach a kernel;
 //            the kernel reports integer operands as unsupported.
@@ -69,6 +73,18 @@ template <OpCode Op, class T> T applyBinary(T a, T b, Fault &fault) {
       if constexpr (!kIsUnsigned<T>)
         if (b == -1) return wrapSub<T>(0, a); // INT_MIN / -1 overflows in C++
       return static_cast<T>(a / b);
+    }
+  } else if constexpr (Op == OpCode::Fmod) {
+    if constexpr (kIsFloat<T>) {
+      return std::fmod(a, b);
+    } else {
+      if (b == 0) {
+        fault = Fault::DivByZero;
+        return 0;
+      }
+      if constexpr (!kIsUnsigned<T>)
+        if (b == -1) return 0; // INT_MIN % -1 overflows in C++
+      return static_cast<T>(a % b);
     }
   } else if constexpr (Op == OpCode::Pow) {
     return std::pow(a, b);
@@ -172,6 +188,7 @@ NIMBLE_BINARY_KERNEL(Greater)
 NIMBLE_BINARY_KERNEL(GreaterEqual)
 NIMBLE_BINARY_KERNEL(LogicalAnd)
 NIMBLE_BINARY_KERNEL(LogicalOr)
+NIMBLE_BINARY_KERNEL(Fmod)
 #undef NIMBLE_BINARY_KERNEL
 
 Status refSelect(const KernelArgs &args) {

@@ -12,6 +12,10 @@
 //            neither branch overflows.
 //   rsqrt    1 / sqrt(x).
 //   relu     x < 0 ? 0 : x (NaN stays NaN).
+//   sin .. atanh  the C library's function of the element type (sinf for f32,
+//            sin for f64; the native kernels call the same functions, so the
+//            two agree bit for bit); outside the domain (asin(2), acosh(0.5),
+//            atanh(2)) NaN, atanh(+-1) = +-inf, as C and numpy say.
 //   neg/abs  wrap around on integers like numpy (abs(INT_MIN) == INT_MIN;
 //            neg of an unsigned x is 2^bits - x, abs and relu its identity).
 //   cast     float -> int truncates toward zero; NaN becomes 0 and values out
@@ -75,6 +79,28 @@ template <OpCode Op, class T> T applyUnary(T x) {
     // -inf * 0 = NaN, as in PyTorch.
     const double xd = static_cast<double>(x);
     return static_cast<T>(0.5 * xd * std::erfc(-xd * 0.70710678118654752440));
+  } else if constexpr (Op == OpCode::Sin) {
+    return std::sin(x);
+  } else if constexpr (Op == OpCode::Cos) {
+    return std::cos(x);
+  } else if constexpr (Op == OpCode::Tan) {
+    return std::tan(x);
+  } else if constexpr (Op == OpCode::Asin) {
+    return std::asin(x);
+  } else if constexpr (Op == OpCode::Acos) {
+    return std::acos(x);
+  } else if constexpr (Op == OpCode::Atan) {
+    return std::atan(x);
+  } else if constexpr (Op == OpCode::Sinh) {
+    return std::sinh(x);
+  } else if constexpr (Op == OpCode::Cosh) {
+    return std::cosh(x);
+  } else if constexpr (Op == OpCode::Asinh) {
+    return std::asinh(x);
+  } else if constexpr (Op == OpCode::Acosh) {
+    return std::acosh(x);
+  } else if constexpr (Op == OpCode::Atanh) {
+    return std::atanh(x);
   } else {
     static_assert(Op == OpCode::Erf, "unhandled unary op");
     // f32 through f64 and one rounding (glibc's erff is up to 1 ulp off;
@@ -171,6 +197,17 @@ NIMBLE_UNARY_KERNEL(Relu)
 NIMBLE_UNARY_KERNEL(Gelu)
 NIMBLE_UNARY_KERNEL(Erf)
 NIMBLE_UNARY_KERNEL(LogicalNot)
+NIMBLE_UNARY_KERNEL(Sin)
+NIMBLE_UNARY_KERNEL(Cos)
+NIMBLE_UNARY_KERNEL(Tan)
+NIMBLE_UNARY_KERNEL(Asin)
+NIMBLE_UNARY_KERNEL(Acos)
+NIMBLE_UNARY_KERNEL(Atan)
+NIMBLE_UNARY_KERNEL(Sinh)
+NIMBLE_UNARY_KERNEL(Cosh)
+NIMBLE_UNARY_KERNEL(Asinh)
+NIMBLE_UNARY_KERNEL(Acosh)
+NIMBLE_UNARY_KERNEL(Atanh)
 #undef NIMBLE_UNARY_KERNEL
 
 Status refCast(const KernelArgs &args) {

@@ -49,6 +49,13 @@
 #define NIMBLE_HAS_KERNEL_StorageSize(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Conv(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Pool(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_CumSum(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_Tile(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_Pad(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_GatherND(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_ScatterElements(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_ScatterND(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_OneHot(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Structural(Yes, No, Id) No(Id)
 
 namespace nimble::vm::kernels {

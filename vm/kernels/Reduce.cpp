@@ -1,4 +1,4 @@
-//===- Reduce.cpp - sum, mean, max, min, argmax ---------------------------===//
+//===- Reduce.cpp - sum, mean, max, min, prod, argmax, cumsum -------------===//
 //
 // A reduction splits the input's dimensions into kept and reduced ones. The
 // output (keepdims only inserts 1s, which do not change the row-major order)
@@ -7,12 +7,20 @@
 // lists are computed once with the strided walker, so any set of axes, in any
 // order, negative or not, takes the same path.
 //
-// Semantics (numpy's): no axes reduces everything; a reduction over zero
-// elements gives 0 for sum and NaN for mean (0/0), and is an error for max,
-// min and argmax, which have no identity, unless the output is empty as well
-// (np.zeros((0, 3)).max(axis=1) is fine). Floats accumulate in double;
-// integer sums wrap. max/min propagate NaN; argmax returns the first maximal
-// index (the first NaN if there is one).
+// Semantics (numpy's, and ONNX's for empty axes): no axes reduces
+// everything; a reduction over zero elements gives 0 for sum, 1 for prod,
+// NaN for mean (0/0), and for max / min their identities, -inf / +inf for
+// floats and the type's lowest / highest value for integers (ONNX's
+// ReduceMax / ReduceMin of an empty set; numpy raises); argmax, which has no
+// identity, is an error unless the output is empty as well. Floats
+// accumulate in double; integer sums and products wrap. max/min propagate
+// NaN; argmax returns the first maximal index (the first NaN if there is
+// one).
+//
+// cumsum runs along one axis: each of the outer x inner lines is summed in
+// order (from the end with reverse; exclusive shifts by one, starting at 0),
+// f32 accumulating in double and rounding each output once, integers
+// wrapping.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +28,7 @@
 #include "vm/kernels/Kernels.h"
 
 #include <cmath>
+#include <limits>
 
 namespace nimble::vm::kernels {
 
@@ -93,8 +102,7 @@ template <OpCode Op> Status reduceImpl(const KernelArgs &args) {
     outs = count = 1;
     for (size_t d = 0; d < reduced.size(); ++d) (reduced[d] ? count : outs) *= x.dim(d);
   }
-  constexpr bool kNoIdentity = Op == OpCode::Max || Op == OpCode::Min || Op == OpCode::ArgMax;
-  if (kNoIdentity && count == 0 && outs > 0)
+  if (Op == OpCode::ArgMax && count == 0 && outs > 0)
     return Status::error(emptyReductionError(Op, x));
   return visitType(x.dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
@@ -108,7 +116,17 @@ template <OpCode Op> Status reduceImpl(const KernelArgs &args) {
         parallelRange(args, outs, count, [&](int64_t b, int64_t e) {
           for (int64_t o = b; o < e; ++o) {
             const T *row = in + baseAt(o);
-            if constexpr (Op == OpCode::Sum || Op == OpCode::Mean) {
+            if constexpr (Op == OpCode::Prod) {
+              if constexpr (kIsFloat<T>) {
+                double acc = 1;
+                for (int64_t j = 0; j < count; ++j) acc *= static_cast<double>(row[offAt(j)]);
+                y.data<T>()[o] = static_cast<T>(acc);
+              } else {
+                T acc = 1;
+                for (int64_t j = 0; j < count; ++j) acc = wrapMul<T>(acc, row[offAt(j)]);
+                y.data<T>()[o] = acc;
+              }
+            } else if constexpr (Op == OpCode::Sum || Op == OpCode::Mean) {
               using Acc = std::conditional_t<kIsFloat<T>, double, uint64_t>;
               Acc acc = 0;
               for (int64_t j = 0; j < count; ++j) acc += static_cast<Acc>(row[offAt(j)]);
@@ -132,6 +150,15 @@ template <OpCode Op> Status reduceImpl(const KernelArgs &args) {
               }
               y.data<int64_t>()[o] = best;
             } else {
+              if (count == 0) { // the identity (ONNX's empty ReduceMax / ReduceMin)
+                if constexpr (kIsFloat<T>)
+                  y.data<T>()[o] = Op == OpCode::Max ? -std::numeric_limits<T>::infinity()
+                                                     : std::numeric_limits<T>::infinity();
+                else
+                  y.data<T>()[o] = Op == OpCode::Max ? std::numeric_limits<T>::lowest()
+                                                     : std::numeric_limits<T>::max();
+                continue;
+              }
               T bv = row[offAt(0)];
               for (int64_t j = 1; j < count; ++j) {
                 T v = row[offAt(j)];
@@ -171,6 +198,53 @@ NIMBLE_REDUCE_KERNEL(Mean)
 NIMBLE_REDUCE_KERNEL(Max)
 NIMBLE_REDUCE_KERNEL(Min)
 NIMBLE_REDUCE_KERNEL(ArgMax)
+NIMBLE_REDUCE_KERNEL(Prod)
 #undef NIMBLE_REDUCE_KERNEL
+
+namespace {
+
+Status cumsumImpl(const KernelArgs &args) {
+  const Tensor &x = *args.inputs[0];
+  Tensor &y = *args.outputs[0];
+  const int64_t r = x.rank(), a = loadInt(*args.inputs[1], 0);
+  if (a < -r || a >= r)
+    return Status::error("cumsum: axis " + std::to_string(a) + " is out of range for " + sig(x));
+  const size_t ax = static_cast<size_t>(normAxis(a, r));
+  const int64_t n = x.dim(ax), outer = product(x.shape(), 0, ax), inner = product(x.shape(), ax + 1);
+  const bool exclusive = boolAttr(args, OpCode::CumSum, "exclusive");
+  const bool reverse = boolAttr(args, OpCode::CumSum, "reverse");
+  return visitType(x.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (!(kIsFloat<T> || kIsInt<T>)) {
+      return Status::error("cumsum has no kernel for " + sig(x));
+    } else {
+      using Acc = std::conditional_t<kIsFloat<T>, double, T>;
+      const T *in = x.data<T>();
+      T *out = y.data<T>();
+      parallelRange(args, outer * inner, n, [&](int64_t b, int64_t e) {
+        for (int64_t line = b; line < e; ++line) {
+          const int64_t base = (line / inner) * n * inner + line % inner;
+          Acc acc = 0;
+          for (int64_t j = 0; j < n; ++j) {
+            const int64_t at = base + (reverse ? n - 1 - j : j) * inner;
+            const Acc v = static_cast<Acc>(in[at]);
+            if (exclusive) out[at] = static_cast<T>(acc);
+            if constexpr (kIsFloat<T>) acc += v;
+            else acc = wrapAdd<T>(acc, v);
+            if (!exclusive) out[at] = static_cast<T>(acc);
+          }
+        }
+      });
+      return Status::success();
+    }
+  });
+}
+
+} // namespace
+
+Status refCumSum(const KernelArgs &args) {
+  checkOutputShapes(OpCode::CumSum, args);
+  return withF32(args, &cumsumImpl);
+}
 
 } // namespace nimble::vm::kernels

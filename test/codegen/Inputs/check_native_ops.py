@@ -150,9 +150,11 @@ def usable(case):
 
 # Operands that are shapes: their length fixes the result's rank, so it stays
 # static even in the symbolic cases.
-SHAPE_OPERAND = {"dyn_reshape": 1, "zeros": 0, "full": 0}
+SHAPE_OPERAND = {"dyn_reshape": 1, "zeros": 0, "full": 0,
+                 # index tuples: their length (the last dim) fixes the rank
+                 "gather_nd": 1, "scatter_nd": 1}
 # Ops whose result shape comes from values (or a bound): `?` result dims.
-DATA_DEPENDENT = {"arange", "zeros", "full", "dyn_reshape", "unique", "nonzero"}
+DATA_DEPENDENT = {"arange", "zeros", "full", "dyn_reshape", "unique", "nonzero", "tile", "pad", "one_hot"}
 
 
 def function_text(name, case, dynamic):
@@ -169,7 +171,9 @@ def function_text(name, case, dynamic):
                                 dynamic or case.op in DATA_DEPENDENT)
                        for e in case.expected)
     operands = ", ".join("%%in%d" % k for k in range(len(case.inputs)))
-    attrs = "".join(", %s=%s" % (k, attr_text(v)) for k, v in case.attrs.items())
+    # String attributes (pad's mode) are quoted in .nir; dtype names are not.
+    attrs = "".join(", %s=%s" % (k, '"%s"' % v if isinstance(v, str) and k != "dtype" else attr_text(v))
+                    for k, v in case.attrs.items())
     if attrs and not operands:
         attrs = attrs[2:]
     return "func @%s(%s) -> (%s) {\n  %s = %s %s%s\n  ret %s\n}\n" % (

@@ -81,6 +81,22 @@ def cases(rng):
                         ("sqrt", pos), ("rsqrt", pos), ("tanh", r), ("sigmoid", r),
                         ("relu", lambda *s: r(*s, away=0.05)), ("gelu", r), ("erf", r)):
             out.append(Case(op, ["%%y0 = %s %%x0" % op], [(gen(2, 3), True)], dyn=dyn))
+        # Trigonometric and hyperbolic functions, inside their domains and
+        # away from their singular points (asin/acos/atanh at +-1, acosh at 1).
+        inside = lambda *s: rng.uniform(-0.8, 0.8, size=s)  # noqa: E731
+        for op, gen in (("sin", r), ("cos", r), ("tan", lambda *s: rng.uniform(-1.2, 1.2, size=s)),
+                        ("asin", inside), ("acos", inside), ("atan", r), ("sinh", r), ("cosh", r),
+                        ("asinh", r), ("acosh", lambda *s: rng.uniform(1.2, 3.0, size=s)), ("atanh", inside)):
+            out.append(Case(op, ["%%y0 = %s %%x0" % op], [(gen(2, 3), True)], dyn=dyn))
+        # fmod: away from the jumps at multiples of the divisor.
+        for sa, sb in (((2, 3), (2, 3)), ((2, 3), (3,)), ((3,), ())):
+            b = r(*sb, away=0.5)
+            # a = q b with q's fraction in [0.2, 0.8]: trunc(a / b) stays put.
+            a = (rng.integers(-3, 4, size=sa) + rng.uniform(0.2, 0.8, size=sa)) * b
+            out.append(Case("fmod", ["%y0 = fmod %x0, %x1"], [(a, True), (b, True)], dyn=dyn))
+        for flags in ("", ", exclusive=true", ", reverse=true", ", exclusive=true, reverse=true"):
+            out.append(Case("cumsum", ["%%y0 = cumsum %%x0, %%x1%s" % flags],
+                            [(r(3, 4), True), (np.array(1 if flags else -2, np.int64), False)], dyn=dyn))
         for op in ("add", "sub", "mul", "div", "pow", "maximum", "minimum"):
             for sa, sb in (((2, 3), (2, 3)), ((2, 3), (3,)), ((2, 1), (1, 4)), ((3,), ())):
                 a, b = r(*sa), r(*sb, away=0.3)

@@ -550,6 +550,51 @@ def unsigned_ints():
                               np.array([0, 255, 12, 0], np.uint8), np.array([2**64 - 2, 2**64 - 1], np.uint64),
                               np.array(a.astype(np.uint16).sum(), np.uint16)]
 
+@case
+def issue47_ops():
+    # Sin, Mod (fmod=1), ReduceProd, CumSum (known axis), Tile (known
+    # repeats: static dims), Pad (opset 18 axes, known pads, reflect).
+    nodes = [N("Sin", ["x"], ["s"]), N("Mod", ["x", "d"], ["m"], fmod=1),
+             N("ReduceProd", ["x", "ax1"], ["p"], keepdims=0), N("CumSum", ["x", "cax"], ["c"], reverse=1),
+             N("Tile", ["x", "reps"], ["t"]), N("Pad", ["x", "pads", "", "padaxes"], ["q"], mode="reflect")]
+    m = model(nodes, [("x", F, ["N", 3]), ("d", F, [3])],
+              [("s", F, ["N", 3]), ("m", F, ["N", 3]), ("p", F, ["N"]), ("c", F, ["N", 3]), ("t", F, ["N", 6]),
+               ("q", F, ["N", 6])],
+              inits=[("ax1", np.array([1], np.int64)), ("cax", np.array(1, np.int64)), ("reps", np.array([1, 2], np.int64)),
+                     ("pads", np.array([1, 2], np.int64)), ("padaxes", np.array([-1], np.int64))], opset=18)
+    x, d = randn(2, 3), np.array([0.5, -0.7, 1.5], np.float32)
+    c = np.flip(np.cumsum(np.flip(x, 1), 1), 1)
+    return m, [x, d], [np.sin(x), np.fmod(x, d), x.prod(axis=1), c, np.tile(x, (1, 2)),
+                       np.pad(x, ((0, 0), (1, 2)), mode="reflect")]
+
+
+@case
+def issue47_index_ops():
+    # GatherND (batch_dims), ScatterElements (add), ScatterND, OneHot with
+    # float indices and depth (cast to i64) and a negative index.
+    nodes = [N("GatherND", ["x", "gi"], ["g"], batch_dims=1),
+             N("ScatterElements", ["x", "si", "su"], ["s"], axis=1, reduction="add"),
+             N("ScatterND", ["x", "ni", "nu"], ["n"]),
+             N("OneHot", ["oi", "depth", "ov"], ["o"], axis=0)]
+    m = model(nodes, [("x", F, [2, 3]), ("gi", I64, [2, 1]), ("si", I64, [2, 2]), ("su", F, [2, 2]),
+                      ("ni", I64, [1, 1]), ("nu", F, [1, 3]), ("oi", F, [3])],
+              [("g", F, [2]), ("s", F, [2, 3]), ("n", F, [2, 3]), ("o", F, [4, 3])],
+              inits=[("depth", np.array(4.0, np.float32)), ("ov", np.array([-1.0, 2.0], np.float32))], opset=16)
+    x = randn(2, 3)
+    gi = np.array([[2], [0]], np.int64)
+    si, su = np.array([[0, 0], [2, -1]], np.int64), randn(2, 2)
+    ni, nu = np.array([[1]], np.int64), randn(1, 3)
+    oi = np.array([1.7, -1.0, 7.0], np.float32)
+    s = x.copy()
+    for r in range(2):
+        for c in range(2):
+            s[r, si[r, c] % 3] += su[r, c]
+    n = x.copy()
+    n[1] = nu[0]
+    o = np.full((4, 3), -1.0, np.float32)
+    o[1, 0], o[3, 1] = 2.0, 2.0
+    return m, [x, gi, si, su, ni, nu, oi], [x[np.arange(2), gi[:, 0]], s, n, o]
+
 
 # --- Models for the error messages (not numeric) ------------------------------
 

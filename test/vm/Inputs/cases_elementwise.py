@@ -21,9 +21,22 @@ UNARY = {
     "gelu": lambda x: 0.5 * x * (1.0 + math_erf(x * SQRT1_2)),
     "erf": math_erf,
     "logical_not": np.logical_not,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
 }
 UNARY_DTYPES = {"neg": NUMERIC, "abs": NUMERIC, "relu": NUMERIC, "logical_not": ["i1"]}
 POSITIVE_DOMAIN = {"log", "sqrt", "rsqrt"}
+# Random inputs inside the domain (the specials below go outside it: NaN).
+DOMAIN = {"asin": (-0.99, 0.99), "acos": (-0.99, 0.99), "atanh": (-0.99, 0.99), "acosh": (1.0, 5.0)}
 UNARY_SHAPES = [(), (0,), (1,), (5,), (2, 3), (2, 0, 3), (3, 4, 5)]
 SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, 20.0, -20.0, 0.5, -3.0]
 
@@ -49,6 +62,8 @@ def unary_cases(rng):
                     x = rng.array(shape, dt, lo, hi)
                 elif op in POSITIVE_DOMAIN:
                     x = rng.array(shape, dt, 0.05, 5.0)
+                elif op in DOMAIN:
+                    x = rng.array(shape, dt, *DOMAIN[op])
                 else:
                     x = rng.array(shape, dt)
                 cases.append(Case(op, dt, [x], [_unary_expected(op, x, dt)]))
@@ -57,8 +72,8 @@ def unary_cases(rng):
                 cases.append(Case(op, dt, [x], [_unary_expected(op, x, dt)]))
         # A large input on several threads.
         dt = UNARY_DTYPES.get(op, FLOATS)[0]
-        lo = 0.05 if op in POSITIVE_DOMAIN else -4.0
-        x = rng.array((300, 257), dt, lo, 4.0)
+        lo, hi = DOMAIN.get(op, (0.05 if op in POSITIVE_DOMAIN else -4.0, 4.0))
+        x = rng.array((300, 257), dt, lo, hi)
         cases.append(Case(op, dt, [x], [_unary_expected(op, x, dt)], threads=4))
     return cases
 
@@ -86,6 +101,7 @@ BINARY = {
     "greater_equal": np.greater_equal,
     "logical_and": np.logical_and,
     "logical_or": np.logical_or,
+    "fmod": np.fmod,
 }
 COMPARE = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
 BINARY_DTYPES = {
@@ -122,7 +138,7 @@ def _binary_inputs(rng, op, dt, sa, sb):
         if dt == "u64":
             lo, hi = 0, 2**63 - 1  # the generator's int64 range; sums wrap past 2^64
         a, b = rng.array(sa, dt, lo, hi), rng.array(sb, dt, lo, hi)
-        if op == "div":
+        if op in ("div", "fmod"):
             b[b == 0] = 1
             if dt not in UINTS:
                 b[b == -1] = 3  # keeps INT_MIN / -1 out of the random cases
@@ -149,7 +165,7 @@ def binary_cases(rng):
     # IEEE corner cases (NaN propagation of maximum/minimum, inf, division by 0.0).
     sp = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -2.0], dtype=np.float32)
     a, b = np.meshgrid(sp, sp)
-    for op in ("add", "sub", "mul", "div", "maximum", "minimum", "pow", "equal", "less"):
+    for op in ("add", "sub", "mul", "div", "maximum", "minimum", "pow", "equal", "less", "fmod"):
         cases.append(Case(op, "f32", [a, b], [binary_expected(op, a, b, "f32")]))
     # Integer corner cases: INT_MIN / -1 wraps; truncation toward zero.
     for dt, mn in (("i8", -128), ("i16", -(2**15)), ("i32", -(2**31)), ("i64", -(2**63))):
@@ -157,6 +173,16 @@ def binary_cases(rng):
         a = np.array([mn, 7, -7, 7, -7, 0], dtype=t)
         b = np.array([-1, 2, 2, -2, -2, 5], dtype=t)
         cases.append(Case("div", dt, [a, b], [np.array([mn, 3, -3, -3, 3, 0], dtype=t)]))
+    # fmod: C's remainder, the sign of the dividend; MIN fmod -1 is 0.
+    for dt, mn in (("i8", -128), ("i32", -(2**31)), ("i64", -(2**63))):
+        t = np.dtype(dt.replace("i", "int"))
+        a = np.array([mn, 7, -7, 7, -7, 0, mn], dtype=t)
+        b = np.array([-1, 2, 2, -2, -2, 5, 3], dtype=t)
+        cases.append(Case("fmod", dt, [a, b], [np.array([0, 1, -1, 1, -1, 0, np.fmod(mn, 3)], dtype=t)]))
+        cases.append(Case("fmod", dt, [a, np.array([0], t)], error="integer division by zero"))
+    a = np.array([5.5, -5.5, 5.5, -5.5, 1e30, 0.1], np.float32)
+    b = np.array([2.0, 2.0, -2.0, -2.0, 3.0, 0.03], np.float32)
+    cases.append(Case("fmod", "f32", [a, b], [np.fmod(a, b)]))
     # Division by zero is an error for integers, wherever it happens.
     # Unsigned division is unsigned: 255 / 2 is 127 in u8, never -1 / 2.
     for dt in UINTS:

@@ -77,23 +77,36 @@ def _reduce_expected(op, x, axes, keep, dt):
                     return cast_to(np.sum(wide(x), axis=axis, keepdims=keep), dt), None
                 if op == "mean":
                     return cast_to(np.mean(wide(x), axis=axis, keepdims=keep), dt), None
+                if op == "prod":
+                    if dt in INTS:
+                        return np.prod(x, axis=axis, keepdims=keep, dtype=x.dtype), None
+                    return cast_to(np.prod(wide(x), axis=axis, keepdims=keep), dt), None
+                # The identity over an empty axis (ONNX's; numpy would raise).
                 f = np.max if op == "max" else np.min
-                return np.asarray(f(x, axis=axis, keepdims=keep)), None
+                if dt in INTS:
+                    info = np.iinfo(x.dtype)
+                    ident = info.min if op == "max" else info.max
+                else:
+                    ident = -np.inf if op == "max" else np.inf
+                return np.asarray(f(x, axis=axis, keepdims=keep, initial=ident)), None
     except ValueError:
         return None, "has no identity"
 
 
 def reduce_cases(rng):
     cases = []
-    for op in ("sum", "mean", "max", "min"):
+    for op in ("sum", "mean", "max", "min", "prod"):
         for dt in FLOATS if op == "mean" else NUMERIC:
             for i, (shape, axes) in enumerate(REDUCE_SHAPES):
                 keep = (i + len(dt)) % 2 == 1
-                x = rng.array(shape, dt, -9, 9) if dt in INTS else rng.array(shape, dt)
+                if op == "prod":  # products of up to 24 factors: stay in range
+                    x = rng.array(shape, dt, -3, 3) if dt in INTS else rng.array(shape, dt, -1.5, 1.5)
+                else:
+                    x = rng.array(shape, dt, -9, 9) if dt in INTS else rng.array(shape, dt)
                 want, err = _reduce_expected(op, x, axes, keep, dt)
                 cases.append(Case(op, dt, [x], None if err else [want],
                                   attrs={"axes": axes, "keepdims": keep}, error=err))
-        x = rng.array((300, 200), "f32")
+        x = rng.array((300, 200), "f32", 0.9, 1.1) if op == "prod" else rng.array((300, 200), "f32")
         want, _ = _reduce_expected(op, x, [1], False, "f32")
         cases.append(Case(op, "f32", [x], [want], attrs={"axes": [1]}, threads=4))
     # Integer sums wrap around in the element type.
@@ -103,6 +116,54 @@ def reduce_cases(rng):
     x = np.array([[1, np.nan, 3], [4, 5, 6]], np.float32)
     for op, f in (("max", np.max), ("min", np.min)):
         cases.append(Case(op, "f32", [x], [f(x, axis=1)], attrs={"axes": [1]}))
+    # Integer products wrap around in the element type.
+    x = np.full((2, 9), 3, np.int8)
+    cases.append(Case("prod", "i8", [x], [np.prod(x, axis=1, dtype=np.int8)], attrs={"axes": [1]}))
+    return cases
+
+
+def _cumsum_expected(x, axis, exclusive, reverse, dt):
+    w = x if dt in INTS else wide(x)
+    if reverse:
+        w = np.flip(w, axis)
+    with np.errstate(all="ignore"):
+        c = np.cumsum(w, axis=axis, dtype=x.dtype if dt in INTS else np.float64)
+    if exclusive:  # shifted by one along the axis, starting at 0
+        c = np.moveaxis(c, axis, 0)
+        c = np.concatenate([np.zeros_like(c[:1]), c[:-1]], axis=0)
+        c = np.moveaxis(c, 0, axis)
+    if reverse:
+        c = np.flip(c, axis)
+    return np.ascontiguousarray(c) if dt in INTS else cast_to(c, dt)
+
+
+CUMSUM_SHAPES = [((5,), 0), ((2, 3), 0), ((2, 3), 1), ((2, 3), -1), ((2, 3, 4), 1), ((0, 3), 1),
+                 ((3, 0), 0), ((4, 1, 2), -3)]
+
+
+def cumsum_cases(rng):
+    cases = []
+    for dt in NUMERIC:
+        for i, (shape, axis) in enumerate(CUMSUM_SHAPES):
+            for exclusive, reverse in ((False, False), (True, False), (False, True), (True, True)):
+                if dt != "f32" and (i + exclusive + 2 * reverse) % 3:
+                    continue  # every combination on f32, a third of them on the others
+                x = rng.array(shape, dt, -9, 9) if dt in INTS else rng.array(shape, dt)
+                adt = np.int64 if i % 2 else np.int32
+                cases.append(Case("cumsum", dt, [x, np.array(axis, adt)],
+                                  [_cumsum_expected(x, axis, exclusive, reverse, dt)],
+                                  attrs={"exclusive": exclusive, "reverse": reverse}))
+    # Integer sums wrap; long lines on several threads.
+    x = np.full((3, 100), 100, np.int8)
+    cases.append(Case("cumsum", "i8", [x, np.array(1, np.int64)], [np.cumsum(x, axis=1, dtype=np.int8)]))
+    x = rng.array((400, 300), "f32")
+    cases.append(Case("cumsum", "f32", [x, np.array(0, np.int64)],
+                      [_cumsum_expected(x, 0, False, False, "f32")], threads=4))
+    # The axis is a value: out of range is an error.
+    x = np.zeros((2, 3), np.float32)
+    cases.append(Case("cumsum", "f32", [x, np.array(2, np.int64)], error="out of range"))
+    cases.append(Case("cumsum", "f32", [x, np.array(-3, np.int64)], error="out of range"))
+    cases.append(Case("cumsum", "f32", [x, np.array([0], np.int64)], error="must be a scalar"))
     return cases
 
 
@@ -170,4 +231,4 @@ def norm_cases(rng):
 
 
 def cases(rng):
-    return matmul_cases(rng) + reduce_cases(rng) + argmax_cases(rng) + norm_cases(rng)
+    return matmul_cases(rng) + reduce_cases(rng) + argmax_cases(rng) + norm_cases(rng) + cumsum_cases(rng)

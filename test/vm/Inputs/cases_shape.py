@@ -105,6 +105,181 @@ def movement_cases(rng):
     cases.append(Case("broadcast_to", "i64", [np.arange(300, dtype=np.int64)],
                       [np.broadcast_to(np.arange(300), (200, 300)).copy()],
                       attrs={"shape": [200, 300]}, threads=3))
+    return cases + tile_pad_cases(rng) + index_cases(rng)
+
+
+def _pad_expected(x, pads, mode, value=None):
+    """numpy.pad of the positive pads, then the negative ones cropped."""
+    r = x.ndim
+    pos = [(max(pads[k], 0), max(pads[k + r], 0)) for k in range(r)]
+    kw = {"constant_values": value} if mode == "constant" and value is not None else {}
+    y = np.pad(x, pos, mode=mode, **kw) if r else x.copy()
+    if r == 0:
+        return y
+    idx = tuple(slice(max(-pads[k], 0), y.shape[k] - max(-pads[k + r], 0)) for k in range(r))
+    return np.ascontiguousarray(y[idx])
+
+
+def _periodic(d, j, mode):
+    """The source index of coordinate j (outside [0, d)) of a reflect / wrap
+    pad, written out as the periodic extension (numpy 1.24's iterative pad
+    is not periodic for some pads larger than the axis)."""
+    if mode == "wrap":
+        return j % d
+    if d == 1:
+        return 0
+    p = 2 * (d - 1)
+    m = j % p
+    return m if m < d else p - m
+
+
+def tile_pad_cases(rng):
+    cases = []
+    for dt in ALL:
+        r = lambda shape: rng.array(shape, dt)  # noqa: E731
+        for shape, reps in (((2, 3), [2, 1]), ((3,), [3]), ((), []), ((2, 0), [2, 3]), ((1, 2, 3), [2, 0, 2]),
+                            ((2, 3, 4), [1, 2, 1])):
+            x = r(shape)
+            cases.append(Case("tile", dt, [x, np.array(reps, np.int64)], [np.tile(x, reps) if reps else x.copy()]))
+        for k, (shape, pads) in enumerate((((2, 3), [1, 0, 0, 2]), ((4,), [2, 3]), ((3, 4), [-1, 2, 1, -2]),
+                                            ((), []), ((0, 3), [1, 1, 0, 0]), ((2, 3, 4), [0, 1, 2, 1, 1, 0]),
+                                            ((5,), [-2, -3]))):
+            x = r(shape)
+            value = r(()) if k % 2 else None
+            ins = [x, np.array(pads, np.int64 if k % 3 else np.int32)] + ([value] if value is not None else [])
+            cases.append(Case("pad", dt, ins, [_pad_expected(x, pads, "constant", value)]))
+            if 0 in shape:
+                continue
+            for mode in ("reflect", "edge", "wrap"):
+                ok = all(p <= (d - 1 if mode == "reflect" else d) for p, d in zip(pads, list(shape) * 2))
+                if ok:
+                    cases.append(Case("pad", dt, ins[:2], [_pad_expected(x, pads, mode)], attrs={"mode": mode}))
+    # Pads longer than the axis: reflect and wrap continue periodically.
+    x = np.arange(3, dtype=np.float32)
+    for mode in ("reflect", "wrap"):
+        for b, e in ((1, 8), (8, 1), (7, 7)):
+            want = np.array([x[_periodic(3, j - b, mode)] for j in range(3 + b + e)], np.float32)
+            cases.append(Case("pad", "f32", [x, np.array([b, e], np.int64)], [want], attrs={"mode": mode}))
+    x = np.array([5], np.int32)
+    cases.append(Case("pad", "i32", [x, np.array([2, 1], np.int64)], [np.full(4, 5, np.int32)], attrs={"mode": "reflect"}))
+    # Large outputs on several threads.
+    x = rng.array((50, 40), "f32")
+    cases.append(Case("tile", "f32", [x, np.array([3, 4], np.int64)], [np.tile(x, (3, 4))], threads=4))
+    cases.append(Case("pad", "f32", [x, np.array([30, 20, 30, 20], np.int64)],
+                      [_pad_expected(x, [30, 20, 30, 20], "reflect")], attrs={"mode": "reflect"}, threads=4))
+    # Errors: the shape function's, with the values.
+    x = np.zeros((2, 3), np.float32)
+    cases.append(Case("tile", "f32", [x, np.array([1], np.int64)], error="must have 2 entries"))
+    cases.append(Case("tile", "f32", [x, np.array([1, -1], np.int64)], error="negative"))
+    cases.append(Case("pad", "f32", [x, np.array([0, -2, 0, -2], np.int64)], error="remove more than"))
+    cases.append(Case("pad", "f32", [np.zeros((0, 3), np.float32), np.array([1, 0, 0, 0], np.int64)],
+                      attrs={"mode": "edge"}, error="cannot pad the empty dimension"))
+    cases.append(Case("pad", "f32", [x, np.array([0, 0, 0, 0], np.int64)], attrs={"mode": "mirror"},
+                      error="mode must be"))
+    cases.append(Case("pad", "f32", [x, np.zeros(4, np.int64), np.array(1, np.float32)], attrs={"mode": "edge"},
+                      error="needs mode constant"))
+    return cases
+
+
+def _gather_nd(x, idx, b):
+    """ONNX's reference GatherND, written out."""
+    bshape = idx.shape[:b]
+    out = []
+    for bi in np.ndindex(*bshape):
+        for t in np.ndindex(*idx.shape[b:-1]):
+            out.append(x[bi][tuple(idx[bi + t])])
+    return np.array(out, dtype=x.dtype).reshape(idx.shape[:-1] + x.shape[b + idx.shape[-1]:])
+
+
+def _combine(red, a, b):
+    with np.errstate(all="ignore"):
+        if red == "none":
+            return b
+        if red == "add":
+            return a + b
+        if red == "mul":
+            return a * b
+        if np.isnan(a) or np.isnan(b):
+            return a if np.isnan(a) else b
+        return max(a, b) if red == "max" else min(a, b)
+
+
+def _scatter_elements(x, idx, upd, axis, red):
+    y = x.copy()
+    for p in np.ndindex(*idx.shape):
+        q = list(p)
+        q[axis] = idx[p]
+        y[tuple(q)] = _combine(red, y[tuple(q)], upd[p])
+    return y
+
+
+def _scatter_nd(x, idx, upd, red):
+    y = x.copy()
+    for p in np.ndindex(*idx.shape[:-1]):
+        t = tuple(idx[p])
+        if red == "none":
+            y[t] = upd[p]
+        else:
+            for s in np.ndindex(*y[t].shape):
+                y[t + s] = _combine(red, y[t + s], upd[p + s])
+    return y
+
+
+def index_cases(rng):
+    """gather_nd, scatter_elements, scatter_nd, one_hot."""
+    cases = []
+    for k, dt in enumerate(ALL):
+        r = lambda shape: rng.array(shape, dt)  # noqa: E731
+        x = r((2, 3, 4))
+        for idx, b in (([[0, 1], [1, -1]], 0), ([[[1]], [[0]]], 0), ([[1, 2, 3]], 0), ([[0], [2]], 1),
+                       ([[[0, 1]], [[2, 3]]], 1), (np.zeros((0, 2), int), 0)):
+            i = np.array(idx, np.int64 if k % 2 else np.int32)
+            cases.append(Case("gather_nd", dt, [x, i], [_gather_nd(x, np.where(i < 0, i + 3, i), b)],
+                              attrs={"batch_dims": b}))
+        reds = ["none"] if dt == "i1" else ["none", "add", "mul", "max", "min"]
+        for j, red in enumerate(reds):
+            x = r((3, 4))
+            axis = j % 2
+            i = rng.g.integers(-3, 3, size=(2, 3)).astype(np.int64)
+            u = r((2, 3))
+            cases.append(Case("scatter_elements", dt, [x, i, u],
+                              [_scatter_elements(x, np.where(i < 0, i + x.shape[axis], i), u, axis, red)],
+                              attrs={"axis": axis, "reduction": red}))
+            x = r((4, 2, 3))
+            i = np.array([[1], [3], [1]], np.int64) if j % 2 else np.array([[0, 1], [-1, 0]], np.int32)
+            u = r(i.shape[:-1] + x.shape[i.shape[-1]:])
+            cases.append(Case("scatter_nd", dt, [x, i, u], [_scatter_nd(x, np.where(i < 0, i + 4, i), u, red)],
+                              attrs={"reduction": red}))
+        values = r((2,))
+        for shape, axis in (((3,), -1), ((2, 3), 0), ((2, 3), 1), ((), 0), ((0, 2), -1)):
+            i = rng.g.integers(-5, 6, size=shape).astype(np.int64)
+            depth = 4
+            hot = np.where(i < 0, i + depth, i)
+            want = np.moveaxis(np.where(np.arange(depth) == hot[..., None], values[1], values[0]), -1, axis)
+            cases.append(Case("one_hot", dt, [i, np.array(depth, np.int32), values],
+                              [np.ascontiguousarray(want).astype(values.dtype)], attrs={"axis": axis}))
+    # Errors: indices out of range (run time), bad reductions (shape function).
+    x = np.zeros((3, 4), np.float32)
+    cases.append(Case("gather_nd", "f32", [x, np.array([[3, 0]], np.int64)], error="index 3 is out of range"))
+    cases.append(Case("scatter_elements", "f32", [x, np.array([[5]], np.int64), np.ones((1, 1), np.float32)],
+                      attrs={"axis": 1}, error="index 5 is out of range"))
+    cases.append(Case("scatter_nd", "f32", [x, np.array([[-4]], np.int64), np.ones((1, 4), np.float32)],
+                      error="index -4 is out of range"))
+    cases.append(Case("scatter_nd", "i1", [np.zeros(3, bool), np.array([[1]], np.int64), np.ones(1, bool)],
+                      attrs={"reduction": "add"}, error="needs a numeric element type"))
+    cases.append(Case("scatter_nd", "f32", [x, np.array([[1]], np.int64), np.ones((4,), np.float32)],
+                      error="updates (operand 2) must have shape"))
+    cases.append(Case("scatter_nd", "f32", [x, np.array([[1]], np.int64), np.ones((1, 3), np.float32)],
+                      error="dimension 1 of updates must be equal"))
+    cases.append(Case("one_hot", "f32", [np.array([1], np.int64), np.array(-1, np.int64), np.zeros(2, np.float32)],
+                      error="depth -1 is negative"))
+    # Repeated indices: none keeps the last update, add sums them.
+    x = np.zeros(3, np.float32)
+    i = np.array([[1], [1], [0]], np.int64)
+    u = np.array([1.0, 2.0, 4.0], np.float32)
+    cases.append(Case("scatter_nd", "f32", [x, i, u], [np.array([4.0, 2.0, 0.0], np.float32)]))
+    cases.append(Case("scatter_nd", "f32", [x, i, u], [np.array([4.0, 3.0, 0.0], np.float32)],
+                      attrs={"reduction": "add"}))
     return cases
 
 
