@@ -215,7 +215,7 @@ enum class Relation : uint8_t {
   Unary, Broadcast, Compare, Select, Cast, MatMul, BatchMatMul, Reduce, ArgReduce,
   LayerNorm, Reshape, DynReshape, Transpose, Concat, Split, Slice, DynamicSlice,
   DynamicUpdateSlice, Take, ExpandDims, Squeeze, BroadcastTo, Constant, Zeros, Full, Arange, Unique,
-  Nonzero, ShapeOf, Dim, StorageSize, Conv, Pool, Structural,
+  Nonzero, ShapeOf, Dim, StorageSize, Conv, Pool, Attention, Structural,
 };
 enum class ShapeMode : uint8_t { None, DataIndependent, DataDependent, UpperBound };
 enum class FusionPattern : uint8_t {

@@ -49,6 +49,7 @@
 #define NIMBLE_HAS_KERNEL_StorageSize(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Conv(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Pool(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_Attention(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Structural(Yes, No, Id) No(Id)
 
 namespace nimble::vm::kernels {
