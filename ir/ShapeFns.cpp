@@ -429,6 +429,47 @@ bool relPool(Ctx &c) {
   return true;
 }
 
+bool relAttention(Ctx &c) {
+  static const char *names[] = {"q", "k", "v", "mask"};
+  for (size_t i = 0; i < 3; ++i) {
+    if (!c.requireRank(i, 3, names[i])) return false;
+    if (i && !c.sameDType(0, i)) return false;
+  }
+  const auto &q = c.ops[0].dims, &k = c.ops[1].dims, &v = c.ops[2].dims;
+  int64_t h, h2, d, n;
+  auto at = [&](int op, bool ok) {
+    if (!ok) c.r.errorOperand = op;
+    return ok;
+  };
+  if (!at(1, c.unify(q[1], k[1], h, "the heads of q and k (dim 1)")) ||
+      !at(2, c.unify(h, v[1], h2, "the heads of q and v (dim 1)")) ||
+      !at(1, c.unify(q[2], k[2], d, "the head size of q and k (dim 2)")) ||
+      !at(2, c.unify(k[0], v[0], n, "the keys of k and v (dim 0)")))
+    return false;
+  if (c.ops.size() == 4) {
+    // The additive mask broadcasts to the scores, H x m x n; it never enlarges them.
+    if (!c.sameDType(0, 3)) return false;
+    const auto &mk = c.ops[3].dims;
+    std::vector<int64_t> scores = {h2, q[0], n};
+    if (mk.size() > 3)
+      return c.fail("mask must have rank <= 3 (it broadcasts to heads x queries x keys), got " +
+                        formatSig(c.ops[3]),
+                    3);
+    for (size_t i = 0; i < mk.size(); ++i) {
+      int64_t a = mk[i], t = scores[3 - mk.size() + i];
+      if (a == kDynamic || (t == kDynamic && a != 1))
+        c.defer("mask dimension " + std::to_string(i) + " must be 1 or " + dimStr(t));
+      else if (a != 1 && a != t)
+        return c.fail("mask " + formatSig(c.ops[3]) + " does not broadcast to the scores " +
+                          formatDims(scores) + ": dimension " + std::to_string(i) + " is " +
+                          std::to_string(a),
+                      3);
+    }
+  }
+  c.result(c.ops[0].dtype, {q[0], h2, v[2]});
+  return true;
+}
+
 bool relReshape(Ctx &c) {
   const auto &target = c.intsAttr("shape");
   int infer = -1;
@@ -1070,7 +1111,7 @@ bool apply(Ctx &c) {
   case Relation::Unary: case Relation::Broadcast: case Relation::Compare:
   case Relation::MatMul: case Relation::BatchMatMul: case Relation::Reduce:
   case Relation::ArgReduce: case Relation::LayerNorm: case Relation::Arange:
-  case Relation::Conv: case Relation::Pool:
+  case Relation::Conv: case Relation::Pool: case Relation::Attention:
     for (size_t i = 0; i < (info.relation == Relation::Unary ? 1 : c.ops.size()); ++i)
       if (!dtypeAllowed(info.dtypes, c.ops[i].dtype))
         return c.fail("operand " + std::to_string(i) + " must have " +
@@ -1100,6 +1141,7 @@ bool apply(Ctx &c) {
   case Relation::ScatterElements: return relScatterElements(c);
   case Relation::ScatterND: return relScatterND(c);
   case Relation::OneHot: return relOneHot(c);
+  case Relation::Attention: return relAttention(c);
   case Relation::Reshape: return relReshape(c);
   case Relation::DynReshape: return relDynReshape(c);
   case Relation::Transpose: return relTranspose(c);

@@ -23,6 +23,10 @@ namespace nimble::passes {
 /// inlined and the algebra canonical, so that it sees whole chains, and
 /// before licm, which hoists the products of invariants it forms; the
 /// canonicalize after it folds the static sizes of its run-time choice.
+///
+/// fuse-attention runs at every level, right after type-infer: its kernel
+/// rounds differently from the ops it replaces, and -O0 and -O2 must give
+/// the same bits (passes/transforms/FuseAttention.cpp).
 std::string pipelineFor(int level, const std::string &target, bool batchRemarks, bool fpReassociate) {
   std::string reassociate = fpReassociate ? "matmul-reassociate,canonicalize,cse,dce," : "";
   std::string place = ",place-devices{target=" + target + "}";
@@ -31,10 +35,10 @@ std::string pipelineFor(int level, const std::string &target, bool batchRemarks,
   // form yet: on cuda the split loops would copy through the host.
   std::string distribute = target != "cpu" ? "" : "loop-distribute,";
   switch (level) {
-  case 0: return "type-infer,manifest-memory" + place;
-  case 1: return "dispatch,type-infer,canonicalize,cse,dce," + reassociate + "manifest-memory" + place + batch;
+  case 0: return "type-infer,fuse-attention,manifest-memory" + place;
+  case 1: return "dispatch,type-infer,fuse-attention,canonicalize,cse,dce," + reassociate + "manifest-memory" + place + batch;
   default:
-    return "dispatch,inline,type-infer,canonicalize,cse,dce," + reassociate + "licm," + distribute +
+    return "dispatch,inline,type-infer,fuse-attention,canonicalize,cse,dce," + reassociate + "licm," + distribute +
            "batch-input-projection,cse,dce,type-infer,fuse,manifest-memory{kills=false}" +
            place + ",plan-memory" + batch;
   }

@@ -108,6 +108,11 @@ bool KernelLowering::analyze(std::string &reason) {
     case OpCode::Unique: case OpCode::Nonzero: case OpCode::DeviceCopy: case OpCode::Constant:
       reason = "'" + std::string(opInfo(mem.op).mnemonic) + "' has no native form";
       return false;
+    case OpCode::Attention:
+      // The runtime's fused kernel (vm/dispatch/LibraryAttention.cpp) is the
+      // fast path: one hand-vectorised loop per head and query block.
+      reason = "'attention' runs on the runtime's fused kernel or its reference kernel";
+      return false;
     case OpCode::Conv: case OpCode::MaxPool: case OpCode::AvgPool:
       // oneDNN's convolution (vm/dispatch/LibraryConv.cpp) is the fast path;
       // a generated window loop would not beat its blocked direct kernels.

@@ -24,7 +24,7 @@ the oracle compares it exactly.
 
 Ops of ir/Ops.def generated: every element-wise, comparison, logical,
 select, cast, matmul, batch_matmul, conv, max_pool, avg_pool, reduction (prod included), cumsum,
-softmax, layer_norm, shape op (reshape, dyn_reshape, transpose, concat, split, slice, dynamic_slice,
+softmax, layer_norm, attention, shape op (reshape, dyn_reshape, transpose, concat, split, slice, dynamic_slice,
 dynamic_update_slice, take, expand_dims, squeeze, broadcast_to, tile, pad, gather_nd, scatter_elements,
 scatter_nd, one_hot), creation (constant, zeros, full,
 arange, unique, nonzero), shape_of, dim, storage_size, and the structural
@@ -186,7 +186,7 @@ class Func:
                  "argmax", "softmax", "layernorm", "reshape", "dynreshape", "transpose", "concat", "split",
                  "slice", "dynslice", "dynupdate", "take", "expand", "squeeze", "bcast", "zeros", "full", "arange",
                  "unique", "nonzero", "shapeof", "dim", "storagesize", "tuple", "conv", "pool",
-                 "cumsum", "tile", "pad", "gathernd", "scatter", "scatternd", "onehot"]
+                 "cumsum", "tile", "pad", "gathernd", "scatter", "scatternd", "onehot", "attention"]
         for _ in range(10):
             v = getattr(self, "g_" + rng.choice(kinds))()
             if v is not None:
@@ -341,6 +341,16 @@ class Func:
         if a is None:
             return None
         return self.op("softmax %s, axis=%d" % (a.name, self.rng.randrange(-a.rank, a.rank)), "f32", a.dims)
+
+    def g_attention(self):
+        # Self-attention of one m x H x D value (q = k = v), sometimes masked.
+        a = self.pick(lambda v: v.rank == 3 and v.dt == "f32" and 0 not in v.sizes)
+        if a is None:
+            return None
+        mask = ""
+        if self.rng.random() < 0.4:
+            mask = ", " + self.const([a.sizes[0]], "f32").name
+        return self.op("attention %s, %s, %s%s, scale=0.5" % (a.name, a.name, a.name, mask), "f32", a.dims)
 
     def g_layernorm(self):
         a = self.pick(lambda v: v.rank >= 1 and v.dt == "f32")

@@ -336,6 +336,34 @@ TEST(LayerNorm, NormalisesOverTheLastAxis) {
   EXPECT_ERROR(run(OpCode::LayerNorm, {F({}), F({1}), F({1})}), "input must have rank >= 1", 0);
 }
 
+//===-- attention ------------------------------------------------------------===//
+
+TEST(Attention, HeadsByStrides) {
+  // BERT: q, k, v token-major (m x H x D), the result m x H x E.
+  EXPECT_OK_SIG(run(OpCode::Attention, {F({Q, 12, 64}), F({Q, 12, 64}), F({Q, 12, 64})}), F({Q, 12, 64}));
+  EXPECT_OK_SIG(run(OpCode::Attention, {F({3, 2, 4}), F({5, 2, 4}), F({5, 2, 7}), F({2, 1, 5})}), F({3, 2, 7}));
+  // A key mask (rank 1) whose ? meets the keys' ?: checked at run time.
+  ShapeFnResult r = run(OpCode::Attention, {F({Q, 2, 4}), F({Q, 2, 4}), F({Q, 2, 4}), F({Q})});
+  EXPECT_OK_SIG(r, F({Q, 2, 4}));
+  EXPECT_FALSE(r.deferred.empty());
+}
+
+TEST(Attention, Errors) {
+  EXPECT_ERROR(run(OpCode::Attention, {F({3, 2, 4}), F({5, 3, 4}), F({5, 3, 4})}),
+               "the heads of q and k (dim 1) must be equal, got 2 and 3", 1);
+  EXPECT_ERROR(run(OpCode::Attention, {F({3, 2, 4}), F({5, 2, 8}), F({5, 2, 4})}),
+               "the head size of q and k (dim 2) must be equal, got 4 and 8", 1);
+  EXPECT_ERROR(run(OpCode::Attention, {F({3, 2, 4}), F({5, 2, 4}), F({6, 2, 4})}),
+               "the keys of k and v (dim 0) must be equal, got 5 and 6", 2);
+  EXPECT_ERROR(run(OpCode::Attention, {F({3, 2, 4}), F({5, 2, 4}), F({5, 2, 4}), F({4})}),
+               "does not broadcast to the scores 2x3x5", 3);
+  EXPECT_ERROR(run(OpCode::Attention, {F({3, 2, 4}), F({5, 2, 4}), F({5, 2, 4}), F({1, 2, 3, 5})}),
+               "mask must have rank <= 3", 3);
+  EXPECT_ERROR(run(OpCode::Attention, {F({3, 8}), F({5, 2, 4}), F({5, 2, 4})}), "q (operand 0) must have rank 3", 0);
+  EXPECT_ERROR(run(OpCode::Attention, {T(DType::I32, {1, 1, 4}), T(DType::I32, {1, 1, 4}), T(DType::I32, {1, 1, 4})}),
+               "floating-point", 0);
+}
+
 //===-- conv / max_pool / avg_pool -----------------------------------------===//
 
 Attr b(bool v) { return Attr::getBool(v); }

@@ -8,6 +8,7 @@
 
 #include "vm/dispatch/LibraryKernels.h"
 
+#include "vm/dispatch/LibraryAttention.h"
 #include "vm/dispatch/LibraryConv.h"
 #include "vm/dispatch/LibraryPostOps.h"
 #include "vm/format/Format.h"
@@ -249,6 +250,7 @@ struct LibraryKernels::Impl {
   const Executable *exe = nullptr;
   std::vector<Plan> plans;
   std::unique_ptr<ConvKernels> conv; // the conv groups (LibraryConv.h)
+  std::unique_ptr<AttentionKernels> attention; // lone attention members (LibraryAttention.h)
   dnnl::engine engine;
   dnnl::stream stream;
   bool ready = false;
@@ -284,6 +286,7 @@ LibraryKernels::LibraryKernels(const Executable &exe) : impl_(new Impl) {
   impl_->plans.reserve(exe.kernels.size());
   for (const KernelDesc &k : exe.kernels) impl_->plans.push_back(analyze(k));
   impl_->conv.reset(new ConvKernels(exe));
+  impl_->attention.reset(new AttentionKernels(exe));
 }
 
 LibraryKernels::~LibraryKernels() = default;
@@ -301,15 +304,15 @@ bool LibraryKernels::init(std::string &reason) {
 }
 
 bool LibraryKernels::supports(uint32_t k) const {
-  return impl_->ready && k < impl_->plans.size() && (impl_->plans[k].ok || impl_->conv->supports(k));
+  return impl_->ready && k < impl_->plans.size() && (impl_->plans[k].ok || impl_->conv->supports(k) || impl_->attention->supports(k));
 }
 
 bool LibraryKernels::ruleChoosesLibrary(uint32_t k, const std::vector<Tensor *> &ins) const {
   if (!supports(k)) return false;
   const Plan &p = impl_->plans[k];
-  // A conv group (LibraryConv.h): native code generation skips conv, so the
-  // rule is asked only if that changes; oneDNN's blocked conv is then the
-  // choice, as it is today by default.
+  // A conv group (LibraryConv.h) or an attention (LibraryAttention.h):
+  // native code generation skips both, so the rule is asked only if that
+  // changes; the library path is then the choice, as it is today by default.
   if (!p.ok) return true;
   if (ins.size() <= std::max(p.lhs, p.rhs)) return false;
   const std::vector<int64_t> &ls = ins[p.lhs]->shape(), &rs = ins[p.rhs]->shape();
@@ -331,7 +334,7 @@ bool LibraryKernels::ruleChoosesLibrary(uint32_t k, const std::vector<Tensor *> 
 size_t LibraryKernels::count() const {
   size_t n = 0;
   for (const Plan &p : impl_->plans) n += p.ok;
-  return n + impl_->conv->count();
+  return n + impl_->conv->count() + impl_->attention->count();
 }
 
 void LibraryKernels::setThreads(unsigned n) { omp_set_num_threads(static_cast<int>(n)); }
@@ -447,6 +450,7 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
   if (!supports(k)) return Status::success();
   if (impl_->conv->supports(k))
     return impl_->conv->run(k, ins, outs, impl_->engine, impl_->stream, failedMember, declined);
+  if (impl_->attention->supports(k)) return impl_->attention->run(k, ins, outs, pool, declined);
   const Plan &p = impl_->plans[k];
   if (outs.size() != 1 || ins.size() <= std::max(p.lhs, p.rhs)) return Status::success();
   // The members' shape checks, exactly as the other paths make them; the

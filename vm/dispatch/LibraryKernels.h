@@ -16,7 +16,9 @@
 // BERT (bias add, gelu, residual add, attention scale). Anything else (other
 // dtypes, other members, empty dimensions) stays with the generated or the
 // reference kernel. A kernel whose first member is a `conv` goes to
-// LibraryConv.h (oneDNN's convolution, its own post-op chain and layouts).
+// LibraryConv.h (oneDNN's convolution, its own post-op chain and layouts),
+// a kernel of one `attention` to LibraryAttention.h (the runtime's own
+// AVX-512 kernel: oneDNN 2.6 has no attention primitive).
 //
 // Shapes: one primitive per distinct set of input shapes, created at its
 // first call and kept in a cache of bounded size (least recently used out).

@@ -56,6 +56,7 @@
 #define NIMBLE_HAS_KERNEL_ScatterElements(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_ScatterND(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_OneHot(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_Attention(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Structural(Yes, No, Id) No(Id)
 
 namespace nimble::vm::kernels {

@@ -5,18 +5,28 @@
 //   batch_matmul  [B..,M,K] x [B..,K,N] -> [B..,M,N]; lhs and rhs have the same
 //                 rank >= 3 and the batch dimensions broadcast like numpy's
 //                 (np.matmul).
+//   attention     q [m,H,D], k [n,H,D], v [n,H,E] (, mask broadcasting to
+//                 [H,m,n]) -> [m,H,E]: per head h and query i,
+//                 softmax_j(scale q[i,h].k[j,h] + mask[h,i,j]) . v[j,h], the
+//                 composition batch_matmul, mul, add, softmax, batch_matmul of
+//                 BERT's heads in one kernel (heads read by strides).
 //
 // The reference loop is the textbook triple loop with the k loop innermost
 // and an accumulator wider than the element type: double for f32/f64 (so the
 // result is the correctly rounded dot product up to double's error, the same
 // oracle for every faster implementation), uint64 wrap-around for integers
 // (bitwise the result of wrapping in the element type, like numpy). Rows are
-// spread over the thread pool.
+// spread over the thread pool. attention is the same oracle for its parts:
+// each score, the softmax (max-shifted, as softmax's kernel) and each output
+// are computed in double and rounded once, per (head, query) row.
 //
 //===----------------------------------------------------------------------===//
 
 #include "vm/kernels/KernelUtil.h"
 #include "vm/kernels/Kernels.h"
+
+#include <algorithm>
+#include <cmath>
 
 namespace nimble::vm::kernels {
 
@@ -110,6 +120,54 @@ template <bool Batched> Status matmulImpl(const KernelArgs &args) {
   });
 }
 
+Status attentionImpl(const KernelArgs &args) {
+  const Tensor &q = *args.inputs[0], &k = *args.inputs[1], &v = *args.inputs[2];
+  const Tensor *mask = args.inputs.size() > 3 ? args.inputs[3] : nullptr;
+  Tensor &out = *args.outputs[0];
+  double scale = floatAttr(args, OpCode::Attention, "scale");
+  int64_t m = q.dim(0), heads = q.dim(1), d = q.dim(2), n = k.dim(0), e = v.dim(2);
+  // The mask's element strides over [H, m, n] (0 along broadcast axes).
+  std::vector<int64_t> ms = {0, 0, 0};
+  if (mask) ms = broadcastStrides(mask->shape(), {heads, m, n});
+  return visitType(q.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (!kIsFloat<T>) {
+      return Status::error("attention has no kernel for " + sig(q));
+    } else {
+      const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
+      const T *pm = mask ? mask->data<T>() : nullptr;
+      T *po = out.data<T>();
+      parallelRange(args, heads * m, n * (d + e) * 2 + 1, [&](int64_t b, int64_t end) {
+        std::vector<double> p(static_cast<size_t>(n)), acc(static_cast<size_t>(e));
+        for (int64_t r = b; r < end; ++r) {
+          int64_t h = r / m, i = r % m;
+          const T *qi = pq + (i * heads + h) * d;
+          double mx = -INFINITY;
+          for (int64_t j = 0; j < n; ++j) {
+            const T *kj = pk + (j * heads + h) * d;
+            double s = 0;
+            for (int64_t t = 0; t < d; ++t) s += double(qi[t]) * double(kj[t]);
+            s *= scale;
+            if (pm) s += double(pm[h * ms[0] + i * ms[1] + j * ms[2]]);
+            p[static_cast<size_t>(j)] = s;
+            mx = std::max(mx, s);
+          }
+          double sum = 0;
+          for (int64_t j = 0; j < n; ++j) sum += p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx);
+          std::fill(acc.begin(), acc.end(), 0.0);
+          for (int64_t j = 0; j < n; ++j) {
+            const T *vj = pv + (j * heads + h) * e;
+            double w = p[static_cast<size_t>(j)] / sum;
+            for (int64_t t = 0; t < e; ++t) acc[static_cast<size_t>(t)] += w * double(vj[t]);
+          }
+          for (int64_t t = 0; t < e; ++t) po[(i * heads + h) * e + t] = static_cast<T>(acc[static_cast<size_t>(t)]);
+        }
+      });
+      return Status::success();
+    }
+  });
+}
+
 } // namespace
 
 Status refMatMul(const KernelArgs &args) {
@@ -120,6 +178,11 @@ Status refMatMul(const KernelArgs &args) {
 Status refBatchMatMul(const KernelArgs &args) {
   checkOutputShapes(OpCode::BatchMatMul, args);
   return withF32(args, &matmulImpl<true>);
+}
+
+Status refAttention(const KernelArgs &args) {
+  checkOutputShapes(OpCode::Attention, args);
+  return withF32(args, &attentionImpl);
 }
 
 } // namespace nimble::vm::kernels

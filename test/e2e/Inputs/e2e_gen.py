@@ -178,6 +178,28 @@ def attention(prefix):
         save(prefix, "y%d" % n, y.astype(np.float32))
 
 
+def multihead(prefix):
+    """multihead-attention.nir: 4 heads of 8 over x: ?x32 with an additive key
+    mask: ?, wq/wk/wv: 32x32; the heads concatenated, ?x32."""
+    rng = np.random.default_rng(52)
+    w = {k: rng.standard_normal((32, 32)).astype(np.float32) * np.float32(0.3) for k in ("wq", "wk", "wv")}
+    for k, v in w.items():
+        save(prefix, k, v)
+    f = {k: v.astype(np.float64) for k, v in w.items()}
+    for n in [0, 1, 5, 33]:
+        x = rng.standard_normal((n, 32)).astype(np.float32)
+        mask = np.where(rng.random(n) < 0.3, -1e4, 0).astype(np.float32)
+        if n:
+            mask[0] = 0  # every row keeps a key
+        x64 = x.astype(np.float64)
+        q, k, v = ((x64 @ f[w_]).reshape(n, 4, 8).transpose(1, 0, 2) for w_ in ("wq", "wk", "wv"))
+        s = q @ k.transpose(0, 2, 1) / np.sqrt(8.0) + mask.astype(np.float64)
+        y = (softmax(s) @ v).transpose(1, 0, 2).reshape(n, 32) if n else np.zeros((0, 32))
+        save(prefix, "x%d" % n, x)
+        save(prefix, "m%d" % n, mask)
+        save(prefix, "y%d" % n, y.astype(np.float32))
+
+
 def _windows(x, k, s, pb, pe, fill):
     """[N, C, OH, OW, k*k]: the k x k windows of x at stride s, padded by pb
     before and pe after each spatial axis with `fill` (float64)."""
@@ -226,7 +248,7 @@ def cnn(prefix):
         save(prefix, "ap%d" % hw, ap.astype(np.float32))
 
 
-CASES = {"cnn": cnn, "attention": attention, "nested": nested, "mlp": mlp, "loop": loop, "tree": tree, "unique_nonzero": unique_nonzero}
+CASES = {"multihead": multihead, "cnn": cnn, "attention": attention, "nested": nested, "mlp": mlp, "loop": loop, "tree": tree, "unique_nonzero": unique_nonzero}
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] not in CASES:

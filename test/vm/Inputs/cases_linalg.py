@@ -1,4 +1,4 @@
-"""Cases for matmul / batch_matmul, the reductions, softmax and layer_norm."""
+"""Cases for matmul / batch_matmul, the reductions, softmax, layer_norm and attention."""
 
 import numpy as np
 
@@ -230,5 +230,44 @@ def norm_cases(rng):
     return cases
 
 
+def _attention(q, k, v, mask, scale):
+    """numpy's composition: per head softmax(scale q k^T + mask) v, token-major."""
+    q, k, v = wide(q), wide(k), wide(v)
+    qt, kt, vt = (np.transpose(t, (1, 0, 2)) for t in (q, k, v))
+    s = scale * np.matmul(qt, np.swapaxes(kt, -1, -2))
+    if mask is not None:
+        s = s + wide(mask)
+    return np.transpose(np.matmul(_softmax(s, -1), vt), (1, 0, 2))
+
+
+def attention_cases(rng):
+    cases = []
+    # (m, n, H, D, E, mask shape or None, scale): BERT's head size, odd sizes
+    # (tails of every vector loop), one query, many keys, masks broadcast.
+    shapes = [(5, 5, 2, 8, 8, None, 0.35), (1, 7, 3, 4, 5, (7,), 1.0), (6, 3, 1, 3, 2, (6, 3), 0.5),
+              (4, 4, 2, 5, 3, (2, 1, 4), 2.0), (3, 2, 2, 2, 2, (2, 3, 2), 0.7)]
+    for dt in FLOATS:
+        for m, n, h, d, e, ms, scale in shapes:
+            q, k, v = rng.array((m, h, d), dt, -1, 1), rng.array((n, h, d), dt, -1, 1), rng.array((n, h, e), dt)
+            ins = [q, k, v]
+            mask = None
+            if ms is not None:
+                mask = rng.array(ms, dt, -3, 0)
+                ins.append(mask)
+            cases.append(Case("attention", dt, ins, [cast_to(_attention(q, k, v, mask, scale), dt)],
+                              attrs={"scale": scale}))
+    # BERT's shape at a length with vector tails (37 keys, 64 per head), on
+    # two threads. (A larger scale multiplies the f32 dot products' rounding
+    # past check_ops.py's rtol of 1e-5, for the composition as for the fused
+    # kernel.)
+    q, k, v = (rng.array((37, 12, 64), "f32", -1, 1) for _ in range(3))
+    cases.append(Case("attention", "f32", [q, k, v], [cast_to(_attention(q, k, v, None, 1.0), "f32")],
+                      attrs={"scale": 1.0}, threads=2))
+    mask = np.where(rng.array((37,), "f32") > 0, 0, -1e4).astype(np.float32)
+    cases.append(Case("attention", "f32", [q, k, v, mask],
+                      [cast_to(_attention(q, k, v, mask, 0.125), "f32")], attrs={"scale": 0.125}))
+    return cases
+
+
 def cases(rng):
-    return matmul_cases(rng) + reduce_cases(rng) + argmax_cases(rng) + norm_cases(rng) + cumsum_cases(rng)
+    return matmul_cases(rng) + reduce_cases(rng) + argmax_cases(rng) + norm_cases(rng) + cumsum_cases(rng) + attention_cases(rng)

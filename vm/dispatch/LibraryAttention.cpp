@@ -1,0 +1,260 @@
+//===- LibraryAttention.cpp - The runtime's fused attention kernel --------===//
+//
+// See LibraryAttention.h for the design. The AVX-512 functions carry a
+// target attribute (the runtime is built for the baseline x86-64) and run
+// only when the CPU reports AVX-512F.
+//
+//===----------------------------------------------------------------------===//
+
+#include "vm/dispatch/LibraryAttention.h"
+
+#include "vm/Object.h"
+#include "vm/support/ThreadPool.h"
+
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which
+// -Wmaybe-uninitialized reports inside every inlined intrinsic (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace nimble::vm {
+
+namespace {
+
+constexpr int kRows = 8;   // query rows per tile (16 accumulators)
+constexpr int kLanes = 16; // f32 per zmm
+
+struct Problem {
+  const float *q, *k, *v, *mask;
+  float *out;
+  int64_t m, heads, d, n, e;
+  int64_t maskStride[3]; // over [H, m, n], 0 along broadcast axes
+  float scale;
+};
+
+#define NIMBLE_AVX512 __attribute__((target("avx512f")))
+// The tiles' accumulators stay in registers only when the loops over the
+// tile's rows are unrolled (`#pragma GCC unroll`): otherwise GCC keeps them
+// in an array on the stack, a load and a store around every FMA (measured:
+// 1.6x slower at 128 tokens).
+
+/// exp of 16 lanes: Cephes expf's reduction and polynomial (as the native
+/// kernels' inline exp, codegen/llvm/MathApprox.cpp), 2^n by scalef (which
+/// gives 0 below the subnormals and keeps NaN).
+NIMBLE_AVX512 inline __m512 exp16(__m512 x) {
+  // max/min return their second operand when one is NaN: NaN stays NaN.
+  x = _mm512_min_ps(_mm512_set1_ps(88.7228f), x);
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
+  __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(y, fx);
+}
+
+NIMBLE_AVX512 inline __mmask16 tailMask(int64_t left) {
+  return left >= kLanes ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+}
+
+/// One head, in three passes over all its query rows (each pass keeps its
+/// operand hot: the panel of 32 keys in pass 1, a 32-column slice of v's
+/// head in pass 3). `kt` holds d x npad floats, `s` m x npad.
+NIMBLE_AVX512 void attentionHead(const Problem &p, int64_t h, float *kt, float *s) {
+  const int64_t m = p.m, n = p.n, d = p.d, e = p.e, npad = (n + 2 * kLanes - 1) / (2 * kLanes) * (2 * kLanes);
+  const int64_t qStride = p.heads * d, vStride = p.heads * e;
+  // k's head, transposed: kt[t * npad + j] = k[j, h, t]; zero columns pad n
+  // to a multiple of 32 so the score tiles load without masks.
+  for (int64_t j = 0; j < n; ++j) {
+    const float *kj = p.k + j * qStride + h * d;
+    for (int64_t t = 0; t < d; ++t) kt[t * npad + j] = kj[t];
+  }
+  for (int64_t t = 0; t < d; ++t)
+    for (int64_t j = n; j < npad; ++j) kt[t * npad + j] = 0.0f;
+
+  // 1. Scores: tiles of kRows rows by 32 keys, accumulated over d in order.
+  const __m512 sc = _mm512_set1_ps(p.scale);
+  for (int64_t j0 = 0; j0 < npad; j0 += 2 * kLanes)
+    for (int64_t i0 = 0; i0 < m; i0 += kRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(kRows, m - i0));
+      const float *q[kRows];
+      #pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) q[r] = p.q + (i0 + std::min(r, rows - 1)) * qStride + h * d;
+      __m512 acc[kRows][2];
+      #pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+      const float *col = kt + j0;
+      for (int64_t t = 0; t < d; ++t, col += npad) {
+        __m512 k0 = _mm512_loadu_ps(col), k1 = _mm512_loadu_ps(col + kLanes);
+        #pragma GCC unroll 8
+        for (int r = 0; r < kRows; ++r) {
+          __m512 qv = _mm512_set1_ps(q[r][t]);
+          acc[r][0] = _mm512_fmadd_ps(qv, k0, acc[r][0]);
+          acc[r][1] = _mm512_fmadd_ps(qv, k1, acc[r][1]);
+        }
+      }
+      #pragma GCC unroll 8
+      for (int r = 0; r < rows; ++r) {
+        _mm512_storeu_ps(s + (i0 + r) * npad + j0, _mm512_mul_ps(acc[r][0], sc));
+        _mm512_storeu_ps(s + (i0 + r) * npad + j0 + kLanes, _mm512_mul_ps(acc[r][1], sc));
+      }
+    }
+
+  // 2. Softmax per row (the mask added first), normalised in place: the
+  // padding columns become 0.
+  for (int64_t i = 0; i < m; ++i) {
+    float *sr = s + i * npad;
+    if (p.mask) {
+      const float *mr = p.mask + h * p.maskStride[0] + i * p.maskStride[1];
+      if (p.maskStride[2] == 1) {
+        for (int64_t j = 0; j < n; j += kLanes) {
+          __mmask16 mk = tailMask(n - j);
+          _mm512_mask_storeu_ps(sr + j, mk, _mm512_add_ps(_mm512_maskz_loadu_ps(mk, sr + j),
+                                                          _mm512_maskz_loadu_ps(mk, mr + j)));
+        }
+      } else {
+        for (int64_t j = 0; j < n; ++j) sr[j] += mr[j * p.maskStride[2]];
+      }
+    }
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    __mmask16 nan = 0;
+    for (int64_t j = 0; j < n; j += kLanes) {
+      __mmask16 mk = tailMask(n - j);
+      __m512 x = _mm512_loadu_ps(sr + j);
+      nan |= _mm512_mask_cmp_ps_mask(mk, x, x, _CMP_UNORD_Q);
+      mx = _mm512_mask_max_ps(mx, mk, mx, x);
+    }
+    // A NaN score makes the row NaN, as the reference's max and exp do.
+    __m512 vmax = nan ? _mm512_set1_ps(NAN) : _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < npad; j += kLanes) {
+      __m512 ex = _mm512_maskz_mov_ps(tailMask(n - j), exp16(_mm512_sub_ps(_mm512_loadu_ps(sr + j), vmax)));
+      _mm512_storeu_ps(sr + j, ex);
+      sum = _mm512_add_ps(sum, ex);
+    }
+    __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    for (int64_t j = 0; j < npad; j += kLanes) _mm512_storeu_ps(sr + j, _mm512_mul_ps(_mm512_loadu_ps(sr + j), inv));
+  }
+
+  // 3. p . v: kRows rows by 32 columns of E per pass over the keys.
+  for (int64_t e0 = 0; e0 < e; e0 += 2 * kLanes) {
+    const __mmask16 m0 = tailMask(e - e0), m1 = e - e0 > kLanes ? tailMask(e - e0 - kLanes) : __mmask16(0);
+    for (int64_t i0 = 0; i0 < m; i0 += kRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(kRows, m - i0));
+      const float *pr[kRows];
+      #pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) pr[r] = s + (i0 + std::min(r, rows - 1)) * npad;
+      __m512 acc[kRows][2];
+      #pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+      const float *vj = p.v + h * e + e0;
+      for (int64_t j = 0; j < n; ++j, vj += vStride) {
+        __m512 v0 = _mm512_maskz_loadu_ps(m0, vj), v1 = _mm512_maskz_loadu_ps(m1, vj + kLanes);
+        #pragma GCC unroll 8
+        for (int r = 0; r < kRows; ++r) {
+          __m512 w = _mm512_set1_ps(pr[r][j]);
+          acc[r][0] = _mm512_fmadd_ps(w, v0, acc[r][0]);
+          acc[r][1] = _mm512_fmadd_ps(w, v1, acc[r][1]);
+        }
+      }
+      #pragma GCC unroll 8
+      for (int r = 0; r < rows; ++r) {
+        float *o = p.out + (i0 + r) * vStride + h * e + e0;
+        _mm512_mask_storeu_ps(o, m0, acc[r][0]);
+        _mm512_mask_storeu_ps(o + kLanes, m1, acc[r][1]);
+      }
+    }
+  }
+}
+
+bool cpuHasAvx512() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
+} // namespace
+
+AttentionKernels::AttentionKernels(const Executable &exe) : exe_(&exe), ok_(exe.kernels.size(), false) {
+  for (size_t i = 0; i < exe.kernels.size(); ++i) {
+    const KernelDesc &k = exe.kernels[i];
+    if (k.members.size() != 1 || k.outputs.size() != 1 || k.upperBound) continue;
+    const KernelDesc::Member &m = k.members[0];
+    if (m.op != OpCode::Attention || m.numResults != 1 || m.operands.size() < 3 || m.attrs.size() != 1) continue;
+    bool inputs = true;
+    for (uint32_t v : m.operands)
+      inputs &= v < k.numInputs && v < k.inputDTypes.size() && k.inputDTypes[v] == DType::F32;
+    ok_[i] = inputs && k.outputs[0] == k.numInputs;
+  }
+}
+
+size_t AttentionKernels::count() const { return static_cast<size_t>(std::count(ok_.begin(), ok_.end(), true)); }
+
+Status AttentionKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
+                             ThreadPool *pool, bool *declined) {
+  *declined = true;
+  if (!supports(k) || !cpuHasAvx512() || outs.size() != 1) return Status::success();
+  const KernelDesc::Member &mem = exe_->kernels[k].members[0];
+  const Tensor *t[4] = {nullptr, nullptr, nullptr, nullptr};
+  for (size_t i = 0; i < mem.operands.size(); ++i) {
+    if (mem.operands[i] >= ins.size()) return Status::success();
+    t[i] = ins[mem.operands[i]];
+    if (t[i]->dtype() != DType::F32) return Status::success();
+  }
+  Tensor *out = outs[0];
+  // The shape checks are the reference path's to word: anything unexpected
+  // declines.
+  if (t[0]->rank() != 3 || t[1]->rank() != 3 || t[2]->rank() != 3 || out->rank() != 3 ||
+      out->dtype() != DType::F32 || out->storage()->readOnly())
+    return Status::success();
+  Problem p{};
+  p.m = t[0]->dim(0), p.heads = t[0]->dim(1), p.d = t[0]->dim(2);
+  p.n = t[1]->dim(0), p.e = t[2]->dim(2);
+  if (t[1]->dim(1) != p.heads || t[2]->dim(1) != p.heads || t[1]->dim(2) != p.d || t[2]->dim(0) != p.n ||
+      out->dim(0) != p.m || out->dim(1) != p.heads || out->dim(2) != p.e)
+    return Status::success();
+  if (p.m == 0 || p.heads == 0 || p.d == 0 || p.n == 0 || p.e == 0) return Status::success();
+  if (t[3]) {
+    const std::vector<int64_t> &ms = t[3]->shape();
+    const int64_t target[3] = {p.heads, p.m, p.n};
+    if (ms.size() > 3) return Status::success();
+    int64_t stride = 1;
+    for (int a = 2; a >= 0; --a) {
+      int64_t i = a - (3 - static_cast<int64_t>(ms.size()));
+      int64_t size = i >= 0 ? ms[static_cast<size_t>(i)] : 1;
+      if (size != 1 && size != target[a]) return Status::success();
+      p.maskStride[a] = size == 1 ? 0 : stride;
+      stride *= size;
+    }
+    p.mask = t[3]->data<float>();
+  }
+  p.q = t[0]->data<float>(), p.k = t[1]->data<float>(), p.v = t[2]->data<float>();
+  p.out = out->data<float>();
+  p.scale = static_cast<float>(mem.attrs[0].getFloat());
+  *declined = false;
+  const int64_t npad = (p.n + 2 * kLanes - 1) / (2 * kLanes) * (2 * kLanes);
+  auto heads = [&](int64_t b, int64_t end) {
+    // Per thread: the panel and the score rows (grown, never shrunk).
+    thread_local std::vector<float> scratch;
+    size_t need = static_cast<size_t>((p.d + p.m) * npad);
+    if (scratch.size() < need) scratch.resize(need);
+    for (int64_t h = b; h < end; ++h) attentionHead(p, h, scratch.data(), scratch.data() + p.d * npad);
+  };
+  // A head is about 2 m n (d + e) flops; below ~64K of them a second thread
+  // costs more to wake than it saves.
+  double work = 2.0 * double(p.m) * double(p.n) * double(p.d + p.e);
+  if (pool && pool->size() > 1 && p.heads > 1 && work >= 65536.0) pool->parallelFor(p.heads, 1, heads);
+  else heads(0, p.heads);
+  return Status::success();
+}
+
+} // namespace nimble::vm
