@@ -247,6 +247,7 @@ Value *emitElementOp(llvm::IRBuilder<> &b, OpCode op, DType in, DType out,
     llvm::BasicBlock *ok = llvm::BasicBlock::Create(b.getContext(), "fmod.ok", b.GetInsertBlock()->getParent());
     b.CreateCondBr(zero, onError, ok);
     b.SetInsertPoint(ok);
+    if (u) return b.CreateURem(x, y); // unsigned: no -1 divisor
     Value *minus1 = b.CreateICmpEQ(y, constLike(y, -1));
     Value *safeY = b.CreateSelect(minus1, constLike(y, 1), y);
     return b.CreateSelect(minus1, constLike(x, 0), b.CreateSRem(x, safeY));
