@@ -26,7 +26,10 @@ namespace nimble::passes {
 ///
 /// fuse-attention runs at every level, right after type-infer: its kernel
 /// rounds differently from the ops it replaces, and -O0 and -O2 must give
-/// the same bits (passes/transforms/FuseAttention.cpp).
+/// the same bits (passes/transforms/FuseAttention.cpp). The attention op has
+/// no device form yet: for --target=cuda the pass is left out at every level
+/// (the products go to cuBLAS and the softmax to a generated kernel, as
+/// before), so -O0 and -O2 still agree there.
 std::string pipelineFor(int level, const std::string &target, bool batchRemarks, bool fpReassociate) {
   std::string reassociate = fpReassociate ? "matmul-reassociate,canonicalize,cse,dce," : "";
   std::string place = ",place-devices{target=" + target + "}";
@@ -34,11 +37,12 @@ std::string pipelineFor(int level, const std::string &target, bool batchRemarks,
   // dynamic_update_slice, which distribution stacks rows with, has no device
   // form yet: on cuda the split loops would copy through the host.
   std::string distribute = target != "cpu" ? "" : "loop-distribute,";
+  std::string attention = target != "cpu" ? "" : "fuse-attention,";
   switch (level) {
-  case 0: return "type-infer,fuse-attention,manifest-memory" + place;
-  case 1: return "dispatch,type-infer,fuse-attention,canonicalize,cse,dce," + reassociate + "manifest-memory" + place + batch;
+  case 0: return "type-infer," + attention + "manifest-memory" + place;
+  case 1: return "dispatch,type-infer," + attention + "canonicalize,cse,dce," + reassociate + "manifest-memory" + place + batch;
   default:
-    return "dispatch,inline,type-infer,fuse-attention,canonicalize,cse,dce," + reassociate + "licm," + distribute +
+    return "dispatch,inline,type-infer," + attention + "canonicalize,cse,dce," + reassociate + "licm," + distribute +
            "batch-input-projection,cse,dce,type-infer,fuse,manifest-memory{kills=false}" +
            place + ",plan-memory" + batch;
   }

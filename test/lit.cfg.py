@@ -123,6 +123,13 @@ if lit_config.params.get("nimble_run_flags"):
     _pattern, _path = config.substitutions[-1]
     config.substitutions[-1] = (_pattern, _path + " " + lit_config.params["nimble_run_flags"])
     config.available_features.add("nimble-run-flags")
+# Suites whose fused kernels run on the reference kernels (lit_reference,
+# lit_cuda_host): their member-by-member interpreter allocates its temporaries
+# from the pool on every call, so counts of the program's own allocations
+# (test/e2e/loop-views-allocations.test) do not hold there.
+if "--kernels=reference" in (lit_config.params.get("nimblec_flags", "") + " " +
+                             lit_config.params.get("nimble_run_flags", "")):
+    config.available_features.add("reference-kernels")
 # Test-only drivers live beside their suites (test/vm/kernel-runner): under
 # Bazel they arrive through the suite's `tools`, i.e. in tools_dir.
 _add_tool(
