@@ -10,6 +10,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <ostream>
+#include <streambuf>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -27,6 +33,28 @@ extern "C" __attribute__((used)) const char *__asan_default_options() {
 }
 
 namespace nimble::fuzz {
+
+/// Where a target sends the diagnostics of the code under test: nowhere
+/// (every rejected input prints one, and printing is most of a run's time),
+/// or standard error with NIMBLE_FUZZ_VERBOSE=1 while reproducing.
+inline std::ostream &diagStream() {
+  struct NullBuf : std::streambuf {
+    int overflow(int c) override { return c; }
+  };
+  static NullBuf nb;
+  static std::ostream null(&nb);
+  static bool verbose = std::getenv("NIMBLE_FUZZ_VERBOSE") != nullptr;
+  return verbose ? std::cerr : null;
+}
+
+/// A finding that is not a crash (a broken round trip, an accepted input
+/// that does not verify): printed as `TARGET-fuzzer: WHAT` and the detail,
+/// then a trap, so libFuzzer saves the input as it does for a crash.
+[[noreturn]] inline void bug(const char *target, std::string_view what, std::string_view detail = {}) {
+  std::fprintf(stderr, "%s-fuzzer: %.*s\n", target, static_cast<int>(what.size()), what.data());
+  if (!detail.empty()) std::fprintf(stderr, "%.*s\n", static_cast<int>(detail.size()), detail.data());
+  __builtin_trap();
+}
 
 /// Splits `text` at lines that are exactly `// -----` (nimble-opt's
 /// --split-input-file), so that every chunk of a lit test in the seed corpus

@@ -63,10 +63,7 @@ struct Fixture {
   }
 };
 
-[[noreturn]] void bug(const std::string &what) {
-  std::fprintf(stderr, "input-fuzzer: %s\n", what.c_str());
-  __builtin_trap();
-}
+[[noreturn]] void bug(const std::string &what) { fuzz::bug("input", what); }
 
 } // namespace
 

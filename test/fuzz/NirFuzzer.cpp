@@ -37,10 +37,6 @@ using namespace nimble;
 
 namespace {
 
-struct NullBuf : std::streambuf {
-  int overflow(int c) override { return c; }
-};
-
 /// The pipeline for `text`: NIMBLE_FUZZ_PIPELINE=LEVEL:TARGET, or one of
 /// the six (level 0-2, cpu or cuda) by an FNV-1a hash of the text.
 std::string pipelineForChunk(std::string_view text) {
@@ -52,28 +48,17 @@ std::string pipelineForChunk(std::string_view text) {
   return passes::pipelineFor(static_cast<int>(h % 3), (h / 3) % 2 ? "cuda" : "cpu");
 }
 
-/// Set NIMBLE_FUZZ_VERBOSE=1 to see the diagnostics while reproducing.
-std::ostream &diagStream() {
-  static NullBuf nb;
-  static std::ostream null(&nb);
-  static bool verbose = std::getenv("NIMBLE_FUZZ_VERBOSE") != nullptr;
-  return verbose ? std::cerr : null;
-}
-
-[[noreturn]] void bug(const char *what, const std::string &detail) {
-  std::fprintf(stderr, "nir-fuzzer: %s\n%s\n", what, detail.c_str());
-  __builtin_trap();
-}
+[[noreturn]] void bug(const char *what, const std::string &detail) { fuzz::bug("nir", what, detail); }
 
 void compileChunk(std::string_view text) {
   ir::SourceMgr sm;
   sm.addBuffer("fuzz.nir", std::string(text));
-  ir::DiagnosticEngine diag(&sm, diagStream());
+  ir::DiagnosticEngine diag(&sm, fuzz::diagStream());
   ir::Context ctx;
   auto m = ir::parseModule(*sm.buffer("fuzz.nir"), "fuzz.nir", ctx, diag);
   if (!m || ir::failed(ir::verifyModule(*m, diag))) return;
 
-  passes::PassManager pm(diag, diagStream());
+  passes::PassManager pm(diag, fuzz::diagStream());
   std::string error;
   const std::string pipeline = pipelineForChunk(text);
   if (!pm.parsePipeline(pipeline, error)) bug("nimblec's pipeline does not parse", pipeline + ": " + error);

@@ -16,10 +16,7 @@ using namespace nimble;
 using namespace nimble::vm;
 
 namespace {
-[[noreturn]] void bug(const std::string &what) {
-  std::fprintf(stderr, "npy-fuzzer: %s\n", what.c_str());
-  __builtin_trap();
-}
+[[noreturn]] void bug(const std::string &what) { fuzz::bug("npy", what); }
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

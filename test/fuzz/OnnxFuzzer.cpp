@@ -43,21 +43,7 @@ using namespace nimble;
 
 namespace {
 
-struct NullBuf : std::streambuf {
-  int overflow(int c) override { return c; }
-};
-
-std::ostream &diagStream() {
-  static NullBuf nb;
-  static std::ostream null(&nb);
-  static bool verbose = std::getenv("NIMBLE_FUZZ_VERBOSE") != nullptr;
-  return verbose ? std::cerr : null;
-}
-
-[[noreturn]] void bug(const char *what, const std::string &detail) {
-  std::fprintf(stderr, "onnx-fuzzer: %s\n%s\n", what, detail.c_str());
-  __builtin_trap();
-}
+[[noreturn]] void bug(const char *what, const std::string &detail) { fuzz::bug("onnx", what, detail); }
 
 /// An empty directory of this process's own for external-data lookups.
 const std::string &modelPath() {
@@ -89,7 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!result.weights.empty()) bug("an initializer went to a side file with inlineLimit = UINT64_MAX", "");
 
   ir::SourceMgr sm;
-  ir::DiagnosticEngine diag(&sm, diagStream());
+  ir::DiagnosticEngine diag(&sm, fuzz::diagStream());
   std::string printed = ir::printModuleToString(*result.module);
   if (ir::failed(ir::verifyModule(*result.module, diag)))
     bug("the importer returned a module that does not verify", printed);
@@ -106,7 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 0x100000001b3ull;
   const std::string pipeline = passes::pipelineFor(h % 2 ? 2 : 0, "cpu");
-  passes::PassManager pm(diag, diagStream());
+  passes::PassManager pm(diag, fuzz::diagStream());
   if (!pm.parsePipeline(pipeline, error)) bug("nimblec's pipeline does not parse", pipeline + ": " + error);
   if (ir::failed(pm.run(*result.module))) return 0;
   codegen::GlobalData weights;

@@ -20,8 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   volatile uint8_t sink = 0;
   for (const auto &[name, e] : f.entries()) {
     if (e.end < e.begin) {
-      std::fprintf(stderr, "safetensors-fuzzer: entry '%s' ends before it begins\n", name.c_str());
-      __builtin_trap();
+      fuzz::bug("safetensors", "entry '" + name + "' ends before it begins");
     }
     const uint8_t *p = f.data(e);
     for (size_t i = 0; i < e.end - e.begin; ++i) sink = sink ^ p[i];

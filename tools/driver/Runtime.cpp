@@ -391,6 +391,8 @@ std::string profileText(const VirtualMachine &vm, int runs, const LibraryKernels
                a.kindName(), perRun(s.allocations), perRun(s.poolHits), perRun(s.systemAllocations),
                perRun(s.bytesAllocated), static_cast<unsigned long long>(s.peakBytes),
                static_cast<unsigned long long>(s.peakReserved), static_cast<double>(s.nanoseconds) / 1e6 / runs);
+  appendf(out, "Copies (device_copy, per run): %llu tensors, %llu bytes\n", perRun(p.copies),
+          perRun(p.copiedBytes));
   if (cuda::DeviceRuntime *dev = vm.options().device) {
     // Device kernels run asynchronously: their rows above time the launch
     // (or the cuBLAS call's return), not the work on the device.

@@ -897,6 +897,8 @@ dispatch:
         c = TensorRef(new Tensor(t->dtype(), t->shape(), Ref<Storage>(new Storage(&a, p, t->numBytes(), to)), 0));
         if (t->numBytes()) std::memcpy(c->rawData(), t->rawData(), t->numBytes());
       }
+      ++profile_.copies;
+      profile_.copiedBytes += t->numBytes();
       R(code[pc + 1]) = ObjectRef(c.get());
       step = 5;
     }

@@ -117,6 +117,12 @@ struct Profile {
   uint64_t shapeFuncCalls = 0;
   double totalSeconds = 0;
   uint64_t instructions = 0;
+  // Tensors copied by the VM itself (device_copy, on the host or to and
+  // from a device), counted on every run like `instructions`: a loop whose
+  // carried values need no copy shows 0 (docs/nimble-run.md, "Profile
+  // output"). Copies a kernel makes inside itself are kernel time.
+  uint64_t copies = 0;
+  uint64_t copiedBytes = 0;
   BatchProfile batch;
 };
 
