@@ -4,7 +4,8 @@ against a local Ray Serve deployment, batched against one request at a time.
 
     .serve-venv/bin/python scripts/serve_load.py [--models treelstm,lstm_1l] [--clients 64]
         [--requests 1024] [--pool 64] [--seed 17] [--max-batch-size 64] [--batch-wait-ms 5]
-        [--encoding npy|list] [--json OUT.json] [--plot DIR] [--markdown OUT.md]
+        [--encoding npy|list] [--ingress haproxy|proxy] [--replicas N] [--modes one-at-a-time,batched]
+        [--json OUT.json] [--plot DIR] [--markdown OUT.md]
 
 (with the nimble package on PYTHONPATH or the virtualenv's nimble.pth:
 `bazel build //python:nimble` first; scripts/setup_serve.sh makes the
@@ -14,7 +15,9 @@ Per model (a variant of models/common/registry.py; full-size weights are
 made by models/<m>/make_weights.py when missing), a seeded pool of instances
 of mixed sizes (scripts/make_instances.py's generators: Tree-LSTM 1-40
 leaves with a single leaf and two degenerate chains, LSTM 1-100 tokens), and
-three runs against one replica on a local one-node Ray instance:
+three runs against one replica (--replicas) on a local one-node Ray instance,
+behind Ray Serve's HAProxy ingress (--ingress proxy: its Python proxy actor;
+nimble/serve_env.py):
 
   one-at-a-time  one client, one request after another, batches of 1
   unbatched      N clients at once, the replica's batches of 1 (it runs one
@@ -73,7 +76,7 @@ def _role(pid):
     except OSError:
         return "other"
     for key, role in (("ServeReplica", "replica"), ("ProxyActor", "proxy"), ("ServeController", "controller"),
-                      ("raylet", "raylet"), ("gcs_server", "gcs")):
+                      ("raylet", "raylet"), ("gcs_server", "gcs"), ("haproxy", "haproxy")):
         if key in cmd:
             return role
     return "other"
@@ -169,37 +172,54 @@ def run_clients(port, bodies, clients, total, timeout=120):
 _deployed = [None]
 
 
-def deploy(nbc, name, max_batch, wait_s, clients):
+def deploy(nbc, name, max_batch, wait_s, clients, replicas):
     """(Re)deploys the model unless it already runs with these settings
     (one-at-a-time and unbatched share one deployment)."""
     from ray import serve
     from nimble import serve as nserve
-    if _deployed[0] == (name, max_batch, wait_s, clients):
+    if _deployed[0] == (name, max_batch, wait_s, clients, replicas):
         return
-    _deployed[0] = (name, max_batch, wait_s, clients)
-    serve.run(nserve.build_app(nbc, name=name, max_batch_size=max_batch, batch_wait_timeout_s=wait_s,
-                               max_ongoing_requests=max(2 * clients, 8)), name=name, route_prefix="/")
+    _deployed[0] = (name, max_batch, wait_s, clients, replicas)
+    serve.run(nserve.build_app(nbc, name=name, num_replicas=replicas, max_batch_size=max_batch,
+                               batch_wait_timeout_s=wait_s, max_ongoing_requests=max(2 * clients, 8),
+                               ray_actor_options={"num_cpus": 0.5}),
+              name=name, route_prefix="/")
 
 
-def describe(port):
+def describe(port, replicas):
+    """The replicas' counters summed (GET / answers from one replica: ask
+    until every replica, by its pid, has answered)."""
     import urllib.request
-    with urllib.request.urlopen("http://127.0.0.1:%d/" % port, timeout=30) as r:
-        return json.loads(r.read())
+    seen = {}
+    for _ in range(50 * replicas):
+        with urllib.request.urlopen("http://127.0.0.1:%d/" % port, timeout=30) as r:
+            d = json.loads(r.read())
+        seen[d["pid"]] = d
+        if len(seen) >= replicas:
+            break
+    total = {"batches": 0, "instances": 0, "seconds": {}, "pids": sorted(seen)}
+    for d in seen.values():
+        total["batches"] += d["batches"]
+        total["instances"] += d["instances"]
+        for k, v in d["seconds"].items():
+            total["seconds"][k] = total["seconds"].get(k, 0.0) + v
+    return total
 
 
 def measure(port, nbc, name, mode, bodies, args, reference):
     from nimble import wire
     clients = 1 if mode == "one-at-a-time" else args.clients
     total = args.sequential if mode == "one-at-a-time" else args.requests
-    deploy(nbc, name, args.max_batch_size if mode == "batched" else 1, args.batch_wait_ms / 1000.0, args.clients)
+    deploy(nbc, name, args.max_batch_size if mode == "batched" else 1, args.batch_wait_ms / 1000.0, args.clients,
+           args.replicas)
     # Warm: every pool entry once (the replica's VM and its first runs).
     run_clients(port, bodies, min(clients, 8), len(bodies))
-    before = describe(port)
+    before = describe(port, args.replicas)
     load = benchlib.load_avg()
     (cpu0, roles0), self0 = _tree_cpu(os.getpid()), _self_cpu()
     wall, results = run_clients(port, bodies, clients, total)
     (cpu1, roles1), self1 = _tree_cpu(os.getpid()), _self_cpu()
-    after = describe(port)
+    after = describe(port, args.replicas)
     lat = sorted(r[1] for r in results)
     errors = sum(1 for r in results if r[2] != 200)
     same = differ = 0
@@ -298,6 +318,12 @@ def main(argv):
     ap.add_argument("--max-batch-size", type=int, default=64)
     ap.add_argument("--batch-wait-ms", type=float, default=5.0)
     ap.add_argument("--encoding", choices=["npy", "list"], default="npy", help="tensors in requests")
+    ap.add_argument("--modes", default=",".join(MODES),
+                    help="runs, in this order (default %(default)s; the ratios need one-at-a-time)")
+    ap.add_argument("--replicas", type=int, default=1, help="replicas of the deployment (default %(default)s)")
+    ap.add_argument("--ingress", choices=["haproxy", "proxy"], default="haproxy",
+                    help="HTTP ingress: Ray Serve's HAProxy ingress with its throughput-optimized settings "
+                         "(the default), or its Python proxy actor (docs/serving.md)")
     ap.add_argument("--ray-env", action="append", default=[], metavar="KEY=VALUE",
                     help="an environment variable for Ray's processes (e.g. RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD=0)")
     ap.add_argument("--port", type=int, help="HTTP port (default: a free one)")
@@ -313,6 +339,10 @@ def main(argv):
     for kv in args.ray_env:
         k, _, v = kv.partition("=")
         os.environ[k] = v
+    # Before Ray starts: its processes read these once.
+    from nimble import serve_env
+    for k, v in serve_env.ingress_env(args.ingress).items():
+        os.environ.setdefault(k, v)
     import ray
     from ray import serve
     from nimble import wire
@@ -321,6 +351,7 @@ def main(argv):
         cpu = benchlib.cpu_info(f.read())
     header = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": benchlib.git_commit(ROOT),
               "cpu": "%s, %d cores" % (cpu.get("model", "?"), os.cpu_count()), "ray": ray.__version__, "ray_env": args.ray_env,
+              "ingress": args.ingress, "replicas": args.replicas,
               "command": "scripts/serve_load.py " + " ".join(argv)}
     print("serve_load: %s; commit %s; Ray %s; load %.2f" % (header["cpu"], header["commit"], ray.__version__,
                                                             benchlib.load_avg()), flush=True)
@@ -347,7 +378,7 @@ def main(argv):
                 name, len(pool), min(works), max(works), VARIANTS[name].unit,
                 sum(map(len, bodies)) / len(bodies) / 1024), flush=True)
             reference = [None] * len(bodies)
-            for mode in MODES:
+            for mode in args.modes.split(","):
                 row = measure(port, nbc, name, mode, bodies, args, reference)
                 row["model"] = name
                 rows.append(row)
@@ -358,8 +389,8 @@ def main(argv):
         shutil.rmtree(tmp, ignore_errors=True)
     doc = {"header": header, "rows": rows}
     for name in args.models.split(","):
-        base = next(r for r in rows if r["model"] == name and r["mode"] == "one-at-a-time")
-        for r in rows:
+        base = next((r for r in rows if r["model"] == name and r["mode"] == "one-at-a-time"), None)
+        for r in rows if base else []:
             if r["model"] == name and r["mode"] != "one-at-a-time":
                 print("%s: %s %.2fx one at a time's throughput" % (name, r["mode"], r["throughput"] / base["throughput"]))
     if args.json:

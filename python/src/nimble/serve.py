@@ -42,7 +42,7 @@ import threading
 import time
 
 import nimble
-from nimble import wire
+from nimble import serve_env, wire
 
 # Ray is imported here, not by `import nimble`: only serving needs it.
 import ray
@@ -87,12 +87,15 @@ class NimbleDeployment:
         self.threads = int(threads)
         self.limits = wire.Limits(max_body_bytes, max_depth, max_tensor_bytes)
         self.stuck_after_s = float(stuck_after_s)
-        self.run_batch.set_max_batch_size(int(max_batch_size))
+        self.max_batch_size = int(max_batch_size)
+        self.run_batch.set_max_batch_size(self.max_batch_size)
         self.run_batch.set_batch_wait_timeout_s(float(batch_wait_timeout_s))
         # json.loads and wire.decode_value recurse once per level.
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 4 * self.limits.max_depth + 1000))
         self._busy_since = None      # when the running batch started (check_health)
         self._lock = threading.Lock()
+        self._pending = []           # [((function, inputs), future)] of closed batches, to run
+        self._runner = None          # the task running them (_drain), while there are any
         self.batches = 0
         self.instances = 0
         # Wall seconds of this replica's own work, for scripts/serve_load.py's
@@ -152,8 +155,7 @@ class NimbleDeployment:
             "functions": {f: {"params": [list(p) for p in s.params], "results": s.results}
                           for f, s in self.functions.items()},
             "adts": {a: [[c, fs] for c, fs in ctors] for a, ctors in self.exe.adts.items()},
-            "max_batch_size": self.run_batch._get_max_batch_size()
-            if hasattr(self.run_batch, "_get_max_batch_size") else None,
+            "max_batch_size": self.max_batch_size,
             "batches": self.batches,
             "instances": self.instances,
             "seconds": dict(self.seconds),
@@ -163,22 +165,59 @@ class NimbleDeployment:
 
     # --- Batching -------------------------------------------------------------
 
-    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.005)
+    # Up to this many of @serve.batch's batches may be open at once: a batch
+    # that closes while a run is going on waits in self._pending (below), not
+    # on @serve.batch's semaphore, so that it can join the next run.
+    _OPEN_BATCHES = 1024
+
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.005, max_concurrent_batches=_OPEN_BATCHES)
     async def run_batch(self, items):
         """items: [(function, inputs)] of the requests gathered into this
-        batch, in arrival order -> one result or exception per item."""
-        out = [None] * len(items)
-        groups = {}
-        for k, (fn, inputs) in enumerate(items):
-            groups.setdefault(fn, []).append(k)
+        batch, in arrival order -> one result or exception per item.
+
+        @serve.batch closes a batch after its bounded wait and at once starts
+        gathering the next: under load it hands over small batches (what
+        arrived in one wait, 2-3 LSTM requests) one after another, and with
+        one batch at a time they would run one after another. So a closed
+        batch joins self._pending, and one runner (self._drain) takes
+        everything pending, up to max_batch_size, into each run: while a run
+        goes on, the requests arriving meanwhile become the next run's
+        instances. With no run going on, a batch runs as soon as it closes."""
         loop = asyncio.get_running_loop()
-        for fn, ks in groups.items():
-            # In a thread: the VM runs without the GIL, and the event loop
-            # meanwhile reads and decodes the requests of the next batch.
-            results = await loop.run_in_executor(None, self._run_group, fn, [items[k][1] for k in ks])
-            for k, r in zip(ks, results):
-                out[k] = r
-        return out
+        futures = [loop.create_future() for _ in items]
+        self._pending.extend(zip(items, futures))
+        if self._runner is None:
+            self._runner = asyncio.ensure_future(self._drain())
+        return await asyncio.gather(*futures)
+
+    async def _drain(self):
+        loop = asyncio.get_running_loop()
+        take = []
+        try:
+            while self._pending:
+                take = self._pending[:self.max_batch_size]
+                del self._pending[:self.max_batch_size]
+                groups = {}
+                for k, ((fn, _inputs), _f) in enumerate(take):
+                    groups.setdefault(fn, []).append(k)
+                for fn, ks in groups.items():
+                    # In a thread: the VM runs without the GIL, and the event
+                    # loop meanwhile reads and decodes the next requests.
+                    try:
+                        results = await loop.run_in_executor(None, self._run_group, fn,
+                                                             [take[k][0][1] for k in ks])
+                    except Exception as e:  # noqa: BLE001  never a request left waiting
+                        results = [RuntimeError("error: %s" % wire._one_line(e))] * len(ks)
+                    for k, r in zip(ks, results):
+                        if not take[k][1].done():
+                            take[k][1].set_result(r)
+        finally:
+            self._runner = None
+            # Cancelled (the replica stopping): no request waits forever.
+            for _item, f in take + self._pending:
+                if not f.done():
+                    f.set_result(RuntimeError("error: the replica is stopping"))
+            self._pending.clear()
 
     def _run_group(self, fn, instances):
         with self._lock:
@@ -277,6 +316,10 @@ def parser():
                    help="Ray cluster to join (auto: the one `ray start` made here; default: that one if "
                         "any, else a new local one)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of a new local Ray instance")
+    p.add_argument("--ingress", choices=serve_env.INGRESSES, default="haproxy",
+                   help="HTTP ingress of a new local Ray instance: Ray Serve's HAProxy ingress, "
+                        "throughput-optimized (default), or its Python proxy (on a cluster: set by "
+                        "`ray start`'s environment)")
     p.add_argument("--replica-cpus", type=float, default=1.0, help="CPUs reserved per replica (default 1)")
     p.add_argument("--max-batch-size", type=int, default=64, help="requests per batch, at most (default 64)")
     p.add_argument("--batch-wait-ms", type=float, default=5.0,
@@ -306,6 +349,10 @@ def main(argv=None):
         return 1
 
     init = {"include_dashboard": False}
+    # Read by Ray's processes when they start: this matters only when ray.init
+    # starts them (a cluster's nodes take them from `ray start`'s environment).
+    for k, v in serve_env.ingress_env(args.ingress).items():
+        os.environ.setdefault(k, v)
     if args.address:
         init["address"] = args.address
     if args.num_cpus is not None:

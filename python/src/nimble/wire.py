@@ -195,19 +195,45 @@ _NPY_HEADER = re.compile(r"\{'descr': '([<>|=][a-z][0-9]+)', 'fortran_order': (T
                          r"'shape': \(((?:\d+, )*\d*|\d+,)\), \}\s*$")
 
 
+# Parsed headers by their bytes: the leaves of a tree, the sequences of one
+# length, share one header, so a request's leaves mostly cost a dictionary
+# look-up here (a parse and numpy's dtype checks were 30 us a leaf, 0.3 ms
+# of a 40-leaf Tree-LSTM request). Bounded: cleared when full.
+_HEADERS = {}
+_HEADERS_MAX = 1024
+
+
 def _npy_header(raw):
     """-> (shape, fortran, dtype, offset of the data)."""
     if raw[:6] == b"\x93NUMPY" and len(raw) >= 10:
         size = 2 if raw[6] == 1 else 4
         n = int.from_bytes(raw[8:8 + size], "little")
+        key = raw[:8 + size + n]
+        hit = _HEADERS.get(key)
+        if hit is not None:
+            return hit
         m = _NPY_HEADER.match(raw[8 + size:8 + size + n].decode("latin1"))
         if m:
             shape = tuple(int(d) for d in m.group(3).replace(",", " ").split())
-            return shape, m.group(2) == "True", np.dtype(m.group(1)), 8 + size + n
+            out = shape, m.group(2) == "True", np.dtype(m.group(1)), 8 + size + n
+            if len(_HEADERS) >= _HEADERS_MAX:
+                _HEADERS.clear()
+            _HEADERS[key] = out
+            return out
     f = io.BytesIO(raw)
     version = np.lib.format.read_magic(f)
     shape, fortran, dtype = np.lib.format._read_array_header(f, version, max_header_size=10000)
     return shape, fortran, dtype, f.tell()
+
+
+# dtype -> its native-order form if it is one of DTYPES, else None.
+_NATIVE = {}
+
+
+def _native(dtype):
+    if dtype not in _NATIVE:
+        _NATIVE[dtype] = None if dtype.hasobject or dtype.name not in DTYPES else dtype.newbyteorder("=")
+    return _NATIVE[dtype]
 
 
 def _npy(raw, limits, where):
@@ -215,7 +241,8 @@ def _npy(raw, limits, where):
         shape, fortran, dtype, offset = _npy_header(raw)
     except (ValueError, TypeError, SyntaxError) as e:
         raise RequestError(400, "error: %s: not an .npy file: %s" % (where, _one_line(e))) from None
-    if dtype.hasobject or dtype.name not in DTYPES:
+    native = _native(dtype)
+    if native is None:
         raise RequestError(400, "error: %s: .npy of dtype %s (one of %s)" % (where, dtype, ", ".join(DTYPES)))
     n = 1
     for d in shape:
@@ -225,15 +252,15 @@ def _npy(raw, limits, where):
     if n * dtype.itemsize > limits.max_tensor_bytes:
         raise RequestError(413, "error: %s: a tensor of shape %s (%s) is over the limit of %d bytes"
                            % (where, list(shape), dtype, limits.max_tensor_bytes))
-    body = raw[offset:]
-    if len(body) != n * dtype.itemsize:
+    if len(raw) - offset != n * dtype.itemsize:
         raise RequestError(400, "error: %s: .npy of shape %s holds %d data bytes, needs %d"
-                           % (where, list(shape), len(body), n * dtype.itemsize))
-    arr = np.frombuffer(body, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+                           % (where, list(shape), len(raw) - offset, n * dtype.itemsize))
+    # Over the decoded bytes in place (no slice copy).
+    arr = np.frombuffer(raw, dtype=dtype, offset=offset).reshape(shape, order="F" if fortran else "C")
     # (Not np.ascontiguousarray: it makes a rank-0 tensor rank 1.)
     if fortran and arr.ndim > 1:
         arr = arr.copy(order="C")
-    return arr.astype(dtype.newbyteorder("="), copy=False)
+    return arr.astype(native, copy=False)
 
 
 def decode_value(j, limits, where="input"):

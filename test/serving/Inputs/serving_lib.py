@@ -40,11 +40,15 @@ def watchdog(seconds):
 
 @contextlib.contextmanager
 def cluster():
-    """A local Ray instance with Serve's HTTP proxy on a free port; yields
+    """A local Ray instance with Serve's HTTP ingress on a free port; yields
     the port. Shut down (and its session directory removed) on the way out,
-    whatever happened."""
+    whatever happened. The ingress is $NIMBLE_TEST_INGRESS (nimble.serve_env:
+    haproxy or proxy; default proxy), set before Ray starts."""
     import logging
 
+    from nimble import serve_env
+    for k, v in serve_env.ingress_env(os.environ.get("NIMBLE_TEST_INGRESS", "proxy")).items():
+        os.environ[k] = v
     import ray
     from ray import serve
 
