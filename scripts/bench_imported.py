@@ -19,7 +19,7 @@ a fixed seed, eval mode; test/import-onnx/Inputs/torchvision_export.py makes
 it), exported by torch.onnx.export (opset 14, batch axis dynamic). Nimble:
 imported, compiled once at -O2, then per thread count T one
 `nimble-run --threads=T --benchmark=REPS` (one warm-up, the median of REPS
-runs), its output checked against torch's (1e-4 of the largest |y|).
+runs), its output checked against torch's and ORT's (1e-4 of the largest |y|).
 PyTorch (torch.no_grad, torch.set_num_threads(T)) and ONNX Runtime (the
 virtualenv of scripts/setup_peers.sh, --peers-venv, default .peers-venv;
 intra-op threads T, sequential execution, all graph optimisations) each run
@@ -90,6 +90,7 @@ else:
     name = sess.get_inputs()[0].name
     run = lambda: sess.run(None, {name: x})
     version = ort.__version__
+    np.save(sys.argv[9], run()[0])  # checked against Nimble's by the caller
 for _ in range(warmup):
     run()
 ts = []
@@ -161,8 +162,8 @@ def main(argv):
     header = ["bench_imported.py: commit %s%s, %s, %d CPUs, %s" % (commit, "+dirty" if dirty else "", cpu,
                                                                    os.cpu_count(), time.strftime("%Y-%m-%d")),
               "command: /usr/bin/python3 scripts/bench_imported.py " + " ".join(argv),
-              "images %dx3x%dx%d; nimble-run --kernels=%s; ONNX Runtime: %s" % (
-                  args.batch, args.size, args.size, args.kernels,
+              "images %dx3x%dx%d (CNNs; ViT 224x224); lengths %s (BERT); nimble-run --kernels=%s; "
+              "ONNX Runtime: %s" % (args.batch, args.size, args.size, args.lengths, args.kernels,
                   "from " + args.peers_venv if has_ort else "not available (bash scripts/setup_peers.sh)")]
     for h in header:
         print(h)
@@ -207,11 +208,19 @@ def main(argv):
                    "load": before}
             systems = [("pytorch", "/usr/bin/python3")] + ([("onnxruntime", peer)] if has_ort else [])
             for system, python in systems:
+                ort_out = os.path.join(work, "%s-ort%d-%d.npy" % (model, T, shape))
                 p, cores = timed([python, "-c", WORKER, system, onnx_path, x, str(T), str(args.reps),
-                                  str(args.warmup), EXPORT, model], T)
+                                  str(args.warmup), EXPORT, model, ort_out], T)
                 if p.returncode != 0:
                     sys.exit("bench_imported.py: the %s worker failed: %s" % (system, p.stderr[-2000:]))
                 ms, version = p.stdout.split()
+                if system == "onnxruntime":
+                    o = np.load(ort_out)
+                    row["err_ort"] = float(np.abs(a - o).max()) / float(np.abs(o).max()) if a.shape == o.shape \
+                        else float("inf")
+                    if row["err_ort"] > 1e-4:
+                        sys.exit("bench_imported.py: Nimble's %s output differs from ORT's (%.3g of max |y|)"
+                                 % (model, row["err_ort"]))
                 row[system], row[system + "_cores"], row[system + "_version"] = float(ms), cores, version
             rows.append(row)
     lines = ["| model | threads | load | Nimble ms (cores) | PyTorch ms (cores) | PyTorch / Nimble |" +
@@ -230,8 +239,10 @@ def main(argv):
         versions += ", ONNX Runtime %s" % rows[0]["onnxruntime_version"]
     if rows:
         print("\n".join(lines))
-        print(versions + "; Nimble's output within %.1e of torch's (largest difference / largest |y|)" %
-              max(r["err"] for r in rows))
+        versions += "; Nimble's output within %.1e of torch's%s (largest difference / largest |y|)" % (
+            max(r["err"] for r in rows),
+            ", %.1e of ORT's" % max(r["err_ort"] for r in rows) if has_ort else "")
+        print(versions)
     else:
         lines, versions = [], ""
     if paper:
