@@ -3,16 +3,23 @@
 nimble-import-onnx and nimblec) against PyTorch eager and ONNX Runtime on the
 same file, in one run, with ratios.
 
-    /usr/bin/python3 scripts/bench_imported.py [--models resnet18,mobilenet_v2]
-        [--size 224] [--batch 1] [--threads 1,2] [--reps 10] [--warmup 2]
-        [--kernels auto] [--peers-venv DIR] [--tools DIR] [--markdown FILE]
+    /usr/bin/python3 scripts/bench_imported.py [--models resnet18,mobilenet_v2,vit_b_16,bert,bert_base]
+        [--size 224] [--batch 1] [--lengths 16,64,128] [--threads 1,2] [--reps 10] [--warmup 2]
+        [--rounds 3] [--kernels auto] [--peers-venv DIR] [--tools DIR] [--markdown FILE]
+
+Models: resnet18, mobilenet_v2 (torchvision, --size x --size images, batch
+--batch), vit_b_16 (torchvision's ViT-B/16, 224x224, batch --batch) and bert
+(BERT-base written as Hugging Face's BertModel, one sequence of each of
+--lengths; test/import-onnx/Inputs/transformer_export.py --size=base) are
+timed as below. bert_base is the paper's BERT-base of models/bert, whose
+hand-written .nir exists: see "Imported against hand-written" at the end.
 
 The model is torchvision's (Debian's python3-torchvision, random weights from
 a fixed seed, eval mode; test/import-onnx/Inputs/torchvision_export.py makes
 it), exported by torch.onnx.export (opset 14, batch axis dynamic). Nimble:
 imported, compiled once at -O2, then per thread count T one
 `nimble-run --threads=T --benchmark=REPS` (one warm-up, the median of REPS
-runs), its output checked against torch's (1e-4 of the largest |y|).
+runs), its output checked against torch's and ORT's (1e-4 of the largest |y|).
 PyTorch (torch.no_grad, torch.set_num_threads(T)) and ONNX Runtime (the
 virtualenv of scripts/setup_peers.sh, --peers-venv, default .peers-venv;
 intra-op threads T, sequential execution, all graph optimisations) each run
@@ -22,6 +29,19 @@ MKL_NUM_THREADS = T, and its cores used (CPU time / wall time over the
 process) are printed beside its figure. Ratios > 1: Nimble is faster. The
 1-minute load is printed before each block: on a shared 2-core machine,
 compare within one run only.
+
+Imported against hand-written (bert_base): the reference PyTorch module of
+models/bert with the seeded weights of models/bert/make_weights.py (run it
+first: 440 MB, not committed) is exported as scripts/bench_worker.py exports
+it for ONNX Runtime (opset 17, the sequence axis dynamic); that .onnx goes
+through nimble-import-onnx and nimblec -O2 ("imported"), models/bert/bert_base.nir
+through nimblec -O2 ("hand-written"), and ONNX Runtime runs the same .onnx.
+--rounds rounds, each per thread count and length: hand-written, imported,
+ORT, each its own process (nimble-run --benchmark=REPS; ORT the median of
+REPS runs after --warmup), alternating so that the load drifts over all
+three alike. Both Nimble outputs are checked against the PyTorch module
+(1e-4 of the largest |y|). Printed: each round's medians and the ratios of
+the median over rounds, with the 1-minute load per round.
 """
 
 import argparse
@@ -37,6 +57,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 EXPORT = os.path.join(ROOT, "test", "import-onnx", "Inputs", "torchvision_export.py")
+TRANSFORMERS = os.path.join(ROOT, "test", "import-onnx", "Inputs", "transformer_export.py")
 
 # One timed process of a Python system: prints "median_ms version".
 WORKER = r"""
@@ -47,9 +68,13 @@ x = np.load(x_path)
 if system == "pytorch":
     import torch
     sys.path.insert(0, os.path.dirname(sys.argv[7]))
-    import torchvision_export
     torch.set_num_threads(T)
-    m = torchvision_export.build(sys.argv[8])
+    if sys.argv[8] in ("vit_b_16", "bert"):
+        import transformer_export
+        m = transformer_export.build(sys.argv[8], "base")
+    else:
+        import torchvision_export
+        m = torchvision_export.build(sys.argv[8])
     xt = torch.from_numpy(x)
     def run():
         with torch.no_grad():
@@ -65,6 +90,7 @@ else:
     name = sess.get_inputs()[0].name
     run = lambda: sess.run(None, {name: x})
     version = ort.__version__
+    np.save(sys.argv[9], run()[0])  # checked against Nimble's by the caller
 for _ in range(warmup):
     run()
 ts = []
@@ -113,6 +139,8 @@ def main(argv):
     ap.add_argument("--models", default="resnet18")
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--lengths", default="16,64,128", help="bert and bert_base: sequence lengths")
+    ap.add_argument("--rounds", type=int, default=3, help="bert_base: alternating rounds")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
@@ -134,25 +162,35 @@ def main(argv):
     header = ["bench_imported.py: commit %s%s, %s, %d CPUs, %s" % (commit, "+dirty" if dirty else "", cpu,
                                                                    os.cpu_count(), time.strftime("%Y-%m-%d")),
               "command: /usr/bin/python3 scripts/bench_imported.py " + " ".join(argv),
-              "images %dx3x%dx%d; nimble-run --kernels=%s; ONNX Runtime: %s" % (
-                  args.batch, args.size, args.size, args.kernels,
+              "images %dx3x%dx%d (CNNs; ViT 224x224); lengths %s (BERT); nimble-run --kernels=%s; "
+              "ONNX Runtime: %s" % (args.batch, args.size, args.size, args.lengths, args.kernels,
                   "from " + args.peers_venv if has_ort else "not available (bash scripts/setup_peers.sh)")]
     for h in header:
         print(h)
     rows = []
     work = tempfile.mkdtemp(prefix="bench_imported.")
-    for model in args.models.split(","):
-        run(["/usr/bin/python3", EXPORT, work, model, "--size=%d" % args.size, "--batches=%d" % args.batch],
-            "the export of " + model)
+    lengths = [int(n) for n in args.lengths.split(",")]
+    paper = [m for m in args.models.split(",") if m == "bert_base"]
+    for model in [m for m in args.models.split(",") if m and m != "bert_base"]:
+        if model in ("vit_b_16", "bert"):
+            shapes = lengths if model == "bert" else [args.batch]
+            run(["/usr/bin/python3", TRANSFORMERS, work, model, "--size=base",
+                 "--shapes=" + ",".join(map(str, shapes))], "the export of " + model)
+        else:
+            shapes = [args.batch]
+            run(["/usr/bin/python3", EXPORT, work, model, "--size=%d" % args.size, "--batches=%d" % args.batch],
+                "the export of " + model)
         onnx_path = os.path.join(work, model + ".onnx")
-        x = os.path.join(work, "%s-x%d.npy" % (model, args.batch))
-        y = os.path.join(work, "%s-y%d.npy" % (model, args.batch))
         nir, nbc = os.path.join(work, model + ".nir"), os.path.join(work, model + ".nbc")
         run([tool("nimble-import-onnx"), onnx_path, "-o", nir], "nimble-import-onnx")
         run([tool("nimblec"), "-O2", nir, "-o", nbc], "nimblec")
-        for T in threads:
-            print("load %.2f before %s, %d thread%s" % (load1(), model, T, "s" if T > 1 else ""), file=sys.stderr)
-            got = os.path.join(work, "%s-nimble%d.npy" % (model, T))
+        for T, shape in [(T, n) for T in threads for n in shapes]:
+            x = os.path.join(work, "%s-x%d.npy" % (model, shape))
+            y = os.path.join(work, "%s-y%d.npy" % (model, shape))
+            before = load1()
+            print("load %.2f before %s %d, %d thread%s" % (before, model, shape, T, "s" if T > 1 else ""),
+                  file=sys.stderr)
+            got = os.path.join(work, "%s-nimble%d-%d.npy" % (model, T, shape))
             p, nimble_cores = timed([tool("nimble-run"), nbc, "--input=@" + x, "--output=@" + got,
                                      "--threads=%d" % T, "--benchmark=%d" % args.reps,
                                      "--kernels=" + args.kernels], T)
@@ -163,22 +201,34 @@ def main(argv):
             err = float(np.abs(a - b).max()) / float(np.abs(b).max())
             if a.shape != b.shape or err > 1e-4:
                 sys.exit("bench_imported.py: Nimble's %s output differs from torch's (%.3g of max |y|)" % (model, err))
-            row = {"model": model, "T": T, "nimble": nimble, "nimble_cores": nimble_cores, "err": err}
+            label = ("%s n=%d" % (model, shape) if model == "bert" else
+                     "%s %dx%d b%d" % (model, 224 if model == "vit_b_16" else args.size,
+                                       224 if model == "vit_b_16" else args.size, shape))
+            row = {"model": label, "T": T, "nimble": nimble, "nimble_cores": nimble_cores, "err": err,
+                   "load": before}
             systems = [("pytorch", "/usr/bin/python3")] + ([("onnxruntime", peer)] if has_ort else [])
             for system, python in systems:
+                ort_out = os.path.join(work, "%s-ort%d-%d.npy" % (model, T, shape))
                 p, cores = timed([python, "-c", WORKER, system, onnx_path, x, str(T), str(args.reps),
-                                  str(args.warmup), EXPORT, model], T)
+                                  str(args.warmup), EXPORT, model, ort_out], T)
                 if p.returncode != 0:
                     sys.exit("bench_imported.py: the %s worker failed: %s" % (system, p.stderr[-2000:]))
                 ms, version = p.stdout.split()
+                if system == "onnxruntime":
+                    o = np.load(ort_out)
+                    row["err_ort"] = float(np.abs(a - o).max()) / float(np.abs(o).max()) if a.shape == o.shape \
+                        else float("inf")
+                    if row["err_ort"] > 1e-4:
+                        sys.exit("bench_imported.py: Nimble's %s output differs from ORT's (%.3g of max |y|)"
+                                 % (model, row["err_ort"]))
                 row[system], row[system + "_cores"], row[system + "_version"] = float(ms), cores, version
             rows.append(row)
-    lines = ["| model | threads | Nimble ms (cores) | PyTorch ms (cores) | PyTorch / Nimble |" +
+    lines = ["| model | threads | load | Nimble ms (cores) | PyTorch ms (cores) | PyTorch / Nimble |" +
              (" ORT ms (cores) | ORT / Nimble |" if has_ort else ""),
-             "|---|---|---|---|---|" + ("---|---|" if has_ort else "")]
+             "|---|---|---|---|---|---|" + ("---|---|" if has_ort else "")]
     for r in rows:
-        line = "| %s %dx%d b%d | %d | %.1f (%.2f) | %.1f (%.2f) | %.2f |" % (
-            r["model"], args.size, args.size, args.batch, r["T"], r["nimble"], r["nimble_cores"], r["pytorch"],
+        line = "| %s | %d | %.1f | %.1f (%.2f) | %.1f (%.2f) | %.2f |" % (
+            r["model"], r["T"], r["load"], r["nimble"], r["nimble_cores"], r["pytorch"],
             r["pytorch_cores"], r["pytorch"] / r["nimble"])
         if has_ort:
             line += " %.1f (%.2f) | %.2f |" % (r["onnxruntime"], r["onnxruntime_cores"],
@@ -187,9 +237,19 @@ def main(argv):
     versions = "PyTorch %s" % rows[0]["pytorch_version"] if rows else ""
     if has_ort and rows:
         versions += ", ONNX Runtime %s" % rows[0]["onnxruntime_version"]
-    print("\n".join(lines))
-    print(versions + "; Nimble's output within %.1e of torch's (largest difference / largest |y|)" %
-          max(r["err"] for r in rows))
+    if rows:
+        print("\n".join(lines))
+        versions += "; Nimble's output within %.1e of torch's%s (largest difference / largest |y|)" % (
+            max(r["err"] for r in rows),
+            ", %.1e of ORT's" % max(r["err_ort"] for r in rows) if has_ort else "")
+        print(versions)
+    else:
+        lines, versions = [], ""
+    if paper:
+        import bench_imported_paper
+
+        more = bench_imported_paper.bert_base(args, work, threads, lengths, tool, peer if has_ort else None)
+        lines += [""] + more
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write("\n".join(["```text"] + header + ["```", ""] + lines + ["", versions, ""]))

@@ -30,6 +30,19 @@ Options:
   --jobs=N          tests run at once (default 2)
   --timeout=S       limit of each tool run, in seconds (default 60)
   --verbose         print every test's result
+  --peer=onnxruntime
+                    ONNX Runtime's baseline instead (not in CI: ORT is an
+                    optional peer): run each test's model on ORT's CPU
+                    provider (the virtualenv of scripts/setup_peers.sh) at the
+                    same tolerance, print "ORT passes N of M", then how many
+                    of those pass through Nimble (a test passes through Nimble
+                    unless the expected-failures list, which the CI run keeps
+                    exact, names it) and the ones that do not, by op type
+  --peers-venv=DIR  the virtualenv of --peer (default .peers-venv)
+
+The baseline in one command (after bash scripts/setup_peers.sh):
+
+    /usr/bin/python3 scripts/onnx_node_tests.py --peer=onnxruntime
 """
 
 import concurrent.futures
@@ -165,7 +178,8 @@ def read_xfail(path):
 
 
 def main():
-    opts = {"data": "/usr/include/onnx/backend/test/data/node", "tools": None,
+    opts = {"data": "/usr/include/onnx/backend/test/data/node", "tools": None, "peer": None,
+            "peers-venv": os.path.join(ROOT, ".peers-venv"),
             "xfail": os.path.join(ROOT, "test", "import-onnx", "node-tests-xfail.txt"),
             "filter": None, "jobs": "2", "timeout": "60"}
     flags = set()
@@ -187,6 +201,11 @@ def main():
         tests = [t for t in tests if re.search(opts["filter"], os.path.basename(t))]
     if not tests:
         sys.exit("onnx_node_tests.py: error: no node tests in %s (install libonnx-testdata)" % opts["data"])
+    if opts["peer"]:
+        if opts["peer"] != "onnxruntime":
+            sys.exit("onnx_node_tests.py: error: --peer=%s: the only peer is onnxruntime" % opts["peer"])
+        import onnx_node_peer
+        return onnx_node_peer.baseline(tests, opts, read_xfail(opts["xfail"]), "verbose" in flags)
     start = time.time()
     results = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=int(opts["jobs"])) as pool:

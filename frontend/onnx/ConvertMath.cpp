@@ -267,6 +267,25 @@ bool matmul(Conv &c, Out &out) {
   if (!a || !b) return false;
   int64_t r = std::max(rankOf(a), rankOf(b));
   Value *y;
+  if (ra >= 3 && rb == 2) {
+    // A stack of rows times one matrix (a linear layer on [.., tokens, K]):
+    // one GEMM over the rows flattened, not a batch_matmul against the
+    // matrix broadcast, which is a GEMM per leading index each reading the
+    // whole matrix: torch's nn.MultiheadAttention projects [tokens, batch, E]
+    // that way, 197 GEMMs of one row per ViT-B/16 layer.
+    std::vector<Conv::DimPart> lead;
+    for (int64_t i = 0; i + 1 < ra; ++i) lead.push_back(c.dimOf(a, i));
+    Value *flat = reshapeTo(c, a, {{-1, nullptr}, c.dimOf(a, ra - 1)}, 0);
+    Value *m = flat ? c.op(OpCode::MatMul, {flat, b}) : nullptr;
+    if (!m) return false;
+    lead.push_back(c.dimOf(b, 1));
+    // One run-time size among them is the -1 of a static reshape.
+    int64_t dyn = -1, count = 0;
+    for (size_t i = 0; i < lead.size(); ++i)
+      if (lead[i].v) dyn = static_cast<int64_t>(i), ++count;
+    if (count == 1) lead[static_cast<size_t>(dyn)] = {-1, nullptr};
+    return done(out, reshapeTo(c, m, lead, count == 1 ? dyn : -1));
+  }
   if (r == 2) {
     y = c.op(OpCode::MatMul, {a, b});
   } else {

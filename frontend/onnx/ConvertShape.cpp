@@ -449,8 +449,18 @@ bool constantOfShape(Conv &c, Out &out) {
   }
   Value *s = c.input(0);
   if (!s) return c.fail("has no shape");
+  auto parts = c.parts(s);
   if (dt(s) != DType::I64) s = c.op(OpCode::Cast, {s}, {{"dtype", Attr::getDType(DType::I64)}});
-  return done(out, c.op(OpCode::Full, {s, c.constant(std::move(v))}));
+  Value *y = c.op(OpCode::Full, {s, c.constant(std::move(v))});
+  // The sizes known here stay static (full's relation sees only a run-time
+  // shape): torch writes zeros_like(ids) as ConstantOfShape(Shape(ids)), and
+  // a `?` batch there would make every later op of a batch-1 model `?`.
+  if (y && parts && static_cast<int64_t>(parts->size()) == rankOf(y)) {
+    std::vector<int64_t> dims;
+    for (const auto &p : *parts) dims.push_back(p.v || p.size < 0 ? kDynamic : p.size);
+    y->setType(c.ctx().tensor(dt(y), dims));
+  }
+  return done(out, y);
 }
 
 bool range(Conv &c, Out &out) { return done(out, c.op(OpCode::Arange, {c.input(0), c.input(1), c.input(2)})); }

@@ -317,6 +317,17 @@ def expand_constant():
 
 
 @case
+def constant_of_shape_dynamic():
+    # torch's zeros_like(ids): ConstantOfShape of the Shape of a [1, T]
+    # input keeps the static 1 (run in transformers.test's BERT).
+    m = model([N("Shape", ["ids"], ["s"]),
+               N("ConstantOfShape", ["s"], ["z"], value=numpy_helper.from_array(np.array([0], dtype=np.int64))),
+               N("Add", ["ids", "z"], ["y"])],
+              [("ids", I64, [1, "T"])], [("y", I64, [1, "T"])])
+    return m, None, None
+
+
+@case
 def variadic():
     m = model([N("Sum", ["a", "b", "c"], ["s"]), N("Max", ["a", "b", "c"], ["mx"]), N("Mean", ["a", "b"], ["mn"])],
               [("a", F, [3]), ("b", F, [3]), ("c", F, [1])], [("s", F, [3]), ("mx", F, [3]), ("mn", F, [3])])
