@@ -75,7 +75,7 @@ OPTIONS:
   --print-pipeline            Print the pipeline of the -O level and target, and exit
   --fp-reassociate            Let -O1 and up reorder chains of matrix products to the
                               fewest multiply-adds (matmul-reassociate), and -O2 and up
-                              sum two small one-row products as one (linalg-fuse);
+                              sum two small products as one (linalg-fuse);
                               changes rounding
   --print-batching            Print the auto-batch pass's decision for every kernel
                               (batched along rows, instance-invariant, or why not) as
