@@ -26,8 +26,8 @@ namespace nimble::passes {
 ///
 /// linalg-fuse (only with fpReassociate, -O2) runs after
 /// batch-input-projection, which must see an RNN's input projection x·W
-/// unfused (batched over all rows it beats any per-step fusion), and before
-/// a second licm, which hoists the weight concat it makes out of the loop.
+/// unfused (batched over all rows it beats any per-step fusion); the licm
+/// after it hoists a concat of literal weights canonicalize did not fold.
 ///
 /// fuse-attention runs at every level, right after type-infer: its kernel
 /// rounds differently from the ops it replaces, and -O0 and -O2 must give
