@@ -24,6 +24,11 @@ namespace nimble::passes {
 /// before licm, which hoists the products of invariants it forms; the
 /// canonicalize after it folds the static sizes of its run-time choice.
 ///
+/// linalg-fuse (only with fpReassociate, -O2) runs after
+/// batch-input-projection, which must see an RNN's input projection x·W
+/// unfused (batched over all rows it beats any per-step fusion); the licm
+/// after it hoists a concat of literal weights canonicalize did not fold.
+///
 /// fuse-attention runs at every level, right after type-infer: its kernel
 /// rounds differently from the ops it replaces, and -O0 and -O2 must give
 /// the same bits (passes/transforms/FuseAttention.cpp). The attention op has
@@ -32,6 +37,7 @@ namespace nimble::passes {
 /// before), so -O0 and -O2 still agree there.
 std::string pipelineFor(int level, const std::string &target, bool batchRemarks, bool fpReassociate) {
   std::string reassociate = fpReassociate ? "matmul-reassociate,canonicalize,cse,dce," : "";
+  std::string linalgFuse = fpReassociate ? "linalg-fuse,canonicalize,licm," : "";
   std::string place = ",place-devices{target=" + target + "}";
   std::string batch = target != "cpu" ? "" : batchRemarks ? ",auto-batch{remarks=true}" : ",auto-batch";
   // dynamic_update_slice, which distribution stacks rows with, has no device
@@ -43,7 +49,7 @@ std::string pipelineFor(int level, const std::string &target, bool batchRemarks,
   case 1: return "dispatch,type-infer," + attention + "canonicalize,cse,dce," + reassociate + "manifest-memory" + place + batch;
   default:
     return "dispatch,inline,type-infer," + attention + "canonicalize,cse,dce," + reassociate + "licm," + distribute +
-           "batch-input-projection,cse,dce,type-infer,fuse,manifest-memory{kills=false}" +
+           "batch-input-projection," + linalgFuse + "cse,dce,type-infer,fuse,manifest-memory{kills=false}" +
            place + ",plan-memory" + batch;
   }
 }

@@ -16,8 +16,9 @@ namespace nimble::passes {
 
 /// The pipeline of -O`level` (0..3) for `target` ("cpu" or "cuda");
 /// `batchRemarks` asks auto-batch for its remarks (nimblec --print-batching);
-/// `fpReassociate` adds matmul-reassociate at -O1 and up (nimblec
-/// --fp-reassociate: it changes rounding, so no level runs it by default).
+/// `fpReassociate` adds matmul-reassociate at -O1 and up and linalg-fuse at
+/// -O2 and up (nimblec --fp-reassociate: they change rounding, so no level
+/// runs them by default).
 std::string pipelineFor(int level, const std::string &target, bool batchRemarks = false,
                         bool fpReassociate = false);
 

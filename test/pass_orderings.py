@@ -23,8 +23,8 @@ nimblec runs with --kernels=reference and nimble-run with the reference
 kernels: what is checked is the passes (their IR, compiled and run
 bit for bit), not the native code generator, which would only add LLVM's
 time to every one of the thousands of compilations.
-Passes that change rounding on purpose (INEXACT: fuse-attention, whose op rounds once where the ops it replaces round each; matmul-reassociate, which
-only nimblec --fp-reassociate runs) are held to a relative tolerance of
+Passes that change rounding on purpose (INEXACT: fuse-attention, whose op rounds once where the ops it replaces round each; matmul-reassociate and
+linalg-fuse, which only nimblec --fp-reassociate runs) are held to a relative tolerance of
 1e-5 on every printed number instead of the same text.
 Exits 1 on any failure, printing the file, the pipeline and the error.
 """
@@ -39,7 +39,7 @@ import sys
 import tempfile
 
 RUN = re.compile(r"^//\s*RUN:\s*(.*)$")
-INEXACT = {"matmul-reassociate", "fuse-attention"}
+INEXACT = {"matmul-reassociate", "linalg-fuse", "fuse-attention"}
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|inf|nan)")
 
 

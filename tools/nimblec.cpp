@@ -74,7 +74,9 @@ OPTIONS:
                               -O level's; it must make memory explicit (manifest-memory)
   --print-pipeline            Print the pipeline of the -O level and target, and exit
   --fp-reassociate            Let -O1 and up reorder chains of matrix products to the
-                              fewest multiply-adds (matmul-reassociate); changes rounding
+                              fewest multiply-adds (matmul-reassociate), and -O2 and up
+                              sum two small products as one (linalg-fuse);
+                              changes rounding
   --print-batching            Print the auto-batch pass's decision for every kernel
                               (batched along rows, instance-invariant, or why not) as
                               remarks on stderr (docs/autobatch.md)

@@ -141,9 +141,9 @@ class Func:
     def emit(self, text):
         self.lines.append("  " + text)
 
-    def const(self, sizes, dt, text=None):
+    def const(self, sizes, dt, text=None, rng=None):
         name = self.fresh()
-        self.emit("%s = constant %s : %s" % (name, text or literal(self.rng, sizes, dt), stype(sizes, dt)))
+        self.emit("%s = constant %s : %s" % (name, text or literal(rng or self.rng, sizes, dt), stype(sizes, dt)))
         return self.add(Val(name, dt, [(s, True) for s in sizes]))
 
     def scalar_i64(self, k):
@@ -181,6 +181,12 @@ class Func:
 
     # ---- the ops ----------------------------------------------------------
     def gen_op(self):
+        # linalg-fuse's pattern from a stream of its own (as dispatch_attr),
+        # so that a program without it is the one the seed gave before.
+        if self.gen.linalg_rng.random() < 0.04:
+            v = self.g_lincomb(self.gen.linalg_rng)
+            if v is not None:
+                return v
         rng = self.rng
         kinds = ["unary", "unary", "unary", "unary", "binary", "binary", "compare", "select", "cast", "matmul", "chain", "bmm", "reduce",
                  "argmax", "softmax", "layernorm", "reshape", "dynreshape", "transpose", "concat", "split",
@@ -295,6 +301,31 @@ class Func:
             v = self.op("matmul %s, %s%s" % (v.name, b.name, ", transpose_b=true" if tb else ""), "f32",
                         [m, (n, True)])
         return v
+
+    def g_lincomb(self, rng):
+        """x·W + h·U (+ b) on one-row x and h and constant weights:
+        linalg-fuse's pattern (nimblec -O2 --fp-reassociate makes it one
+        product on concatenations; the weights' concat folds)."""
+        def row():
+            rows = self.visible(lambda v: v.known() and v.rank == 2 and v.dt == "f32" and v.dims[0] == (1, True))
+            if rows and rng.random() < 0.6:
+                return rng.choice(rows)
+            return self.const([1, rng.randint(1, 5)], "f32", rng=rng)
+        x, h = row(), row()
+        n, tb = rng.randint(1, 6), rng.random() < 0.4
+        prods = []
+        for a in (x, h):
+            k = a.sizes[1]
+            w = self.const([n, k] if tb else [k, n], "f32", rng=rng)
+            prods.append(self.op("matmul %s, %s%s" % (a.name, w.name, ", transpose_b=true" if tb else ""), "f32",
+                                 [(1, True), (n, True)]))
+        if rng.random() < 0.5:
+            prods.reverse()
+        s = self.op("add %s, %s" % (prods[0].name, prods[1].name), "f32", [(1, True), (n, True)])
+        if rng.random() < 0.5:
+            b = self.const([n], "f32", rng=rng)
+            s = self.op("add %s, %s" % (s.name, b.name), "f32", s.dims)
+        return s
 
     def g_bmm(self):
         a = self.pick(lambda v: v.rank == 3 and v.dt == "f32")
@@ -780,6 +811,7 @@ class Gen:
         # A stream of its own, so that adding the dispatch attribute (issue
         # 49) left every seed's program otherwise as it was.
         self.dispatch_rng = random.Random(seed * 7919 + 49)
+        self.linalg_rng = random.Random(seed * 7919 + 4949)
         self.size = size
         self.stable = stable
         self.funcs = []
