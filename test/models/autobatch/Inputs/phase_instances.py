@@ -14,6 +14,8 @@ OUT_DIR/tree2seq/instances.txt    N instances `TREE i64=STEPS`: instance 0 is
 OUT_DIR/early_exit/instances.txt  N instances `1x8xf32=X f32=THRESHOLD`: x ~
                                   N(0, 1), thresholds 0.40..0.95, so that the
                                   instances leave the loop after 1..12 layers
+OUT_DIR/branch/instances.txt      N instances `1x4xf32=X` for phase_branch.nir:
+                                  sum(x) > 0 (the longer arm) for 3 in 8
 
 Prints the spread of tree heights and steps. Deterministic: the same
 arguments write the same files.
@@ -65,6 +67,17 @@ def main(argv):
     os.makedirs(os.path.join(out, "early_exit"), exist_ok=True)
     nimble_io.write_text_atomic(os.path.join(out, "early_exit", "instances.txt"), "\n".join(lines) + "\n")
     print("early_exit: %d instances" % count)
+
+    lines, longer = ["# phase_branch: x, sum(x) > 0 for 3 in 8 (seed %d)" % seed], 0
+    for i in range(count):
+        x = rng.normal(0.0, 1.0, size=(1, 4)).astype(np.float32)
+        if (x.sum() > 0) != (i % 8 < 3):
+            x = -x
+        longer += int(x.sum() > 0)
+        lines.append(nimble_io.format_tensor(x))
+    os.makedirs(os.path.join(out, "branch"), exist_ok=True)
+    nimble_io.write_text_atomic(os.path.join(out, "branch", "instances.txt"), "\n".join(lines) + "\n")
+    print("branch: %d instances, %d take the longer arm" % (count, longer))
 
 
 if __name__ == "__main__":
