@@ -176,6 +176,14 @@ bool ModuleEmitter::batching(const Function &f, uint32_t idx) {
                          "batch_shared = [0|1 per input], batch_variant = @f for rows)");
     return false;
   }
+  // batch_phase (program phases, seed 001 §4.1): a non-negative integer.
+  if (const Attr *phase = f.fnAttr("batch_phase")) {
+    if (phase->kind() != AttrKind::Int || phase->getInt() < 0 || phase->getInt() > UINT32_MAX) {
+      diag_.error(f.loc(), "@" + f.name() + " has a malformed batch_phase (a non-negative integer)");
+      return false;
+    }
+    b.phase = static_cast<uint32_t>(phase->getInt());
+  }
   for (int64_t s : shared->getInts()) b.shared.push_back(s ? 1 : 0);
   b.mode = rows ? vm::KernelBatching::Mode::Rows : vm::KernelBatching::Mode::Invariant;
   if (rows && !kernelIndex(*variant, f.loc(), b.batched)) return false;

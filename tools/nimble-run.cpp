@@ -105,6 +105,9 @@ OPTIONS:
                              tables (on), stacked into copies (off), or the faster of
                              the two as measured on its first launches (auto, the
                              default)
+  --batch-phases=<on|off>    With auto-batching: run no kernel of a program phase while
+                             a call of an earlier phase is pending (on, the default;
+                             docs/autobatch.md), or ignore the phases (off)
   --output-dir=<dir>         With --instances: write result j of instance i to
                              <dir>/i.j.npy (tensors) or <dir>/i.j.txt (other values)
                              instead of printing it
@@ -162,6 +165,7 @@ struct Options {
   std::string instances, outputDir;
   bool autoBatch = true;
   VMOptions::GatherFusion gather = VMOptions::GatherFusion::Auto;
+  bool phases = true;
   double tolerance = 1e-5;
   int benchmark = 0;
   unsigned threads = 0; // 0: the cores this process may run on
@@ -217,6 +221,9 @@ int parseArgs(int argc, char **argv, Options &o) {
       else if (*v == "on") o.gather = VMOptions::GatherFusion::On;
       else if (*v == "off") o.gather = VMOptions::GatherFusion::Off;
       else return usageError("--gather-fusion takes auto, on or off, got '" + *v + "'");
+    } else if ((v = flagValue(a, "--batch-phases"))) {
+      if (*v != "on" && *v != "off") return usageError("--batch-phases takes on or off, got '" + *v + "'");
+      o.phases = *v == "on";
     } else if ((v = flagValue(a, "--output-dir"))) {
       if (v->empty()) return usageError("--output-dir takes a directory");
       o.outputDir = *v;
@@ -581,6 +588,7 @@ int runTool(int argc, char **argv) {
   rs.maxInstructions = o.maxInstructions;
   rs.profile = o.profile;
   rs.gather = o.gather;
+  rs.phases = o.phases;
   rs.trace = o.trace;
   rs.traceStream = &std::cerr;
   std::vector<std::string> warnings;

@@ -43,6 +43,11 @@
 //
 //    which the bytecode emitter turns into the .nbc's batching section.
 //
+// 4. Program phases (§4.1, appendix A.3; BatchPhases.cpp): a kernel that
+//    batches gets `batch_phase = N` when its calls belong to a later
+//    semantic phase (after a loop or a recursion; or the functions' `phase`
+//    annotations), which the emitter writes to the batch-phases section.
+//
 // The run-time scheduler re-checks what only values can show (equal row
 // counts, shared inputs equal across the group) and runs calls one by one
 // when a check fails, so this analysis decides speed, never results.
@@ -50,6 +55,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/analysis/Analysis.h"
+#include "passes/lowering/BatchPhases.h"
 #include "passes/Pass.h"
 #include "passes/Statistic.h"
 
@@ -561,6 +567,7 @@ public:
     TaintAnalysis taint(m);
     taint.run();
     NumContexts += taint.numContexts();
+    if (!assignBatchPhases(m, diag, phases_)) return failure();
     // The kernels in module order (deterministic output).
     std::vector<Function *> kernels;
     for (auto &f : m.functions())
@@ -588,15 +595,21 @@ private:
                                                 "' has an upper-bound shape");
         return false;
       }
+    // Program phases (BatchPhases.cpp): only a kernel that batches has one.
+    auto pit = phases_.find(&f);
+    const uint32_t phase = pit == phases_.end() ? 0 : pit->second;
+    const std::string inPhase = phase ? ", phase " + std::to_string(phase) : "";
     auto mark = [&](const char *mode) {
       f.fnAttrs().emplace_back("batch", Attr::getStr(mode));
       f.fnAttrs().emplace_back("batch_shared", Attr::getInts(shared));
+      if (phase) f.fnAttrs().emplace_back("batch_phase", Attr::getInt(phase));
     };
     if (!anyInstance) {
       mark("invariant");
       sortAttrs(f);
       ++NumInvariantKernels;
-      if (remarks_) diag.remark(f.loc(), "@" + f.name() + ": instance-invariant, one call serves every instance");
+      if (remarks_)
+        diag.remark(f.loc(), "@" + f.name() + ": instance-invariant, one call serves every instance" + inPhase);
       return true;
     }
     Separability sep;
@@ -632,7 +645,7 @@ private:
         (perInstance[i] ? p : s) += std::string((perInstance[i] ? p : s).empty() ? "" : ", ") + "%" +
                                     body->argument(i)->name();
       diag.remark(f.loc(), "@" + f.name() + ": batched along rows as @" + variant->name() + " (per instance: " + p +
-                               "; shared: " + (s.empty() ? "none" : s) + ")");
+                               "; shared: " + (s.empty() ? "none" : s) + ")" + inPhase);
     }
     return true;
   }
@@ -703,6 +716,7 @@ private:
   }
 
   bool remarks_ = false;
+  std::unordered_map<const Function *, uint32_t> phases_;
 };
 
 } // namespace

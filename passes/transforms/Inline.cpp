@@ -36,7 +36,8 @@
 // (inlining recursion would never end; a recursive caller may still receive
 // non-recursive callees), and either its cost (the number of ops in its body)
 // is at most `max-cost` or it carries `attributes {inline = "always"}`;
-// `inline = "never"` forbids it. Functions are processed bottom-up over the
+// `inline = "never"` forbids it, and so does a `phase` attribute (a program
+// phase of auto-batching belongs to the function's body). Functions are processed bottom-up over the
 // SCCs (callees first), so a callee's own calls are already inlined when it is
 // copied and its cost is measured after that. A call whose declared result
 // type is more precise than what the callee returns (a run-time check) is
@@ -157,6 +158,9 @@ private:
     if (!callee || callee->blocks().empty() || cg.isRecursive(callee)) return nullptr;
     const Attr *hint = callee->fnAttr("inline");
     if (hint && hint->getStr() == "never") return nullptr;
+    // A program phase (auto-batch, docs/autobatch.md) belongs to the body
+    // of the function that carries it: inlined, the body would lose it.
+    if (callee->fnAttr("phase")) return nullptr;
     calleeCost = cost(*callee);
     if (!(hint && hint->getStr() == "always") && (calleeCost > maxCost_ || size_ + calleeCost > budget_))
       return nullptr;

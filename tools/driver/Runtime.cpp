@@ -41,7 +41,7 @@ namespace {
 bool sameSettings(const RunSettings &a, const RunSettings &b) {
   return a.kernels == b.kernels && a.threads == b.threads && a.maxCallDepth == b.maxCallDepth &&
          a.maxInstructions == b.maxInstructions && a.profile == b.profile && a.gather == b.gather &&
-         a.trace == b.trace && a.traceStream == b.traceStream;
+         a.phases == b.phases && a.trace == b.trace && a.traceStream == b.traceStream;
 }
 
 } // namespace
@@ -197,6 +197,7 @@ Program::Lease Program::lease(const RunSettings &settings, std::vector<std::stri
     vo.maxInstructions = settings.maxInstructions;
     vo.profile = settings.profile;
     vo.gather = settings.gather;
+    vo.phases = settings.phases;
     vo.trace = settings.trace;
     vo.traceStream = settings.traceStream;
     r->vm = std::make_unique<VirtualMachine>(exe_, vo);
@@ -440,6 +441,11 @@ std::string batchProfileText(const VirtualMachine &vm, int runs) {
                        "kernels chosen in place: %llu, with stacked copies: %llu\n",
                static_cast<unsigned long long>(b.fusedLaunches), static_cast<unsigned long long>(b.fusedCalls),
                static_cast<unsigned long long>(b.chosenFused), static_cast<unsigned long long>(b.chosenStacked));
+  // Only for a program with phases (the lines above are the same for every
+  // program).
+  if (b.phaseWaits)
+    appendf(out, "Program phases: %llu scheduling rounds held a later phase's calls back\n",
+            static_cast<unsigned long long>(b.phaseWaits));
   return out;
 }
 

@@ -49,6 +49,7 @@ struct RunSettings {
   uint64_t maxInstructions = 0;
   bool profile = false;
   vm::VMOptions::GatherFusion gather = vm::VMOptions::GatherFusion::Auto;
+  bool phases = true;
   bool trace = false;
   std::ostream *traceStream = nullptr;
 };

@@ -382,6 +382,7 @@ std::string disassemble(const Executable &exe, const DisasmOptions &opts) {
           r += " shared [";
           for (size_t s = 0; s < b.shared.size() && s < 1024; ++s) r += (s ? ", " : "") + std::to_string(b.shared[s]);
           r += "]";
+          if (b.phase) r += " phase " + std::to_string(b.phase);
         }
         r += "\n";
         uint64_t next = k.numInputs;

@@ -237,12 +237,16 @@ struct KernelBatching {
   Mode mode = Mode::None;
   uint32_t batched = 0;        // Rows: kernel index of the batched variant
   std::vector<uint8_t> shared; // per input: 1 shared by all instances, 0 per instance
+  /// Format 1.10 (the batch-phases section): the program phase of the
+  /// kernel's calls, seed 001 §4.1: the scheduler runs no call of phase k
+  /// while a call of a lower phase is pending. 0 for kernels that do not batch.
+  uint32_t phase = 0;
 };
 inline constexpr uint32_t kNumBatchingModes = 3;
 const char *batchingModeName(KernelBatching::Mode m);
 
 struct Executable {
-  static constexpr uint16_t kMajor = 1, kMinor = 9;
+  static constexpr uint16_t kMajor = 1, kMinor = 10;
   uint16_t major = kMajor, minor = kMinor;
   std::vector<std::string> strings;
   std::vector<AdtDesc> adts;

@@ -80,6 +80,7 @@ const char *nbc::sectionName(SectionKind k) {
   case SectionKind::CudaCode: return "cuda-code";
   case SectionKind::Batching: return "batching";
   case SectionKind::SiteLocs: return "site-locs";
+  case SectionKind::BatchPhases: return "batch-phases";
   }
   return "unknown";
 }
@@ -523,6 +524,19 @@ void writeBatching(ByteWriter &w, const Executable &e) {
   }
 }
 
+// Format 1.10: per kernel the program phase of its calls (seed 001 §4.1;
+// docs/autobatch.md). A 1.9 reader skips the section and runs without phases.
+static void writeBatchPhases(ByteWriter &w, const Executable &e) {
+  w.u32(static_cast<uint32_t>(e.batching.size()));
+  for (const KernelBatching &b : e.batching) w.u32(b.phase);
+}
+
+static bool hasBatchPhases(const Executable &e) {
+  for (const KernelBatching &b : e.batching)
+    if (b.phase) return true;
+  return false;
+}
+
 bool hasBatching(const Executable &e) {
   for (const KernelBatching &b : e.batching)
     if (b.mode != KernelBatching::Mode::None) return true;
@@ -541,7 +555,7 @@ size_t bulkSizeBound(const Executable &e) {
   for (const VMFunction &f : e.functions) n += 16 + f.code.size() * 4 + f.sourceMap.size() * 16;
   for (const KernelDesc &k : e.kernels) n += 4 + k.members.size() * 12;
   for (const VMFunction &f : e.functions) n += 12 + f.sites.size() * 12 + f.siteMemberLocs.size() * 12;
-  for (const KernelBatching &b : e.batching) n += 12 + b.shared.size() * 4;
+  for (const KernelBatching &b : e.batching) n += 16 + b.shared.size() * 4;
   const NativeCode &nc = e.native;
   n += 32 + pad + nc.triple.size() + nc.cpu.size() + nc.object.size();
   for (const std::string &f : nc.features) n += 4 + f.size();
@@ -565,12 +579,13 @@ static void writeFile(ByteWriter &w, const Executable &exe) {
   // The native-code, cuda-code and batching sections exist only when there
   // is such code or a kernel that batches, so a program without any keeps
   // the section count (and bytes) of format 1.1.
-  const bool batches = hasBatching(exe), siteLocs = hasSiteLocs(exe);
+  const bool batches = hasBatching(exe), siteLocs = hasSiteLocs(exe), phases = batches && hasBatchPhases(exe);
   auto present = [&](SectionKind k) {
     if (k == SectionKind::NativeCode) return !exe.native.empty();
     if (k == SectionKind::CudaCode) return !exe.cuda.empty();
     if (k == SectionKind::Batching) return batches;
     if (k == SectionKind::SiteLocs) return siteLocs;
+    if (k == SectionKind::BatchPhases) return phases;
     return true;
   };
   uint32_t numSections = 0;
@@ -595,6 +610,7 @@ static void writeFile(ByteWriter &w, const Executable &exe) {
       {SectionKind::KernelLocs, writeKernelLocs, nbc::kSectionAlign},
       {SectionKind::SiteLocs, writeSiteLocs, nbc::kSectionAlign},
       {SectionKind::Batching, writeBatching, nbc::kSectionAlign},
+      {SectionKind::BatchPhases, writeBatchPhases, nbc::kSectionAlign},
       {SectionKind::NativeCode, writeNativeCode, nbc::kConstantAlign},
       {SectionKind::CudaCode, writeCudaCode, nbc::kConstantAlign},
       {SectionKind::Constants, writeConstants, nbc::kConstantAlign},

@@ -68,8 +68,9 @@ enum class SectionKind : uint32_t {
   CudaCode = 9,   // format 1.3; optional (written only when there is device code)
   Batching = 10,  // format 1.4; optional (written only when some kernel batches)
   SiteLocs = 11,  // format 1.7; optional (written only when some call has its own member locations)
+  BatchPhases = 12, // format 1.10; optional (written only when some kernel has a phase other than 0)
 };
-inline constexpr uint32_t kNumSectionKinds = 11;
+inline constexpr uint32_t kNumSectionKinds = 12;
 /// Kinds 1..kNumRequiredSectionKinds must appear in every file.
 inline constexpr uint32_t kNumRequiredSectionKinds = 6;
 const char *sectionName(SectionKind k);

@@ -498,6 +498,20 @@ bool readSiteLocs(Cursor &c, Executable &e) {
   return true;
 }
 
+// Format 1.10: one phase per kernel, after the batching section (which
+// must be there); the verifier checks that kernels that do not batch have
+// phase 0.
+static bool readBatchPhases(Cursor &c, Executable &e) {
+  if (e.batching.empty()) return c.fail("there is no batching section");
+  uint32_t n;
+  if (!c.count(n, 4, "kernel count")) return false;
+  if (n != e.batching.size())
+    return c.fail(std::to_string(n) + " kernels, the kernels section has " + std::to_string(e.batching.size()));
+  for (uint32_t i = 0; i < n; ++i)
+    if (!c.u32(e.batching[i].phase, "phase")) return c.wrap(named("kernel", i, e.kernels[i].name));
+  return true;
+}
+
 // Format 1.3: one entry per kernel; what the entries mean is checked by the
 // verifier (vm/format/Verifier.cpp).
 bool readBatching(Cursor &c, Executable &e) {
@@ -718,6 +732,8 @@ bool deserialize(const uint8_t *data, size_t size, std::shared_ptr<const void> k
        !section(SectionKind::SiteLocs, [&](Cursor &c, auto &) { return readSiteLocs(c, exe); })) ||
       (byKind[static_cast<uint32_t>(SectionKind::Batching)] &&
        !section(SectionKind::Batching, [&](Cursor &c, auto &) { return readBatching(c, exe); })) ||
+      (byKind[static_cast<uint32_t>(SectionKind::BatchPhases)] &&
+       !section(SectionKind::BatchPhases, [&](Cursor &c, auto &) { return readBatchPhases(c, exe); })) ||
       (byKind[static_cast<uint32_t>(SectionKind::NativeCode)] &&
        !section(SectionKind::NativeCode, [&](Cursor &c, const SectionEntry &s) {
          return readNativeCode(c, exe, s.offset, s.offset + s.size);

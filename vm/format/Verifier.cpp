@@ -613,6 +613,7 @@ bool checkBatching(const Executable &e, std::string &error) {
                                std::to_string(b.shared[i]) + ", not 0 or 1");
     if (b.mode == KernelBatching::Mode::None) {
       if (!b.shared.empty()) return fail(error, where() + ": shared flags on a kernel that does not batch");
+      if (b.phase) return fail(error, where() + ": phase " + std::to_string(b.phase) + " on a kernel that does not batch");
       continue;
     }
     if (b.shared.size() != kd.numInputs)

@@ -17,6 +17,14 @@
 // case: the fiber that computes it is suspended until its batch has run, and
 // then reads the value (§4.2).
 //
+// Program phases (§4.1, appendix A.3): a kernel's phase comes from the .nbc's
+// batch-phases section (passes/lowering/BatchPhases.cpp assigns them). Only
+// the kernels of the lowest phase with pending calls are candidates, so the
+// work after a loop or a recursion (a decoder, an early exit's head) waits
+// until no instance can issue earlier-phase work, and then runs in full
+// groups instead of in the cohorts in which the instances got there.
+// --batch-phases=off ignores them (for measuring).
+//
 // Instance parallelism (§4.1): the interpreter forks a call that directly
 // follows an independent call into a child fiber of the same instance
 // (Interpreter.cpp, CASE(Invoke)); the parent joins it at that call. The
@@ -86,11 +94,16 @@ struct VirtualMachine::Scheduler {
   std::vector<std::vector<Fiber *>> pending; // by kernel
   std::vector<uint32_t> active;              // kernels with pending calls
   uint32_t entry;
+  /// Some kernel has a program phase other than 0 and --batch-phases=on.
+  bool phased = false;
   /// How a gather-fused launch went (NotApplicable: stack instead).
   enum class Gathered { Done, Failed, NotApplicable };
 
   Scheduler(VirtualMachine &vm, std::vector<InstanceOutcome> &out, uint32_t entry)
-      : vm(vm), exe(*vm.exe_), out(out), pending(vm.exe_->kernels.size()), entry(entry) {}
+      : vm(vm), exe(*vm.exe_), out(out), pending(vm.exe_->kernels.size()), entry(entry) {
+    if (vm.opts_.phases)
+      for (const KernelBatching &b : exe.batching) phased = phased || b.phase != 0;
+  }
 
   /// `f`'s instance failed: its forked calls will never be joined.
   void kill(Fiber &f) {
@@ -570,14 +583,32 @@ struct VirtualMachine::Scheduler {
       }
       if (active.empty()) break;
       // The kernel with the most pending calls; ties: the shallowest.
+      // With program phases, only kernels of the lowest phase pending are
+      // candidates (seed 001 §4.1: a phase waits until every instance has
+      // left the earlier ones).
       auto tc = Clock::now();
-      size_t best = 0;
       auto minDepth = [&](uint32_t k) {
         uint64_t d = UINT64_MAX;
         for (Fiber *f : pending[k]) d = std::min(d, f->depth);
         return d;
       };
-      for (size_t i = 1; i < active.size(); ++i) {
+      uint32_t phase = 0;
+      if (phased) {
+        phase = UINT32_MAX;
+        uint32_t highest = 0;
+        for (uint32_t k : active) {
+          phase = std::min(phase, exe.batching[k].phase);
+          highest = std::max(highest, exe.batching[k].phase);
+        }
+        if (highest != phase) ++vm.profile_.batch.phaseWaits;
+      }
+      size_t best = active.size();
+      for (size_t i = 0; i < active.size(); ++i) {
+        if (phased && exe.batching[active[i]].phase != phase) continue;
+        if (best == active.size()) {
+          best = i;
+          continue;
+        }
         size_t a = pending[active[i]].size(), bsz = pending[active[best]].size();
         if (a > bsz || (a == bsz && minDepth(active[i]) < minDepth(active[best]))) best = i;
       }

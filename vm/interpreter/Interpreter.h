@@ -73,6 +73,10 @@ struct VMOptions {
   /// writes the rows in place through row tables, Off always stacks copies.
   enum class GatherFusion : uint8_t { Auto, On, Off };
   GatherFusion gather = GatherFusion::Auto;
+  /// Auto-batching: honour the kernels' program phases (the .nbc's
+  /// batch-phases section, seed 001 §4.1); false schedules as if every
+  /// kernel had phase 0 (--batch-phases=off, for measuring).
+  bool phases = true;
   /// Print each instruction as it executes (to `traceStream`).
   bool trace = false;
   std::ostream *traceStream = nullptr;
@@ -110,6 +114,9 @@ struct BatchProfile {
   double tableSeconds = 0;      // building the row tables
   // --gather-fusion=auto: batched kernels decided for row tables / copies.
   uint64_t chosenFused = 0, chosenStacked = 0;
+  // Program phases: rounds in which a kernel of a later phase had pending
+  // calls and waited (seed 001 §4.1).
+  uint64_t phaseWaits = 0;
 };
 struct Profile {
   std::vector<KernelProfile> kernels; // by kernel index

@@ -474,6 +474,47 @@ TEST(Crafted, Batching) {
       "batching section, kernel 0 'add': an invariant kernel with a per-instance input");
 }
 
+// Format 1.10: the batch-phases section (program phases, docs/autobatch.md).
+TEST(Crafted, BatchPhases) {
+  {
+    Executable e = makeSmallExecutable();
+    addBatching(e);
+    e.batching[0].phase = 3;
+    Executable back;
+    std::string err;
+    ASSERT_TRUE(load(serialize(e), back, err)) << err;
+    ASSERT_EQ(back.batching.size(), 2u);
+    EXPECT_EQ(back.batching[0].phase, 3u);
+    EXPECT_EQ(back.batching[1].phase, 0u);
+  }
+  expectBatchingRefused([](Executable &e) { e.batching[1].phase = 1; },
+                        "batching section, kernel 1 'add.batched': phase 1 on a kernel that does not batch");
+  auto u32s = [](std::initializer_list<uint32_t> v) {
+    std::vector<uint8_t> b;
+    for (uint32_t x : v)
+      for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(x >> (8 * i)));
+    return b;
+  };
+  // Phases without a batching section.
+  std::vector<uint8_t> lone = withExtraSection(smallBytes(), 12, u32s({1, 0}), Executable::kMinor);
+  ASSERT_FALSE(lone.empty());
+  expectBytesRefused(lone, "batch-phases section: there is no batching section");
+  // A phase per kernel, no more, no less.
+  Executable e = makeSmallExecutable();
+  addBatching(e);
+  std::vector<uint8_t> batching = serialize(e);
+  expectBytesRefused(withExtraSection(batching, 12, u32s({1, 0}), Executable::kMinor),
+                     "batch-phases section: 1 kernels, the kernels section has 2");
+  expectBytesRefused(withExtraSection(batching, 12, u32s({2, 0}), Executable::kMinor), "phase");
+  expectBytesRefused(withExtraSection(batching, 12, u32s({2, 0, 0, 0}), Executable::kMinor),
+                     "batch-phases section: 4 unread bytes at its end");
+  std::vector<uint8_t> ok = withExtraSection(batching, 12, u32s({2, 5, 0}), Executable::kMinor);
+  Executable back;
+  std::string err;
+  ASSERT_TRUE(load(ok, back, err)) << err;
+  EXPECT_EQ(back.batching[0].phase, 5u);
+}
+
 TEST(Crafted, Kernels) {
   expectRefused(
       [](Executable &e) {

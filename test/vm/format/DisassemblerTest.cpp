@@ -12,7 +12,7 @@ using namespace test;
 
 TEST(Disassembler, SmallExecutableGolden) {
   Executable e = makeSmallExecutable();
-  EXPECT_EQ(disassemble(e), R"(; nimble executable, format 1.9
+  EXPECT_EQ(disassemble(e), R"(; nimble executable, format 1.10
 
 strings:
   s0 = "small.nir"
@@ -39,7 +39,7 @@ TEST(Disassembler, SourceLocationsAndNoTables) {
   DisasmOptions o;
   o.sourceLocations = true;
   o.tables = false;
-  EXPECT_EQ(disassemble(e, o), R"(; nimble executable, format 1.9
+  EXPECT_EQ(disassemble(e, o), R"(; nimble executable, format 1.10
 
 func @main(%x: tensor<2x2xf32>) -> tensor<2x2xf32> registers=4
   0: LoadConst r1, c0  ; @w, small.nir:1:1
