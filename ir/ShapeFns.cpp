@@ -246,6 +246,77 @@ bool relConv(Ctx &c) {
   return true;
 }
 
+/// conv_transpose: x N x C x D.., w C x M/groups x K.. (ONNX's layout: input
+/// channels first), out N x M x (s (D - 1) + output_padding + d (K - 1) + 1
+/// - pad_begin - pad_end)..; output_padding adds positions at the end (ONNX
+/// keeps it below the stride; the importer also folds an output_shape past
+/// the natural size into it, so any non-negative amount is taken).
+bool relConvTranspose(Ctx &c) {
+  const auto &x = c.ops[0].dims, &w = c.ops[1].dims;
+  if (x.size() < 3)
+    return c.fail("input must have rank >= 3 (batch, channels, spatial axes), got " + formatSig(c.ops[0]), 0);
+  if (w.size() != x.size())
+    return c.fail("weights must have the rank of the input (" + std::to_string(x.size()) + "), got " +
+                      formatSig(c.ops[1]),
+                  1);
+  if (!c.sameDType(0, 1) || (c.ops.size() == 3 && !c.sameDType(0, 2))) return false;
+  size_t k = x.size() - 2;
+  std::vector<int64_t> st, pad, dil, op = c.intsAttr("output_padding");
+  if (!windowAttrs(c, k, st, pad, dil)) return false;
+  if (op.empty()) op.assign(k, 0);
+  if (op.size() != k)
+    return c.failAttr("output_padding", "output_padding must have " + std::to_string(k) + " entries (" +
+                                            std::to_string(k) + " spatial axes), got " + formatInts(op));
+  for (int64_t v : op)
+    if (v < 0 || v > (int64_t(1) << 32))
+      return c.failAttr("output_padding", "output_padding entries must be non-negative and at most 2^32, got " +
+                                              formatInts(op));
+  int64_t groups = c.intAttr("groups");
+  if (groups < 1) return c.failAttr("groups", "groups must be positive, got " + std::to_string(groups));
+  int64_t ch;
+  if (!c.unify(x[1], w[0], ch, "the input channels and weights dim 0")) {
+    c.r.errorOperand = 1;
+    return false;
+  }
+  if (ch != kDynamic && ch % groups)
+    return c.fail("the input channels (" + std::to_string(ch) + ") must be a multiple of groups (" +
+                      std::to_string(groups) + ")",
+                  0);
+  int64_t m = w[1];
+  if (m != kDynamic && mulOverflows(m, groups)) return c.fail("too many output channels", 1);
+  if (c.ops.size() == 3) {
+    if (!c.requireRank(2, 1, "bias")) return false;
+    int64_t b;
+    if (!c.unify(c.ops[2].dims[0], m, b, "the bias size and the output channels")) {
+      c.r.errorOperand = 2;
+      return false;
+    }
+    m = b;
+  }
+  std::vector<int64_t> out = {x[0], m};
+  for (size_t i = 0; i < k; ++i) {
+    int64_t d = x[i + 2], kk = w[i + 2];
+    if (d == kDynamic || kk == kDynamic) {
+      c.defer("the output along spatial axis " + std::to_string(i) + " is not negative");
+      out.push_back(kDynamic);
+      continue;
+    }
+    // d < 2^48, K < 2^48, strides and dilations <= 2^32: the products can overflow.
+    int64_t o = d ? d - 1 : 0, span = kk ? kk - 1 : 0;
+    if (mulOverflows(o, st[i]) || mulOverflows(span, dil[i]) || addOverflows(o, span) ||
+        addOverflows(o, op[i] + 1 - pad[i] - pad[i + k]))
+      return c.fail("the output along spatial axis " + std::to_string(i) + " is too large", 0);
+    if (d == 0 || kk == 0 || o < 1)
+      return c.fail("the output along spatial axis " + std::to_string(i) + " would be " +
+                        (d == 0 || kk == 0 ? std::string("empty (an empty input or window)") : std::to_string(o)) +
+                        " (the pads exceed it)",
+                    0);
+    out.push_back(o);
+  }
+  c.result(c.ops[0].dtype, out);
+  return true;
+}
+
 bool relPool(Ctx &c) {
   const auto &x = c.ops[0].dims;
   if (x.size() < 3)
@@ -328,7 +399,7 @@ bool apply(Ctx &c) {
   case Relation::Unary: case Relation::Broadcast: case Relation::Compare:
   case Relation::MatMul: case Relation::BatchMatMul: case Relation::Reduce:
   case Relation::ArgReduce: case Relation::LayerNorm: case Relation::Arange:
-  case Relation::Conv: case Relation::Pool: case Relation::Attention:
+  case Relation::Conv: case Relation::Pool: case Relation::Attention: case Relation::ConvTranspose:
     for (size_t i = 0; i < (info.relation == Relation::Unary ? 1 : c.ops.size()); ++i)
       if (!dtypeAllowed(info.dtypes, c.ops[i].dtype))
         return c.fail("operand " + std::to_string(i) + " must have " +
@@ -359,6 +430,9 @@ bool apply(Ctx &c) {
   case Relation::ScatterND: return relScatterND(c);
   case Relation::OneHot: return relOneHot(c);
   case Relation::Attention: return relAttention(c);
+  case Relation::ConvTranspose: return relConvTranspose(c);
+  case Relation::TopK: return relTopK(c);
+  case Relation::NonMaxSuppression: return relNonMaxSuppression(c);
   case Relation::Reshape: return relReshape(c);
   case Relation::DynReshape: return relDynReshape(c);
   case Relation::Transpose: return relTranspose(c);

@@ -210,6 +210,10 @@ bool relScatterElements(Ctx &c);
 bool relScatterND(Ctx &c);
 bool relOneHot(Ctx &c);
 
+/// Relations of ShapeFnsMisc.cpp (issue 47's third batch).
+bool relTopK(Ctx &c);
+bool relNonMaxSuppression(Ctx &c);
+
 } // namespace nimble::shapefns
 
 #endif // NIMBLE_IR_SHAPEFNSIMPL_H

@@ -113,7 +113,7 @@ bool KernelLowering::analyze(std::string &reason) {
       // fast path: one hand-vectorised loop per head and query block.
       reason = "'attention' runs on the runtime's fused kernel or its reference kernel";
       return false;
-    case OpCode::Conv: case OpCode::MaxPool: case OpCode::AvgPool:
+    case OpCode::Conv: case OpCode::MaxPool: case OpCode::AvgPool: case OpCode::ConvTranspose:
       // oneDNN's convolution (vm/dispatch/LibraryConv.cpp) is the fast path;
       // a generated window loop would not beat its blocked direct kernels.
       reason = "'" + std::string(opInfo(mem.op).mnemonic) + "' runs on oneDNN or its reference kernel";
@@ -123,6 +123,12 @@ bool KernelLowering::analyze(std::string &reason) {
       // A sequential scan along a run-time axis, gathers whose shape needs
       // operand values (data-dependent), and scatters (updates may collide):
       // each is one loop nest that a generated kernel would only repeat.
+      reason = "'" + std::string(opInfo(mem.op).mnemonic) + "' runs as its reference kernel";
+      return false;
+    case OpCode::TopK: case OpCode::NonMaxSuppression: case OpCode::ShiftLeft: case OpCode::ShiftRight:
+      // Issue 47's third batch: sorts and a greedy selection (sequential),
+      // and shifts, which are not fused (Opaque) and have no native element
+      // form yet.
       reason = "'" + std::string(opInfo(mem.op).mnemonic) + "' runs as its reference kernel";
       return false;
     case OpCode::DynamicUpdateSlice:

@@ -75,16 +75,21 @@ bool ceilOp(Conv &c, Out &out) {
 
 /// Round half to even: floor(x), plus 1 above the half, and at the half
 /// when floor(x) is odd.
-bool roundOp(Conv &c, Out &out) {
-  Value *x = c.input(0);
-  if (!x || !isFloat(dt(x))) return c.fail("needs a float input");
+Value *roundHalfEven(Conv &c, Value *x) {
+  if (!x) return nullptr;
   Value *f = floorOrCeil(c, x, false);
   Value *d = c.op(OpCode::Sub, {x, f});
   Value *half = c.op(OpCode::Mul, {f, like(c, x, 0.5)});
   Value *odd = c.op(OpCode::NotEqual, {floorOrCeil(c, half, false), half});
   Value *up = c.op(OpCode::LogicalOr, {c.op(OpCode::Greater, {d, like(c, x, 0.5)}),
                                        c.op(OpCode::LogicalAnd, {c.op(OpCode::Equal, {d, like(c, x, 0.5)}), odd})});
-  return done(out, c.op(OpCode::Add, {f, c.op(OpCode::Cast, {up}, {{"dtype", Attr::getDType(dt(x))}})}));
+  return c.op(OpCode::Add, {f, c.op(OpCode::Cast, {up}, {{"dtype", Attr::getDType(dt(x))}})});
+}
+
+bool roundOp(Conv &c, Out &out) {
+  Value *x = c.input(0);
+  if (!x || !isFloat(dt(x))) return c.fail("needs a float input");
+  return done(out, roundHalfEven(c, x));
 }
 
 /// Float Mod (ONNX requires fmod=1 for floats): the fmod op. Integer Mod:

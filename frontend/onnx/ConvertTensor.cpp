@@ -146,4 +146,54 @@ bool oneHot(Conv &c, Out &out) {
                         {{"axis", Attr::getInt(c.attrInt("axis", -1))}}));
 }
 
+/// BitShift: shift_left or shift_right by `direction`.
+bool bitShift(Conv &c, Out &out) {
+  Value *x = c.input(0), *s = c.input(1);
+  if (!x || !s) return c.fail("needs X and Y");
+  std::string dir = c.attrStr("direction", "");
+  if (dir != "LEFT" && dir != "RIGHT") return c.fail("direction must be LEFT or RIGHT");
+  return done(out, c.op(dir == "LEFT" ? OpCode::ShiftLeft : OpCode::ShiftRight, {x, s}));
+}
+
+/// TopK: k from the attribute (opsets 1-9) or the input (a [1] tensor, from
+/// 10); sorted=0 allows any order, and the sorted one is such an order.
+bool topK(Conv &c, Out &out) {
+  Value *x = c.input(0);
+  if (!x) return c.fail("has no input");
+  Value *k;
+  if (c.opset < 10) {
+    k = c.scalar(DType::I64, static_cast<double>(c.attrInt("k", 0)));
+  } else if (auto kk = c.knownInts(1); kk && kk->size() == 1) {
+    k = c.scalar(DType::I64, static_cast<double>((*kk)[0]));
+  } else {
+    k = asI64(c, asScalar(c, c.input(1)));
+    if (!k) return c.fail("needs K");
+  }
+  std::vector<Value *> r = c.ops(OpCode::TopK, {x, k},
+                                 {{"axis", Attr::getInt(c.attrInt("axis", -1))},
+                                  {"largest", Attr::getBool(c.attrInt("largest", 1) != 0)}},
+                                 2);
+  if (r.size() != 2 || !r[0]) return false;
+  out = r;
+  return true;
+}
+
+/// NonMaxSuppression: the optional [1] inputs as scalars, with ONNX's
+/// defaults (no box per class; IoU threshold 0; no score threshold: -inf).
+bool nonMaxSuppression(Conv &c, Out &out) {
+  Value *boxes = c.input(0), *scores = c.input(1);
+  if (!boxes || !scores) return c.fail("needs boxes and scores");
+  DType t = dt(boxes);
+  Value *maxPer = c.input(2) ? asI64(c, asScalar(c, c.input(2))) : c.scalar(DType::I64, 0);
+  auto thr = [&](size_t i, double dflt) {
+    Value *v = c.input(i);
+    if (!v) return c.scalar(t, dflt);
+    v = asScalar(c, v);
+    return v && dt(v) != t ? c.op(OpCode::Cast, {v}, {{"dtype", Attr::getDType(t)}}) : v;
+  };
+  Value *iou = thr(3, 0.0), *score = thr(4, -INFINITY);
+  return done(out, c.op(OpCode::NonMaxSuppression, {boxes, scores, maxPer, iou, score},
+                        {{"center_point_box", Attr::getBool(c.attrInt("center_point_box", 0) != 0)}}));
+}
+
 } // namespace nimble::onnx_import::convert

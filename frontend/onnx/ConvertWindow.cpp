@@ -121,6 +121,85 @@ bool conv(Conv &c, Out &out) {
   return done(out, c.op(OpCode::Conv, operands, a));
 }
 
+/// ConvTranspose: pads from `pads`, or from output_shape or auto_pad SAME
+/// (output = input * stride) by ONNX's formula: the total padding
+/// s (D - 1) + output_padding + d (K - 1) + 1 - output, its odd unit at the
+/// end for SAME_UPPER (and NOTSET), at the beginning for SAME_LOWER. A
+/// negative total (an output_shape past the natural size) extends the end
+/// as output padding.
+bool convTranspose(Conv &c, Out &out) {
+  Value *x = c.input(0), *w = c.input(1), *b = c.input(2);
+  if (!x || !w) return c.fail("needs X and W");
+  if (rankOf(x) < 3) return c.fail("the input has rank < 3 (batch, channels, spatial axes)");
+  if (rankOf(w) != rankOf(x)) return c.fail("W's rank differs from X's");
+  const size_t k = static_cast<size_t>(rankOf(x) - 2);
+  std::vector<int64_t> kernel(w->type().dims().begin() + 2, w->type().dims().end());
+  if (auto ks = c.attrInts("kernel_shape")) {
+    if (ks->size() != k) return c.fail("kernel_shape has the wrong number of entries");
+    for (size_t i = 0; i < k; ++i)
+      if (kernel[i] != kDynamic && kernel[i] != (*ks)[i])
+        return c.fail("kernel_shape differs from W's spatial sizes");
+  }
+  auto list = [&](const char *name, int64_t dflt, size_t n) {
+    std::vector<int64_t> v = c.attrInts(name).value_or(std::vector<int64_t>());
+    if (v.empty()) v.assign(n, dflt);
+    return v;
+  };
+  std::vector<int64_t> st = list("strides", 1, k), dil = list("dilations", 1, k), op = list("output_padding", 0, k),
+                       pads = list("pads", 0, 2 * k);
+  if (st.size() != k || dil.size() != k || op.size() != k || pads.size() != 2 * k)
+    return c.fail("strides, dilations, output_padding or pads have the wrong number of entries");
+  constexpr int64_t kMax = int64_t(1) << 32;
+  for (size_t i = 0; i < k; ++i)
+    if (st[i] < 1 || st[i] > kMax || dil[i] < 1 || dil[i] > kMax || op[i] < 0 || op[i] > kMax)
+      return c.fail("strides and dilations must be between 1 and 2^32, output_padding between 0 and 2^32");
+  std::string autoPad = c.attrStr("auto_pad", "NOTSET");
+  std::optional<std::vector<int64_t>> shape = c.attrInts("output_shape");
+  if (shape && shape->size() == k + 2) shape = std::vector<int64_t>(shape->begin() + 2, shape->end());
+  if (shape && shape->size() != k) return c.fail("output_shape has the wrong number of entries");
+  if (!shape && (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER")) {
+    shape = std::vector<int64_t>();
+    for (size_t i = 0; i < k; ++i) {
+      int64_t d = x->type().dims()[i + 2];
+      if (d == kDynamic) return c.fail("auto_pad " + autoPad + " needs static spatial sizes");
+      shape->push_back(d * st[i]);
+    }
+  } else if (!shape && autoPad != "NOTSET" && autoPad != "VALID") {
+    return c.fail("auto_pad is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER");
+  }
+  if (!shape && autoPad == "VALID") pads.assign(2 * k, 0);
+  if (shape) {
+    for (size_t i = 0; i < k; ++i) {
+      int64_t d = x->type().dims()[i + 2];
+      if (d == kDynamic || kernel[i] == kDynamic) return c.fail("output_shape needs static spatial sizes");
+      if (d > kMax || kernel[i] > kMax || (*shape)[i] < 0 || (*shape)[i] > (int64_t(1) << 48))
+        return c.fail("the spatial sizes are too large");
+      int64_t total = st[i] * (d - 1) + op[i] + dil[i] * (kernel[i] - 1) + 1 - (*shape)[i];
+      if (total < 0) {
+        op[i] -= total;
+        total = 0;
+      }
+      int64_t half = total / 2;
+      pads[i] = autoPad == "SAME_LOWER" ? total - half : half;
+      pads[i + k] = total - pads[i];
+    }
+  }
+  Attrs a;
+  auto nonDefault = [](const std::vector<int64_t> &v, int64_t d) {
+    for (int64_t e : v)
+      if (e != d) return true;
+    return false;
+  };
+  if (nonDefault(st, 1)) a.push_back({"strides", ints(st)});
+  if (nonDefault(pads, 0)) a.push_back({"pads", ints(pads)});
+  if (nonDefault(dil, 1)) a.push_back({"dilations", ints(dil)});
+  if (nonDefault(op, 0)) a.push_back({"output_padding", ints(op)});
+  if (int64_t g = c.attrInt("group", 1); g != 1) a.push_back({"groups", Attr::getInt(g)});
+  std::vector<Value *> operands = {x, w};
+  if (b) operands.push_back(b);
+  return done(out, c.op(OpCode::ConvTranspose, operands, a));
+}
+
 template <bool IsMax> bool pool(Conv &c, Out &out) {
   Value *x = c.input(0);
   if (!x) return c.fail("has no input");

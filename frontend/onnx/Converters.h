@@ -241,6 +241,25 @@ bool gatherND(Conv &c, Out &out);
 bool scatterElements(Conv &c, Out &out);
 bool scatterND(Conv &c, Out &out);
 bool oneHot(Conv &c, Out &out);
+bool bitShift(Conv &c, Out &out);
+bool topK(Conv &c, Out &out);
+bool nonMaxSuppression(Conv &c, Out &out);
+bool convTranspose(Conv &c, Out &out);
+/// Round half to even of a float tensor (ConvertMath.cpp: floor, compare, select).
+Value *roundHalfEven(Conv &c, Value *x);
+/// 0, 1, ..., n - 1 for dimension `axis` of x, as a 1-D i64 tensor (ConvertShape.cpp).
+Value *iota1(Conv &c, Value *x, int64_t axis);
+// ConvertComposite.cpp (lowered to existing ops; window<0, 1, 2>: Hann, Hamming, Blackman)
+bool quantizeLinear(Conv &c, Out &out);
+bool dequantizeLinear(Conv &c, Out &out);
+bool dynamicQuantizeLinear(Conv &c, Out &out);
+template <int Kind> bool window(Conv &c, Out &out);
+bool compress(Conv &c, Out &out);
+bool lrn(Conv &c, Out &out);
+bool einsum(Conv &c, Out &out);
+bool det(Conv &c, Out &out);
+bool reverseSequence(Conv &c, Out &out);
+bool maxUnpool(Conv &c, Out &out);
 /// MaxPool (IsMax) and AveragePool (ConvertWindow.cpp).
 template <bool IsMax> bool pool(Conv &c, Out &out);
 

@@ -167,6 +167,24 @@ const std::vector<OpEntry> &opMap() {
         {"ScatterElements", 11, "scatter_elements", "", scatterElements},
         {"ScatterND", 11, "scatter_nd", "", scatterND},
         {"OneHot", 9, "one_hot (indices and depth cast to i64)", "", oneHot},
+        // Issue 47's third batch, lowered to existing ops (ConvertComposite.cpp).
+        {"QuantizeLinear", 10, "div, round's ops, add, maximum, minimum, cast", "to u8, i8, u16, i16; no block_size", quantizeLinear},
+        {"DequantizeLinear", 10, "cast, sub, mul", "no block_size", dequantizeLinear},
+        {"DynamicQuantizeLinear", 11, "min, max, sub, div, QuantizeLinear's ops", "", dynamicQuantizeLinear},
+        {"HannWindow", 17, "arange, mul, div, cos, add, cast", "computed in f64, then cast", window<0>},
+        {"HammingWindow", 17, "arange, mul, div, cos, add, cast", "computed in f64, then cast", window<1>},
+        {"BlackmanWindow", 17, "arange, mul, div, cos, add, cast", "computed in f64, then cast", window<2>},
+        {"Compress", 9, "nonzero, reshape, take", "", compress},
+        {"LRN", 7, "mul, expand_dims, avg_pool, add, pow, div", "", lrn},
+        {"Einsum", 12, "take (diagonals), sum, transpose, reshape, batch_matmul", "two or more operands: static sizes", einsum},
+        {"Det", 11, "slice, squeeze, mul, sub, add", "static 1x1, 2x2, 3x3 matrices", det},
+        {"ReverseSequence", 10, "arange, less, sub, select, gather_nd, transpose", "", reverseSequence},
+        {"MaxUnpool", 9, "zeros, scatter_elements, reshape, pad", "static input shape", maxUnpool},
+        // ... and to the ops it added (ConvertTensor.cpp, ConvertWindow.cpp).
+        {"BitShift", 11, "shift_left, shift_right", "", bitShift},
+        {"TopK", 1, "top_k", "sorted=0 gives the sorted order", topK},
+        {"NonMaxSuppression", 10, "non_max_suppression", "", nonMaxSuppression},
+        {"ConvTranspose", 1, "conv_transpose", "output_shape and auto_pad SAME need static spatial sizes", convTranspose},
     };
     // Sorted by type for findOp, whatever the order above.
     std::sort(m.begin(), m.end(), [](const OpEntry &a, const OpEntry &b) { return std::string(a.type) < b.type; });
@@ -193,21 +211,18 @@ struct Missing {
   const char *why;
 };
 const Missing kMissing[] = {
-    {"ConvTranspose", "needs a new Nimble op (conv_transpose)"},
     {"ConvInteger QLinearConv DeformConv", "needs integer or deformable convolution, which Nimble does not have"},
-    {"LpPool MaxRoiPool MaxUnpool GlobalLpPool", "needs a pooling op Nimble does not have (max_pool and avg_pool only)"},
+    {"LpPool MaxRoiPool GlobalLpPool", "needs a pooling op Nimble does not have (max_pool and avg_pool only)"},
     {"Resize Upsample GridSample RoiAlign AffineGrid", "resampling needs a new Nimble op (resize)"},
     {"CenterCropPad", "needs a crop-or-pad op (pad crops with negative pads; not mapped yet)"},
-    {"BitShift BitwiseAnd BitwiseOr BitwiseXor BitwiseNot", "needs a new Nimble integer op"},
-    {"TopK", "needs a new Nimble op (top_k)"},
-    {"Einsum", "needs a new Nimble op (einsum)"},
-    {"Scan", "needs scan outputs, which the importer's loops do not support yet"},
-    {"Det Compress ReverseSequence Unique NonMaxSuppression StringNormalizer TfIdfVectorizer RegexFullMatch "
-     "StringConcat StringSplit Col2Im DFT STFT MelWeightMatrix BlackmanWindow HammingWindow HannWindow "
-     "GroupNormalization LRN Bernoulli Multinomial RandomNormal RandomNormalLike RandomUniform "
+    {"BitwiseAnd BitwiseOr BitwiseXor BitwiseNot", "needs a new Nimble integer op"},
+        {"Scan", "needs scan outputs, which the importer's loops do not support yet"},
+    {"Unique StringNormalizer TfIdfVectorizer RegexFullMatch "
+     "StringConcat StringSplit Col2Im DFT STFT MelWeightMatrix "
+     "GroupNormalization Bernoulli Multinomial RandomNormal RandomNormalLike RandomUniform "
      "RandomUniformLike Optional OptionalGetElement OptionalHasElement SequenceAt SequenceConstruct "
      "SequenceEmpty SequenceErase SequenceInsert SequenceLength SequenceMap SplitToSequence ConcatFromSequence "
-     "QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger QLinearMatMul ImageDecoder "
+     "MatMulInteger QLinearMatMul ImageDecoder "
      "Gradient",
      "needs an op or a type (sequences, optionals, strings, quantized or random tensors) Nimble does not have"},
 };

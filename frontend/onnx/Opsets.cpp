@@ -33,7 +33,7 @@ const Floor kFloors[] = {
     {"Constant", 1}, {"Conv", 1}, {"DepthToSpace", 1}, {"Elu", 6}, {"Exp", 6}, {"Floor", 6},
     {"Gather", 1}, {"GlobalAveragePool", 1}, {"GlobalMaxPool", 1}, {"HardSigmoid", 6}, {"Identity", 1},
     {"If", 1}, {"InstanceNormalization", 6}, {"LeakyRelu", 6}, {"Log", 6}, {"LogSoftmax", 1},
-    {"Loop", 1}, {"LpNormalization", 1}, {"MatMul", 1}, {"MaxPool", 1}, {"Neg", 6}, {"Not", 1},
+    {"Loop", 1}, {"LRN", 1}, {"LpNormalization", 1}, {"MatMul", 1}, {"MaxPool", 1}, {"Neg", 6}, {"Not", 1},
     {"Reciprocal", 6}, {"ReduceL1", 1}, {"ReduceL2", 1}, {"ReduceLogSum", 1}, {"ReduceLogSumExp", 1},
     {"ReduceMax", 1}, {"ReduceMean", 1}, {"ReduceMin", 1}, {"ReduceSum", 1}, {"ReduceSumSquare", 1},
     {"Relu", 6}, {"Reshape", 5}, {"Selu", 6}, {"Shape", 1}, {"Sigmoid", 6}, {"Size", 1}, {"Softmax", 1},

@@ -26,7 +26,8 @@ Ops of ir/Ops.def generated: every element-wise, comparison, logical,
 select, cast, matmul, batch_matmul, conv, max_pool, avg_pool, reduction (prod included), cumsum,
 softmax, layer_norm, attention, shape op (reshape, dyn_reshape, transpose, concat, split, slice, dynamic_slice,
 dynamic_update_slice, take, expand_dims, squeeze, broadcast_to, tile, pad, gather_nd, scatter_elements,
-scatter_nd, one_hot), creation (constant, zeros, full,
+scatter_nd, one_hot, shift_left, shift_right, top_k, conv_transpose,
+non_max_suppression), creation (constant, zeros, full,
 arange, unique, nonzero), shape_of, dim, storage_size, and the structural
 ops (call, br, cond_br, match, ret, construct, tuple, get_tuple); @main
 sometimes carries the `dispatch` attribute (graph dispatch). Not
@@ -192,7 +193,8 @@ class Func:
                  "argmax", "softmax", "layernorm", "reshape", "dynreshape", "transpose", "concat", "split",
                  "slice", "dynslice", "dynupdate", "take", "expand", "squeeze", "bcast", "zeros", "full", "arange",
                  "unique", "nonzero", "shapeof", "dim", "storagesize", "tuple", "conv", "pool",
-                 "cumsum", "tile", "pad", "gathernd", "scatter", "scatternd", "onehot", "attention"]
+                 "cumsum", "tile", "pad", "gathernd", "scatter", "scatternd", "onehot", "attention",
+                 "shift", "topk", "convt", "nms"]
         for _ in range(10):
             v = getattr(self, "g_" + rng.choice(kinds))()
             if v is not None:
@@ -709,6 +711,66 @@ class Func:
         dims = list(a.dims)
         dims.insert(ax if ax >= 0 else ax + a.rank + 1, (depth, True))
         return self.op("one_hot %s, %s, %s, axis=%d" % (a.name, d.name, v.name, ax), dt, dims)
+
+    def g_shift(self):
+        a = self.pick(lambda v: v.dt in ("i32", "i64"))
+        if a is None:
+            return None
+        # Counts past the width and negative ones are defined (every bit out).
+        s = self.const([], a.dt, str(self.rng.randint(-1, 70)))
+        op = self.rng.choice(["shift_left", "shift_right"])
+        return self.op("%s %s, %s" % (op, a.name, s.name), a.dt, a.dims)
+
+    def g_topk(self):
+        # Floats: a rounding difference upstream can reorder near-ties.
+        a = self.pick(lambda v: 1 <= v.rank <= 3 and v.dt in ("f32", "i32", "i64") and
+                      not (self.stable and v.dt.startswith("f")))
+        if a is None:
+            return None
+        ax = self.rng.randrange(a.rank)
+        k = self.rng.randint(0, a.sizes[ax])
+        kc = self.const([], "i64", str(k))
+        dims = list(a.dims)
+        dims[ax] = (k, True)
+        name, idx = self.fresh(), self.fresh()
+        largest = self.rng.random() < 0.5
+        self.emit("%s, %s = top_k %s, %s, axis=%d, largest=%s" % (name, idx, a.name, kc.name, ax,
+                                                                   "true" if largest else "false"))
+        self.add(Val(idx, "i64", dims))
+        return self.add(Val(name, a.dt, dims))
+
+    def g_convt(self):
+        a = self.pick(lambda v: v.rank in (3, 4) and v.dt == "f32" and 0 not in v.sizes[1:] and v.numel() <= 1024)
+        if a is None:
+            return None
+        c = a.sizes[1]
+        groups = c if c > 1 and self.rng.random() < 0.3 else 1
+        mg = self.rng.randint(1, 2)
+        k = a.rank - 2
+        kernel = [self.rng.randint(1, 3) for _ in range(k)]
+        st = [self.rng.choice([1, 2]) for _ in range(k)]
+        dil = [self.rng.choice([1, 1, 2]) for _ in range(k)]
+        full = [st[i] * (a.sizes[i + 2] - 1) + dil[i] * (kernel[i] - 1) + 1 for i in range(k)]
+        pads = [self.rng.randint(0, (full[i] - 1) // 2) for i in range(k)] * 2
+        w = self.const([c, mg] + kernel, "f32")
+        text = ", strides=[%s], pads=[%s], dilations=[%s]" % (", ".join(map(str, st)), ", ".join(map(str, pads)),
+                                                              ", ".join(map(str, dil)))
+        if groups > 1:
+            text += ", groups=%d" % groups
+        dims = [a.dims[0], (mg * groups, True)] + [(full[i] - 2 * pads[i], a.dims[i + 2][1]) for i in range(k)]
+        return self.op("conv_transpose %s, %s%s" % (a.name, w.name, text), "f32", dims)
+
+    def g_nms(self):
+        # Boxes and scores as constants on a coarse grid (ties and overlaps).
+        n, cl = self.rng.randint(1, 5), self.rng.randint(1, 2)
+        vals = lambda cnt: ", ".join(str(self.rng.randint(0, 4) / 2) for _ in range(cnt))  # noqa: E731
+        boxes = self.const([1, n, 4], "f32", "[[%s]]" % ", ".join("[%s]" % vals(4) for _ in range(n)))
+        scores = self.const([1, cl, n], "f32", "[[%s]]" % ", ".join("[%s]" % vals(n) for _ in range(cl)))
+        m = self.const([], "i64", str(self.rng.randint(0, 3)))
+        iou = self.const([], "f32", "0.5")
+        thr = self.const([], "f32", "0.0")
+        return self.op("non_max_suppression %s, %s, %s, %s, %s" % (boxes.name, scores.name, m.name, iou.name, thr.name),
+                       "i64", [(None, False), (3, True)])
 
     def g_bcast(self):
         a = self.pick(lambda v: v.rank < 3)

@@ -962,4 +962,47 @@ TEST(Issue47, GatherScatterOneHot) {
   EXPECT_ERROR(run(OpCode::OneHot, {I64({3}), I64({}), F({2})}, {}, {nullptr, &neg, nullptr}), "depth -2 is negative", 1);
 }
 
+// Issue 47's third batch: shifts (broadcast, integers only), top_k (k from
+// its value: two results), conv_transpose's output size, and
+// non_max_suppression's upper bound.
+TEST(Issue47, ShiftsTopKConvTransposeNms) {
+  EXPECT_OK_SIG(run(OpCode::ShiftLeft, {T(DType::U8, {2, 3}), T(DType::U8, {3})}), T(DType::U8, {2, 3}));
+  EXPECT_OK_SIG(run(OpCode::ShiftRight, {I64({Q}), I64({})}), I64({Q}));
+  EXPECT_ERROR(run(OpCode::ShiftLeft, {F({2}), F({2})}), "integer", 0);
+
+  DenseValue k2 = val(DType::I64, {2}, true), k9 = val(DType::I64, {9}, true);
+  ShapeFnResult t = run(OpCode::TopK, {F({3, 4}), I64({})}, {{"axis", i(1)}}, {nullptr, &k2});
+  ASSERT_TRUE(t.ok()) << t.error;
+  ASSERT_EQ(t.results.size(), 2u);
+  EXPECT_EQ(formatSig(t.results[0]), formatSig(F({3, 2})));
+  EXPECT_EQ(formatSig(t.results[1]), formatSig(I64({3, 2})));
+  ShapeFnResult tq = run(OpCode::TopK, {T(DType::I32, {3, 4}), I64({})});
+  ASSERT_TRUE(tq.ok()) << tq.error;
+  EXPECT_EQ(formatSig(tq.results[0]), formatSig(T(DType::I32, {3, Q})));
+  EXPECT_ERROR(run(OpCode::TopK, {F({3, 4}), I64({})}, {}, {nullptr, &k9}), "k 9 is out of range [0, 4]", 1);
+  EXPECT_ERROR(run(OpCode::TopK, {F({3, 4}), F({})}), "k (operand 1) must be an integer", 1);
+  EXPECT_ERROR(run(OpCode::TopK, {B({3}), I64({})}), "numeric", 0);
+
+  // out = s (D - 1) + output_padding + d (K - 1) + 1 - pads
+  EXPECT_OK_SIG(run(OpCode::ConvTranspose, {F({1, 2, 3, 3}), F({2, 4, 3, 3})},
+                    {{"strides", ints({3, 2})}, {"output_padding", ints({1, 1})}}),
+                F({1, 4, 10, 8}));
+  EXPECT_OK_SIG(run(OpCode::ConvTranspose, {F({Q, 4, Q, 5}), F({4, 3, 2, 2}), F({6})},
+                    {{"pads", ints({0, 1, 0, 1})}, {"dilations", ints({2, 2})}, {"groups", i(2)}}),
+                F({Q, 6, Q, 5}));
+  EXPECT_ERROR(run(OpCode::ConvTranspose, {F({1, 3, 4}), F({2, 1, 3})}), "the input channels and weights dim 0", 1);
+  EXPECT_ERROR(run(OpCode::ConvTranspose, {F({1, 1, 2}), F({1, 1, 1})}, {{"pads", ints({1, 1})}}), "the pads exceed it",
+               0);
+  EXPECT_ERROR(run(OpCode::ConvTranspose, {F({1, 3, 4}), F({3, 1, 3})}, {{"groups", i(2)}}),
+               "must be a multiple of groups", 0);
+
+  ShapeFnResult n = run(OpCode::NonMaxSuppression, {F({2, 5, 4}), F({2, 3, 5}), I64({}), F({}), F({})});
+  EXPECT_OK_SIG(n, I64({30, 3}));
+  EXPECT_TRUE(n.upperBound);
+  EXPECT_OK_SIG(run(OpCode::NonMaxSuppression, {F({1, Q, 4}), F({1, 2, Q}), I64({}), F({}), F({})}), I64({Q, 3}));
+  EXPECT_ERROR(run(OpCode::NonMaxSuppression, {F({1, 5, 4}), F({1, 2, 4}), I64({}), F({}), F({})}),
+               "the boxes of boxes (dim 1) and of scores (dim 2) must be equal", 1);
+  EXPECT_ERROR(run(OpCode::NonMaxSuppression, {F({1, 5, 3}), F({1, 2, 5}), I64({}), F({}), F({})}), "coordinates", 0);
+}
+
 } // namespace nimble

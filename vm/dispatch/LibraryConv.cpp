@@ -1,6 +1,7 @@
 //===- LibraryConv.cpp - conv kernels through oneDNN ----------------------===//
 //
-// See LibraryConv.h. oneDNN 2.6's convolution_forward over plain layouts;
+// See LibraryConv.h. oneDNN 2.6's convolution_forward (and, for
+// conv_transpose, deconvolution_forward) over plain layouts;
 // every call that can throw dnnl::error is inside a try block.
 //
 //===----------------------------------------------------------------------===//
@@ -34,6 +35,11 @@ struct Plan {
   int64_t bias = -1;
   std::vector<int64_t> strides, pads, dilations;
   int64_t groups = 1;
+  // conv_transpose: oneDNN's deconvolution (its weights read in ONNX's
+  // C x M/groups x K.. order through strides; output_padding taken off the
+  // end padding, declined where that would go negative).
+  bool transpose = false;
+  std::vector<int64_t> outPad;
   std::vector<PostOp> post;
 };
 
@@ -41,7 +47,9 @@ Plan analyze(const KernelDesc &k) {
   Plan p;
   if (k.members.empty() || k.outputs.size() != 1 || k.upperBound) return p;
   const KernelDesc::Member &mm = k.members[0];
-  if (mm.op != OpCode::Conv || mm.numResults != 1 || mm.attrs.size() != 4) return p;
+  p.transpose = mm.op == OpCode::ConvTranspose;
+  if ((mm.op != OpCode::Conv && !p.transpose) || mm.numResults != 1 || mm.attrs.size() != (p.transpose ? 5u : 4u))
+    return p;
   if (mm.operands.size() < 2 || mm.operands.size() > 3) return p;
   for (uint32_t v : mm.operands)
     if (!f32Input(k, v)) return p;
@@ -51,7 +59,8 @@ Plan analyze(const KernelDesc &k) {
   p.strides = mm.attrs[0].getInts();
   p.pads = mm.attrs[1].getInts();
   p.dilations = mm.attrs[2].getInts();
-  p.groups = mm.attrs[3].getInt();
+  if (p.transpose) p.outPad = mm.attrs[3].getInts();
+  p.groups = mm.attrs[p.transpose ? 4 : 3].getInt();
   if (!library::matchPostOpChain(k, p.post)) return p;
   p.ok = true;
   return p;
@@ -61,7 +70,7 @@ dnnl::memory::desc plain(const Dims &d) { return dnnl::memory::desc(d, dnnl::mem
 
 struct Entry {
   bool usable = false;
-  dnnl::convolution_forward prim;
+  dnnl::primitive prim; // convolution_forward or deconvolution_forward
   dnnl::memory::desc src, weights, dst, bias; // the tensors' own (plain) layouts
   std::vector<dnnl::memory::desc> binaries; // one per binary post-op, in order
   bool packWeights = false;
@@ -123,11 +132,31 @@ struct ConvKernels::Impl {
     e.src = plain(xd);
     e.dst = plain(od);
     Dims userW = wd;
-    if (p.groups > 1) {
-      userW = {p.groups, wd[0] / p.groups};
-      userW.insert(userW.end(), wd.begin() + 1, wd.end());
+    if (p.transpose) {
+      // oneDNN's (G,) O, I, K.. over ONNX's C x M/G x K.. storage.
+      if (blocked) throw dnnl::error(dnnl_unimplemented, "deconvolution: plain layouts");
+      const int64_t g = p.groups, mg = wd[1], cg = wd[0] / g;
+      int64_t taps = 1;
+      for (size_t i = 2; i < wd.size(); ++i) taps *= wd[i];
+      Dims spatial(wd.begin() + 2, wd.end()), spStrides = contiguous(spatial);
+      Dims strides;
+      if (g > 1) {
+        userW = {g, mg, cg};
+        strides = {cg * mg * taps, taps, mg * taps};
+      } else {
+        userW = {mg, cg};
+        strides = {taps, mg * taps};
+      }
+      userW.insert(userW.end(), spatial.begin(), spatial.end());
+      strides.insert(strides.end(), spStrides.begin(), spStrides.end());
+      e.weights = dnnl::memory::desc(userW, dnnl::memory::data_type::f32, strides);
+    } else {
+      if (p.groups > 1) {
+        userW = {p.groups, wd[0] / p.groups};
+        userW.insert(userW.end(), wd.begin() + 1, wd.end());
+      }
+      e.weights = plain(userW);
     }
-    e.weights = plain(userW);
     Dims st(k, 1), dl(k, 0), pl(k, 0), pr(k, 0);
     for (size_t i = 0; i < k; ++i) {
       if (!p.strides.empty()) st[i] = p.strides[i];
@@ -136,6 +165,8 @@ struct ConvKernels::Impl {
         pl[i] = p.pads[i];
         pr[i] = p.pads[i + k];
       }
+      if (p.transpose && !p.outPad.empty()) pr[i] -= p.outPad[i];
+      if (pr[i] < 0) throw dnnl::error(dnnl_unimplemented, "output_padding past the end padding");
     }
     dnnl::post_ops ops;
     for (const PostOp &po : p.post) {
@@ -167,8 +198,28 @@ struct ConvKernels::Impl {
     };
     dnnl::memory::desc wAny = constant ? any(userW) : e.weights;
     dnnl::memory::desc srcAny = blocked ? any(xd) : e.src, dstAny = blocked ? any(od) : e.dst;
-    std::unique_ptr<dnnl::convolution_forward::desc> d;
     const auto kind = dnnl::prop_kind::forward_inference;
+    if (p.transpose) {
+      const int64_t m = od[1];
+      std::unique_ptr<dnnl::deconvolution_forward::desc> d;
+      const auto alg = dnnl::algorithm::deconvolution_direct;
+      if (p.bias >= 0) {
+        e.bias = plain({m});
+        d.reset(new dnnl::deconvolution_forward::desc(kind, alg, e.src, wAny, e.bias, e.dst, st, dl, pl, pr));
+      } else {
+        d.reset(new dnnl::deconvolution_forward::desc(kind, alg, e.src, wAny, e.dst, st, dl, pl, pr));
+      }
+      dnnl::deconvolution_forward::primitive_desc pd(*d, attr, engine);
+      if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) throw dnnl::error(dnnl_unimplemented, "reference only");
+      if (constant && pd.weights_desc() != e.weights) {
+        e.packWeights = true;
+        e.packedDesc = pd.weights_desc();
+      }
+      e.prim = dnnl::deconvolution_forward(pd);
+      e.usable = true;
+      return e;
+    }
+    std::unique_ptr<dnnl::convolution_forward::desc> d;
     const auto alg = dnnl::algorithm::convolution_direct;
     if (p.bias >= 0) {
       e.bias = plain({wd[0]});

@@ -28,6 +28,11 @@
 // full-shape binary, or shapes oneDNN keeps plain anyway, use the plain
 // primitive.
 //
+// conv_transpose (issue 47) runs as oneDNN's deconvolution_forward, alone
+// (it is not fused), in the plain layouts: the weights keep ONNX's
+// C x M/groups x K.. order, described to oneDNN by strides (packed once
+// when constant); an output_padding larger than the end padding declines.
+//
 // Errors: a primitive oneDNN cannot create, or creates only as its
 // reference implementation (slower than Nimble's own reference kernel),
 // declines these shapes; out of memory is the run's error.

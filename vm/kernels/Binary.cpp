@@ -14,6 +14,9 @@
 //   pow      std::pow. Its DTypeRule is Float, so integer pow (and the
 //            question of negative integer exponents) cannot reach a kernel;
 //            the kernel reports integer operands as unsupported.
+//   shift_left / shift_right  integers only; a count >= the width or
+//            negative shifts every bit out (0; shift_right of a negative
+//            signed value: -1), shift_right is arithmetic for signed types.
 //   maximum / minimum propagate NaN (numpy.maximum / numpy.minimum).
 //   equal / not_equal on i1 compare truth values.
 //
@@ -42,6 +45,8 @@ template <OpCode Op, class T> constexpr bool binarySupports() {
   case OpCode::Equal:
   case OpCode::NotEqual: return kIsFloat<T> || kIsInt<T> || kIsBool<T>;
   case OpCode::Pow: return kIsFloat<T>;
+  case OpCode::ShiftLeft:
+  case OpCode::ShiftRight: return kIsInt<T>;
   default: return kIsFloat<T> || kIsInt<T>;
   }
 }
@@ -49,6 +54,24 @@ template <OpCode Op, class T> constexpr bool binarySupports() {
 template <OpCode Op> constexpr bool isCompare() {
   return Op == OpCode::Equal || Op == OpCode::NotEqual || Op == OpCode::Less ||
          Op == OpCode::LessEqual || Op == OpCode::Greater || Op == OpCode::GreaterEqual;
+}
+
+/// a's bits shifted by s: a count past the width (or negative) shifts every
+/// bit out (0, or -1 for a negative signed a shifted right), where C++
+/// would be undefined.
+template <bool Left, class T> T shiftBits(T a, T s) {
+  using U = std::make_unsigned_t<T>;
+  constexpr uint64_t kWidth = sizeof(T) * 8;
+  bool out = static_cast<uint64_t>(static_cast<U>(s)) >= kWidth;
+  if constexpr (!kIsUnsigned<T>) out = out || s < 0;
+  if (out) {
+    if constexpr (!Left && !kIsUnsigned<T>) return a < 0 ? T(-1) : T(0);
+    return T(0);
+  }
+  const int n = static_cast<int>(s);
+  if constexpr (Left) return static_cast<T>(static_cast<U>(static_cast<U>(a) << n));
+  else if constexpr (kIsUnsigned<T>) return static_cast<T>(static_cast<U>(a) >> n);
+  else return static_cast<T>(a >> n); // arithmetic: C++20 defines it
 }
 
 /// Computes `a op b`; sets `fault` instead of invoking undefined behaviour.
@@ -88,6 +111,8 @@ template <OpCode Op, class T> T applyBinary(T a, T b, Fault &fault) {
     }
   } else if constexpr (Op == OpCode::Pow) {
     return std::pow(a, b);
+  } else if constexpr (Op == OpCode::ShiftLeft || Op == OpCode::ShiftRight) {
+    return shiftBits<Op == OpCode::ShiftLeft, T>(a, b);
   } else if constexpr (Op == OpCode::Maximum) {
     if constexpr (kIsFloat<T>)
       if (std::isnan(a) || std::isnan(b)) return std::isnan(a) ? a : b;
@@ -189,6 +214,8 @@ NIMBLE_BINARY_KERNEL(GreaterEqual)
 NIMBLE_BINARY_KERNEL(LogicalAnd)
 NIMBLE_BINARY_KERNEL(LogicalOr)
 NIMBLE_BINARY_KERNEL(Fmod)
+NIMBLE_BINARY_KERNEL(ShiftLeft)
+NIMBLE_BINARY_KERNEL(ShiftRight)
 #undef NIMBLE_BINARY_KERNEL
 
 Status refSelect(const KernelArgs &args) {

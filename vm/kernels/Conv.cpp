@@ -1,10 +1,13 @@
-//===- Conv.cpp - conv, max_pool and avg_pool -----------------------------===//
+//===- Conv.cpp - conv, conv_transpose, max_pool, avg_pool ----------------===//
 //
 // The reference kernels of the window ops over NCHW tensors (one or more
 // spatial axes; docs/LangRef.md, "Convolution and pooling"):
 //
 //   conv      y[n, m, o..] = b[m] + sum over c in m's group and taps t.. of
 //             x[n, c, o*s - pb + t*d ..] * w[m, c - group start, t..]
+//   conv_transpose  conv's adjoint (ONNX's ConvTranspose): every input
+//             element times every tap added at o = i*s - pb + t*d of output
+//             channel m (w is C x M/groups x K..), plus b[m]
 //   max_pool  the largest element of each window (NaN if one is NaN; the
 //             lowest value, -inf for floats, if the window holds no input
 //             element, which only padding larger than the window allows)
@@ -28,8 +31,10 @@
 
 #include "ir/Limits.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace nimble::vm::kernels {
 
@@ -153,6 +158,84 @@ Status convImpl(const KernelArgs &args) {
   });
 }
 
+/// conv_transpose: y[n, m, o..] = b[m] + the sum over the input channels c
+/// of m's group, the input positions i.. and the taps t.. with
+/// o = i s - pb + t d, of x[n, c, i..] w[c, m - group start, t..]. One
+/// (batch, output channel) plane per task, scattered into a double
+/// accumulator plane (so every output element is one sum, as conv's).
+Status convTransposeImpl(const KernelArgs &args) {
+  const Tensor &x = *args.inputs[0], &w = *args.inputs[1];
+  const Tensor *b = args.inputs.size() > 2 ? args.inputs[2] : nullptr;
+  Tensor &y = *args.outputs[0];
+  constexpr OpCode op = OpCode::ConvTranspose;
+  const size_t k = static_cast<size_t>(x.rank() - 2);
+  const auto &sa = intsAttr(args, op, "strides"), &pa = intsAttr(args, op, "pads"), &da = intsAttr(args, op, "dilations");
+  int64_t in[limits::kMaxRank], out[limits::kMaxRank], taps[limits::kMaxRank], st[limits::kMaxRank],
+      dil[limits::kMaxRank], pb[limits::kMaxRank];
+  int64_t inPlane = 1, outPlane = 1, tapCount = 1;
+  for (size_t a = 0; a < k; ++a) {
+    in[a] = x.dim(a + 2);
+    out[a] = y.dim(a + 2);
+    taps[a] = w.dim(a + 2);
+    st[a] = sa.empty() ? 1 : sa[a];
+    dil[a] = da.empty() ? 1 : da[a];
+    pb[a] = pa.empty() ? 0 : pa[a];
+    inPlane *= in[a];
+    outPlane *= out[a];
+    tapCount *= taps[a];
+  }
+  const int64_t n = x.dim(0), c = x.dim(1), m = y.dim(1);
+  const int64_t groups = intAttr(args, op, "groups");
+  const int64_t cg = c / groups, mg = m / groups;
+  return visitType(x.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (!kIsFloat<T>) {
+      return Status::error("conv_transpose has no kernel for " + sig(x));
+    } else {
+      const T *xs = x.data<T>(), *ws = w.data<T>(), *bs = b ? b->data<T>() : nullptr;
+      T *ys = y.data<T>();
+      parallelRange(args, n * m, outPlane * cg * tapCount + 1, [&](int64_t p0, int64_t p1) {
+        std::vector<double> acc(static_cast<size_t>(outPlane));
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t bi = p / m, oc = p % m, g = oc / mg, om = oc - g * mg;
+          std::fill(acc.begin(), acc.end(), bs ? double(bs[oc]) : 0.0);
+          for (int64_t ic = g * cg; ic < (g + 1) * cg; ++ic) {
+            const T *xp = xs + (bi * c + ic) * inPlane, *wp = ws + (ic * mg + om) * tapCount;
+            // Every (input position, tap) pair, scattered to its output
+            // position when that lies inside the output.
+            int64_t ii[limits::kMaxRank] = {};
+            for (int64_t xi = 0; xi < inPlane; ++xi) {
+              const double xv = double(xp[xi]);
+              int64_t tt[limits::kMaxRank] = {};
+              for (int64_t ti = 0; ti < tapCount; ++ti) {
+                int64_t oi = 0;
+                bool inside = true;
+                for (size_t a = 0; a < k && inside; ++a) {
+                  int64_t o = ii[a] * st[a] - pb[a] + tt[a] * dil[a];
+                  inside = o >= 0 && o < out[a];
+                  oi = oi * out[a] + o;
+                }
+                if (inside) acc[static_cast<size_t>(oi)] += xv * double(wp[ti]);
+                for (size_t a = k; a-- > 0;) {
+                  if (++tt[a] < taps[a]) break;
+                  tt[a] = 0;
+                }
+              }
+              for (size_t a = k; a-- > 0;) {
+                if (++ii[a] < in[a]) break;
+                ii[a] = 0;
+              }
+            }
+          }
+          T *yp = ys + p * outPlane;
+          for (int64_t i = 0; i < outPlane; ++i) yp[i] = static_cast<T>(acc[static_cast<size_t>(i)]);
+        }
+      });
+      return Status::success();
+    }
+  });
+}
+
 template <bool IsMax> Status poolImpl(const KernelArgs &args) {
   constexpr OpCode op = IsMax ? OpCode::MaxPool : OpCode::AvgPool;
   const Tensor &x = *args.inputs[0];
@@ -216,6 +299,11 @@ template <bool IsMax> Status poolImpl(const KernelArgs &args) {
 Status refConv(const KernelArgs &args) {
   checkOutputShapes(OpCode::Conv, args);
   return withF32(args, &convImpl);
+}
+
+Status refConvTranspose(const KernelArgs &args) {
+  checkOutputShapes(OpCode::ConvTranspose, args);
+  return withF32(args, &convTransposeImpl);
 }
 
 Status refMaxPool(const KernelArgs &args) {

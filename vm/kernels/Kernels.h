@@ -57,6 +57,9 @@
 #define NIMBLE_HAS_KERNEL_ScatterND(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_OneHot(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Attention(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_TopK(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_ConvTranspose(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_NonMaxSuppression(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Structural(Yes, No, Id) No(Id)
 
 namespace nimble::vm::kernels {

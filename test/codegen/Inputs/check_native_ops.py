@@ -154,7 +154,8 @@ SHAPE_OPERAND = {"dyn_reshape": 1, "zeros": 0, "full": 0,
                  # index tuples: their length (the last dim) fixes the rank
                  "gather_nd": 1, "scatter_nd": 1}
 # Ops whose result shape comes from values (or a bound): `?` result dims.
-DATA_DEPENDENT = {"arange", "zeros", "full", "dyn_reshape", "unique", "nonzero", "tile", "pad", "one_hot"}
+DATA_DEPENDENT = {"arange", "zeros", "full", "dyn_reshape", "unique", "nonzero", "tile", "pad", "one_hot", "top_k",
+                  "non_max_suppression"}
 
 
 def function_text(name, case, dynamic):

@@ -607,11 +607,100 @@ def issue47_index_ops():
     return m, [x, gi, si, su, ni, nu, oi], [x[np.arange(2), gi[:, 0]], s, n, o]
 
 
+@case
+def issue47_lowered():
+    # Lowered to existing ops: QuantizeLinear (per axis) and DequantizeLinear,
+    # DynamicQuantizeLinear, HannWindow (symmetric), Einsum (a contraction
+    # and a diagonal), LRN, Compress (no axis), Det (3x3), ReverseSequence,
+    # MaxUnpool.
+    U8 = TensorProto.UINT8
+    nodes = [N("QuantizeLinear", ["x", "qs", "qz"], ["q"], axis=1), N("DequantizeLinear", ["q", "qs", "qz"], ["dq"], axis=1),
+             N("DynamicQuantizeLinear", ["x"], ["y", "ys", "yz"]),
+             N("HannWindow", ["wn"], ["hw"], periodic=0),
+             N("Einsum", ["a", "b"], ["e"], equation="bij,bkj->bik"), N("Einsum", ["sq"], ["dg"], equation="ii->i"),
+             N("LRN", ["img"], ["l"], size=3, alpha=0.1, beta=0.75, bias=2.0),
+             N("Compress", ["x", "cond"], ["cp"]), N("Det", ["sq"], ["dt"]),
+             N("ReverseSequence", ["seq", "lens"], ["rs"], batch_axis=1, time_axis=0),
+             N("MaxUnpool", ["mu", "mi"], ["up"], kernel_shape=[2, 2], strides=[2, 2])]
+    m = model(nodes, [("x", F, [2, 3]), ("a", F, [2, 2, 3]), ("b", F, [2, 4, 3]), ("sq", F, [3, 3]),
+                      ("img", F, [1, 4, 2, 2]), ("cond", B, [4]), ("seq", F, [4, 3]), ("mu", F, [1, 1, 2, 2])],
+              [("q", U8, [2, 3]), ("dq", F, [2, 3]), ("y", U8, [2, 3]), ("ys", F, []), ("yz", U8, []), ("hw", F, [5]),
+               ("e", F, [2, 2, 4]), ("dg", F, [3]), ("l", F, [1, 4, 2, 2]), ("cp", F, [None]), ("dt", F, []),
+               ("rs", F, [4, 3]), ("up", F, [1, 1, 4, 4])],
+              inits=[("qs", np.array([0.02, 0.05, 0.1], np.float32)), ("qz", np.array([128, 0, 10], np.uint8)),
+                     ("wn", np.array(5, np.int64)), ("lens", np.array([4, 1, 2], np.int64)),
+                     ("mi", np.array([[[[0, 3], [9, 14]]]], np.int64))], opset=17)
+    x = np.array([[-1.0, 0.5, 2.5], [3.0, -0.01, 30.0]], np.float32)
+    a, b, sq, img = randn(2, 2, 3), randn(2, 4, 3), randn(3, 3), randn(1, 4, 2, 2)
+    cond = np.array([True, False, False, True])
+    seq, mu = randn(4, 3), randn(1, 1, 2, 2)
+    qs, qz = np.array([0.02, 0.05, 0.1], np.float32), np.array([128, 0, 10], np.uint8)
+    q = np.clip(np.round(x / qs) + qz, 0, 255).astype(np.uint8)
+    dq = ((q.astype(np.float32) - qz.astype(np.float32)) * qs).astype(np.float32)
+    lo, hi = min(0.0, x.min()), max(0.0, x.max())
+    ys = np.float32((hi - lo) / 255)
+    yz = np.uint8(np.clip(round(float(np.float32(0 - lo) / ys)), 0, 255))
+    y = np.clip(np.round(x / ys) + yz, 0, 255).astype(np.uint8)
+    hw = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(5) / 4)).astype(np.float32)
+    sqs = np.zeros_like(img)
+    for c in range(4):
+        sqs[:, c] = (img[:, max(0, c - 1):c + 2] ** 2).sum(axis=1)
+    lrn = img / (2.0 + 0.1 / 3 * sqs) ** 0.75
+    rs = seq.copy()
+    for bi, n in enumerate([4, 1, 2]):
+        rs[:n, bi] = seq[:n, bi][::-1]
+    up = np.zeros(16, np.float32)
+    up[[0, 3, 9, 14]] = mu.reshape(-1)
+    return m, [x, a, b, sq, img, cond, seq, mu], [
+        q, dq, y, ys, yz, hw, np.einsum("bij,bkj->bik", a, b), np.diagonal(sq).copy(), lrn.astype(np.float32),
+        x.reshape(-1)[[0, 3]], np.float32(np.linalg.det(sq.astype(np.float64))), rs, up.reshape(1, 1, 4, 4)]
+
+
+@case
+def issue47_batch3_ops():
+    # BitShift, TopK (run-time K), ConvTranspose (strides, output_shape:
+    # asymmetric pads), NonMaxSuppression (center boxes, defaults omitted).
+    U16 = TensorProto.UINT16
+    cw, cb = randn(2, 3, 3, 3), randn(3)
+    nodes = [N("BitShift", ["bx", "bs"], ["bl"], direction="LEFT"), N("BitShift", ["bx", "bs"], ["br"], direction="RIGHT"),
+             N("TopK", ["tx", "k"], ["tv", "ti"], axis=1, largest=0),
+             N("ConvTranspose", ["cx", "cw", "cb"], ["cy"], strides=[2, 2], output_shape=[6, 5]),
+             N("NonMaxSuppression", ["boxes", "scores", "maxper", "iou"], ["sel"], center_point_box=1)]
+    m = model(nodes, [("bx", U16, [4]), ("bs", U16, [4]), ("tx", F, [2, 5]), ("k", I64, [1]), ("cx", F, [1, 2, 3, 2]),
+                      ("boxes", F, [1, 4, 4]), ("scores", F, [1, 1, 4])],
+              [("bl", U16, [4]), ("br", U16, [4]), ("tv", F, [2, None]), ("ti", I64, [2, None]), ("cy", F, [1, 3, 6, 5]),
+               ("sel", I64, [None, 3])],
+              inits=[("cw", cw), ("cb", cb), ("maxper", np.array([2], np.int64)),
+                     ("iou", np.array([0.3], np.float32))], opset=13)
+    bx, bs = np.array([1, 0x8001, 300, 7], np.uint16), np.array([3, 1, 16, 0], np.uint16)
+    tx = np.array([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]], np.float32)
+    k = np.array([3], np.int64)
+    cx = randn(1, 2, 3, 2)
+    boxes = np.array([[[0.5, 0.5, 1, 1], [0.6, 0.5, 1, 1], [3, 3, 1, 1], [0.5, 0.5, 0.1, 0.1]]], np.float32)
+    scores = np.array([[[0.9, 0.8, 0.7, 0.95]]], np.float32)
+    # ConvTranspose by the scatter form: natural 7x5 (pads from output_shape
+    # [6, 5]: total 1 and 0, the odd unit at the end).
+    full = np.zeros((1, 3, 7, 5))
+    for c in range(2):
+        for i in range(3):
+            for j in range(2):
+                full[0, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3] += cx[0, c, i, j] * cw[c]
+    cy = (full[:, :, 0:6, 0:5] + cb.reshape(1, 3, 1, 1)).astype(np.float32)
+    order = np.argsort(tx, axis=1, kind="stable")[:, :3]
+    # Box 1 overlaps box 0 (IoU 0.82) and is suppressed; box 3 (inside box 0,
+    # IoU 0.01) is kept first; max 2 per class.
+    sel = np.array([[0, 0, 3], [0, 0, 0]], np.int64)
+    return m, [bx, bs, tx, k, cx, boxes, scores], [
+        (bx.astype(np.uint32) << bs.astype(np.uint32) & 0xFFFF).astype(np.uint16) * (bs < 16),
+        (bx >> np.minimum(bs, 15)) * (bs < 16), np.take_along_axis(tx, order, 1), order.astype(np.int64), cy, sel]
+
+
 # --- Models for the error messages (not numeric) ------------------------------
 
 @case
 def unsupported_op():
-    return model([N("ConvTranspose", ["x", "w"], ["y"], name="deconv1")], [("x", F, [1, 1, 4, 4]), ("w", F, [1, 1, 3, 3])],
+    return model([N("DeformConv", ["x", "w", "off"], ["y"], name="deconv1")],
+                 [("x", F, [1, 1, 4, 4]), ("w", F, [1, 1, 3, 3]), ("off", F, [1, 18, 2, 2])],
                  [("y", F, [1, 1, 2, 2])]), None, None
 
 
@@ -804,7 +893,7 @@ def shape_mismatch():
 @case
 def control_chars():
     # Names are arbitrary bytes: a message naming one stays one line.
-    return model([N("Relu", ["x"], ["y\nz"], name="bad\nname"), N("ConvTranspose", ["y\nz"], ["w"], name="conv\r2")],
+    return model([N("Relu", ["x"], ["y\nz"], name="bad\nname"), N("DeformConv", ["y\nz"], ["w"], name="conv\r2")],
                  [("x", F, [2])], [("w", F, [2])]), None, None
 
 

@@ -267,5 +267,55 @@ def cast_cases(rng):
     return cases
 
 
+def _shift(a, s, left, dt):
+    """Python integers: bits past the width lost; counts >= the width (or
+    negative) shift everything out; right shifts of signed types arithmetic."""
+    bits = NP[dt](0).nbytes * 8
+    info = np.iinfo(NP[dt])
+    out = []
+    for x, n in zip(a.reshape(-1).tolist(), s.reshape(-1).tolist()):
+        if n < 0 or n >= bits:
+            r = -1 if (not left and x < 0) else 0
+        elif left:
+            r = (x << n) & ((1 << bits) - 1)
+            if info.min < 0 and r >= 1 << (bits - 1):
+                r -= 1 << bits
+        else:
+            r = x >> n
+        out.append(r)
+    return np.array(out, dtype=NP[dt]).reshape(a.shape)
+
+
+def shift_cases(rng):
+    cases = []
+    for dt in INTS:
+        info = np.iinfo(NP[dt])
+        bits = NP[dt](0).nbytes * 8
+        lo, hi = (info.min, info.max) if bits < 64 else (-(2**62), 2**62)
+        if dt == "u64":
+            lo, hi = 0, 2**63 - 1
+        for sa, sb in (((2, 3), (2, 3)), ((2, 3), (3,)), ((), (4,)), ((0, 2), (1,))):
+            a = rng.array(sa, dt, lo, hi)
+            # Counts from past-the-end (and negative, for signed types) through the width.
+            s = rng.array(sb, dt, 0 if dt in UINTS else -2, bits + 2)
+            ab, sb_ = np.broadcast_arrays(a, s)
+            for op, left in (("shift_left", True), ("shift_right", False)):
+                cases.append(Case(op, dt, [a, s], [_shift(np.array(ab), np.array(sb_), left, dt)]))
+    # ONNX's BitShift example, and the edges: 0, width - 1, width.
+    x = np.array([16, 4, 1, 255], np.uint8)
+    cases.append(Case("shift_right", "u8", [x, np.array([1, 2, 3, 8], np.uint8)],
+                      [np.array([8, 1, 0, 0], np.uint8)]))
+    cases.append(Case("shift_left", "u8", [x, np.array([0, 7, 7, 8], np.uint8)],
+                      [np.array([16, 0, 128, 0], np.uint8)]))
+    y = np.array([-128, -1, 64, -5], np.int8)
+    cases.append(Case("shift_right", "i8", [y, np.array([7, 9, -1, 1], np.int8)],
+                      [np.array([-1, -1, 0, -3], np.int8)]))
+    cases.append(Case("shift_left", "i8", [y, np.array([1, 7, 1, -3], np.int8)],
+                      [np.array([0, -128, -128, 0], np.int8)]))
+    cases.append(Case("shift_left", "f32", [np.ones(2, np.float32), np.ones(2, np.float32)],
+                      error="must have an integer element type"))
+    return cases
+
+
 def cases(rng):
-    return unary_cases(rng) + binary_cases(rng) + select_cases(rng) + cast_cases(rng)
+    return unary_cases(rng) + binary_cases(rng) + select_cases(rng) + cast_cases(rng) + shift_cases(rng)

@@ -269,5 +269,99 @@ def attention_cases(rng):
     return cases
 
 
+def _top_k(x, k, axis, largest):
+    """A stable argsort of the key (NaN ranked above every number): equal
+    entries keep index order."""
+    w = wide(x)
+    if w.dtype.kind == "f":
+        nan = np.isnan(w)
+        key = np.where(nan, -np.inf, -w) if largest else np.where(nan, np.inf, w)
+        # NaN before (largest) or after every number; -inf/inf tie with NaN
+        # otherwise, so rank on (nan flag, key).
+        flag = np.where(nan, 0 if largest else 1, 1 if largest else 0)
+        order = np.lexsort((np.moveaxis(key, axis, -1), np.moveaxis(flag, axis, -1)), axis=-1)
+    else:
+        key = -w.astype(np.float64) if largest and w.dtype.kind == "u" else (-w if largest else w)
+        order = np.argsort(np.moveaxis(key, axis, -1), axis=-1, kind="stable")
+    idx = np.moveaxis(order[..., :k], -1, axis).astype(np.int64)
+    return np.take_along_axis(x, idx, axis=axis), idx
+
+
+TOPK_SHAPES = [((2, 5), -1, 3), ((2, 5), 0, 1), ((4,), 0, 4), ((3, 4, 2), 1, 2), ((3, 0), 1, 0), ((2, 6), 1, 0)]
+
+
+def top_k_cases(rng):
+    cases = []
+    for j, dt in enumerate(NUMERIC):
+        for i, (shape, axis, k) in enumerate(TOPK_SHAPES):
+            largest = (i + j) % 2 == 0
+            x = rng.small_ints(shape, dt, 0 if dt in ("u8", "u16", "u32", "u64") else -3, 3)  # ties
+            v, ix = _top_k(x, k, axis, largest)
+            cases.append(Case("top_k", dt, [x, np.array(k, np.int64)], [v, ix],
+                              attrs={"axis": axis, "largest": largest}))
+    x = np.array([[1, np.nan, 3, -np.inf, np.nan, 3]], np.float32)
+    for largest in (True, False):
+        v, ix = _top_k(x, 4, 1, largest)
+        cases.append(Case("top_k", "f32", [x, np.array(4, np.int32)], [v, ix], attrs={"largest": largest}))
+    cases.append(Case("top_k", "f32", [x, np.array(7, np.int64)], error="k 7 is out of range"))
+    return cases
+
+
+def _iou(a, b, center):
+    def corners(p):
+        if center:
+            return p[1] - p[3] / 2, p[0] - p[2] / 2, p[1] + p[3] / 2, p[0] + p[2] / 2
+        return min(p[0], p[2]), min(p[1], p[3]), max(p[0], p[2]), max(p[1], p[3])
+    y0, x0, y1, x1 = corners([float(v) for v in a])
+    v0, u0, v1, u1 = corners([float(v) for v in b])
+    aa, ab = (y1 - y0) * (x1 - x0), (v1 - v0) * (u1 - u0)
+    ih, iw = min(y1, v1) - max(y0, v0), min(x1, u1) - max(x0, u0)
+    if aa <= 0 or ab <= 0 or ih <= 0 or iw <= 0:
+        return 0.0
+    return ih * iw / (aa + ab - ih * iw)
+
+
+def _nms(boxes, scores, max_per, iou, thr, center):
+    rows = []
+    for b in range(scores.shape[0]):
+        for c in range(scores.shape[1]):
+            s = [float(v) for v in scores[b, c]]
+            cand = sorted((i for i in range(len(s)) if s[i] > thr), key=lambda i: -s[i])
+            kept = []
+            for i in cand:
+                if len(kept) >= max_per:
+                    break
+                if all(_iou(boxes[b, k], boxes[b, i], center) <= iou for k in kept):
+                    kept.append(i)
+                    rows.append([b, c, i])
+    return np.array(rows, np.int64).reshape(-1, 3)
+
+
+def nms_cases(rng):
+    cases = []
+    for j, dt in enumerate(FLOATS):
+        for center in (False, True):
+            # Boxes on a coarse grid (overlaps and equal scores are common).
+            boxes = cast_to(rng.g.integers(0, 6, size=(2, 7, 4)) / 2.0, dt)
+            scores = cast_to(rng.g.integers(0, 8, size=(2, 3, 7)) / 8.0, dt)
+            for max_per, iou, thr in ((3, 0.5, 0.1), (10, 0.0, -np.inf), (0, 0.5, 0.0), (2, 1.0, 0.5)):
+                want = _nms(boxes, scores, max_per, iou, float(cast_to(thr, dt)), center)
+                ins = [boxes, scores, np.array(max_per, np.int64), cast_to(np.array(iou), dt),
+                       cast_to(np.array(thr), dt)]
+                cases.append(Case("non_max_suppression", dt, ins, [want], attrs={"center_point_box": center}))
+    # ONNX's suppress_by_IOU example (flipped corners in the second box).
+    boxes = np.array([[[0, 0, 1, 1], [0, 1.1, 1, 0.1], [0, -0.1, 1, 0.9], [0, 10, 1, 11], [0, 10.1, 1, 11.1],
+                       [0, 100, 1, 101]]], np.float32)
+    scores = np.array([[[0.9, 0.75, 0.6, 0.95, 0.5, 0.3]]], np.float32)
+    cases.append(Case("non_max_suppression", "f32",
+                      [boxes, scores, np.array(3, np.int64), np.array(0.5, np.float32), np.array(0.0, np.float32)],
+                      [np.array([[0, 0, 3], [0, 0, 0], [0, 0, 5]], np.int64)]))
+    cases.append(Case("non_max_suppression", "f32",
+                      [boxes, scores[:, :, :5], np.array(3, np.int64), np.array(0.5, np.float32),
+                       np.array(0.0, np.float32)], error="must be equal"))
+    return cases
+
+
 def cases(rng):
-    return matmul_cases(rng) + reduce_cases(rng) + argmax_cases(rng) + norm_cases(rng) + cumsum_cases(rng) + attention_cases(rng)
+    return (matmul_cases(rng) + reduce_cases(rng) + argmax_cases(rng) + norm_cases(rng) + cumsum_cases(rng)
+            + attention_cases(rng) + top_k_cases(rng) + nms_cases(rng))

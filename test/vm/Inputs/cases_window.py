@@ -1,4 +1,4 @@
-"""Cases for conv, max_pool and avg_pool (the "window" group).
+"""Cases for conv, conv_transpose, max_pool and avg_pool (the "window" group).
 
 The expected values come from a numpy formulation independent of the
 kernels' loops: the input is padded explicitly (zeros for conv and sums,
@@ -109,6 +109,41 @@ CONV = [
     ((1, 1, 2, 2), (1, 1, 3, 3), [], [1, 1, 1, 1], [], 1, False),  # window wider than the input
 ]
 
+def conv_transpose_ref(x, w, b, strides=(), pads=(), dil=(), out_pad=(), groups=1):
+    """The scatter form, one tap at a time: the whole input times w[c, m, t]
+    lands on the strided slice that starts at t * dilation of the unpadded
+    output; the pads are cut off at the end."""
+    x, w = wide(x), wide(w)
+    k = x.ndim - 2
+    kernel = list(w.shape[2:])
+    st, dl = list(strides) or [1] * k, list(dil) or [1] * k
+    pd, op = list(pads) or [0] * (2 * k), list(out_pad) or [0] * k
+    full = [st[i] * (x.shape[2 + i] - 1) + dl[i] * (kernel[i] - 1) + 1 + op[i] for i in range(k)]
+    n, c, mg = x.shape[0], x.shape[1], w.shape[1]
+    cg = c // groups
+    y = np.zeros([n, mg * groups] + full)
+    for t in np.ndindex(*kernel):
+        sl = tuple(slice(t[i] * dl[i], t[i] * dl[i] + st[i] * (x.shape[2 + i] - 1) + 1, st[i]) for i in range(k))
+        for g in range(groups):
+            xs = x[:, g * cg:(g + 1) * cg]
+            ws = w[(slice(g * cg, (g + 1) * cg), slice(None)) + t]  # cg, mg
+            y[(slice(None), slice(g * mg, (g + 1) * mg)) + sl] += np.einsum("nc...,cm->nm...", xs, ws)
+    if b is not None:
+        y += wide(b).reshape([1, mg * groups] + [1] * k)
+    return y[(slice(None), slice(None)) + tuple(slice(pd[i], full[i] - pd[i + k]) for i in range(k))]
+
+
+CONV_TRANSPOSE = [
+    # x shape, w shape, strides, pads, dilations, output_padding, groups, bias
+    ((1, 1, 3), (1, 2, 3), [], [], [], [], 1, False),
+    ((2, 3, 4), (3, 2, 3), [2], [1, 0], [], [1], 1, True),
+    ((1, 1, 3, 3), (1, 2, 3, 3), [3, 2], [], [], [1, 1], 1, True),
+    ((1, 2, 4, 3), (2, 3, 2, 3), [2, 1], [1, 0, 0, 1], [1, 2], [], 1, False),
+    ((1, 4, 3, 3), (4, 1, 3, 3), [2, 2], [1, 1, 1, 1], [], [1, 1], 2, True),
+    ((1, 1, 2, 3, 2), (1, 2, 2, 2, 2), [1, 2, 1], [], [], [], 1, True),  # 3-D
+    ((0, 2, 3, 3), (2, 2, 2, 2), [], [], [], [], 1, True),  # empty batch
+]
+
 POOL = [
     # x shape, kernel, strides, pads, dilations, ceil
     ((1, 1, 6), [2], [2], [], [], False),
@@ -133,6 +168,12 @@ def cases(rng):
             attrs = {"strides": st, "pads": pd, "dilations": dl, "groups": g}
             ins = [x, w] + ([b] if bias else [])
             out.append(Case("conv", dt, ins, [cast_to(conv_ref(x, w, b, st, pd, dl, g), dt)], attrs=attrs))
+        for xs, ws, st, pd, dl, opd, g, bias in CONV_TRANSPOSE:
+            x, w = rng.array(xs, dt, -1, 1), rng.array(ws, dt, -1, 1)
+            b = rng.array((ws[1] * g,), dt, -1, 1) if bias else None
+            attrs = {"strides": st, "pads": pd, "dilations": dl, "output_padding": opd, "groups": g}
+            want = cast_to(conv_transpose_ref(x, w, b, st, pd, dl, opd, g), dt)
+            out.append(Case("conv_transpose", dt, [x, w] + ([b] if bias else []), [want], attrs=attrs))
         for xs, k, st, pd, dl, ceil in POOL:
             for include in (False, True):
                 x = rng.array(xs, dt)
@@ -162,4 +203,8 @@ def cases(rng):
     out.append(Case("conv", "f32", [x, w], error="the input channels and weights dim 1 times groups must be equal"))
     out.append(Case("max_pool", "f32", [rng.array((1, 1, 2, 2), "f32")], attrs={"kernel": [3, 3]},
                     error="is larger than the padded input"))
+    out.append(Case("conv_transpose", "f32", [rng.array((1, 3, 2, 2), "f32"), rng.array((2, 1, 3, 3), "f32")],
+                    error="the input channels and weights dim 0 must be equal"))
+    out.append(Case("conv_transpose", "f32", [rng.array((1, 1, 2, 2), "f32"), rng.array((1, 1, 1, 1), "f32")],
+                    attrs={"pads": [1, 1, 1, 1]}, error="the pads exceed it"))
     return out
