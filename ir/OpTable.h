@@ -225,7 +225,7 @@ enum class Relation : uint8_t {
   LayerNorm, Reshape, DynReshape, Transpose, Concat, Split, Slice, DynamicSlice,
   DynamicUpdateSlice, Take, ExpandDims, Squeeze, BroadcastTo, Constant, Zeros, Full, Arange, Unique,
   Nonzero, ShapeOf, Dim, StorageSize, Conv, Pool, CumSum, Tile, Pad,
-  GatherND, ScatterElements, ScatterND, OneHot, Attention, Structural,
+  GatherND, ScatterElements, ScatterND, OneHot, Attention, Resize, GridSample, Structural,
 };
 enum class ShapeMode : uint8_t { None, DataIndependent, DataDependent, UpperBound };
 enum class FusionPattern : uint8_t {

@@ -3,7 +3,8 @@
 // Shared by the files that hold the relations (ShapeFns.cpp: elementwise,
 // linear algebra, reductions, normalisation, convolution, pooling and
 // attention, with the dispatch over every relation; ShapeFnsLayout.cpp:
-// layout, indexing, scatter/gather and creation ops): the context one
+// layout, indexing, scatter/gather and creation ops; ShapeFnsSampling.cpp:
+// resize and grid_sample): the context one
 // relation builds its answer in, and the relations each file gives the
 // other. Not part of the IR library's interface: include ir/ShapeFns.h.
 //
@@ -209,6 +210,10 @@ bool relGatherND(Ctx &c);
 bool relScatterElements(Ctx &c);
 bool relScatterND(Ctx &c);
 bool relOneHot(Ctx &c);
+
+/// Relations of ShapeFnsSampling.cpp (resize, grid_sample).
+bool relResize(Ctx &c);
+bool relGridSample(Ctx &c);
 
 } // namespace nimble::shapefns
 

@@ -125,6 +125,11 @@ bool KernelLowering::analyze(std::string &reason) {
       // each is one loop nest that a generated kernel would only repeat.
       reason = "'" + std::string(opInfo(mem.op).mnemonic) + "' runs as its reference kernel";
       return false;
+    case OpCode::Resize: case OpCode::GridSample:
+      // Weighted gathers whose taps depend on run-time sizes and values
+      // (issue 47): no native form yet.
+      reason = "'" + std::string(opInfo(mem.op).mnemonic) + "' runs as its reference kernel";
+      return false;
     case OpCode::DynamicUpdateSlice:
       // Two memcpys, the first skipped when it runs in place: the reference
       // kernel is what a generated one would be.

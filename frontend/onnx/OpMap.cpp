@@ -167,6 +167,10 @@ const std::vector<OpEntry> &opMap() {
         {"ScatterElements", 11, "scatter_elements", "", scatterElements},
         {"ScatterND", 11, "scatter_nd", "", scatterND},
         {"OneHot", 9, "one_hot (indices and depth cast to i64)", "", oneHot},
+        // Sampling (ConvertSampling.cpp).
+        {"Resize", 10, "resize", "opset 10 as Upsample; run-time scales or sizes give ? dims", resize},
+        {"Upsample", 7, "resize", "as Resize with asymmetric coordinates, nearest floored", upsample},
+        {"GridSample", 16, "grid_sample", "", gridSample},
     };
     // Sorted by type for findOp, whatever the order above.
     std::sort(m.begin(), m.end(), [](const OpEntry &a, const OpEntry &b) { return std::string(a.type) < b.type; });
@@ -196,7 +200,8 @@ const Missing kMissing[] = {
     {"ConvTranspose", "needs a new Nimble op (conv_transpose)"},
     {"ConvInteger QLinearConv DeformConv", "needs integer or deformable convolution, which Nimble does not have"},
     {"LpPool MaxRoiPool MaxUnpool GlobalLpPool", "needs a pooling op Nimble does not have (max_pool and avg_pool only)"},
-    {"Resize Upsample GridSample RoiAlign AffineGrid", "resampling needs a new Nimble op (resize)"},
+    {"RoiAlign", "needs per-box average or max pooling of sampled points, which Nimble does not have"},
+    {"AffineGrid", "not mapped yet (a coordinate grid times theta: arange, matmul; then grid_sample)"},
     {"CenterCropPad", "needs a crop-or-pad op (pad crops with negative pads; not mapped yet)"},
     {"BitShift BitwiseAnd BitwiseOr BitwiseXor BitwiseNot", "needs a new Nimble integer op"},
     {"TopK", "needs a new Nimble op (top_k)"},

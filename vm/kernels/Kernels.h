@@ -57,6 +57,8 @@
 #define NIMBLE_HAS_KERNEL_ScatterND(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_OneHot(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Attention(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_Resize(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_GridSample(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Structural(Yes, No, Id) No(Id)
 
 namespace nimble::vm::kernels {
