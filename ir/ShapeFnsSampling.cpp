@@ -108,6 +108,13 @@ bool relResize(Ctx &c) {
   for (int64_t a : axes) out[static_cast<size_t>(a)] = kDynamic;
   std::vector<int64_t> sizes;
   const DenseValue *scales = c.value(1);
+  // Scales map coordinates even when sizes fix the result: always checked.
+  if (scales)
+    for (int64_t i = 0; i < scales->numElements(); ++i) {
+      double s = scales->getDouble(i);
+      if (!(s > 0) || !std::isfinite(s))
+        return c.fail("scales entry " + std::to_string(s) + " is not a positive finite number", 1);
+    }
   if (nSizes != 0 && nSizes != kDynamic && c.shapeValue(2, sizes)) {
     for (int64_t s : sizes)
       if (s < 0) return c.fail("sizes entry " + std::to_string(s) + " is negative", 2);
@@ -137,8 +144,6 @@ bool relResize(Ctx &c) {
   } else if (nSizes == 0 && nScales != kDynamic && scales) {
     for (int64_t i = 0; i < k; ++i) {
       double s = scales->getDouble(i);
-      if (!(s > 0) || !std::isfinite(s))
-        return c.fail("scales entry " + std::to_string(s) + " is not a positive finite number", 1);
       int64_t d = c.ops[0].dims[static_cast<size_t>(axes[static_cast<size_t>(i)])];
       if (d == kDynamic) continue;
       double o = std::floor(static_cast<double>(d) * s);

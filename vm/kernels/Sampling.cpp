@@ -250,6 +250,10 @@ Status resizeImpl(const KernelArgs &args) {
         const size_t au = static_cast<size_t>(a);
         if (!resized[au]) continue;
         const int64_t n = shape[au], m = y.dim(au);
+        // antialias widens the kernel to about 4 / scale taps per output.
+        if (p.antialias && p.mode != "nearest" && scale[au] < 1e-6)
+          return Status::error("resize: antialias with scale " + std::to_string(scale[au]) + " on axis " +
+                               std::to_string(a) + " of " + sig(x) + " needs more than 10^6 taps per output");
         std::vector<Taps> taps(static_cast<size_t>(m));
         bool identity = n == m;
         for (int64_t j = 0; j < m; ++j) {

@@ -234,6 +234,10 @@ def resize_cases(rng):
                       error="positive finite"))
     cases.append(Case("resize", "f32", e + [np.array([1.0], np.float32), np.array([], np.int64)],
                       error="must have 0 or 2 entries"))
+    cases.append(Case("resize", "f32", e + [np.array([1.0, 0.0], np.float32), np.array([2, 2], np.int64)],
+                      error="positive finite"))
+    cases.append(Case("resize", "f32", e + [np.array([1.0, 1e-7], np.float32), np.array([2, 2], np.int64)],
+                      attrs={"mode": "linear", "antialias": True}, error="taps per output"))
     cases.append(Case("resize", "f32", [np.zeros((0, 3), np.float32), np.array([], np.float32),
                                         np.array([2, 3], np.int64)], error="empty dimension"))
     cases.append(Case("resize", "f32", e + [np.array([], np.float32), np.array([2, 2], np.int64)],
