@@ -226,7 +226,7 @@ enum class Relation : uint8_t {
   DynamicUpdateSlice, Take, ExpandDims, Squeeze, BroadcastTo, Constant, Zeros, Full, Arange, Unique,
   Nonzero, ShapeOf, Dim, StorageSize, Conv, Pool, CumSum, Tile, Pad,
   GatherND, ScatterElements, ScatterND, OneHot, Attention, TopK, ConvTranspose, NonMaxSuppression,
-  Structural,
+  Resize, GridSample, Structural,
 };
 enum class ShapeMode : uint8_t { None, DataIndependent, DataDependent, UpperBound };
 enum class FusionPattern : uint8_t {

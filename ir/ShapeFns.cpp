@@ -429,6 +429,8 @@ bool apply(Ctx &c) {
   case Relation::ScatterElements: return relScatterElements(c);
   case Relation::ScatterND: return relScatterND(c);
   case Relation::OneHot: return relOneHot(c);
+  case Relation::Resize: return relResize(c);
+  case Relation::GridSample: return relGridSample(c);
   case Relation::Attention: return relAttention(c);
   case Relation::ConvTranspose: return relConvTranspose(c);
   case Relation::TopK: return relTopK(c);

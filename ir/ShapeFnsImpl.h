@@ -3,7 +3,8 @@
 // Shared by the files that hold the relations (ShapeFns.cpp: elementwise,
 // linear algebra, reductions, normalisation, convolution, pooling and
 // attention, with the dispatch over every relation; ShapeFnsLayout.cpp:
-// layout, indexing, scatter/gather and creation ops): the context one
+// layout, indexing, scatter/gather and creation ops; ShapeFnsSampling.cpp:
+// resize and grid_sample): the context one
 // relation builds its answer in, and the relations each file gives the
 // other. Not part of the IR library's interface: include ir/ShapeFns.h.
 //
@@ -213,6 +214,9 @@ bool relOneHot(Ctx &c);
 /// Relations of ShapeFnsMisc.cpp (issue 47's third batch).
 bool relTopK(Ctx &c);
 bool relNonMaxSuppression(Ctx &c);
+/// Relations of ShapeFnsSampling.cpp (resize, grid_sample).
+bool relResize(Ctx &c);
+bool relGridSample(Ctx &c);
 
 } // namespace nimble::shapefns
 

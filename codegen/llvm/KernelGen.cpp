@@ -129,6 +129,9 @@ bool KernelLowering::analyze(std::string &reason) {
       // Issue 47's third batch: sorts and a greedy selection (sequential),
       // and shifts, which are not fused (Opaque) and have no native element
       // form yet.
+    case OpCode::Resize: case OpCode::GridSample:
+      // Weighted gathers whose taps depend on run-time sizes and values
+      // (issue 47): no native form yet.
       reason = "'" + std::string(opInfo(mem.op).mnemonic) + "' runs as its reference kernel";
       return false;
     case OpCode::DynamicUpdateSlice:

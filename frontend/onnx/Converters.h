@@ -263,6 +263,11 @@ bool maxUnpool(Conv &c, Out &out);
 /// MaxPool (IsMax) and AveragePool (ConvertWindow.cpp).
 template <bool IsMax> bool pool(Conv &c, Out &out);
 
+/// Sampling (ConvertSampling.cpp).
+bool resize(Conv &c, Out &out);
+bool upsample(Conv &c, Out &out);
+bool gridSample(Conv &c, Out &out);
+
 } // namespace nimble::onnx_import::convert
 
 #endif // NIMBLE_FRONTEND_ONNX_CONVERTERS_H

@@ -185,6 +185,10 @@ const std::vector<OpEntry> &opMap() {
         {"TopK", 1, "top_k", "sorted=0 gives the sorted order", topK},
         {"NonMaxSuppression", 10, "non_max_suppression", "", nonMaxSuppression},
         {"ConvTranspose", 1, "conv_transpose", "output_shape and auto_pad SAME need static spatial sizes", convTranspose},
+        // Sampling (ConvertSampling.cpp).
+        {"Resize", 10, "resize", "opset 10 as Upsample; run-time scales or sizes give ? dims", resize},
+        {"Upsample", 7, "resize", "as Resize with asymmetric coordinates, nearest floored", upsample},
+        {"GridSample", 16, "grid_sample", "", gridSample},
     };
     // Sorted by type for findOp, whatever the order above.
     std::sort(m.begin(), m.end(), [](const OpEntry &a, const OpEntry &b) { return std::string(a.type) < b.type; });
@@ -214,6 +218,9 @@ const Missing kMissing[] = {
     {"ConvInteger QLinearConv DeformConv", "needs integer or deformable convolution, which Nimble does not have"},
     {"LpPool MaxRoiPool GlobalLpPool", "needs a pooling op Nimble does not have (max_pool and avg_pool only)"},
     {"Resize Upsample GridSample RoiAlign AffineGrid", "resampling needs a new Nimble op (resize)"},
+    {"LpPool MaxRoiPool MaxUnpool GlobalLpPool", "needs a pooling op Nimble does not have (max_pool and avg_pool only)"},
+    {"RoiAlign", "needs per-box average or max pooling of sampled points, which Nimble does not have"},
+    {"AffineGrid", "not mapped yet (a coordinate grid times theta: arange, matmul; then grid_sample)"},
     {"CenterCropPad", "needs a crop-or-pad op (pad crops with negative pads; not mapped yet)"},
     {"BitwiseAnd BitwiseOr BitwiseXor BitwiseNot", "needs a new Nimble integer op"},
         {"Scan", "needs scan outputs, which the importer's loops do not support yet"},

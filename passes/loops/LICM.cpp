@@ -44,10 +44,11 @@ bool isSpeculatable(const Operation &op) {
   if (op.is(OpCode::Constant)) return true;
   const OpInfo &info = op.info();
   if (info.shapeMode != ShapeMode::DataIndependent) return false;
-  // Their operand values can fail them (an index, a start, cumsum's axis).
+  // Their operand values can fail them (an index, a start, cumsum's axis;
+  // grid_sample: an empty spatial axis to sample).
   if (op.is(OpCode::Take) || op.is(OpCode::DynamicSlice) || op.is(OpCode::DynamicUpdateSlice) ||
       op.is(OpCode::CumSum) || op.is(OpCode::GatherND) || op.is(OpCode::ScatterElements) ||
-      op.is(OpCode::ScatterND))
+      op.is(OpCode::ScatterND) || op.is(OpCode::GridSample))
     return false;
   for (unsigned i = 0; i < op.numOperands(); ++i) {
     Type t = op.operand(i)->type();

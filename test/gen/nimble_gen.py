@@ -27,7 +27,7 @@ select, cast, matmul, batch_matmul, conv, max_pool, avg_pool, reduction (prod in
 softmax, layer_norm, attention, shape op (reshape, dyn_reshape, transpose, concat, split, slice, dynamic_slice,
 dynamic_update_slice, take, expand_dims, squeeze, broadcast_to, tile, pad, gather_nd, scatter_elements,
 scatter_nd, one_hot, shift_left, shift_right, top_k, conv_transpose,
-non_max_suppression), creation (constant, zeros, full,
+non_max_suppression), resize, grid_sample, creation (constant, zeros, full,
 arange, unique, nonzero), shape_of, dim, storage_size, and the structural
 ops (call, br, cond_br, match, ret, construct, tuple, get_tuple); @main
 sometimes carries the `dispatch` attribute (graph dispatch). Not
@@ -38,6 +38,16 @@ and device_copy (no second device on a CPU-only run).
 import math
 import random
 import sys
+
+
+def nested(vals, shape):
+    """A .nir literal of `vals` (row-major) with `shape`."""
+    if not shape:
+        return repr(vals[0])
+    if len(shape) == 1:
+        return "[%s]" % ", ".join(repr(v) for v in vals)
+    step = len(vals) // shape[0]
+    return "[%s]" % ", ".join(nested(vals[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0]))
 
 UNARY_FLOAT = ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "gelu", "erf",
                "sin", "cos", "tan", "atan", "sinh", "cosh", "asinh"]
@@ -194,7 +204,7 @@ class Func:
                  "slice", "dynslice", "dynupdate", "take", "expand", "squeeze", "bcast", "zeros", "full", "arange",
                  "unique", "nonzero", "shapeof", "dim", "storagesize", "tuple", "conv", "pool",
                  "cumsum", "tile", "pad", "gathernd", "scatter", "scatternd", "onehot", "attention",
-                 "shift", "topk", "convt", "nms"]
+                 "shift", "topk", "convt", "nms", "resize", "gridsample"]
         for _ in range(10):
             v = getattr(self, "g_" + rng.choice(kinds))()
             if v is not None:
@@ -771,6 +781,57 @@ class Func:
         thr = self.const([], "f32", "0.0")
         return self.op("non_max_suppression %s, %s, %s, %s, %s" % (boxes.name, scores.name, m.name, iou.name, thr.name),
                        "i64", [(None, False), (3, True)])
+    def g_resize(self):
+        a = self.pick(lambda v: 1 <= v.rank <= 4 and v.dt in ("f32", "f64", "i32"))
+        if a is None:
+            return None
+        rng = self.rng
+        r = a.rank
+        mode = rng.choice(["nearest", "linear", "cubic"])
+        ctm = rng.choice(["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                          "asymmetric", "tf_crop_and_resize"])
+        attrs = ', mode="%s", coordinate_transformation_mode="%s"' % (mode, ctm)
+        if mode == "nearest":
+            attrs += ', nearest_mode="%s"' % rng.choice(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])
+        if mode != "nearest" and rng.random() < 0.3:
+            attrs += ", antialias=true"
+        if mode == "cubic" and rng.random() < 0.3:
+            attrs += ", exclude_outside=true"
+        if rng.random() < 0.5 or 0 in a.sizes:
+            sizes = [s if s == 0 else rng.randint(1, 5) for s in a.sizes]
+            sc = self.const([0], "f32", "[]")
+            sz = self.const([r], "i64", "[%s]" % ", ".join(map(str, sizes)))
+        else:
+            scales = [rng.choice([0.5, 0.75, 1.0, 1.5, 2.0, 3.0]) for _ in range(r)]
+            sizes = [int(math.floor(s * f)) for s, f in zip(a.sizes, scales)]
+            sc = self.const([r], "f32", "[%s]" % ", ".join("%.2f" % f for f in scales))
+            sz = self.const([0], "i64", "[]")
+        operands = "%s, %s, %s" % (a.name, sc.name, sz.name)
+        if ctm == "tf_crop_and_resize":
+            roi = [rng.choice([0.0, 0.25]) for _ in range(r)] + [rng.choice([0.75, 1.0, 1.25]) for _ in range(r)]
+            operands += ", " + self.const([2 * r], "f32", "[%s]" % ", ".join("%.2f" % v for v in roi)).name
+            attrs += ", extrapolation_value=%.1f" % rng.choice([0.0, -1.0])
+        return self.op("resize %s%s" % (operands, attrs), a.dt, [(n, st) for n, (_, st) in zip(sizes, a.dims)])
+
+    def g_gridsample(self):
+        a = self.pick(lambda v: 3 <= v.rank <= 4 and v.dt in ("f32", "f64") and all(s > 0 for s in v.sizes))
+        if a is None:
+            return None
+        rng = self.rng
+        sp = a.rank - 2
+        out = [rng.randint(1, 3) for _ in range(sp)]
+        n = a.sizes[0]
+        count = n * sp
+        for o in out:
+            count *= o
+        vals = [rng.choice([-1.25, -1.0, -0.5, -0.2, 0.0, 0.3, 0.5, 1.0, 1.1]) for _ in range(count)]
+        g = self.const([n] + out + [sp], a.dt, nested(vals, [n] + out + [sp]))
+        attrs = ', mode="%s", padding_mode="%s"' % (rng.choice(["linear", "nearest", "cubic"]),
+                                                     rng.choice(["zeros", "border", "reflection"]))
+        if rng.random() < 0.5:
+            attrs += ", align_corners=true"
+        return self.op("grid_sample %s, %s%s" % (a.name, g.name, attrs), a.dt,
+                       [a.dims[0], a.dims[1]] + [(o, True) for o in out])
 
     def g_bcast(self):
         a = self.pick(lambda v: v.rank < 3)

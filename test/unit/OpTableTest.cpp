@@ -152,8 +152,8 @@ TEST(OpTable, StructuralOpsHaveNoShapeFunction) {
 }
 
 // Nimble paper §3.2: dyn_reshape, zeros, full and arange need input values to
-// size their output (and tile, pad, one_hot and top_k, whose counts are
-// run-time tensors);
+// size their output (and tile, pad, one_hot, top_k and resize, whose counts
+// are run-time tensors);
 // unique, nonzero and non_max_suppression only know an upper bound.
 TEST(OpTable, ShapeModesFollowThePaper) {
   std::set<OpCode> dataDependent, upperBound;
@@ -164,7 +164,7 @@ TEST(OpTable, ShapeModesFollowThePaper) {
   EXPECT_EQ(dataDependent,
             (std::set<OpCode>{OpCode::DynReshape, OpCode::Zeros, OpCode::Full, OpCode::Arange,
                                OpCode::StorageSize, OpCode::Tile, OpCode::Pad,
-                               OpCode::OneHot, OpCode::TopK}));
+                               OpCode::OneHot, OpCode::TopK, OpCode::Resize}));
   EXPECT_EQ(upperBound, (std::set<OpCode>{OpCode::Unique, OpCode::Nonzero, OpCode::NonMaxSuppression}));
   EXPECT_EQ(shapeModeName(ShapeMode::DataDependent), "data-dependent");
   EXPECT_EQ(shapeModeName(ShapeMode::UpperBound), "upper-bound");

@@ -60,6 +60,8 @@
 #define NIMBLE_HAS_KERNEL_TopK(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_ConvTranspose(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_NonMaxSuppression(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_Resize(Yes, No, Id) Yes(Id)
+#define NIMBLE_HAS_KERNEL_GridSample(Yes, No, Id) Yes(Id)
 #define NIMBLE_HAS_KERNEL_Structural(Yes, No, Id) No(Id)
 
 namespace nimble::vm::kernels {

@@ -693,6 +693,46 @@ def issue47_batch3_ops():
     return m, [bx, bs, tx, k, cx, boxes, scores], [
         (bx.astype(np.uint32) << bs.astype(np.uint32) & 0xFFFF).astype(np.uint16) * (bs < 16),
         (bx >> np.minimum(bs, 15)) * (bs < 16), np.take_along_axis(tx, order, 1), order.astype(np.int64), cy, sel]
+def issue47_sampling_ops():
+    # Resize with constant scales (static dims), with sizes computed at run
+    # time from Shape (dims ?), linear align_corners by sizes; GridSample
+    # (opset 16's bilinear name) with an identity grid and border padding.
+    nodes = [N("Resize", ["x", "", "sc"], ["r"], mode="nearest"),
+             N("Shape", ["x"], ["shp"]), N("Mul", ["shp", "two"], ["sz"]),
+             N("Resize", ["x", "", "", "sz"], ["d"], mode="nearest"),
+             N("Resize", ["s", "", "", "lin"], ["l"], mode="linear", coordinate_transformation_mode="align_corners"),
+             N("GridSample", ["s", "grid"], ["g"], mode="bilinear", padding_mode="border", align_corners=1)]
+    grid = np.array([[[[-1, -1], [0, -1], [1, -1], [-5, 7]], [[-1, 1], [0, 1], [1, 1], [9, 9]]]], np.float32)
+    m = model(nodes, [("x", F, [1, 2, "H", 3]), ("s", F, [1, 1, 2, 3])],
+              [("r", F, [1, 2, "H2", 6]), ("d", F, ["A", "B", "C", "D"]), ("l", F, [1, 1, 3, 5]),
+               ("g", F, [1, 1, 2, 4])],
+              inits=[("sc", np.array([1, 1, 2, 2], np.float32)), ("two", np.array([1, 1, 2, 2], np.int64)),
+                     ("lin", np.array([1, 1, 3, 5], np.int64)), ("grid", grid)], opset=16)
+    x, s = randn(1, 2, 2, 3), randn(1, 1, 2, 3)
+    up = np.repeat(np.repeat(x, 2, 2), 2, 3)
+    rows = np.stack([s[0, 0, 0], (s[0, 0, 0] + s[0, 0, 1]) / 2, s[0, 0, 1]])
+    cols = np.arange(5) / 2
+    lin = np.stack([np.interp(cols, np.arange(3), r) for r in rows])[None, None].astype(np.float32)
+    g = np.array([[[[s[0, 0, 0, 0], s[0, 0, 0, 1], s[0, 0, 0, 2], s[0, 0, 1, 0]],
+                    [s[0, 0, 1, 0], s[0, 0, 1, 1], s[0, 0, 1, 2], s[0, 0, 1, 2]]]]], np.float32)
+    return m, [x, s], [up, up, lin, g]
+
+
+@case
+def upsample_opset9():
+    # Upsample (opset 9: scales an input): nearest floors, linear is asymmetric.
+    nodes = [N("Upsample", ["x", "sc"], ["n"], mode="nearest"), N("Upsample", ["x", "sc"], ["l"], mode="linear")]
+    m = model(nodes, [("x", F, [1, 1, 2, 2])], [("n", F, [1, 1, 4, 6]), ("l", F, [1, 1, 4, 6])],
+              inits=[("sc", np.array([1, 1, 2, 3], np.float32))], opset=9)
+    x = randn(1, 1, 2, 2)
+    n = np.repeat(np.repeat(x, 2, 2), 3, 3)
+    # Asymmetric linear: source j / scale, clamped at the last entry.
+    def lin1(v, k, out):
+        src = np.minimum(np.arange(out) / k, len(v) - 1)
+        return np.interp(src, np.arange(len(v)), v)
+    rows = np.stack([lin1(r, 3, 6) for r in x[0, 0]])
+    l = np.stack([lin1(c, 2, 4) for c in rows.T]).T
+    return m, [x], [n, l[None, None].astype(np.float32)]
 
 
 # --- Models for the error messages (not numeric) ------------------------------

@@ -6,7 +6,7 @@
 Groups: elementwise (unary, binary, compare, logical, select, cast), linalg
 (matmul, batch_matmul, reductions, argmax, softmax, layer_norm), shape (data
 movement), create (constant ... device_copy), window (conv, max_pool,
-avg_pool), coverage.
+avg_pool), sampling (resize, grid_sample), coverage.
 
 For each case the script writes seeded random inputs (many shapes: rank 0,
 empty dimensions, size-1 broadcasting, negative axes, keepdims) as .npy
@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cases_elementwise  # noqa: E402
 import cases_linalg  # noqa: E402
 import cases_shape  # noqa: E402
+import cases_sampling  # noqa: E402
 import cases_window  # noqa: E402
 from oplib import RULE_DTYPES, Rng, run_case  # noqa: E402
 
@@ -44,6 +45,7 @@ GROUPS = {
     "shape": (3, lambda rng: cases_shape.movement_cases(rng)),
     "create": (4, lambda rng: cases_shape.create_cases(rng)),
     "window": (5, cases_window.cases),
+    "sampling": (6, cases_sampling.cases),
 }
 
 
