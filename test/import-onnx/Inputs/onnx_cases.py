@@ -693,6 +693,9 @@ def issue47_batch3_ops():
     return m, [bx, bs, tx, k, cx, boxes, scores], [
         (bx.astype(np.uint32) << bs.astype(np.uint32) & 0xFFFF).astype(np.uint16) * (bs < 16),
         (bx >> np.minimum(bs, 15)) * (bs < 16), np.take_along_axis(tx, order, 1), order.astype(np.int64), cy, sel]
+
+
+@case
 def issue47_sampling_ops():
     # Resize with constant scales (static dims), with sizes computed at run
     # time from Shape (dims ?), linear align_corners by sizes; GridSample
