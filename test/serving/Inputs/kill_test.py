@@ -7,8 +7,10 @@ Two replicas; 16 clients each send 12 tree_sum requests one after another
 so each replica holds several requests at any moment. After the first 48
 answers one replica's process is killed (SIGKILL: no chance to drain). Every request
 must come back either with its own right result (200) or with an error
-status and a message (a 5xx from Ray Serve's proxy for the requests the
-dead replica held); none may hang (the clients' timeout counts as lost),
+status and a message (a 5xx from the ingress for the requests the
+dead replica held), or, behind HAProxy, a connection closed at once without
+a response (HAProxy's answer for a request it had sent on a reused server
+connection that the kill closed); none may hang (the clients' timeout counts as lost),
 none may get a wrong or another's result. Afterwards the service answers
 again. Prints the counts; FileCheck checks them. Bounded at 150 s.
 """
@@ -87,6 +89,7 @@ with lib.cluster() as lib_port:
     t0 = time.monotonic()
     while len(pids) < 2 and time.monotonic() - t0 < 30:
         pids.add(lib.describe(lib_port)["pid"])
+    lib.line("ingress: %s" % lib.ingress_of(lib_port))
     lib.line("replicas: %d" % len(pids))
     victim = sorted(pids)[0]
 

@@ -42,6 +42,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 nbc = open(sys.argv[1], "rb").read()
 exe = nimble.load(nbc)
 cluster = None
+lib.set_ingress()  # before the nodes start: each inherits it
 try:
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "include_dashboard": False, "object_store_memory": 80 << 20})
@@ -52,6 +53,7 @@ try:
     serve.start(http_options={"host": "127.0.0.1", "port": port, "location": "HeadOnly"},
                 logging_config={"log_level": "WARNING"})
     serve.run(nserve.build_app(nbc, name="served", num_replicas=2, ray_actor_options={"num_cpus": 1}))
+    lib.line("ingress: %s" % lib.ingress_of(port))
     rng = np.random.default_rng(3)
     seen, right, sent = {}, 0, 0
     t0 = time.monotonic()

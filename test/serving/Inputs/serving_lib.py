@@ -38,6 +38,43 @@ def watchdog(seconds):
     signal.alarm(seconds)
 
 
+def set_ingress():
+    """Puts $NIMBLE_TEST_INGRESS's settings (nimble.serve_env: haproxy or
+    proxy; default proxy) into this process's environment, which every Ray
+    process started from here inherits; -> the ingress's name."""
+    from nimble import serve_env
+    name = os.environ.get("NIMBLE_TEST_INGRESS", "proxy")
+    for k, v in serve_env.ingress_env(name).items():
+        os.environ[k] = v
+    return name
+
+
+def ingress_of(port):
+    """The name of the program listening on 127.0.0.1:port ("haproxy", or
+    the Ray proxy actor's process title), read from /proc: so that a test
+    says which ingress answered it, not which one it asked for."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add("socket:[%s]" % cols[9])
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir("/proc/%s/fd" % pid)
+            if any(os.readlink("/proc/%s/fd/%s" % (pid, fd)) in inodes for fd in fds):
+                with open("/proc/%s/comm" % pid) as f:
+                    return f.read().strip()
+        except OSError:
+            continue
+    return "nothing"
+
+
 @contextlib.contextmanager
 def cluster():
     """A local Ray instance with Serve's HTTP ingress on a free port; yields
@@ -46,9 +83,7 @@ def cluster():
     haproxy or proxy; default proxy), set before Ray starts."""
     import logging
 
-    from nimble import serve_env
-    for k, v in serve_env.ingress_env(os.environ.get("NIMBLE_TEST_INGRESS", "proxy")).items():
-        os.environ[k] = v
+    set_ingress()
     import ray
     from ray import serve
 
