@@ -42,6 +42,14 @@ public:
   ir::Operation *terminate(OpCode code, const std::vector<ir::Value *> &operands,
                            std::vector<ir::Successor> succs);
   ir::Value *constant(DenseValue v);
+  /// A tensor computed at import from initializers (a recurrent layer's
+  /// weights of one direction, its two biases summed): a new module
+  /// constant, inline or in the side file by size as an initializer is,
+  /// named after `onnxName`. What ONNX Runtime does once per session is
+  /// then done once per import, and the kernels see a constant (oneDNN and
+  /// the native kernels pack constant weights at load; a computed one is
+  /// reordered at every call).
+  ir::Value *derivedInitializer(const std::string &onnxName, DenseValue v);
   const DenseValue *known(ir::Value *v) const;
   /// The data of an initializer that goes to the side file (null for others).
   DenseValue *externalData(const ir::Global *g) {

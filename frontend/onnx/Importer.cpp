@@ -278,6 +278,18 @@ Value *GraphImporter::constant(DenseValue v) {
   return constants_[key] = lastConstant_->result();
 }
 
+Value *GraphImporter::derivedInitializer(const std::string &onnxName, DenseValue v) {
+  Type type = ctx_.tensor(v.dtype, v.shape);
+  Global *gp = m_.addGlobal(std::make_unique<Global>(symbolName(onnxName), type, nodeLoc()));
+  if (v.bytes.size() > opts_.inlineLimit) {
+    gp->setExternal(opts_.weightsRef, gp->name());
+    externalData_[gp] = std::move(v);
+  } else {
+    gp->setLiteral(Attr::getDense(std::move(v)));
+  }
+  return gp;
+}
+
 const DenseValue *GraphImporter::known(Value *v) const {
   if (!v) return nullptr;
   if (const DenseValue *d = constantValue(v)) return d;
