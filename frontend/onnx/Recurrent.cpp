@@ -106,7 +106,8 @@ Value *direction(Conv &c, Value *x, int64_t d) {
 /// else that `add`.
 Value *biasSum(Conv &c, Value *bd, const std::vector<Value *> &halves) {
   const DenseValue *k = c.known(bd);
-  if (!k || k->splat || k->shape.size() != 1 || (k->dtype != DType::F32 && k->dtype != DType::F64))
+  if (!k || k->splat || k->shape.size() != 1 || k->shape[0] % 2 != 0 ||
+      (k->dtype != DType::F32 && k->dtype != DType::F64))
     return c.op(OpCode::Add, {halves[0], halves[1]});
   const int64_t n = k->shape[0] / 2;
   DenseValue v;
