@@ -118,8 +118,9 @@ bool GraphImporter::convertLoop(Conv &c, std::vector<Value *> &out) {
   std::vector<Value *> args;
   for (size_t k = 0; k < init.size(); ++k) {
     Type t = init[k]->type();
-    if (k >= 2) t = ctx_.tensor(t.dtype(), std::vector<int64_t>(static_cast<size_t>(t.rank()), kDynamic));
+    if (k >= 2 && t.isTensor()) t = ctx_.tensor(t.dtype(), std::vector<int64_t>(static_cast<size_t>(t.rank()), kDynamic));
     args.push_back(head->addArgument(t, nodeLoc()));
+    inheritWeak(init[k], args.back());
   }
   block_ = head;
   Value *go = args[1];
@@ -133,7 +134,10 @@ bool GraphImporter::convertLoop(Conv &c, std::vector<Value *> &out) {
     ops.insert(ops.end(), headArgs.begin(), headArgs.end());
     return ops;
   }(), {Successor{bodyB, 1, 0, "", {}}, Successor{exit, 1, static_cast<unsigned>(headArgs.size()), "", {}}});
-  for (Value *v : headArgs) out.push_back(exit->addArgument(v->type(), nodeLoc()));
+  for (Value *v : headArgs) {
+    out.push_back(exit->addArgument(v->type(), nodeLoc()));
+    inheritWeak(v, out.back());
+  }
 
   block_ = bodyB;
   scopes_.emplace_back();

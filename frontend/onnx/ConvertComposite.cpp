@@ -501,4 +501,66 @@ bool maxUnpool(Conv &c, Out &out) {
   return done(out, c.op(OpCode::Pad, {y, padTo}));
 }
 
+/// Unique: the distinct slices along `axis` (elements, without one), in
+/// sorted (lexicographic) or first-occurrence order, with the index of each
+/// one's first occurrence, each slice's position among them, and the counts.
+/// Nimble's `unique` is 1-D values only, so the whole node is a pairwise
+/// comparison of the n slices (rows of R elements): eq[i,k] (all R equal),
+/// less[i,k] (lexicographic: the first differing element is smaller, found
+/// by an exclusive cumsum of the differences), the first occurrence of each
+/// row (argmax of eq), and a row's position: the unique rows less than it
+/// (sorted) or the first occurrences before its own (not sorted); the
+/// outputs are then reductions over position == p for p < count. Memory: n^2 R.
+bool unique(Conv &c, Out &out) {
+  Value *x = c.input(0);
+  if (!x) return c.fail("has no input");
+  bool sorted = c.attrInt("sorted", 1) != 0, hasAxis = c.attr("axis") != nullptr;
+  int64_t axis = 0, r = rankOf(x);
+  Value *rows;
+  if (!hasAxis) {
+    x = c.op(OpCode::Reshape, {x}, {{"shape", ints({-1})}});
+    rows = c.op(OpCode::ExpandDims, {x}, {{"axis", Attr::getInt(1)}});
+  } else {
+    axis = c.attrInt("axis", 0);
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis >= r) return c.fail("axis is out of range");
+    std::vector<int64_t> perm = {axis}, dims = x->type().dims();
+    int64_t rest = 1;
+    for (int64_t k = 0; k < r; ++k)
+      if (k != axis) {
+        perm.push_back(k);
+        if (dims[static_cast<size_t>(k)] == kDynamic) return c.fail("with an axis, the other dimensions must be static");
+        rest *= dims[static_cast<size_t>(k)];
+      }
+    Value *front = axis == 0 ? x : c.op(OpCode::Transpose, {x}, {{"perm", ints(perm)}});
+    rows = c.op(OpCode::Reshape, {front}, {{"shape", ints({-1, rest})}});
+  }
+  auto i64 = [&](Value *v) { return castTo(c, v, DType::I64); };
+  auto expand = [&](Value *v, int64_t a) { return c.op(OpCode::ExpandDims, {v}, {{"axis", Attr::getInt(a)}}); };
+  Value *zero = c.scalar(DType::I64, 0), *one = c.scalar(DType::I64, 1), *two = c.scalar(DType::I64, 2);
+  Value *a = expand(rows, 1), *b = expand(rows, 0); // [n,1,R], [1,n,R]
+  Value *neq = i64(c.op(OpCode::NotEqual, {a, b}));
+  Value *eq = c.op(OpCode::Equal, {c.op(OpCode::Sum, {neq}, {{"axes", ints({2})}}), zero}); // [n,n]
+  Value *first = c.op(OpCode::ArgMax, {i64(eq)}, {{"axis", Attr::getInt(1)}});           // [n]
+  Value *n = c.op(OpCode::Dim, {rows}, {{"axis", Attr::getInt(0)}});
+  Value *isFirst = c.op(OpCode::Equal, {first, c.op(OpCode::Arange, {zero, n, one})});
+  Value *firstI = i64(isFirst), *pos;
+  if (sorted) {
+    Value *before = c.op(OpCode::CumSum, {neq, two}, {{"exclusive", Attr::getBool(true)}});
+    Value *lt = c.op(OpCode::LogicalAnd, {c.op(OpCode::Less, {a, b}), c.op(OpCode::Equal, {before, zero})});
+    Value *less = c.op(OpCode::Max, {i64(lt)}, {{"axes", ints({2})}}); // [n,n]: row i < row k
+    pos = c.op(OpCode::Sum, {c.op(OpCode::Mul, {expand(firstI, 1), less})}, {{"axes", ints({0})}});
+  } else {
+    pos = c.op(OpCode::Take, {c.op(OpCode::CumSum, {firstI, zero}, {{"exclusive", Attr::getBool(true)}}), first});
+  }
+  Value *m = c.op(OpCode::Sum, {firstI});
+  Value *at = c.op(OpCode::Equal, {expand(c.op(OpCode::Arange, {zero, m, one}), 1), expand(pos, 0)}); // [m,n]
+  Value *idx = c.op(OpCode::ArgMax, {i64(c.op(OpCode::LogicalAnd, {at, expand(isFirst, 0)}))}, {{"axis", Attr::getInt(1)}});
+  Value *y = c.op(OpCode::Take, {x, idx}, {{"axis", Attr::getInt(axis)}});
+  out = {y, idx, pos, c.wantsOutput(3) ? c.op(OpCode::Sum, {i64(at)}, {{"axes", ints({1})}}) : nullptr};
+  for (size_t k = 0; k < 4; ++k)
+    if (c.wantsOutput(k) && !out[k]) return false;
+  return true;
+}
+
 } // namespace nimble::onnx_import::convert

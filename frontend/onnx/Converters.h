@@ -255,6 +255,7 @@ bool dequantizeLinear(Conv &c, Out &out);
 bool dynamicQuantizeLinear(Conv &c, Out &out);
 template <int Kind> bool window(Conv &c, Out &out);
 bool compress(Conv &c, Out &out);
+bool unique(Conv &c, Out &out);
 bool lrn(Conv &c, Out &out);
 bool einsum(Conv &c, Out &out);
 bool det(Conv &c, Out &out);

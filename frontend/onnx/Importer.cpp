@@ -317,10 +317,8 @@ Block *GraphImporter::newBlock(const std::string &label) {
 
 bool GraphImporter::valueType(const onnx::ValueInfoProto &vi, Type &t, std::vector<std::string> &params,
                               std::string &error) {
-  if (!vi.type().has_tensor_type()) {
-    error = "'" + vi.name() + "' is not a tensor (sequences, maps and optionals are not supported)";
-    return false;
-  }
+  params.clear();
+  if (!vi.type().has_tensor_type()) return sequenceType(vi.type(), vi.name(), t, error);
   const auto &tt = vi.type().tensor_type();
   std::optional<DType> dt = dtypeOf(tt.elem_type());
   if (!dt) {
@@ -485,6 +483,9 @@ bool GraphImporter::importMain(const onnx::GraphProto &g, std::string &error) {
     Value *a = block_->addArgument(argTypes[i], {ctx_.intern(opts_.displayName), 0, static_cast<uint32_t>(i + 1)});
     a->setName(valueName(inputs[i]->name()));
     scopes_.back()[inputs[i]->name()] = a;
+    // A sequence input's declared element type is a default the graph may
+    // correct (Sequences.cpp).
+    if (isSeq(argTypes[i])) weakSeqs_[a] = inputs[i]->name();
     for (size_t d = 0; d < params[i].size(); ++d)
       if (!params[i][d].empty()) uses.emplace_back(params[i][d], a, static_cast<int64_t>(d), static_cast<int>(i + 1));
   }
@@ -587,9 +588,20 @@ bool importModel(const std::string &bytes, const ImportOptions &opts, Context &c
             std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")";
     return false;
   }
-  auto m = std::make_unique<Module>(ctx);
-  GraphImporter gi(*m, ctx, opts, static_cast<int>(opset));
-  if (!gi.importMain(model.graph(), error)) return false;
+  // A sequence whose element type was guessed and then learned (Sequences.cpp)
+  // sends the import back to the start with what it learned, at most once
+  // per such sequence; each try builds a module of its own.
+  GraphImporter::SeqHints hints;
+  std::unique_ptr<Module> m;
+  std::unique_ptr<GraphImporter> gip;
+  for (;;) {
+    m = std::make_unique<Module>(ctx);
+    gip = std::make_unique<GraphImporter>(*m, ctx, opts, static_cast<int>(opset), hints);
+    error.clear();
+    if (gip->importMain(model.graph(), error)) break;
+    if (!gip->wantsRetry()) return false;
+  }
+  GraphImporter &gi = *gip;
   gi.cleanUp();
   std::ostringstream diagText;
   DiagnosticEngine diag(nullptr, diagText);

@@ -31,6 +31,7 @@ namespace {
 bool ifOp(Conv &c, Out &out);
 bool loopOp(Conv &c, Out &out);
 bool recurrent(Conv &c, Out &out);
+bool seqOp(Conv &c, Out &out);
 
 } // namespace
 
@@ -83,7 +84,7 @@ const std::vector<OpEntry> &opMap() {
         {"GreaterOrEqual", 12, "greater_equal", "", binary<OpCode::GreaterEqual>},
         {"HardSigmoid", 7, "mul, add, minimum, maximum", "", hardSigmoid},
         {"HardSwish", 14, "mul, add, minimum, maximum", "", hardSwish},
-        {"Identity", 7, "(none)", "tensors only", identity},
+        {"Identity", 7, "(none)", "", identity},
         {"If", 7, "cond_br, br, block arguments", "tensor outputs of one element type and rank in both branches", ifOp},
         {"InstanceNormalization", 7, "mean, sub, mul, sqrt, div, add", "", instanceNorm},
         {"IsInf", 10, "equal, logical_or", "", isInf},
@@ -174,6 +175,8 @@ const std::vector<OpEntry> &opMap() {
         {"HannWindow", 17, "arange, mul, div, cos, add, cast", "computed in f64, then cast", window<0>},
         {"HammingWindow", 17, "arange, mul, div, cos, add, cast", "computed in f64, then cast", window<1>},
         {"BlackmanWindow", 17, "arange, mul, div, cos, add, cast", "computed in f64, then cast", window<2>},
+        {"Unique", 11, "not_equal, sum, cumsum, less, argmax, arange, take (pairwise over the slices)",
+         "memory: the slice count squared times the slice size", unique},
         {"Compress", 9, "nonzero, reshape, take", "", compress},
         {"LRN", 7, "mul, expand_dims, avg_pool, add, pow, div", "", lrn},
         {"Einsum", 12, "take (diagonals), sum, transpose, reshape, batch_matmul", "two or more operands: static sizes", einsum},
@@ -189,6 +192,17 @@ const std::vector<OpEntry> &opMap() {
         {"Resize", 10, "resize", "opset 10 as Upsample; run-time scales or sizes give ? dims", resize},
         {"Upsample", 7, "resize", "as Resize with asymmetric coordinates, nearest floored", upsample},
         {"GridSample", 16, "grid_sample", "", gridSample},
+        // Sequences and optionals as ADTs (Sequences.cpp).
+        {"SequenceEmpty", 11, "construct", "Nil; the element rank learned from what the graph inserts", seqOp},
+        {"SequenceConstruct", 11, "construct", "Cons onto Nil; one element type and rank", seqOp},
+        {"SequenceInsert", 11, "call, match, construct", "@Seq_*.insert; one element type and rank", seqOp},
+        {"SequenceAt", 11, "call, match", "@Seq_*.at", seqOp},
+        {"SequenceLength", 11, "call, match, add", "@Seq_*.length", seqOp},
+        {"SequenceErase", 11, "call, match, construct", "@Seq_*.erase", seqOp},
+        {"SequenceMap", 17, "a loop: match, construct; call", "tensor body outputs; @Seq_*.reverse", seqOp},
+        {"Optional", 15, "construct", "Some, or None of the type attribute", seqOp},
+        {"OptionalHasElement", 15, "match, br", "", seqOp},
+        {"OptionalGetElement", 15, "match", "None reaches unreachable", seqOp},
     };
     // Sorted by type for findOp, whatever the order above.
     std::sort(m.begin(), m.end(), [](const OpEntry &a, const OpEntry &b) { return std::string(a.type) < b.type; });
@@ -207,6 +221,7 @@ namespace {
 bool ifOp(Conv &c, Out &out) { return c.graph().convertIf(c, out); }
 bool loopOp(Conv &c, Out &out) { return c.graph().convertLoop(c, out); }
 bool recurrent(Conv &c, Out &out) { return c.graph().convertRecurrent(c, out); }
+bool seqOp(Conv &c, Out &out) { return c.graph().convertSequenceOp(c, out); }
 
 /// ONNX op types that need a Nimble op that does not exist yet (a new row of
 /// ir/Ops.def with its shape function, kernels and gradient): issue 47.
@@ -224,11 +239,10 @@ const Missing kMissing[] = {
     {"CenterCropPad", "needs a crop-or-pad op (pad crops with negative pads; not mapped yet)"},
     {"BitwiseAnd BitwiseOr BitwiseXor BitwiseNot", "needs a new Nimble integer op"},
         {"Scan", "needs scan outputs, which the importer's loops do not support yet"},
-    {"Unique StringNormalizer TfIdfVectorizer RegexFullMatch "
+    {"StringNormalizer TfIdfVectorizer RegexFullMatch "
      "StringConcat StringSplit Col2Im DFT STFT MelWeightMatrix "
      "GroupNormalization Bernoulli Multinomial RandomNormal RandomNormalLike RandomUniform "
-     "RandomUniformLike Optional OptionalGetElement OptionalHasElement SequenceAt SequenceConstruct "
-     "SequenceEmpty SequenceErase SequenceInsert SequenceLength SequenceMap SplitToSequence ConcatFromSequence "
+     "RandomUniformLike SplitToSequence ConcatFromSequence "
      "MatMulInteger QLinearMatMul ImageDecoder "
      "Gradient",
      "needs an op or a type (sequences, optionals, strings, quantized or random tensors) Nimble does not have"},

@@ -1,0 +1,148 @@
+"""onnx_cases.py's cases of sequences and optionals (frontend/onnx/Sequences.cpp),
+and of the multi-output and loop lowerings added with them (Unique, Loop's
+scan outputs, Scan), registered into its CASES by register(case)
+(onnx_cases.py calls it). Each
+case returns (model, feeds, expected) like onnx_cases.py's: the numeric ones
+take and give tensors (a sequence built, changed and read inside the graph),
+so e2e runs them; sequences.test FileChecks the imported IR and
+errors.test the messages.
+"""
+
+import numpy as np
+from onnx import TensorProto, helper
+
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+
+
+def model(nodes, inputs, outputs, opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def T(name, t, shape):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def S(name, t, shape):
+    return helper.make_tensor_sequence_value_info(name, t, shape)
+
+
+def N(op, ins, outs, name=None, **attrs):
+    return helper.make_node(op, ins, outs, name=name or (op.lower() + "0"), **attrs)
+
+
+def i64(v):
+    return helper.make_tensor("k", I64, [], [v])
+
+
+def seq_ops():
+    # construct [a, b], insert c at 1 -> [a, c, b], erase -1 -> [a, c];
+    # outputs: element -1 (c), the length (2) and element 0 (a).
+    nodes = [N("SequenceConstruct", ["a", "b"], ["s"]),
+             N("Constant", [], ["one"], name="one", value=i64(1)),
+             N("Constant", [], ["minus1"], name="minus1", value=i64(-1)),
+             N("Constant", [], ["zero"], name="zero", value=i64(0)),
+             N("SequenceInsert", ["s", "c", "one"], ["s2"]),
+             N("SequenceErase", ["s2", "minus1"], ["s3"]),
+             N("SequenceAt", ["s3", "minus1"], ["last"]),
+             N("SequenceLength", ["s3"], ["n"]),
+             N("SequenceAt", ["s3", "zero"], ["first"], name="at0")]
+    m = model(nodes, [T("a", F, [2, 3]), T("b", F, ["N", 3]), T("c", F, [1, 3])],
+              [T("last", F, [None, 3]), T("n", I64, []), T("first", F, [None, 3])])
+    a, b, c = (np.arange(k, k + 3 * r, dtype=np.float32).reshape(r, 3) for k, r in ((0, 2), (10, 4), (20, 1)))
+    return m, [a, b, c], [c, np.array(2, np.int64), a]
+
+
+def seq_insert_back():
+    # SequenceEmpty's rank is learned from the insert (the import runs twice);
+    # inserting without a position appends.
+    nodes = [N("SequenceEmpty", [], ["e"], dtype=F),
+             N("SequenceInsert", ["e", "x"], ["s1"], name="ins1"),
+             N("SequenceInsert", ["s1", "y"], ["s2"], name="ins2"),
+             N("Constant", [], ["one"], name="one", value=i64(1)),
+             N("SequenceAt", ["s2", "one"], ["z"])]
+    m = model(nodes, [T("x", F, [2, 2]), T("y", F, [3, 2])], [T("z", F, [None, 2])])
+    x, y = np.ones((2, 2), np.float32), np.full((3, 2), 7, np.float32)
+    return m, [x, y], [y]
+
+
+def seq_map():
+    # SequenceMap over a built sequence and a tensor: x_i + t, then read back.
+    body = helper.make_graph([N("Add", ["e", "t"], ["o"], name="body_add")], "body",
+                             [T("e", F, [None]), T("t", F, [None])], [T("o", F, [None])])
+    nodes = [N("SequenceConstruct", ["a", "b"], ["s"]),
+             N("SequenceMap", ["s", "t"], ["r"], body=body),
+             N("Constant", [], ["one"], name="one", value=i64(1)),
+             N("SequenceAt", ["r", "one"], ["y"])]
+    m = model(nodes, [T("a", F, [4]), T("b", F, [4]), T("t", F, [4])], [T("y", F, [None])])
+    a, b, t = np.arange(4, dtype=np.float32), np.full(4, 3, np.float32), np.full(4, 0.5, np.float32)
+    return m, [a, b, t], [b + t]
+
+
+def optional_get():
+    # Optional of a tensor, then whether it has one and its value.
+    nodes = [N("Optional", ["x"], ["o"]), N("OptionalHasElement", ["o"], ["h"]),
+             N("OptionalGetElement", ["o"], ["y"])]
+    m = model(nodes, [T("x", F, [3])], [T("h", TensorProto.BOOL, []), T("y", F, [None])], opset=18)
+    x = np.array([1, 2, 3], np.float32)
+    return m, [x], [np.array(True), x]
+
+
+def optional_empty():
+    # An empty optional (its element type from the attribute) has no element.
+    tp = helper.make_tensor_type_proto(F, [2])
+    nodes = [N("Optional", [], ["o"], type=tp), N("OptionalHasElement", ["o"], ["h"])]
+    return model(nodes, [], [T("h", TensorProto.BOOL, [])], opset=18), [], [np.array(False)]
+
+
+def seq_io():
+    # A sequence input and output (FileCheck only: feeds are tensors).
+    m = model([N("Identity", ["s"], ["r"])], [S("s", F, ["N", 3])], [S("r", F, ["N", 3])])
+    return m, None, None
+
+
+def seq_mixed_ranks():
+    # Nimble's lists hold one rank: a vector and a matrix do not go together.
+    m = model([N("SequenceConstruct", ["a", "b"], ["s"], name="mixed")],
+              [T("a", F, [3]), T("b", F, [2, 3])], [S("s", F, None)])
+    return m, None, None
+
+
+def seq_insert_wrong_rank():
+    # A sequence input's declared rank is a default: the first insert of a
+    # vector makes it a list of vectors (learned, imported again); a matrix
+    # inserted next no longer fits.
+    nodes = [N("SequenceInsert", ["s", "v"], ["s1"], name="ins_v"),
+             N("SequenceInsert", ["s1", "m"], ["s2"], name="ins_m")]
+    m = model(nodes, [S("s", F, [None, None]), T("v", F, [3]), T("m", F, [2, 3])], [S("s2", F, None)])
+    return m, None, None
+
+
+# --- Unique's four outputs (ConvertComposite.cpp) -----------------------------
+
+def unique_rows():
+    # Distinct rows, sorted lexicographically, with first indices, each row's
+    # position and the counts (numpy's np.unique with axis=0).
+    x = np.array([[1, 0, 2], [0, 5, 1], [1, 0, 2], [0, 5, 0], [0, 5, 1]], np.float32)
+    m = model([N("Unique", ["x"], ["y", "idx", "inv", "cnt"], axis=0)], [T("x", F, [5, 3])],
+              [T("y", F, [None, 3]), T("idx", I64, [None]), T("inv", I64, [5]), T("cnt", I64, [None])], opset=11)
+    y, idx, inv, cnt = np.unique(x, axis=0, return_index=True, return_inverse=True, return_counts=True)
+    return m, [x], [y, idx.astype(np.int64), inv.reshape(-1).astype(np.int64), cnt.astype(np.int64)]
+
+
+def unique_first_order():
+    # sorted=0: in the order of first occurrence, no axis (flattened).
+    x = np.array([[3, 1, 3], [2, 1, 7]], np.int64)
+    m = model([N("Unique", ["x"], ["y", "idx", "inv", "cnt"], sorted=0)], [T("x", I64, [2, 3])],
+              [T("y", I64, [None]), T("idx", I64, [None]), T("inv", I64, [6]), T("cnt", I64, [None])], opset=11)
+    return m, [x], [np.array([3, 1, 2, 7]), np.array([0, 1, 3, 5]), np.array([0, 1, 0, 2, 1, 3]),
+                    np.array([2, 2, 1, 1])]
+
+
+def register(case):
+    for fn in (seq_ops, seq_insert_back, seq_map, optional_get, optional_empty, seq_io, seq_mixed_ranks,
+               seq_insert_wrong_rank, unique_rows, unique_first_order):
+        case(fn)
