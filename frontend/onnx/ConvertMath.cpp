@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/onnx/Converters.h"
+#include "frontend/onnx/Graph.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,17 +20,38 @@ bool identity(Conv &c, Out &out) {
   return true;
 }
 
+/// Dropout: the input (and a mask of true) where it drops nothing: in
+/// inference mode, or in training mode with ratio 0. Nimble has no random
+/// numbers, so training with another ratio is refused at import when the
+/// model fixes both, and otherwise checked at run time (a run-time
+/// training_mode or ratio: a branch to `unreachable`, a located error).
 bool dropout(Conv &c, Out &out) {
-  if (const DenseValue *t = c.known(c.input(2)); c.input(2) && (!t || t->getInt(0)))
-    return c.fail("training mode (a training_mode input that is not a known false) is not supported");
-  out = {c.input(0)};
+  Value *x = c.input(0), *ratio = c.input(1), *training = c.input(2);
+  if (!x) return c.fail("has no input");
+  const DenseValue *t = c.known(training), *r = c.known(ratio);
+  bool inference = !training || (t && !t->getInt(0));
+  if (!inference) {
+    bool zero = r && r->getDouble(0) == 0.0;
+    if (!zero && t && (!ratio || r))
+      return c.fail("training mode with a nonzero ratio needs random numbers, which Nimble does not have");
+    if (!zero) {
+      // drops = training && ratio != 0 (an omitted ratio is 0.5).
+      Value *train = t ? c.scalar(DType::I1, 1)
+                       : rankOf(training) == 0 ? training
+                                               : c.op(OpCode::Reshape, {training}, {{"shape", ints({})}});
+      Value *drops = train;
+      if (ratio && !(drops = c.op(OpCode::LogicalAnd, {train, c.op(OpCode::NotEqual, {ratio, like(c, ratio, 0)})})))
+        return false;
+      if (!drops || !c.graph().guard(c.op(OpCode::LogicalNot, {drops}))) return false;
+    }
+  }
+  out = {x};
   if (c.wantsOutput(1)) {
-    Value *s = c.op(OpCode::ShapeOf, {c.input(0)});
+    Value *s = c.op(OpCode::ShapeOf, {x});
     out.push_back(c.op(OpCode::Full, {s, c.scalar(DType::I1, 1)}));
   }
   return out[0] != nullptr;
 }
-
 
 bool pow(Conv &c, Out &out) {
   Value *b = c.input(0), *e = c.input(1);

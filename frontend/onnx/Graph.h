@@ -61,8 +61,12 @@ public:
   /// `If` and `Loop` (ControlFlow.cpp): they import their sub-graphs.
   bool convertIf(class Conv &c, std::vector<ir::Value *> &out);
   bool convertLoop(class Conv &c, std::vector<ir::Value *> &out);
+  bool convertScan(class Conv &c, std::vector<ir::Value *> &out);
   /// LSTM, GRU and RNN as counted loops (Recurrent.cpp).
   bool convertRecurrent(class Conv &c, std::vector<ir::Value *> &out);
+  /// Continues only where `ok` (a scalar bool) holds: a branch to a block
+  /// holding `unreachable`, a located run-time error (Importer.cpp).
+  bool guard(ir::Value *ok);
   /// Sequence and optional ops (Sequences.cpp), by the node's op type.
   bool convertSequenceOp(class Conv &c, std::vector<ir::Value *> &out);
   /// Whether the import failed on a sequence whose element type it had to
@@ -99,6 +103,10 @@ private:
   void bind(const std::string &name, ir::Value *v);
   ir::Location nodeLoc() const;
   ir::Block *newBlock(const std::string &label);
+  // Scan outputs of Loop and Scan (ControlFlow.cpp).
+  ir::Type scanAccType(ir::Type v);
+  ir::Value *scanInit(class Conv &c, ir::Type v);
+  ir::Value *appendScan(class Conv &c, ir::Value *acc, ir::Value *v, ir::Value *isFirst, bool prepend);
 
   ir::Module &m_;
   ir::Context &ctx_;

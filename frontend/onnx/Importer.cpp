@@ -455,6 +455,16 @@ void GraphImporter::checkDimParams(const std::vector<std::tuple<std::string, Val
   }
 }
 
+bool GraphImporter::guard(Value *ok) {
+  if (!ok) return false;
+  Block *cont = newBlock("checked"), *bad = newBlock("check_failed");
+  terminate(OpCode::CondBr, {ok}, {Successor{cont, 1, 0, "", {}}, Successor{bad, 1, 0, "", {}}});
+  block_ = bad;
+  terminate(OpCode::Unreachable, {}, {});
+  block_ = cont;
+  return true;
+}
+
 bool GraphImporter::importMain(const onnx::GraphProto &g, std::string &error) {
   scopes_.emplace_back();
   std::set<std::string> initNames;

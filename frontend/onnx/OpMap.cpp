@@ -32,6 +32,7 @@ bool ifOp(Conv &c, Out &out);
 bool loopOp(Conv &c, Out &out);
 bool recurrent(Conv &c, Out &out);
 bool seqOp(Conv &c, Out &out);
+bool scanOp(Conv &c, Out &out);
 
 } // namespace
 
@@ -67,7 +68,7 @@ const std::vector<OpEntry> &opMap() {
         {"Constant", 7, "constant", "not sparse_value or strings", constantOp},
         {"ConstantOfShape", 9, "constant, full", "", constantOfShape},
         {"Div", 7, "div", "", binary<OpCode::Div>},
-        {"Dropout", 7, "(none)", "inference only: the input, and a mask of true", dropout},
+        {"Dropout", 7, "(none)", "the input, and a mask of true: inference, or training with ratio 0 (run-time values checked)", dropout},
         {"Elu", 7, "less, exp, sub, mul, select", "", elu},
         {"Equal", 7, "equal", "", binary<OpCode::Equal>},
         {"Erf", 9, "erf", "", unary<OpCode::Erf>},
@@ -96,7 +97,8 @@ const std::vector<OpEntry> &opMap() {
         {"LessOrEqual", 12, "less_equal", "", binary<OpCode::LessEqual>},
         {"Log", 7, "log", "", unary<OpCode::Log>},
         {"LogSoftmax", 7, "max, sub, exp, sum, log", "", logSoftmax},
-        {"Loop", 7, "br, cond_br, block arguments", "no scan outputs; carried values keep dtype and rank", loopOp},
+        {"Loop", 7, "br, cond_br, block arguments; scan outputs: expand_dims, concat", "carried values keep dtype and rank", loopOp},
+        {"Scan", 8, "a loop: dynamic_slice, squeeze, the body, expand_dims, concat", "opset 8: batch of 1, no sequence_lens", scanOp},
         {"LpNormalization", 7, "abs or mul, sum, sqrt, div", "p = 1 or 2", lpNorm},
         {"MaxPool", 7, "max_pool", "not the Indices output; auto_pad SAME as Conv", pool<true>},
         {"AveragePool", 7, "avg_pool", "auto_pad SAME as Conv", pool<false>},
@@ -222,6 +224,7 @@ bool ifOp(Conv &c, Out &out) { return c.graph().convertIf(c, out); }
 bool loopOp(Conv &c, Out &out) { return c.graph().convertLoop(c, out); }
 bool recurrent(Conv &c, Out &out) { return c.graph().convertRecurrent(c, out); }
 bool seqOp(Conv &c, Out &out) { return c.graph().convertSequenceOp(c, out); }
+bool scanOp(Conv &c, Out &out) { return c.graph().convertScan(c, out); }
 
 /// ONNX op types that need a Nimble op that does not exist yet (a new row of
 /// ir/Ops.def with its shape function, kernels and gradient): issue 47.
@@ -238,7 +241,6 @@ const Missing kMissing[] = {
     {"AffineGrid", "not mapped yet (a coordinate grid times theta: arange, matmul; then grid_sample)"},
     {"CenterCropPad", "needs a crop-or-pad op (pad crops with negative pads; not mapped yet)"},
     {"BitwiseAnd BitwiseOr BitwiseXor BitwiseNot", "needs a new Nimble integer op"},
-        {"Scan", "needs scan outputs, which the importer's loops do not support yet"},
     {"StringNormalizer TfIdfVectorizer RegexFullMatch "
      "StringConcat StringSplit Col2Im DFT STFT MelWeightMatrix "
      "GroupNormalization Bernoulli Multinomial RandomNormal RandomNormalLike RandomUniform "

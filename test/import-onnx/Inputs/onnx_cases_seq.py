@@ -1,6 +1,6 @@
 """onnx_cases.py's cases of sequences and optionals (frontend/onnx/Sequences.cpp),
-and of the multi-output and loop lowerings added with them (Unique, Loop's
-scan outputs, Scan), registered into its CASES by register(case)
+and of the lowerings added with them (Unique's outputs, Loop's scan outputs,
+Scan, Dropout in training mode), registered into its CASES by register(case)
 (onnx_cases.py calls it). Each
 case returns (model, feeds, expected) like onnx_cases.py's: the numeric ones
 take and give tensors (a sequence built, changed and read inside the graph),
@@ -142,7 +142,56 @@ def unique_first_order():
                     np.array([2, 2, 1, 1])]
 
 
+# --- Loop's scan outputs and Scan (ControlFlow.cpp) ---------------------------
+
+def loop_scan():
+    # A running sum carried, and each iteration's sum stacked (a scan output).
+    body = helper.make_graph([N("Identity", ["cin"], ["cout"], name="b_id"), N("Add", ["acc", "x"], ["acc2"], name="b_add"),
+                              N("Identity", ["acc2"], ["row"], name="b_row")],
+                             "body", [T("i", I64, []), T("cin", TensorProto.BOOL, []), T("acc", F, [2])],
+                             [T("cout", TensorProto.BOOL, []), T("acc2", F, [2]), T("row", F, [2])])
+    m = model([N("Loop", ["trip", "", "a0"], ["total", "rows"], body=body)],
+              [T("trip", I64, []), T("a0", F, [2]), T("x", F, [2])], [T("total", F, [2]), T("rows", F, [None, 2])])
+    a0, x = np.array([1, 2], np.float32), np.array([0.5, -1], np.float32)
+    rows = np.stack([a0 + x * (k + 1) for k in range(4)])
+    return m, [np.array(4, np.int64), a0, x], [rows[-1], rows]
+
+
+def scan_reverse():
+    # Scan (opset 9) over axis 1 backwards, the outputs stacked backwards
+    # (prepended) and onto axis 1: a suffix sum of the columns.
+    body = helper.make_graph([N("Add", ["s", "col"], ["s2"], name="b_add"), N("Identity", ["s2"], ["o"], name="b_o")],
+                             "body", [T("s", F, [3]), T("col", F, [3])], [T("s2", F, [3]), T("o", F, [3])])
+    m = model([N("Scan", ["s0", "x"], ["s", "cols"], body=body, num_scan_inputs=1, scan_input_axes=[1],
+                 scan_input_directions=[1], scan_output_axes=[1], scan_output_directions=[1])],
+              [T("s0", F, [3]), T("x", F, [3, 4])], [T("s", F, [3]), T("cols", F, [3, None])], opset=11)
+    s0, x = np.zeros(3, np.float32), np.arange(12, dtype=np.float32).reshape(3, 4)
+    suffix = np.cumsum(x[:, ::-1], axis=1)[:, ::-1]
+    return m, [s0, x], [suffix[:, 0], suffix]
+
+
+# --- Dropout in training mode (ConvertMath.cpp) -------------------------------
+
+def dropout_training():
+    # training_mode and ratio given at run time: ratio 0 drops nothing (the
+    # input and a mask of true); another ratio is a run-time error.
+    m = model([N("Dropout", ["x", "r", "t"], ["y", "mask"])],
+              [T("x", F, [2, 3]), T("r", F, []), T("t", TensorProto.BOOL, [])],
+              [T("y", F, [2, 3]), T("mask", TensorProto.BOOL, [2, 3])], opset=13)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    return m, [x, np.array(0, np.float32), np.array(True)], [x, np.ones((2, 3), bool)]
+
+
+def dropout_training_ratio():
+    # Training with a known nonzero ratio needs random numbers: an import error.
+    nodes = [N("Constant", [], ["r"], name="r", value=helper.make_tensor("r", F, [], [0.25])),
+             N("Constant", [], ["t"], name="t", value=helper.make_tensor("t", TensorProto.BOOL, [], [True])),
+             N("Dropout", ["x", "r", "t"], ["y"], name="drop")]
+    return model(nodes, [T("x", F, [2])], [T("y", F, [2])], opset=13), None, None
+
+
 def register(case):
     for fn in (seq_ops, seq_insert_back, seq_map, optional_get, optional_empty, seq_io, seq_mixed_ranks,
-               seq_insert_wrong_rank, unique_rows, unique_first_order):
+               seq_insert_wrong_rank, unique_rows, unique_first_order, loop_scan, scan_reverse,
+               dropout_training, dropout_training_ratio):
         case(fn)
