@@ -100,7 +100,7 @@ const std::vector<OpEntry> &opMap() {
         {"Loop", 7, "br, cond_br, block arguments; scan outputs: expand_dims, concat", "carried values keep dtype and rank", loopOp},
         {"Scan", 8, "a loop: dynamic_slice, squeeze, the body, expand_dims, concat", "opset 8: batch of 1, no sequence_lens", scanOp},
         {"LpNormalization", 7, "abs or mul, sum, sqrt, div", "p = 1 or 2", lpNorm},
-        {"MaxPool", 7, "max_pool", "not the Indices output; auto_pad SAME as Conv", pool<true>},
+        {"MaxPool", 7, "max_pool; Indices: pad, take, argmax, equal, mul, sum", "Indices: static shapes; auto_pad SAME as Conv", pool<true>},
         {"AveragePool", 7, "avg_pool", "auto_pad SAME as Conv", pool<false>},
         {"MatMul", 7, "matmul, batch_matmul", "", matmul},
         {"Max", 8, "maximum", "", variadic<OpCode::Maximum>},

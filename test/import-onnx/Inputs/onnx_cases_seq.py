@@ -1,6 +1,6 @@
 """onnx_cases.py's cases of sequences and optionals (frontend/onnx/Sequences.cpp),
 and of the lowerings added with them (Unique's outputs, Loop's scan outputs,
-Scan, Dropout in training mode), registered into its CASES by register(case)
+Scan, Dropout in training mode, MaxPool's Indices), registered into its CASES by register(case)
 (onnx_cases.py calls it). Each
 case returns (model, feeds, expected) like onnx_cases.py's: the numeric ones
 take and give tensors (a sequence built, changed and read inside the graph),
@@ -190,8 +190,47 @@ def dropout_training_ratio():
     return model(nodes, [T("x", F, [2])], [T("y", F, [2])], opset=13), None, None
 
 
+# --- MaxPool's Indices (ConvertWindow.cpp) -------------------------------------
+
+def maxpool_indices(storage_order=0):
+    # Strides, pads and a dilation; indices flat over (n, c, h, w), row major
+    # (storage_order 0) or column major over the spatial axes (1).
+    x = np.random.default_rng(5).permutation(2 * 2 * 5 * 6).astype(np.float32).reshape(2, 2, 5, 6)
+    k, s, p, dil = (3, 2), (2, 2), (1, 0, 1, 1), (1, 2)
+    m = model([N("MaxPool", ["x"], ["y", "i"], kernel_shape=list(k), strides=list(s), pads=list(p),
+                 dilations=list(dil), storage_order=storage_order)],
+              [T("x", F, [2, 2, 5, 6])], [T("y", F, None), T("i", I64, None)], opset=12)
+    oh = (5 + p[0] + p[2] - dil[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (6 + p[1] + p[3] - dil[1] * (k[1] - 1) - 1) // s[1] + 1
+    y, idx = np.zeros((2, 2, oh, ow), np.float32), np.zeros((2, 2, oh, ow), np.int64)
+    for n in range(2):
+        for c in range(2):
+            for a in range(oh):
+                for b in range(ow):
+                    best = None
+                    for u in range(k[0]):
+                        for v in range(k[1]):
+                            h, w = a * s[0] + u * dil[0] - p[0], b * s[1] + v * dil[1] - p[1]
+                            if 0 <= h < 5 and 0 <= w < 6 and (best is None or x[n, c, h, w] > best[0]):
+                                flat = w * 5 + h if storage_order else h * 6 + w
+                                best = (x[n, c, h, w], (n * 2 + c) * 30 + flat)
+                    y[n, c, a, b], idx[n, c, a, b] = best
+    return m, [x], [y, idx]
+
+
+def maxpool_indices_colmajor():
+    return maxpool_indices(1)
+
+
+def maxpool_indices_dynamic():
+    m = model([N("MaxPool", ["x"], ["y", "i"], name="pool", kernel_shape=[2, 2])],
+              [T("x", F, ["N", 1, 4, 4])], [T("y", F, None), T("i", I64, None)], opset=12)
+    return m, None, None
+
+
 def register(case):
     for fn in (seq_ops, seq_insert_back, seq_map, optional_get, optional_empty, seq_io, seq_mixed_ranks,
                seq_insert_wrong_rank, unique_rows, unique_first_order, loop_scan, scan_reverse,
-               dropout_training, dropout_training_ratio):
+               dropout_training, dropout_training_ratio, maxpool_indices, maxpool_indices_colmajor,
+               maxpool_indices_dynamic):
         case(fn)
