@@ -398,6 +398,17 @@ bool GraphImporter::importNodes(const onnx::GraphProto &g, std::string &error) {
       }
       in.push_back(v);
     }
+    // Sequences and optionals (ADTs) go only to the ops that take them; the
+    // tensor converters read dtypes and dims of every input.
+    const std::string &type = node.op_type();
+    bool takesAdts = type == "Identity" || type == "Loop" || type.rfind("Sequence", 0) == 0 ||
+                     type.rfind("Optional", 0) == 0;
+    for (size_t k = 0; k < in.size() && !takesAdts; ++k)
+      if (in[k] && !in[k]->type().isTensor()) {
+        error = where + "input " + std::to_string(k) + " ('" + node.input(static_cast<int>(k)) + "') is " +
+                in[k]->type().str() + ", not a tensor";
+        return false;
+      }
     Conv c(*this, node, opset_, std::move(in));
     std::vector<Value *> out;
     if (!e->convert(c, out)) {
@@ -567,6 +578,9 @@ bool importOnnxBytes(const std::string &bytes, const ImportOptions &opts, Contex
 }
 
 namespace {
+/// A bound on the imports a model may cost (Sequences.cpp's retries).
+constexpr int kMaxSeqRetries = 64;
+
 bool importModel(const std::string &bytes, const ImportOptions &opts, Context &ctx, ImportResult &result,
                  std::string &error) {
   onnx::ModelProto model;
@@ -604,12 +618,17 @@ bool importModel(const std::string &bytes, const ImportOptions &opts, Context &c
   GraphImporter::SeqHints hints;
   std::unique_ptr<Module> m;
   std::unique_ptr<GraphImporter> gip;
-  for (;;) {
+  for (int tries = 0;; ++tries) {
     m = std::make_unique<Module>(ctx);
     gip = std::make_unique<GraphImporter>(*m, ctx, opts, static_cast<int>(opset), hints);
     error.clear();
     if (gip->importMain(model.graph(), error)) break;
     if (!gip->wantsRetry()) return false;
+    if (tries == kMaxSeqRetries) {
+      error = "the element types of more than " + std::to_string(kMaxSeqRetries) +
+              " sequences had to be learned from their inserts (each one imports the model again): " + error;
+      return false;
+    }
   }
   GraphImporter &gi = *gip;
   gi.cleanUp();

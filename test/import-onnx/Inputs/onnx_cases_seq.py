@@ -228,9 +228,15 @@ def maxpool_indices_dynamic():
     return m, None, None
 
 
+def seq_to_tensor_op():
+    # A sequence given to a tensor op.
+    m = model([N("Relu", ["s"], ["y"], name="relu")], [S("s", F, [3])], [T("y", F, [3])])
+    return m, None, None
+
+
 def register(case):
     for fn in (seq_ops, seq_insert_back, seq_map, optional_get, optional_empty, seq_io, seq_mixed_ranks,
                seq_insert_wrong_rank, unique_rows, unique_first_order, loop_scan, scan_reverse,
                dropout_training, dropout_training_ratio, maxpool_indices, maxpool_indices_colmajor,
-               maxpool_indices_dynamic):
+               maxpool_indices_dynamic, seq_to_tensor_op):
         case(fn)
