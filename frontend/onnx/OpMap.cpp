@@ -58,7 +58,7 @@ const std::vector<OpEntry> &opMap() {
         {"And", 7, "logical_and", "", binary<OpCode::LogicalAnd>},
         {"ArgMax", 7, "argmax (last index: max, equal, select)", "", argMax},
         {"ArgMin", 7, "neg, argmax (integers, last index: min, equal, select)", "", argMin},
-        {"BatchNormalization", 9, "sub, div, sqrt, mul, add, expand_dims", "inference mode only", batchNorm},
+        {"BatchNormalization", 9, "sub, div, sqrt, mul, add, expand_dims (training: mean, reshape)", "training mode from opset 14 (running statistics by momentum)", batchNorm},
         {"Cast", 7, "cast", "to Nimble's element types; saturate ignored (float8 only)", cast},
         {"CastLike", 15, "cast", "", castLike},
         {"Celu", 12, "exp, div, sub, mul, minimum, maximum, add", "", celu},

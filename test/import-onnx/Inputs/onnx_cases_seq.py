@@ -1,6 +1,6 @@
 """onnx_cases.py's cases of sequences and optionals (frontend/onnx/Sequences.cpp),
 and of the lowerings added with them (Unique's outputs, Loop's scan outputs,
-Scan, Dropout in training mode, MaxPool's Indices), registered into its CASES by register(case)
+Scan, Dropout and BatchNormalization in training mode, MaxPool's Indices), registered into its CASES by register(case)
 (onnx_cases.py calls it). Each
 case returns (model, feeds, expected) like onnx_cases.py's: the numeric ones
 take and give tensors (a sequence built, changed and read inside the graph),
@@ -228,6 +228,23 @@ def maxpool_indices_dynamic():
     return m, None, None
 
 
+# --- BatchNormalization in training mode (ConvertMath.cpp) ---------------------
+
+def batchnorm_training():
+    # Normalised by the batch's statistics; the running ones by momentum.
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    sc, bi, mu, va = (rng.standard_normal(3).astype(np.float32) for _ in range(4))
+    va = np.abs(va)
+    m = model([N("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1, momentum=0.8,
+                 epsilon=1e-3)],
+              [T("x", F, [2, 3, 4])] + [T(n, F, [3]) for n in "sbmv"],
+              [T("y", F, [2, 3, 4]), T("rm", F, [3]), T("rv", F, [3])], opset=15)
+    bm, bv = x.mean(axis=(0, 2)), x.var(axis=(0, 2))
+    y = (x - bm[:, None]) / np.sqrt(bv[:, None] + 1e-3) * sc[:, None] + bi[:, None]
+    return m, [x, sc, bi, mu, va], [y, mu * 0.8 + bm * 0.2, va * 0.8 + bv * 0.2]
+
+
 def seq_to_tensor_op():
     # A sequence given to a tensor op.
     m = model([N("Relu", ["s"], ["y"], name="relu")], [S("s", F, [3])], [T("y", F, [3])])
@@ -238,5 +255,5 @@ def register(case):
     for fn in (seq_ops, seq_insert_back, seq_map, optional_get, optional_empty, seq_io, seq_mixed_ranks,
                seq_insert_wrong_rank, unique_rows, unique_first_order, loop_scan, scan_reverse,
                dropout_training, dropout_training_ratio, maxpool_indices, maxpool_indices_colmajor,
-               maxpool_indices_dynamic, seq_to_tensor_op):
+               maxpool_indices_dynamic, seq_to_tensor_op, batchnorm_training):
         case(fn)
