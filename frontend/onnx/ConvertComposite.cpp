@@ -501,6 +501,79 @@ bool maxUnpool(Conv &c, Out &out) {
   return done(out, c.op(OpCode::Pad, {y, padTo}));
 }
 
+/// The integer ops (MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv)
+/// as float arithmetic that is exact: the 8-bit operands minus their zero
+/// points in f64, multiplied and summed in f64 (every partial sum is an
+/// integer below 2^53 for fewer than 2^37 terms), then cast to i32, or
+/// requantized as ONNX's reference does: times (scale_a * scale_b / scale_y)
+/// computed in the scales' type, rounded half to even, plus the zero point,
+/// saturated.
+namespace {
+
+/// v - zp in f64; a 1-D zp applies along `axis` of v (-1: the last axis,
+/// where it broadcasts as it is).
+Value *shifted(Conv &c, Value *v, Value *zp, int64_t axis) {
+  Value *f = castTo(c, v, DType::F64);
+  if (!zp || !f) return f;
+  Value *z = castTo(c, zp, DType::F64);
+  if (rankOf(zp) == 1 && axis >= 0) z = perAxis(c, z, v, axis);
+  return c.op(OpCode::Sub, {f, z});
+}
+
+/// The MatMul or Conv converter on other operands (the node's attributes).
+Value *withInputs(Conv &c, bool (*convert)(Conv &, Out &), std::vector<Value *> in) {
+  std::swap(c.in, in);
+  Out o;
+  bool ok = convert(c, o);
+  std::swap(c.in, in);
+  return ok && !o.empty() ? o[0] : nullptr;
+}
+
+/// QLinear*'s output: saturate(round(acc * (sa * sb / sy)) + zy).
+Value *requantize(Conv &c, Value *acc, Value *sa, Value *sb, Value *sy, Value *zy, DType t) {
+  if (!sa || !sb || !sy) return c.fail("needs the scales"), nullptr;
+  Value *m = c.op(OpCode::Div, {c.op(OpCode::Mul, {sa, sb}), sy});
+  if (m && rankOf(m) == 1) m = perAxis(c, m, acc, 1); // per output channel
+  return quantize(c, c.op(OpCode::Mul, {acc, castTo(c, m, DType::F64)}), c.scalar(DType::F64, 1), zy, t);
+}
+
+bool int8ish(Value *v) { return v && (dt(v) == DType::U8 || dt(v) == DType::I8); }
+
+} // namespace
+
+bool matMulInteger(Conv &c, Out &out) {
+  Value *a = c.input(0), *b = c.input(1);
+  if (!int8ish(a) || !int8ish(b)) return c.fail("needs 8-bit integer A and B");
+  if (rankOf(a) < 2 && c.input(2) && rankOf(c.input(2)) == 1) return c.fail("a per-row a_zero_point needs a matrix A");
+  Value *acc = withInputs(c, matmul, {shifted(c, a, c.input(2), rankOf(a) - 2), shifted(c, b, c.input(3), -1)});
+  return done(out, castTo(c, acc, DType::I32));
+}
+
+bool convInteger(Conv &c, Out &out) {
+  Value *x = c.input(0), *w = c.input(1);
+  if (!int8ish(x) || !int8ish(w)) return c.fail("needs 8-bit integer X and W");
+  Value *acc = withInputs(c, conv, {shifted(c, x, c.input(2), -1), shifted(c, w, c.input(3), 0)});
+  return done(out, castTo(c, acc, DType::I32));
+}
+
+bool qlinearMatMul(Conv &c, Out &out) {
+  Value *a = c.input(0), *b = c.input(3), *zy = c.input(7);
+  if (!int8ish(a) || !int8ish(b)) return c.fail("needs 8-bit integer a and b");
+  Value *acc = withInputs(c, matmul, {shifted(c, a, c.input(2), rankOf(a) - 2), shifted(c, b, c.input(5), -1)});
+  if (!acc) return false;
+  return done(out, requantize(c, acc, c.input(1), c.input(4), c.input(6), zy, zy ? dt(zy) : dt(a)));
+}
+
+bool qlinearConv(Conv &c, Out &out) {
+  Value *x = c.input(0), *w = c.input(3), *zy = c.input(7), *bias = c.input(8);
+  if (!int8ish(x) || !int8ish(w)) return c.fail("needs 8-bit integer x and w");
+  Value *acc = withInputs(c, conv, {shifted(c, x, c.input(2), -1), shifted(c, w, c.input(5), 0)});
+  if (!acc) return false;
+  if (bias) acc = c.op(OpCode::Add, {acc, perAxis(c, castTo(c, bias, DType::F64), acc, 1)});
+  if (!acc) return false;
+  return done(out, requantize(c, acc, c.input(1), c.input(4), c.input(6), zy, zy ? dt(zy) : dt(x)));
+}
+
 /// Unique: the distinct slices along `axis` (elements, without one), in
 /// sorted (lexicographic) or first-occurrence order, with the index of each
 /// one's first occurrence, each slice's position among them, and the counts.

@@ -1,6 +1,7 @@
 """onnx_cases.py's cases of sequences and optionals (frontend/onnx/Sequences.cpp),
 and of the lowerings added with them (Unique's outputs, Loop's scan outputs,
-Scan, Dropout and BatchNormalization in training mode, MaxPool's Indices), registered into its CASES by register(case)
+Scan, Dropout and BatchNormalization in training mode, MaxPool's Indices,
+the integer matmuls and convolutions), registered into its CASES by register(case)
 (onnx_cases.py calls it). Each
 case returns (model, feeds, expected) like onnx_cases.py's: the numeric ones
 take and give tensors (a sequence built, changed and read inside the graph),
@@ -245,6 +246,46 @@ def batchnorm_training():
     return m, [x, sc, bi, mu, va], [y, mu * 0.8 + bm * 0.2, va * 0.8 + bv * 0.2]
 
 
+# --- The integer ops (ConvertComposite.cpp) ------------------------------------
+
+U8 = TensorProto.UINT8
+I8 = TensorProto.INT8
+
+
+def matmul_integer():
+    # Per-row zero points of A, per-column of B; i32 out.
+    rng = np.random.default_rng(11)
+    a, b = rng.integers(0, 256, (3, 4)).astype(np.uint8), rng.integers(-128, 128, (4, 2)).astype(np.int8)
+    za, zb = np.array([1, 200, 7], np.uint8), np.array([-3, 5], np.int8)
+    m = model([N("MatMulInteger", ["a", "b", "za", "zb"], ["y"])],
+              [T("a", U8, [3, 4]), T("b", I8, [4, 2]), T("za", U8, [3]), T("zb", I8, [2])],
+              [T("y", TensorProto.INT32, [3, 2])], opset=10)
+    y = (a.astype(np.int32) - za[:, None]) @ (b.astype(np.int32) - zb)
+    return m, [a, b, za, zb], [y]
+
+
+def qlinear_conv():
+    # Per-output-channel w_scale and w_zero_point, an i32 bias, padding.
+    rng = np.random.default_rng(12)
+    x, w = rng.integers(0, 256, (1, 2, 4, 4)).astype(np.uint8), rng.integers(0, 256, (3, 2, 3, 3)).astype(np.uint8)
+    xs, xz, ws, wz = np.float32(0.05), np.uint8(128), np.array([0.01, 0.02, 0.03], np.float32), np.array([120, 128, 130], np.uint8)
+    ys, yz, b = np.float32(0.5), np.uint8(10), np.array([100, -50, 7], np.int32)
+    m = model([N("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["y"], pads=[1, 1, 1, 1])],
+              [T("x", U8, [1, 2, 4, 4]), T("xs", F, []), T("xz", U8, []), T("w", U8, [3, 2, 3, 3]), T("ws", F, [3]),
+               T("wz", U8, [3]), T("ys", F, []), T("yz", U8, []), T("b", TensorProto.INT32, [3])],
+              [T("y", U8, [1, 3, 4, 4])], opset=10)
+    xp = np.pad(x.astype(np.int64) - 128, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    wi = w.astype(np.int64) - wz[:, None, None, None]
+    acc = np.zeros((1, 3, 4, 4), np.int64)
+    for o in range(3):
+        for i in range(4):
+            for j in range(4):
+                acc[0, o, i, j] = (xp[0, :, i:i + 3, j:j + 3] * wi[o]).sum() + b[o]
+    mult = (xs * ws / ys).astype(np.float32)
+    y = np.clip(np.rint(acc * mult[None, :, None, None].astype(np.float64)) + yz, 0, 255).astype(np.uint8)
+    return m, [x, np.array(xs), np.array(xz), w, ws, wz, np.array(ys), np.array(yz), b], [y]
+
+
 def seq_to_tensor_op():
     # A sequence given to a tensor op.
     m = model([N("Relu", ["s"], ["y"], name="relu")], [S("s", F, [3])], [T("y", F, [3])])
@@ -255,5 +296,5 @@ def register(case):
     for fn in (seq_ops, seq_insert_back, seq_map, optional_get, optional_empty, seq_io, seq_mixed_ranks,
                seq_insert_wrong_rank, unique_rows, unique_first_order, loop_scan, scan_reverse,
                dropout_training, dropout_training_ratio, maxpool_indices, maxpool_indices_colmajor,
-               maxpool_indices_dynamic, seq_to_tensor_op, batchnorm_training):
+               maxpool_indices_dynamic, seq_to_tensor_op, batchnorm_training, matmul_integer, qlinear_conv):
         case(fn)
