@@ -510,6 +510,8 @@ bool maxUnpool(Conv &c, Out &out) {
 /// saturated.
 namespace {
 
+bool int8ish(Value *v) { return v && (dt(v) == DType::U8 || dt(v) == DType::I8); }
+
 /// v - zp in f64; a 1-D zp applies along `axis` of v (-1: the last axis,
 /// where it broadcasts as it is).
 Value *shifted(Conv &c, Value *v, Value *zp, int64_t axis) {
@@ -531,13 +533,14 @@ Value *withInputs(Conv &c, bool (*convert)(Conv &, Out &), std::vector<Value *> 
 
 /// QLinear*'s output: saturate(round(acc * (sa * sb / sy)) + zy).
 Value *requantize(Conv &c, Value *acc, Value *sa, Value *sb, Value *sy, Value *zy, DType t) {
-  if (!sa || !sb || !sy) return c.fail("needs the scales"), nullptr;
+  if (!sa || !sb || !sy || !isFloat(dt(sa)) || !isFloat(dt(sb)) || !isFloat(dt(sy)))
+    return c.fail("needs float scales"), nullptr;
+  if (zy && !int8ish(zy)) return c.fail("needs an 8-bit integer y_zero_point"), nullptr;
   Value *m = c.op(OpCode::Div, {c.op(OpCode::Mul, {sa, sb}), sy});
   if (m && rankOf(m) == 1) m = perAxis(c, m, acc, 1); // per output channel
-  return quantize(c, c.op(OpCode::Mul, {acc, castTo(c, m, DType::F64)}), c.scalar(DType::F64, 1), zy, t);
+  Value *real = m ? c.op(OpCode::Mul, {acc, castTo(c, m, DType::F64)}) : nullptr;
+  return real ? quantize(c, real, c.scalar(DType::F64, 1), zy, t) : nullptr;
 }
-
-bool int8ish(Value *v) { return v && (dt(v) == DType::U8 || dt(v) == DType::I8); }
 
 } // namespace
 

@@ -232,8 +232,12 @@ Value *maxPoolIndices(Conv &c, Value *x, Value *y, const std::vector<int64_t> &k
   else low.appendInt(isSignedInt(low.dtype) ? INT64_MIN >> (64 - 8 * static_cast<int>(dtypeSize(low.dtype))) : 0);
   Value *xp = c.op(OpCode::Pad, {x, c.i64s(padAll), c.constant(std::move(low))});
   int64_t K = 1, outN = 1, spatial = 1;
-  for (int64_t kd : kernel) K *= kd;
+  for (int64_t kd : kernel) K = kd > 4096 ? 4097 : K * kd;
   for (size_t d = 0; d < k; ++d) outN *= yd[2 + d], spatial *= xd[2 + d];
+  // One take per axis and window offset, and a table of K x the output: bounded.
+  if (K > 4096 || K * outN > (int64_t(1) << 24))
+    return c.fail("the Indices output needs a kernel of at most 4096 elements and at most 2^24 window positions"),
+           nullptr;
   std::vector<Value *> windows;
   std::vector<int64_t> table;
   for (int64_t o = 0; o < K; ++o) {
