@@ -80,6 +80,122 @@ def load_tensor(path):
     return numpy_helper.to_array(t)
 
 
+def load_value(path, tp):
+    """A test's input or output of ONNX type `tp`: an array, a list of
+    arrays (a sequence), or None / the value (an optional)."""
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type":
+        return load_tensor(path)
+    proto = {"sequence_type": onnx.SequenceProto, "optional_type": onnx.OptionalProto}.get(kind)
+    if proto is None:
+        raise ValueError("values of type %s are not supported" % kind)
+    with open(path, "rb") as f:
+        p = proto()
+        p.ParseFromString(f.read())
+    return numpy_helper.to_list(p) if kind == "sequence_type" else numpy_helper.to_optional(p)
+
+
+# Sequences and optionals are ADTs in the imported module (docs/import-onnx.md:
+# Nil | Cons(tensor, list), None | Some(value)); nimble-run reads and prints
+# them as constructor expressions, the tensors inside as .npy files.
+def value_text(v, tp, d, stem):
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type":
+        f = os.path.join(d, stem + ".npy")
+        np.save(f, v)
+        return "@" + f
+    if kind == "optional_type":
+        if v is None:
+            return "None"
+        return "Some(%s)" % value_text(v, tp.optional_type.elem_type, d, stem + "o")
+    text = "Nil"
+    for k in reversed(range(len(v))):
+        text = "Cons(%s, %s)" % (value_text(v[k], tp.sequence_type.elem_type, d, "%s_%d" % (stem, k)), text)
+    return text
+
+
+NP_DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i1": np.bool_, "i8": np.int8,
+             "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u16": np.uint16,
+             "u32": np.uint32, "u64": np.uint64}
+
+
+def parse_value(text, i=0):
+    """nimble-run's printed value at text[i:] (docs/nimble-run.md): (value,
+    end); constructors as (name, [fields])."""
+    while text[i] == " ":
+        i += 1
+    m = re.compile(r"[A-Z][A-Za-z0-9_]*").match(text, i)
+    if m:
+        name, i, fields = m.group(0), m.end(), []
+        if i < len(text) and text[i] == "(":
+            i += 1
+            while True:
+                v, i = parse_value(text, i)
+                fields.append(v)
+                while text[i] == " ":
+                    i += 1
+                i += 1
+                if text[i - 1] == ")":
+                    break
+        return (name, fields), i
+    m = re.compile(r"((?:\d+x)*)([a-z]+[0-9]*)=").match(text, i)
+    if not m:
+        raise ValueError("cannot read nimble-run's output at: %s" % text[i:i + 40])
+    shape = [int(x) for x in m.group(1).split("x") if x]
+    i = m.end()
+    if text[i] == "[":
+        depth, j = 0, i
+        while True:
+            depth += {"[": 1, "]": -1}.get(text[j], 0)
+            j += 1
+            if depth == 0:
+                break
+        items, i = re.findall(r"[^\s\[\]]+", text[i:j]), j
+    else:
+        j = i
+        while j < len(text) and text[j] not in " ,)":
+            j += 1
+        items, i = [text[i:j]], j
+    dt = NP_DTYPES[m.group(2)]
+    if dt is np.bool_:
+        vals = [x in ("true", "1") for x in items]
+    elif np.issubdtype(dt, np.integer):
+        vals = [int(x) for x in items]
+    else:
+        vals = [float(x) for x in items]
+    return np.array(vals, dtype=dt).reshape(shape), i
+
+
+def from_adt(v, tp):
+    """A parsed ADT value as load_value gives the ONNX one."""
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type":
+        return v
+    if kind == "optional_type":
+        return None if v[0] == "None" else from_adt(v[1][0], tp.optional_type.elem_type)
+    out = []
+    while v[0] == "Cons":
+        out.append(from_adt(v[1][0], tp.sequence_type.elem_type))
+        v = v[1][1]
+    return out
+
+
+def compare(got, want):
+    if isinstance(want, list) or isinstance(got, list):
+        if not isinstance(want, list) or not isinstance(got, list) or len(got) != len(want):
+            return "a sequence of %s, expected %s" % (
+                len(got) if isinstance(got, list) else "?", len(want) if isinstance(want, list) else "a tensor")
+        for k, (g, w) in enumerate(zip(got, want)):
+            why = compare(g, w)
+            if why:
+                return "element %d: %s" % (k, why)
+        return None
+    if want is None or got is None:
+        return None if want is None and got is None else "optional %s, expected %s" % (
+            "empty" if got is None else "present", "empty" if want is None else "present")
+    return close(got, want)
+
+
 def first_line(text):
     for line in text.splitlines():
         if line.strip():
@@ -134,6 +250,10 @@ def check_in(test_dir, tools, timeout, import_only, d):
         if import_only:
             return "imported", ""
         sets = sorted(glob.glob(os.path.join(test_dir, "test_data_set_*")))
+        graph = onnx.load(model, load_external_data=False).graph
+        inits = set(t.name for t in graph.initializer)
+        in_types = [vi.type for vi in graph.input if vi.name not in inits]
+        out_types = [vi.type for vi in graph.output]
         nbcs = {}
         for level in ("-O0", "-O2"):
             nbcs[level] = os.path.join(d, "m%s.nbc" % level)
@@ -141,25 +261,39 @@ def check_in(test_dir, tools, timeout, import_only, d):
             if err:
                 return "compile", "%s: %s" % (level, err)
         for s in sets:
-            ins, outs = [], []
+            ins = []
+            by_number = lambda q: int(re.findall(r"\d+", os.path.basename(q))[0])
             try:
-                for k, p in enumerate(sorted(glob.glob(os.path.join(s, "input_*.pb")),
-                                             key=lambda q: int(re.findall(r"\d+", os.path.basename(q))[0]))):
-                    a = load_tensor(p)
-                    f = os.path.join(d, "in%d.npy" % k)
-                    np.save(f, a)
+                for k, p in enumerate(sorted(glob.glob(os.path.join(s, "input_*.pb")), key=by_number)):
+                    tp = in_types[k]
+                    v = load_value(p, tp)
+                    if tp.WhichOneof("value") == "tensor_type":
+                        f = os.path.join(d, "in%d.npy" % k)
+                        np.save(f, v)
+                    else:
+                        f = os.path.join(d, "in%d.txt" % k)
+                        with open(f, "w") as t:
+                            t.write(value_text(v, tp, d, "in%d" % k) + "\n")
                     ins.append("--input=@" + f)
-                want = [load_tensor(p) for p in sorted(glob.glob(os.path.join(s, "output_*.pb")),
-                                                       key=lambda q: int(re.findall(r"\d+", os.path.basename(q))[0]))]
-            except Exception as e:  # sequences, optionals, strings
+                want = [load_value(p, out_types[k]) for k, p in
+                        enumerate(sorted(glob.glob(os.path.join(s, "output_*.pb")), key=by_number))]
+            except Exception as e:  # strings, maps
                 return "data", "cannot read %s: %s" % (os.path.basename(s), first_line(str(e)))
             for level, nbc in nbcs.items():
+                # Tensors to .npy files; sequences and optionals printed.
+                adt = [out_types[k].WhichOneof("value") != "tensor_type" for k in range(len(want))]
                 outs = [os.path.join(d, "out%d%s.npy" % (k, level)) for k in range(len(want))]
-                _, err = run([tools["nimble-run"], nbc] + ins + ["--output=@" + o for o in outs], timeout)
+                p, err = run([tools["nimble-run"], nbc] + ins +
+                             ["--output=" + ("-" if a else "@" + o) for a, o in zip(adt, outs)], timeout)
                 if err:
                     return "run", "%s: %s" % (level, err)
+                printed = p.stdout.decode("utf-8", "replace").splitlines()
                 for k, (o, w) in enumerate(zip(outs, want)):
-                    why = close(np.load(o), w)
+                    try:
+                        got = from_adt(parse_value(printed.pop(0))[0], out_types[k]) if adt[k] else np.load(o)
+                    except Exception as e:
+                        return "compare", "%s %s output %d: %s" % (os.path.basename(s), level, k, first_line(str(e)))
+                    why = compare(got, w)
                     if why:
                         return "compare", "%s %s output %d: %s" % (os.path.basename(s), level, k, why)
     return "pass", ""

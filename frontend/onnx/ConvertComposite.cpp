@@ -501,4 +501,142 @@ bool maxUnpool(Conv &c, Out &out) {
   return done(out, c.op(OpCode::Pad, {y, padTo}));
 }
 
+/// The integer ops (MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv)
+/// as float arithmetic that is exact: the 8-bit operands minus their zero
+/// points in f64, multiplied and summed in f64 (every partial sum is an
+/// integer below 2^53 for fewer than 2^37 terms), then cast to i32, or
+/// requantized as ONNX's reference does: times (scale_a * scale_b / scale_y)
+/// computed in the scales' type, rounded half to even, plus the zero point,
+/// saturated.
+namespace {
+
+bool int8ish(Value *v) { return v && (dt(v) == DType::U8 || dt(v) == DType::I8); }
+
+/// v - zp in f64; a 1-D zp applies along `axis` of v (-1: the last axis,
+/// where it broadcasts as it is).
+Value *shifted(Conv &c, Value *v, Value *zp, int64_t axis) {
+  Value *f = castTo(c, v, DType::F64);
+  if (!zp || !f) return f;
+  Value *z = castTo(c, zp, DType::F64);
+  if (rankOf(zp) == 1 && axis >= 0) z = perAxis(c, z, v, axis);
+  return c.op(OpCode::Sub, {f, z});
+}
+
+/// The MatMul or Conv converter on other operands (the node's attributes).
+Value *withInputs(Conv &c, bool (*convert)(Conv &, Out &), std::vector<Value *> in) {
+  std::swap(c.in, in);
+  Out o;
+  bool ok = convert(c, o);
+  std::swap(c.in, in);
+  return ok && !o.empty() ? o[0] : nullptr;
+}
+
+/// QLinear*'s output: saturate(round(acc * (sa * sb / sy)) + zy).
+Value *requantize(Conv &c, Value *acc, Value *sa, Value *sb, Value *sy, Value *zy, DType t) {
+  if (!sa || !sb || !sy || !isFloat(dt(sa)) || !isFloat(dt(sb)) || !isFloat(dt(sy)))
+    return c.fail("needs float scales"), nullptr;
+  if (zy && !int8ish(zy)) return c.fail("needs an 8-bit integer y_zero_point"), nullptr;
+  Value *m = c.op(OpCode::Div, {c.op(OpCode::Mul, {sa, sb}), sy});
+  if (m && rankOf(m) == 1) m = perAxis(c, m, acc, 1); // per output channel
+  Value *real = m ? c.op(OpCode::Mul, {acc, castTo(c, m, DType::F64)}) : nullptr;
+  return real ? quantize(c, real, c.scalar(DType::F64, 1), zy, t) : nullptr;
+}
+
+} // namespace
+
+bool matMulInteger(Conv &c, Out &out) {
+  Value *a = c.input(0), *b = c.input(1);
+  if (!int8ish(a) || !int8ish(b)) return c.fail("needs 8-bit integer A and B");
+  if (rankOf(a) < 2 && c.input(2) && rankOf(c.input(2)) == 1) return c.fail("a per-row a_zero_point needs a matrix A");
+  Value *acc = withInputs(c, matmul, {shifted(c, a, c.input(2), rankOf(a) - 2), shifted(c, b, c.input(3), -1)});
+  return done(out, castTo(c, acc, DType::I32));
+}
+
+bool convInteger(Conv &c, Out &out) {
+  Value *x = c.input(0), *w = c.input(1);
+  if (!int8ish(x) || !int8ish(w)) return c.fail("needs 8-bit integer X and W");
+  Value *acc = withInputs(c, conv, {shifted(c, x, c.input(2), -1), shifted(c, w, c.input(3), 0)});
+  return done(out, castTo(c, acc, DType::I32));
+}
+
+bool qlinearMatMul(Conv &c, Out &out) {
+  Value *a = c.input(0), *b = c.input(3), *zy = c.input(7);
+  if (!int8ish(a) || !int8ish(b)) return c.fail("needs 8-bit integer a and b");
+  Value *acc = withInputs(c, matmul, {shifted(c, a, c.input(2), rankOf(a) - 2), shifted(c, b, c.input(5), -1)});
+  if (!acc) return false;
+  return done(out, requantize(c, acc, c.input(1), c.input(4), c.input(6), zy, zy ? dt(zy) : dt(a)));
+}
+
+bool qlinearConv(Conv &c, Out &out) {
+  Value *x = c.input(0), *w = c.input(3), *zy = c.input(7), *bias = c.input(8);
+  if (!int8ish(x) || !int8ish(w)) return c.fail("needs 8-bit integer x and w");
+  Value *acc = withInputs(c, conv, {shifted(c, x, c.input(2), -1), shifted(c, w, c.input(5), 0)});
+  if (!acc) return false;
+  if (bias) acc = c.op(OpCode::Add, {acc, perAxis(c, castTo(c, bias, DType::F64), acc, 1)});
+  if (!acc) return false;
+  return done(out, requantize(c, acc, c.input(1), c.input(4), c.input(6), zy, zy ? dt(zy) : dt(x)));
+}
+
+/// Unique: the distinct slices along `axis` (elements, without one), in
+/// sorted (lexicographic) or first-occurrence order, with the index of each
+/// one's first occurrence, each slice's position among them, and the counts.
+/// Nimble's `unique` is 1-D values only, so the whole node is a pairwise
+/// comparison of the n slices (rows of R elements): eq[i,k] (all R equal),
+/// less[i,k] (lexicographic: the first differing element is smaller, found
+/// by an exclusive cumsum of the differences), the first occurrence of each
+/// row (argmax of eq), and a row's position: the unique rows less than it
+/// (sorted) or the first occurrences before its own (not sorted); the
+/// outputs are then reductions over position == p for p < count. Memory: n^2 R.
+bool unique(Conv &c, Out &out) {
+  Value *x = c.input(0);
+  if (!x) return c.fail("has no input");
+  bool sorted = c.attrInt("sorted", 1) != 0, hasAxis = c.attr("axis") != nullptr;
+  int64_t axis = 0, r = rankOf(x);
+  Value *rows;
+  if (!hasAxis) {
+    x = c.op(OpCode::Reshape, {x}, {{"shape", ints({-1})}});
+    rows = c.op(OpCode::ExpandDims, {x}, {{"axis", Attr::getInt(1)}});
+  } else {
+    axis = c.attrInt("axis", 0);
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis >= r) return c.fail("axis is out of range");
+    std::vector<int64_t> perm = {axis}, dims = x->type().dims();
+    int64_t rest = 1;
+    for (int64_t k = 0; k < r; ++k)
+      if (k != axis) {
+        perm.push_back(k);
+        if (dims[static_cast<size_t>(k)] == kDynamic) return c.fail("with an axis, the other dimensions must be static");
+        rest *= dims[static_cast<size_t>(k)];
+      }
+    Value *front = axis == 0 ? x : c.op(OpCode::Transpose, {x}, {{"perm", ints(perm)}});
+    rows = c.op(OpCode::Reshape, {front}, {{"shape", ints({-1, rest})}});
+  }
+  auto i64 = [&](Value *v) { return castTo(c, v, DType::I64); };
+  auto expand = [&](Value *v, int64_t a) { return c.op(OpCode::ExpandDims, {v}, {{"axis", Attr::getInt(a)}}); };
+  Value *zero = c.scalar(DType::I64, 0), *one = c.scalar(DType::I64, 1), *two = c.scalar(DType::I64, 2);
+  Value *a = expand(rows, 1), *b = expand(rows, 0); // [n,1,R], [1,n,R]
+  Value *neq = i64(c.op(OpCode::NotEqual, {a, b}));
+  Value *eq = c.op(OpCode::Equal, {c.op(OpCode::Sum, {neq}, {{"axes", ints({2})}}), zero}); // [n,n]
+  Value *first = c.op(OpCode::ArgMax, {i64(eq)}, {{"axis", Attr::getInt(1)}});           // [n]
+  Value *n = c.op(OpCode::Dim, {rows}, {{"axis", Attr::getInt(0)}});
+  Value *isFirst = c.op(OpCode::Equal, {first, c.op(OpCode::Arange, {zero, n, one})});
+  Value *firstI = i64(isFirst), *pos;
+  if (sorted) {
+    Value *before = c.op(OpCode::CumSum, {neq, two}, {{"exclusive", Attr::getBool(true)}});
+    Value *lt = c.op(OpCode::LogicalAnd, {c.op(OpCode::Less, {a, b}), c.op(OpCode::Equal, {before, zero})});
+    Value *less = c.op(OpCode::Max, {i64(lt)}, {{"axes", ints({2})}}); // [n,n]: row i < row k
+    pos = c.op(OpCode::Sum, {c.op(OpCode::Mul, {expand(firstI, 1), less})}, {{"axes", ints({0})}});
+  } else {
+    pos = c.op(OpCode::Take, {c.op(OpCode::CumSum, {firstI, zero}, {{"exclusive", Attr::getBool(true)}}), first});
+  }
+  Value *m = c.op(OpCode::Sum, {firstI});
+  Value *at = c.op(OpCode::Equal, {expand(c.op(OpCode::Arange, {zero, m, one}), 1), expand(pos, 0)}); // [m,n]
+  Value *idx = c.op(OpCode::ArgMax, {i64(c.op(OpCode::LogicalAnd, {at, expand(isFirst, 0)}))}, {{"axis", Attr::getInt(1)}});
+  Value *y = c.op(OpCode::Take, {x, idx}, {{"axis", Attr::getInt(axis)}});
+  out = {y, idx, pos, c.wantsOutput(3) ? c.op(OpCode::Sum, {i64(at)}, {{"axes", ints({1})}}) : nullptr};
+  for (size_t k = 0; k < 4; ++k)
+    if (c.wantsOutput(k) && !out[k]) return false;
+  return true;
+}
+
 } // namespace nimble::onnx_import::convert

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/onnx/Converters.h"
+#include "frontend/onnx/Graph.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,17 +20,38 @@ bool identity(Conv &c, Out &out) {
   return true;
 }
 
+/// Dropout: the input (and a mask of true) where it drops nothing: in
+/// inference mode, or in training mode with ratio 0. Nimble has no random
+/// numbers, so training with another ratio is refused at import when the
+/// model fixes both, and otherwise checked at run time (a run-time
+/// training_mode or ratio: a branch to `unreachable`, a located error).
 bool dropout(Conv &c, Out &out) {
-  if (const DenseValue *t = c.known(c.input(2)); c.input(2) && (!t || t->getInt(0)))
-    return c.fail("training mode (a training_mode input that is not a known false) is not supported");
-  out = {c.input(0)};
+  Value *x = c.input(0), *ratio = c.input(1), *training = c.input(2);
+  if (!x) return c.fail("has no input");
+  const DenseValue *t = c.known(training), *r = c.known(ratio);
+  bool inference = !training || (t && !t->getInt(0));
+  if (!inference) {
+    bool zero = r && r->getDouble(0) == 0.0;
+    if (!zero && t && (!ratio || r))
+      return c.fail("training mode with a nonzero ratio needs random numbers, which Nimble does not have");
+    if (!zero) {
+      // drops = training && ratio != 0 (an omitted ratio is 0.5).
+      Value *train = t ? c.scalar(DType::I1, 1)
+                       : rankOf(training) == 0 ? training
+                                               : c.op(OpCode::Reshape, {training}, {{"shape", ints({})}});
+      Value *drops = train;
+      if (ratio && !(drops = c.op(OpCode::LogicalAnd, {train, c.op(OpCode::NotEqual, {ratio, like(c, ratio, 0)})})))
+        return false;
+      if (!drops || !c.graph().guard(c.op(OpCode::LogicalNot, {drops}))) return false;
+    }
+  }
+  out = {x};
   if (c.wantsOutput(1)) {
-    Value *s = c.op(OpCode::ShapeOf, {c.input(0)});
+    Value *s = c.op(OpCode::ShapeOf, {x});
     out.push_back(c.op(OpCode::Full, {s, c.scalar(DType::I1, 1)}));
   }
   return out[0] != nullptr;
 }
-
 
 bool pow(Conv &c, Out &out) {
   Value *b = c.input(0), *e = c.input(1);
@@ -459,13 +481,32 @@ Value *perChannel(Conv &c, Value *p, int64_t r) {
 bool batchNorm(Conv &c, Out &out) {
   Value *x = c.input(0);
   if (!x || c.in.size() < 5) return c.fail("needs X, scale, B, mean and var");
-  if (c.attrInt("training_mode", 0) || c.wantsOutput(1) || c.wantsOutput(2))
-    return c.fail("training mode (running mean and variance outputs) is not supported");
+  bool training = c.attrInt("training_mode", 0) != 0;
+  if (!training && (c.wantsOutput(1) || c.wantsOutput(2)))
+    return c.fail("the outputs of opsets before 14's training mode (saved mean and variance) are not supported");
   int64_t r = rankOf(x);
   if (r < 2) return c.fail("the input has rank < 2");
   Value *scale = perChannel(c, c.input(1), r), *b = perChannel(c, c.input(2), r);
   Value *mean = perChannel(c, c.input(3), r), *var = perChannel(c, c.input(4), r);
   if (!scale || !b || !mean || !var) return false;
+  if (training) {
+    // Opset 14 on: normalised by the batch's statistics over every axis but
+    // the channels (biased variance); the running ones updated by momentum.
+    std::vector<int64_t> axes = {0};
+    for (int64_t i = 2; i < r; ++i) axes.push_back(i);
+    Attrs keep = {{"axes", ints(axes)}, {"keepdims", Attr::getBool(true)}};
+    double eps = c.attrFloat("epsilon", 1e-5), mom = c.attrFloat("momentum", 0.9);
+    Value *bm = c.op(OpCode::Mean, {x}, keep), *d = c.op(OpCode::Sub, {x, bm});
+    Value *bv = c.op(OpCode::Mean, {c.op(OpCode::Mul, {d, d})}, keep);
+    Value *y = c.op(OpCode::Div, {d, c.op(OpCode::Sqrt, {c.op(OpCode::Add, {bv, like(c, x, eps)})})});
+    out = {c.op(OpCode::Add, {c.op(OpCode::Mul, {y, scale}), b})};
+    for (auto [batch, running] : {std::pair{bm, c.input(3)}, std::pair{bv, c.input(4)}}) {
+      Value *flat = c.op(OpCode::Reshape, {batch}, {{"shape", ints({-1})}});
+      out.push_back(c.op(OpCode::Add, {c.op(OpCode::Mul, {running, like(c, running, mom)}),
+                                       c.op(OpCode::Mul, {flat, like(c, flat, 1 - mom)})}));
+    }
+    return out[0] && out[1] && out[2];
+  }
   Value *den = c.op(OpCode::Sqrt, {c.op(OpCode::Add, {var, like(c, var, c.attrFloat("epsilon", 1e-5))})});
   Value *y = c.op(OpCode::Div, {c.op(OpCode::Sub, {x, mean}), den});
   return done(out, c.op(OpCode::Add, {c.op(OpCode::Mul, {y, scale}), b}));

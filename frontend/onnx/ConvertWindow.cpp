@@ -23,6 +23,9 @@
 
 #include "frontend/onnx/Converters.h"
 
+#include <cmath>
+#include <cstdint>
+
 namespace nimble::onnx_import::convert {
 
 namespace {
@@ -200,12 +203,90 @@ bool convTranspose(Conv &c, Out &out) {
   return done(out, c.op(OpCode::ConvTranspose, operands, a));
 }
 
+/// MaxPool's Indices: the flat position in x of each window's maximum (row
+/// major, or column major over the spatial axes for storage_order 1). The
+/// K = prod(kernel) values of each window are taken from x padded with the
+/// lowest value (a take per spatial axis with constant indices) and stacked,
+/// argmax picks the first maximum's offset k (ONNX's reference keeps the
+/// first), and a constant table [K, out...] turns (k, output position) into
+/// the spatial position, selected by k == arange(K); plus the (n, c) base.
+/// Static shapes only; memory K times the output.
+Value *maxPoolIndices(Conv &c, Value *x, Value *y, const std::vector<int64_t> &kernel, const Attrs &a) {
+  Type xt = x->type(), yt = y->type();
+  if (!xt.hasStaticShape() || !yt.hasStaticShape())
+    return c.fail("the Indices output needs static input and output shapes"), nullptr;
+  const size_t k = kernel.size();
+  std::vector<int64_t> strides(k, 1), dil(k, 1), pads(2 * k, 0);
+  for (auto &[name, v] : a) {
+    if (name == "strides") strides = v.getInts();
+    if (name == "dilations") dil = v.getInts();
+    if (name == "pads") pads = v.getInts();
+  }
+  const std::vector<int64_t> &xd = xt.dims(), &yd = yt.dims();
+  bool colMajor = c.attrInt("storage_order", 0) != 0;
+  std::vector<int64_t> padAll(2 * (k + 2), 0);
+  for (size_t d = 0; d < k; ++d) padAll[2 + d] = pads[d], padAll[k + 4 + d] = pads[k + d];
+  DenseValue low;
+  low.dtype = xt.dtype();
+  if (isFloat(low.dtype)) low.appendDouble(-INFINITY);
+  else low.appendInt(isSignedInt(low.dtype) ? INT64_MIN >> (64 - 8 * static_cast<int>(dtypeSize(low.dtype))) : 0);
+  Value *xp = c.op(OpCode::Pad, {x, c.i64s(padAll), c.constant(std::move(low))});
+  int64_t K = 1, outN = 1, spatial = 1;
+  for (int64_t kd : kernel) K = kd > 4096 ? 4097 : K * kd;
+  for (size_t d = 0; d < k; ++d) outN *= yd[2 + d], spatial *= xd[2 + d];
+  // One take per axis and window offset, and a table of K x the output: bounded.
+  if (K > 4096 || K * outN > (int64_t(1) << 24))
+    return c.fail("the Indices output needs a kernel of at most 4096 elements and at most 2^24 window positions"),
+           nullptr;
+  std::vector<Value *> windows;
+  std::vector<int64_t> table;
+  for (int64_t o = 0; o < K; ++o) {
+    std::vector<int64_t> off(k);
+    for (size_t d = k, rest = static_cast<size_t>(o); d-- > 0;) {
+      off[d] = static_cast<int64_t>(rest) % kernel[d];
+      rest /= static_cast<size_t>(kernel[d]);
+    }
+    Value *v = xp;
+    for (size_t d = 0; d < k; ++d) {
+      std::vector<int64_t> idx;
+      for (int64_t p = 0; p < yd[2 + d]; ++p) idx.push_back(p * strides[d] + off[d] * dil[d]);
+      v = c.op(OpCode::Take, {v, c.i64s(idx)}, {{"axis", Attr::getInt(static_cast<int64_t>(d) + 2)}});
+    }
+    windows.push_back(c.op(OpCode::ExpandDims, {v}, {{"axis", Attr::getInt(0)}}));
+    for (int64_t q = 0; q < outN; ++q) { // the spatial position of offset o at output position q
+      std::vector<int64_t> pos(k);
+      for (size_t d = k, rest = static_cast<size_t>(q); d-- > 0;) {
+        pos[d] = static_cast<int64_t>(rest) % yd[2 + d] * strides[d] + off[d] * dil[d] - pads[d];
+        rest /= static_cast<size_t>(yd[2 + d]);
+      }
+      int64_t flat = 0;
+      if (colMajor)
+        for (size_t d = k; d-- > 0;) flat = flat * xd[2 + d] + pos[d];
+      else
+        for (size_t d = 0; d < k; ++d) flat = flat * xd[2 + d] + pos[d];
+      table.push_back(flat);
+    }
+  }
+  Value *stack = windows.size() == 1 ? windows[0] : c.op(OpCode::Concat, windows, {{"axis", Attr::getInt(0)}});
+  Value *which = c.op(OpCode::ArgMax, {stack}, {{"axis", Attr::getInt(0)}}); // [N, C, out...]
+  std::vector<int64_t> kShape(k + 3, 1), tShape = {K, 1, 1}, bShape = {xd[0], xd[1]};
+  kShape[0] = K;
+  std::vector<int64_t> ks, base;
+  for (int64_t o = 0; o < K; ++o) ks.push_back(o);
+  for (size_t d = 0; d < k; ++d) tShape.push_back(yd[2 + d]), bShape.push_back(1);
+  for (int64_t nc = 0; nc < xd[0] * xd[1]; ++nc) base.push_back(nc * spatial);
+  Value *hit = c.op(OpCode::Equal, {c.op(OpCode::ExpandDims, {which}, {{"axis", Attr::getInt(0)}}),
+                                    foldInts(c, DType::I64, kShape, ks)});
+  Value *pick = c.op(OpCode::Mul, {c.op(OpCode::Cast, {hit}, {{"dtype", Attr::getDType(DType::I64)}}),
+                                   foldInts(c, DType::I64, tShape, table)});
+  Value *at = c.op(OpCode::Sum, {pick}, {{"axes", ints({0})}});
+  return c.op(OpCode::Add, {at, foldInts(c, DType::I64, bShape, base)});
+}
+
 template <bool IsMax> bool pool(Conv &c, Out &out) {
   Value *x = c.input(0);
   if (!x) return c.fail("has no input");
   if (rankOf(x) < 3) return c.fail("the input has rank < 3 (batch, channels, spatial axes)");
-  if (IsMax && c.wantsOutput(1))
-    return c.fail("the Indices output (positions of the maxima) is not supported");
   auto kernel = c.attrInts("kernel_shape");
   if (!kernel || kernel->size() != static_cast<size_t>(rankOf(x) - 2))
     return c.fail("kernel_shape must have one entry per spatial axis");
@@ -214,7 +295,13 @@ template <bool IsMax> bool pool(Conv &c, Out &out) {
   if (!windowAttrs(c, x, *kernel, a, ceilApplies)) return false;
   if (ceilApplies && c.attrInt("ceil_mode", 0)) a.push_back({"ceil_mode", Attr::getBool(true)});
   if (!IsMax && c.attrInt("count_include_pad", 0)) a.push_back({"count_include_pad", Attr::getBool(true)});
-  return done(out, c.op(IsMax ? OpCode::MaxPool : OpCode::AvgPool, {x}, a));
+  Value *y = c.op(IsMax ? OpCode::MaxPool : OpCode::AvgPool, {x}, a);
+  if (IsMax && y && c.wantsOutput(1)) {
+    Value *idx = maxPoolIndices(c, x, y, *kernel, a);
+    out = {y, idx};
+    return idx != nullptr;
+  }
+  return done(out, y);
 }
 
 template bool pool<true>(Conv &c, Out &out);

@@ -29,8 +29,13 @@ inline constexpr int kMinOpset = 1, kMaxOpset = 21;
 
 class GraphImporter {
 public:
-  GraphImporter(ir::Module &m, ir::Context &ctx, const ImportOptions &opts, int opset)
-      : m_(m), ctx_(ctx), opts_(opts), opset_(opset) {}
+  /// What a retry of the import learned of sequences whose element type the
+  /// model does not fix (Sequences.cpp): ONNX name of the sequence's origin
+  /// (a graph input, a SequenceEmpty's output) -> element dtype and rank.
+  using SeqHints = std::map<std::string, std::pair<DType, int64_t>>;
+
+  GraphImporter(ir::Module &m, ir::Context &ctx, const ImportOptions &opts, int opset, SeqHints &hints)
+      : m_(m), ctx_(ctx), opts_(opts), opset_(opset), seqHints_(hints) {}
 
   bool importMain(const onnx::GraphProto &g, std::string &error);
   void cleanUp();
@@ -64,12 +69,36 @@ public:
   /// `If` and `Loop` (ControlFlow.cpp): they import their sub-graphs.
   bool convertIf(class Conv &c, std::vector<ir::Value *> &out);
   bool convertLoop(class Conv &c, std::vector<ir::Value *> &out);
+  bool convertScan(class Conv &c, std::vector<ir::Value *> &out);
   /// LSTM, GRU and RNN as counted loops (Recurrent.cpp).
   bool convertRecurrent(class Conv &c, std::vector<ir::Value *> &out);
+  /// Continues only where `ok` (a scalar bool) holds: a branch to a block
+  /// holding `unreachable`, a located run-time error (Importer.cpp).
+  bool guard(ir::Value *ok);
+  /// Sequence and optional ops (Sequences.cpp), by the node's op type.
+  bool convertSequenceOp(class Conv &c, std::vector<ir::Value *> &out);
+  /// Whether the import failed on a sequence whose element type it had to
+  /// guess, and learned it (seqHints): importing again from the start helps.
+  bool wantsRetry() const { return retry_; }
 
 private:
   bool readExternal(const onnx::TensorProto &t, size_t want, std::vector<uint8_t> &out, std::string &error);
   bool valueType(const onnx::ValueInfoProto &vi, ir::Type &t, std::vector<std::string> &params, std::string &error);
+  // Sequences and optionals as ADTs (Sequences.cpp).
+  bool sequenceType(const onnx::TypeProto &tp, const std::string &origin, ir::Type &t, std::string &error);
+  ir::Type seqType(DType dt, int64_t rank);
+  ir::Type optType(ir::Type elem);
+  ir::Type seqElem(ir::Type seq) const;
+  bool isSeq(ir::Type t) const;
+  bool isOpt(ir::Type t) const;
+  ir::Value *construct(ir::Type adt, const std::string &ctor, const std::vector<ir::Value *> &fields);
+  ir::Function *seqHelper(const std::string &what, ir::Type seq);
+  void buildSeqHelper(ir::Function *f, const std::string &what, ir::Type seq);
+  /// Learns that the weak sequence `v` holds `dt` tensors of rank `rank`
+  /// (asks for a retry); false when `v` is not weak.
+  bool learnSeq(ir::Value *v, DType dt, int64_t rank);
+  void inheritWeak(ir::Value *from, ir::Value *to);
+  bool sequenceMap(class Conv &c, std::vector<ir::Value *> &out);
   bool addInitializers(const onnx::GraphProto &g, std::string &error);
   bool importNodes(const onnx::GraphProto &g, std::string &error);
   bool graphOutputs(const onnx::GraphProto &g, std::vector<ir::Value *> &out, std::string &error);
@@ -82,6 +111,10 @@ private:
   void bind(const std::string &name, ir::Value *v);
   ir::Location nodeLoc() const;
   ir::Block *newBlock(const std::string &label);
+  // Scan outputs of Loop and Scan (ControlFlow.cpp).
+  ir::Type scanAccType(ir::Type v);
+  ir::Value *scanInit(class Conv &c, ir::Type v);
+  ir::Value *appendScan(class Conv &c, ir::Value *acc, ir::Value *v, ir::Value *isFirst, bool prepend);
 
   ir::Module &m_;
   ir::Context &ctx_;
@@ -97,6 +130,10 @@ private:
   std::unordered_map<const ir::Value *, std::vector<std::pair<int64_t, ir::Value *>>> parts_;
   uint32_t nodeNumber_ = 0;
   unsigned blockCount_ = 0;
+  SeqHints &seqHints_;
+  /// Sequences whose element type was a guess, by the ONNX name they come from.
+  std::unordered_map<const ir::Value *, std::string> weakSeqs_;
+  bool retry_ = false;
 };
 
 } // namespace nimble::onnx_import

@@ -329,10 +329,8 @@ Block *GraphImporter::newBlock(const std::string &label) {
 
 bool GraphImporter::valueType(const onnx::ValueInfoProto &vi, Type &t, std::vector<std::string> &params,
                               std::string &error) {
-  if (!vi.type().has_tensor_type()) {
-    error = "'" + vi.name() + "' is not a tensor (sequences, maps and optionals are not supported)";
-    return false;
-  }
+  params.clear();
+  if (!vi.type().has_tensor_type()) return sequenceType(vi.type(), vi.name(), t, error);
   const auto &tt = vi.type().tensor_type();
   std::optional<DType> dt = dtypeOf(tt.elem_type());
   if (!dt) {
@@ -412,6 +410,17 @@ bool GraphImporter::importNodes(const onnx::GraphProto &g, std::string &error) {
       }
       in.push_back(v);
     }
+    // Sequences and optionals (ADTs) go only to the ops that take them; the
+    // tensor converters read dtypes and dims of every input.
+    const std::string &type = node.op_type();
+    bool takesAdts = type == "Identity" || type == "Loop" || type.rfind("Sequence", 0) == 0 ||
+                     type.rfind("Optional", 0) == 0;
+    for (size_t k = 0; k < in.size() && !takesAdts; ++k)
+      if (in[k] && !in[k]->type().isTensor()) {
+        error = where + "input " + std::to_string(k) + " ('" + node.input(static_cast<int>(k)) + "') is " +
+                in[k]->type().str() + ", not a tensor";
+        return false;
+      }
     Conv c(*this, node, opset_, std::move(in));
     std::vector<Value *> out;
     if (!e->convert(c, out)) {
@@ -469,6 +478,16 @@ void GraphImporter::checkDimParams(const std::vector<std::tuple<std::string, Val
   }
 }
 
+bool GraphImporter::guard(Value *ok) {
+  if (!ok) return false;
+  Block *cont = newBlock("checked"), *bad = newBlock("check_failed");
+  terminate(OpCode::CondBr, {ok}, {Successor{cont, 1, 0, "", {}}, Successor{bad, 1, 0, "", {}}});
+  block_ = bad;
+  terminate(OpCode::Unreachable, {}, {});
+  block_ = cont;
+  return true;
+}
+
 bool GraphImporter::importMain(const onnx::GraphProto &g, std::string &error) {
   scopes_.emplace_back();
   std::set<std::string> initNames;
@@ -497,6 +516,9 @@ bool GraphImporter::importMain(const onnx::GraphProto &g, std::string &error) {
     Value *a = block_->addArgument(argTypes[i], {ctx_.intern(opts_.displayName), 0, static_cast<uint32_t>(i + 1)});
     a->setName(valueName(inputs[i]->name()));
     scopes_.back()[inputs[i]->name()] = a;
+    // A sequence input's declared element type is a default the graph may
+    // correct (Sequences.cpp).
+    if (isSeq(argTypes[i])) weakSeqs_[a] = inputs[i]->name();
     for (size_t d = 0; d < params[i].size(); ++d)
       if (!params[i][d].empty()) uses.emplace_back(params[i][d], a, static_cast<int64_t>(d), static_cast<int>(i + 1));
   }
@@ -568,6 +590,9 @@ bool importOnnxBytes(const std::string &bytes, const ImportOptions &opts, Contex
 }
 
 namespace {
+/// A bound on the imports a model may cost (Sequences.cpp's retries).
+constexpr int kMaxSeqRetries = 64;
+
 bool importModel(const std::string &bytes, const ImportOptions &opts, Context &ctx, ImportResult &result,
                  std::string &error) {
   onnx::ModelProto model;
@@ -599,9 +624,25 @@ bool importModel(const std::string &bytes, const ImportOptions &opts, Context &c
             std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")";
     return false;
   }
-  auto m = std::make_unique<Module>(ctx);
-  GraphImporter gi(*m, ctx, opts, static_cast<int>(opset));
-  if (!gi.importMain(model.graph(), error)) return false;
+  // A sequence whose element type was guessed and then learned (Sequences.cpp)
+  // sends the import back to the start with what it learned, at most once
+  // per such sequence; each try builds a module of its own.
+  GraphImporter::SeqHints hints;
+  std::unique_ptr<Module> m;
+  std::unique_ptr<GraphImporter> gip;
+  for (int tries = 0;; ++tries) {
+    m = std::make_unique<Module>(ctx);
+    gip = std::make_unique<GraphImporter>(*m, ctx, opts, static_cast<int>(opset), hints);
+    error.clear();
+    if (gip->importMain(model.graph(), error)) break;
+    if (!gip->wantsRetry()) return false;
+    if (tries == kMaxSeqRetries) {
+      error = "the element types of more than " + std::to_string(kMaxSeqRetries) +
+              " sequences had to be learned from their inserts (each one imports the model again): " + error;
+      return false;
+    }
+  }
+  GraphImporter &gi = *gip;
   gi.cleanUp();
   std::ostringstream diagText;
   DiagnosticEngine diag(nullptr, diagText);

@@ -959,6 +959,13 @@ def short_external():
     return model([N("Identity", ["w"], ["y"])], [], [("y", F, [64])], inits=[("w", np.zeros(64, np.float32))]), None, None
 
 
+# Sequences and optionals: a module of their own (this file is big).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import onnx_cases_seq  # noqa: E402
+
+onnx_cases_seq.register(case)
+
+
 def write(name, path):
     m, feeds, expected = CASES[name]()
     if name in EXTERNAL:
