@@ -14,7 +14,9 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <new>
 #include <string>
 #include <unordered_map>
@@ -35,6 +37,7 @@ struct Plan {
   int64_t bias = -1;
   std::vector<int64_t> strides, pads, dilations;
   int64_t groups = 1;
+  bool last = false; // conv's channels_last: x and y are N x D.. x C
   // conv_transpose: oneDNN's deconvolution (its weights read in ONNX's
   // C x M/groups x K.. order through strides; output_padding taken off the
   // end padding, declined where that would go negative).
@@ -48,7 +51,7 @@ Plan analyze(const KernelDesc &k) {
   if (k.members.empty() || k.outputs.size() != 1 || k.upperBound) return p;
   const KernelDesc::Member &mm = k.members[0];
   p.transpose = mm.op == OpCode::ConvTranspose;
-  if ((mm.op != OpCode::Conv && !p.transpose) || mm.numResults != 1 || mm.attrs.size() != (p.transpose ? 5u : 4u))
+  if ((mm.op != OpCode::Conv && !p.transpose) || mm.numResults != 1 || mm.attrs.size() != 5u)
     return p;
   if (mm.operands.size() < 2 || mm.operands.size() > 3) return p;
   for (uint32_t v : mm.operands)
@@ -61,6 +64,7 @@ Plan analyze(const KernelDesc &k) {
   p.dilations = mm.attrs[2].getInts();
   if (p.transpose) p.outPad = mm.attrs[3].getInts();
   p.groups = mm.attrs[p.transpose ? 4 : 3].getInt();
+  if (!p.transpose) p.last = mm.attrs[4].getBool();
   if (!library::matchPostOpChain(k, p.post)) return p;
   p.ok = true;
   return p;
@@ -68,10 +72,22 @@ Plan analyze(const KernelDesc &k) {
 
 dnnl::memory::desc plain(const Dims &d) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, contiguous(d)); }
 
+/// A row-major tensor of shape `phys` as oneDNN sees it: in its logical
+/// order (N, C, D..), which for channels_last moves the last axis to 1 with
+/// its stride (oneDNN's nhwc / acdb).
+dnnl::memory::desc user(const Dims &phys, bool last) {
+  if (!last || phys.size() < 3) return plain(phys);
+  Dims d = phys, st = contiguous(phys);
+  std::rotate(d.begin() + 1, d.end() - 1, d.end());
+  std::rotate(st.begin() + 1, st.end() - 1, st.end());
+  return dnnl::memory::desc(d, dnnl::memory::data_type::f32, st);
+}
+
 struct Entry {
   bool usable = false;
   dnnl::primitive prim; // convolution_forward or deconvolution_forward
   dnnl::memory::desc src, weights, dst, bias; // the tensors' own (plain) layouts
+  std::vector<int64_t> outShape;
   std::vector<dnnl::memory::desc> binaries; // one per binary post-op, in order
   bool packWeights = false;
   dnnl::memory::desc packedDesc;
@@ -127,10 +143,14 @@ struct ConvKernels::Impl {
     const Tensor *x = ins[p.x], *w = ins[p.w];
     const size_t k = x->rank() - 2;
     if (k < 1 || k > 3) throw dnnl::error(dnnl_unimplemented, "spatial rank");
+    // channels_last: the tensors' own layout is already one of the direct
+    // kernels' (nhwc), no reorders around the call.
+    if (blocked && p.last) throw dnnl::error(dnnl_unimplemented, "channels_last: plain");
     Dims xd(x->shape().begin(), x->shape().end()), od(out->shape().begin(), out->shape().end());
     Dims wd(w->shape().begin(), w->shape().end());
-    e.src = plain(xd);
-    e.dst = plain(od);
+    e.outShape = out->shape();
+    e.src = user(xd, p.last);
+    e.dst = user(od, p.last);
     Dims userW = wd;
     if (p.transpose) {
       // oneDNN's (G,) O, I, K.. over ONNX's C x M/G x K.. storage.
@@ -178,15 +198,15 @@ struct ConvKernels::Impl {
       if (s.size() > od.size()) throw dnnl::error(dnnl_invalid_arguments, "rank");
       Dims d(od.size() - s.size(), 1);
       d.insert(d.end(), s.begin(), s.end());
-      if (blocked && d == od) {
-        // A residual: summed from dst, where it is reordered first.
+      if ((blocked || p.last) && d == od) {
+        // A residual: summed from dst, where it is reordered (copied) first.
         if (po.alg != dnnl::algorithm::binary_add || e.sumInput >= 0)
           throw dnnl::error(dnnl_unimplemented, "blocked: one residual add");
         e.sumInput = po.operand;
         ops.append_sum(1.0f);
         continue;
       }
-      dnnl::memory::desc md = plain(d);
+      dnnl::memory::desc md = user(d, p.last);
       ops.append_binary(po.alg, md);
       e.binaries.push_back(md);
     }
@@ -313,11 +333,21 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
     impl_->creationSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (impl_->cache.size() >= 256) impl_->cache.clear(); // a bound, as the matmuls' cache
     it = impl_->cache.emplace(key, std::move(e)).first;
-  } else if (it->second.usable && out->shape() != std::vector<int64_t>(it->second.dst.dims())) {
+  } else if (it->second.usable && out->shape() != it->second.outShape) {
     return Status::success();
   }
   Entry &e = it->second;
   if (!e.usable) return Status::success();
+  if (!e.blocked && e.sumInput >= 0) {
+    // The residual is copied into dst before the call: dst must not
+    // overlap another input (the planner does not do that; declined if so).
+    const uint8_t *d0 = outs[0]->rawData(), *d1 = d0 + e.dst.get_size();
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (static_cast<int64_t>(i) == e.sumInput) continue;
+      const uint8_t *a0 = ins[i]->rawData(), *a1 = a0 + ins[i]->numBytes();
+      if (a0 < d1 && d0 < a1) return Status::success();
+    }
+  }
   *declined = false;
   try {
     AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"
@@ -332,6 +362,8 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
       args.emplace(DNNL_ARG_SRC, e.srcBlk);
       args.emplace(DNNL_ARG_DST, e.dstBlk);
     } else {
+      if (e.sumInput >= 0 && ins[e.sumInput]->rawData() != outs[0]->rawData())
+        std::memcpy(outs[0]->rawData(), ins[e.sumInput]->rawData(), e.dst.get_size());
       args.emplace(DNNL_ARG_SRC, src);
       args.emplace(DNNL_ARG_DST, dst);
     }

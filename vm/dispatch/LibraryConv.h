@@ -28,6 +28,13 @@
 // full-shape binary, or shapes oneDNN keeps plain anyway, use the plain
 // primitive.
 //
+// channels_last (set by the convert-layout pass, passes/transforms/
+// ConvertLayout.cpp): x and y are N x D.. x C, which oneDNN's direct
+// kernels read and write as they are (nhwc, described by strides over the
+// logical N, C, D.. order): no reorder around the call, and a residual of
+// the output's shape is copied into dst for the `sum` post-op (a plain
+// memcpy, skipped when the planner gave the output the residual's buffer).
+//
 // conv_transpose (issue 47) runs as oneDNN's deconvolution_forward, alone
 // (it is not fused), in the plain layouts: the weights keep ONNX's
 // C x M/groups x K.. order, described to oneDNN by strides (packed once
