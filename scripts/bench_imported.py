@@ -38,6 +38,9 @@ figure the median of its rounds' medians. --baseline-passes PIPELINE also
 compiles the model with `nimblec --passes=PIPELINE` (e.g. the -O2 pipeline
 without one pass) and times it first in each round, in a column of its own
 (before / after in one run). --no-pytorch leaves PyTorch out.
+--omp-wait-policy passive sets OMP_WAIT_POLICY for every process: libgomp's
+threads (Nimble's and PyTorch's) then sleep between parallel regions
+instead of spinning (docs/perf.md: two threads under contention).
 
 Imported against hand-written (bert_base): the reference PyTorch module of
 models/bert with the seeded weights of models/bert/make_weights.py (run it
@@ -111,8 +114,13 @@ print("%.3f %s" % (1000 * sorted(ts)[len(ts) // 2], version))
 """
 
 
+OMP_WAIT_POLICY = None  # --omp-wait-policy
+
+
 def thread_env(T):
     env = dict(os.environ)
+    if OMP_WAIT_POLICY:
+        env["OMP_WAIT_POLICY"] = OMP_WAIT_POLICY
     for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env[k] = str(T)
     env["PYTHONWARNINGS"] = "ignore"
@@ -156,11 +164,14 @@ def main(argv):
     ap.add_argument("--kernels", default="auto", help="nimble-run --kernels (default auto)")
     ap.add_argument("--baseline-passes", help="also time the model compiled with nimblec --passes=PIPELINE")
     ap.add_argument("--no-pytorch", action="store_true", help="leave PyTorch out")
+    ap.add_argument("--omp-wait-policy", help="OMP_WAIT_POLICY of every process (libgomp: Nimble and PyTorch)")
     ap.add_argument("--peers-venv", default=os.path.join(ROOT, ".peers-venv"))
     ap.add_argument("--tools", default=os.path.join(ROOT, "bazel-bin", "tools"))
     ap.add_argument("--markdown", help="also write the table as markdown to FILE")
     args = ap.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
+    global OMP_WAIT_POLICY
+    OMP_WAIT_POLICY = args.omp_wait_policy
     batches = [int(b) for b in args.batch.split(",")]
     tool = lambda n: os.path.join(args.tools, n)
     peer = os.path.join(args.peers_venv, "bin", "python")
