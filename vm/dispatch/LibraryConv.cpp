@@ -70,6 +70,23 @@ Plan analyze(const KernelDesc &k) {
   return p;
 }
 
+/// ReLU6 and every clip the importer writes as `maximum` then `minimum`
+/// by scalars: post-ops i and i + 1 as one eltwise clip when both scalars
+/// are single elements with lo <= hi (min(max(x, lo), hi) is then exactly
+/// oneDNN's max(lo, min(hi, x)); one post-op instead of two binaries that
+/// read their operand).
+bool clipAt(const Plan &p, const std::vector<Tensor *> &ins, size_t i, float &lo, float &hi) {
+  if (i + 1 >= p.post.size()) return false;
+  const PostOp &a = p.post[i], &b = p.post[i + 1];
+  if (!a.binary || !b.binary || a.alg != dnnl::algorithm::binary_max || b.alg != dnnl::algorithm::binary_min)
+    return false;
+  const Tensor *l = ins[a.operand], *h = ins[b.operand];
+  if (l->numElements() != 1 || h->numElements() != 1) return false;
+  lo = *l->data<float>();
+  hi = *h->data<float>();
+  return lo <= hi; // false for NaN too
+}
+
 dnnl::memory::desc plain(const Dims &d) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, contiguous(d)); }
 
 /// A row-major tensor of shape `phys` as oneDNN sees it: in its logical
@@ -89,6 +106,7 @@ struct Entry {
   dnnl::memory::desc src, weights, dst, bias; // the tensors' own (plain) layouts
   std::vector<int64_t> outShape;
   std::vector<dnnl::memory::desc> binaries; // one per binary post-op, in order
+  std::vector<int> postIndex; // per Plan::post entry: its oneDNN post-op, -1 when folded into a clip
   bool packWeights = false;
   dnnl::memory::desc packedDesc;
   // Blocked form (LibraryConv.h, "Layouts"): the primitive reads and writes
@@ -189,7 +207,16 @@ struct ConvKernels::Impl {
       if (pr[i] < 0) throw dnnl::error(dnnl_unimplemented, "output_padding past the end padding");
     }
     dnnl::post_ops ops;
-    for (const PostOp &po : p.post) {
+    e.postIndex.assign(p.post.size(), -1);
+    for (size_t i = 0; i < p.post.size(); ++i) {
+      const PostOp &po = p.post[i];
+      float lo, hi;
+      if (clipAt(p, ins, i, lo, hi)) {
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, lo, hi);
+        ++i;
+        continue;
+      }
+      e.postIndex[i] = ops.len();
       if (!po.binary) {
         ops.append_eltwise(1.0f, po.alg, 0.0f, 0.0f);
         continue;
@@ -311,6 +338,15 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
     for (int64_t d : t->shape()) key += std::to_string(d) + ',';
   }
   if (ins[p.w]->storage()->readOnly()) key += "|const";
+  // A clip's bounds are part of the primitive.
+  for (size_t i = 0; i < p.post.size(); ++i) {
+    float lo, hi;
+    if (clipAt(p, ins, i, lo, hi)) {
+      key += "|clip" + std::to_string(i) + ':';
+      key.append(reinterpret_cast<const char *>(&lo), sizeof lo).append(reinterpret_cast<const char *>(&hi), sizeof hi);
+      ++i;
+    }
+  }
   auto it = impl_->cache.find(key);
   if (it == impl_->cache.end()) {
     // The shape functions' checks first (the reference path words a failure).
@@ -374,8 +410,8 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
     if (p.bias >= 0) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, engine, ins[p.bias]->rawData()));
     size_t bi = 0;
     for (size_t i = 0; i < p.post.size(); ++i) {
-      if (!p.post[i].binary || p.post[i].operand == e.sumInput) continue;
-      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
+      if (!p.post[i].binary || p.post[i].operand == e.sumInput || e.postIndex[i] < 0) continue;
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(e.postIndex[i]) | DNNL_ARG_SRC_1,
                    dnnl::memory(e.binaries[bi++], engine, ins[p.post[i].operand]->rawData()));
     }
     e.prim.execute(stream, args);

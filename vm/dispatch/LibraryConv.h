@@ -9,6 +9,8 @@
 //   a per-channel [M, 1, 1] or a full residual), sub / div with the chain
 //   on the left                    -> binary post-op
 //   relu, gelu, tanh, sigmoid, exp -> eltwise post-op
+//   maximum then minimum by single   -> one eltwise clip (ReLU6; the
+//   elements lo <= hi                   bounds are part of the cache key)
 //
 // the groups the fusion pass forms around a CNN's convolution (the residual
 // add and relu of ResNet's blocks, the maximum/minimum of ReLU6 in
