@@ -39,6 +39,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace nimble::vm::kernels {
@@ -273,6 +274,23 @@ double poolCount(const Window &win, bool includePad, const int64_t *start, const
   return count;
 }
 
+/// best[i] = max(best[i], x[i]) over n channels with NaN sticky (a NaN in
+/// either stays, as the plane-wise loop's flag makes it): chunks of 8 through
+/// restrict pointers, which -O2's SLP vectorizer turns into vector code
+/// (the plain loop stayed scalar: 37 ms for ResNet-18's pool at batch 8).
+void maxInto(float *__restrict best, const float *__restrict x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) {
+      float v = x[i + k], b = best[i + k];
+      best[i + k] = (v > b || v != v) ? v : b;
+    }
+  for (; i < n; ++i) {
+    float v = x[i], b = best[i];
+    best[i] = (v > b || v != v) ? v : b;
+  }
+}
+
 /// channels_last pooling: one task per (batch, output position), the
 /// window's taps in NCHW's order, each applied to the C contiguous channels
 /// at once (a loop the compiler vectorizes; the same sums and maxima per
@@ -300,6 +318,10 @@ template <bool IsMax, class T> void poolLast(const KernelArgs &args, const Windo
         std::fill(nan.begin(), nan.end(), 0);
         win.forEachTap(start, lo, hi, [&](int64_t xo, int64_t) {
           const T *xp = xb + xo * c;
+          if constexpr (std::is_same_v<T, float>) {
+            maxInto(best.data(), xp, c);
+            return;
+          }
           for (int64_t ch = 0; ch < c; ++ch) {
             T v = xp[ch];
             if constexpr (kIsFloat<T>) nan[ch] |= std::isnan(v);
@@ -309,7 +331,7 @@ template <bool IsMax, class T> void poolLast(const KernelArgs &args, const Windo
         for (int64_t ch = 0; ch < c; ++ch) {
           T v = best[ch];
           if constexpr (kIsFloat<T>)
-            if (nan[ch]) v = std::numeric_limits<T>::quiet_NaN();
+            if (nan[ch] || std::isnan(v)) v = std::numeric_limits<T>::quiet_NaN();
           yp[ch] = v;
         }
       } else {
