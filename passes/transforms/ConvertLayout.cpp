@@ -30,7 +30,10 @@
 // perm=[0, R-1, 1, .., R-2]` back to NCHW, placed after its definition.
 // So a ResNet has one transpose at its input (3 channels) and one before its
 // global pooling: transposes only appear at the borders of the region, and
-// none is adjacent to its inverse.
+// none it inserts is adjacent to its inverse. A model already NHWC (its
+// exporter's transposes around each conv) gets inserted transposes that
+// compose with its own to the identity: the canonicalize after the pass
+// removes both (test/passes/convert-layout.nir, @nhwc_input).
 //
 // Why exact: a transpose and a reshape move elements without arithmetic, an
 // elementwise op computes each element alone, and the channels_last forms
