@@ -203,8 +203,26 @@ bool windowOut(Ctx &c, size_t axis, int64_t d, int64_t kk, int64_t st, int64_t p
   return true;
 }
 
+/// channels_last (conv, max_pool, avg_pool): the relations work on
+/// N x C x D.. and the result goes back to N x D.. x C.
+static std::vector<int64_t> channelsFirst(const std::vector<int64_t> &x, bool last) {
+  std::vector<int64_t> r = x;
+  if (last && x.size() >= 3) {
+    r[1] = x.back();
+    std::copy(x.begin() + 1, x.end() - 1, r.begin() + 2);
+  }
+  return r;
+}
+
+static std::vector<int64_t> channelsBack(std::vector<int64_t> y, bool last) {
+  if (last && y.size() >= 3) std::rotate(y.begin() + 1, y.begin() + 2, y.end());
+  return y;
+}
+
 bool relConv(Ctx &c) {
-  const auto &x = c.ops[0].dims, &w = c.ops[1].dims;
+  const bool last = c.boolAttr("channels_last");
+  const std::vector<int64_t> x = channelsFirst(c.ops[0].dims, last);
+  const auto &w = c.ops[1].dims;
   if (x.size() < 3)
     return c.fail("input must have rank >= 3 (batch, channels, spatial axes), got " + formatSig(c.ops[0]), 0);
   if (w.size() != x.size())
@@ -242,7 +260,7 @@ bool relConv(Ctx &c) {
     if (!windowOut(c, i, x[i + 2], w[i + 2], st[i], pad[i], pad[i + k], dil[i], false, o)) return false;
     out.push_back(o);
   }
-  c.result(c.ops[0].dtype, out);
+  c.result(c.ops[0].dtype, channelsBack(out, last));
   return true;
 }
 
@@ -318,7 +336,8 @@ bool relConvTranspose(Ctx &c) {
 }
 
 bool relPool(Ctx &c) {
-  const auto &x = c.ops[0].dims;
+  const bool last = c.boolAttr("channels_last");
+  const std::vector<int64_t> x = channelsFirst(c.ops[0].dims, last);
   if (x.size() < 3)
     return c.fail("input must have rank >= 3 (batch, channels, spatial axes), got " + formatSig(c.ops[0]), 0);
   size_t k = x.size() - 2;
@@ -338,7 +357,7 @@ bool relPool(Ctx &c) {
       return false;
     out.push_back(o);
   }
-  c.result(c.ops[0].dtype, out);
+  c.result(c.ops[0].dtype, channelsBack(out, last));
   return true;
 }
 

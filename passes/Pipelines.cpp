@@ -35,6 +35,9 @@ namespace nimble::passes {
 /// no device form yet: for --target=cuda the pass is left out at every level
 /// (the products go to cuBLAS and the softmax to a generated kernel, as
 /// before), so -O0 and -O2 still agree there.
+/// convert-layout (-O2 only: it changes no bits, docs/passes.md) runs just
+/// before fuse, so that the channels-last convs are fused with their
+/// post-ops; the canonicalize after it folds the transposes of constants.
 std::string pipelineFor(int level, const std::string &target, bool batchRemarks, bool fpReassociate) {
   std::string reassociate = fpReassociate ? "matmul-reassociate,canonicalize,cse,dce," : "";
   std::string linalgFuse = fpReassociate ? "linalg-fuse,canonicalize,licm," : "";
@@ -44,12 +47,14 @@ std::string pipelineFor(int level, const std::string &target, bool batchRemarks,
   // form yet: on cuda the split loops would copy through the host.
   std::string distribute = target != "cpu" ? "" : "loop-distribute,";
   std::string attention = target != "cpu" ? "" : "fuse-attention,";
+  // The channels-last forms run on the host kernels and oneDNN only.
+  std::string layout = target != "cpu" ? "" : "convert-layout,canonicalize,";
   switch (level) {
   case 0: return "type-infer," + attention + "manifest-memory" + place;
   case 1: return "dispatch,type-infer," + attention + "canonicalize,cse,dce," + reassociate + "manifest-memory" + place + batch;
   default:
     return "dispatch,inline,type-infer," + attention + "canonicalize,cse,dce," + reassociate + "licm," + distribute +
-           "batch-input-projection," + linalgFuse + "cse,dce,type-infer,fuse,manifest-memory{kills=false}" +
+           "batch-input-projection," + linalgFuse + layout + "cse,dce,type-infer,fuse,manifest-memory{kills=false}" +
            place + ",plan-memory" + batch;
   }
 }

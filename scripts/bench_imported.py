@@ -4,8 +4,9 @@ nimble-import-onnx and nimblec) against PyTorch eager and ONNX Runtime on the
 same file, in one run, with ratios.
 
     /usr/bin/python3 scripts/bench_imported.py [--models resnet18,mobilenet_v2,vit_b_16,bert,bert_base]
-        [--size 224] [--batch 1] [--lengths 16,64,128] [--threads 1,2] [--reps 10] [--warmup 2]
-        [--rounds 3] [--kernels auto] [--peers-venv DIR] [--tools DIR] [--markdown FILE]
+        [--size 224] [--batch 1[,8..]] [--lengths 16,64,128] [--threads 1,2] [--reps 10] [--warmup 2]
+        [--rounds 3] [--kernels auto] [--baseline-passes PIPELINE] [--no-pytorch]
+        [--peers-venv DIR] [--tools DIR] [--markdown FILE]
 
 Models: resnet18, mobilenet_v2 (torchvision, --size x --size images, batch
 --batch), vit_b_16 (torchvision's ViT-B/16, 224x224, batch --batch) and bert
@@ -29,6 +30,17 @@ MKL_NUM_THREADS = T, and its cores used (CPU time / wall time over the
 process) are printed beside its figure. Ratios > 1: Nimble is faster. The
 1-minute load is printed before each block: on a shared 2-core machine,
 compare within one run only.
+
+CNNs and ViT: --batch may list several batch sizes (one export, each its
+own rows); with --rounds R > 1 every row is R rounds of the systems one
+after the other (alternating, so that the load drifts over all alike), each
+figure the median of its rounds' medians. --baseline-passes PIPELINE also
+compiles the model with `nimblec --passes=PIPELINE` (e.g. the -O2 pipeline
+without one pass) and times it first in each round, in a column of its own
+(before / after in one run). --no-pytorch leaves PyTorch out.
+--omp-wait-policy passive sets OMP_WAIT_POLICY for every process: libgomp's
+threads (Nimble's and PyTorch's) then sleep between parallel regions
+instead of spinning (docs/perf.md: two threads under contention).
 
 Imported against hand-written (bert_base): the reference PyTorch module of
 models/bert with the seeded weights of models/bert/make_weights.py (run it
@@ -102,8 +114,13 @@ print("%.3f %s" % (1000 * sorted(ts)[len(ts) // 2], version))
 """
 
 
+OMP_WAIT_POLICY = None  # --omp-wait-policy
+
+
 def thread_env(T):
     env = dict(os.environ)
+    if OMP_WAIT_POLICY:
+        env["OMP_WAIT_POLICY"] = OMP_WAIT_POLICY
     for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env[k] = str(T)
     env["PYTHONWARNINGS"] = "ignore"
@@ -138,18 +155,24 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="resnet18")
     ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--batch", default="1", help="CNNs, ViT: batch sizes, comma-separated")
     ap.add_argument("--lengths", default="16,64,128", help="bert and bert_base: sequence lengths")
     ap.add_argument("--rounds", type=int, default=3, help="bert_base: alternating rounds")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--kernels", default="auto", help="nimble-run --kernels (default auto)")
+    ap.add_argument("--baseline-passes", help="also time the model compiled with nimblec --passes=PIPELINE")
+    ap.add_argument("--no-pytorch", action="store_true", help="leave PyTorch out")
+    ap.add_argument("--omp-wait-policy", help="OMP_WAIT_POLICY of every process (libgomp: Nimble and PyTorch)")
     ap.add_argument("--peers-venv", default=os.path.join(ROOT, ".peers-venv"))
     ap.add_argument("--tools", default=os.path.join(ROOT, "bazel-bin", "tools"))
     ap.add_argument("--markdown", help="also write the table as markdown to FILE")
     args = ap.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
+    global OMP_WAIT_POLICY
+    OMP_WAIT_POLICY = args.omp_wait_policy
+    batches = [int(b) for b in args.batch.split(",")]
     tool = lambda n: os.path.join(args.tools, n)
     peer = os.path.join(args.peers_venv, "bin", "python")
     has_ort = os.path.exists(peer) and subprocess.run([peer, "-c", "import onnxruntime"],
@@ -162,8 +185,8 @@ def main(argv):
     header = ["bench_imported.py: commit %s%s, %s, %d CPUs, %s" % (commit, "+dirty" if dirty else "", cpu,
                                                                    os.cpu_count(), time.strftime("%Y-%m-%d")),
               "command: /usr/bin/python3 scripts/bench_imported.py " + " ".join(argv),
-              "images %dx3x%dx%d (CNNs; ViT 224x224); lengths %s (BERT); nimble-run --kernels=%s; "
-              "ONNX Runtime: %s" % (args.batch, args.size, args.size, args.lengths, args.kernels,
+              "images %sx3x%dx%d (CNNs; ViT 224x224); lengths %s (BERT); nimble-run --kernels=%s; "
+              "ONNX Runtime: %s" % (args.batch.replace(",", "|"), args.size, args.size, args.lengths, args.kernels,
                   "from " + args.peers_venv if has_ort else "not available (bash scripts/setup_peers.sh)")]
     for h in header:
         print(h)
@@ -173,75 +196,109 @@ def main(argv):
     paper = [m for m in args.models.split(",") if m == "bert_base"]
     for model in [m for m in args.models.split(",") if m and m != "bert_base"]:
         if model in ("vit_b_16", "bert"):
-            shapes = lengths if model == "bert" else [args.batch]
+            shapes = lengths if model == "bert" else batches
             run(["/usr/bin/python3", TRANSFORMERS, work, model, "--size=base",
                  "--shapes=" + ",".join(map(str, shapes))], "the export of " + model)
         else:
-            shapes = [args.batch]
-            run(["/usr/bin/python3", EXPORT, work, model, "--size=%d" % args.size, "--batches=%d" % args.batch],
+            shapes = batches
+            run(["/usr/bin/python3", EXPORT, work, model, "--size=%d" % args.size,
+                 "--batches=" + ",".join(map(str, batches))],
                 "the export of " + model)
         onnx_path = os.path.join(work, model + ".onnx")
         nir, nbc = os.path.join(work, model + ".nir"), os.path.join(work, model + ".nbc")
         run([tool("nimble-import-onnx"), onnx_path, "-o", nir], "nimble-import-onnx")
         run([tool("nimblec"), "-O2", nir, "-o", nbc], "nimblec")
+        base_nbc = os.path.join(work, model + ".base.nbc")
+        if args.baseline_passes:
+            run([tool("nimblec"), "--passes=" + args.baseline_passes, nir, "-o", base_nbc], "nimblec (baseline)")
         for T, shape in [(T, n) for T in threads for n in shapes]:
             x = os.path.join(work, "%s-x%d.npy" % (model, shape))
             y = os.path.join(work, "%s-y%d.npy" % (model, shape))
             before = load1()
             print("load %.2f before %s %d, %d thread%s" % (before, model, shape, T, "s" if T > 1 else ""),
                   file=sys.stderr)
-            got = os.path.join(work, "%s-nimble%d-%d.npy" % (model, T, shape))
-            p, nimble_cores = timed([tool("nimble-run"), nbc, "--input=@" + x, "--output=@" + got,
-                                     "--threads=%d" % T, "--benchmark=%d" % args.reps,
-                                     "--kernels=" + args.kernels], T)
-            if p.returncode != 0:
-                sys.exit("bench_imported.py: nimble-run failed: " + p.stderr[-2000:])
-            nimble = float(p.stdout.split("median ")[1].split(" ms")[0])
-            a, b = np.load(got), np.load(y)
-            err = float(np.abs(a - b).max()) / float(np.abs(b).max())
-            if a.shape != b.shape or err > 1e-4:
-                sys.exit("bench_imported.py: Nimble's %s output differs from torch's (%.3g of max |y|)" % (model, err))
+            rounds = max(1, args.rounds)
             label = ("%s n=%d" % (model, shape) if model == "bert" else
                      "%s %dx%d b%d" % (model, 224 if model == "vit_b_16" else args.size,
                                        224 if model == "vit_b_16" else args.size, shape))
-            row = {"model": label, "T": T, "nimble": nimble, "nimble_cores": nimble_cores, "err": err,
-                   "load": before}
-            systems = [("pytorch", "/usr/bin/python3")] + ([("onnxruntime", peer)] if has_ort else [])
-            for system, python in systems:
-                ort_out = os.path.join(work, "%s-ort%d-%d.npy" % (model, T, shape))
-                p, cores = timed([python, "-c", WORKER, system, onnx_path, x, str(T), str(args.reps),
-                                  str(args.warmup), EXPORT, model, ort_out], T)
+            row = {"model": label, "T": T, "load": before, "err": 0.0}
+            times = {}
+
+            def nimble_run(which, path):
+                got = os.path.join(work, "%s-%s%d-%d.npy" % (model, which, T, shape))
+                p, cores = timed([tool("nimble-run"), path, "--input=@" + x, "--output=@" + got,
+                                  "--threads=%d" % T, "--benchmark=%d" % args.reps,
+                                  "--kernels=" + args.kernels], T)
                 if p.returncode != 0:
-                    sys.exit("bench_imported.py: the %s worker failed: %s" % (system, p.stderr[-2000:]))
-                ms, version = p.stdout.split()
-                if system == "onnxruntime":
-                    o = np.load(ort_out)
-                    row["err_ort"] = float(np.abs(a - o).max()) / float(np.abs(o).max()) if a.shape == o.shape \
-                        else float("inf")
-                    if row["err_ort"] > 1e-4:
-                        sys.exit("bench_imported.py: Nimble's %s output differs from ORT's (%.3g of max |y|)"
-                                 % (model, row["err_ort"]))
-                row[system], row[system + "_cores"], row[system + "_version"] = float(ms), cores, version
+                    sys.exit("bench_imported.py: nimble-run failed: " + p.stderr[-2000:])
+                a, b = np.load(got), np.load(y)
+                err = float(np.abs(a - b).max()) / float(np.abs(b).max())
+                if a.shape != b.shape or err > 1e-4:
+                    sys.exit("bench_imported.py: Nimble's %s output differs from torch's (%.3g of max |y|)"
+                             % (model, err))
+                row["err"] = max(row["err"], err)
+                times.setdefault(which, []).append((float(p.stdout.split("median ")[1].split(" ms")[0]), cores))
+                return a
+
+            systems = ([] if args.no_pytorch else [("pytorch", "/usr/bin/python3")]) + \
+                ([("onnxruntime", peer)] if has_ort else [])
+            for rnd in range(rounds):
+                if args.baseline_passes:
+                    nimble_run("baseline", base_nbc)
+                a = nimble_run("nimble", nbc)
+                for system, python in systems:
+                    ort_out = os.path.join(work, "%s-ort%d-%d.npy" % (model, T, shape))
+                    p, cores = timed([python, "-c", WORKER, system, onnx_path, x, str(T), str(args.reps),
+                                      str(args.warmup), EXPORT, model, ort_out], T)
+                    if p.returncode != 0:
+                        sys.exit("bench_imported.py: the %s worker failed: %s" % (system, p.stderr[-2000:]))
+                    ms, version = p.stdout.split()
+                    if system == "onnxruntime":
+                        o = np.load(ort_out)
+                        err_ort = float(np.abs(a - o).max()) / float(np.abs(o).max()) if a.shape == o.shape \
+                            else float("inf")
+                        row["err_ort"] = max(row.get("err_ort", 0.0), err_ort)
+                        if err_ort > 1e-4:
+                            sys.exit("bench_imported.py: Nimble's %s output differs from ORT's (%.3g of max |y|)"
+                                     % (model, err_ort))
+                    times.setdefault(system, []).append((float(ms), cores))
+                    row[system + "_version"] = version
+                print("  round %d: %s (load %.2f)" % (rnd + 1, ", ".join(
+                    "%s %.1f" % (k, v[-1][0]) for k, v in times.items()), load1()), file=sys.stderr)
+            for k, v in times.items():
+                ms = sorted(t for t, _ in v)
+                row[k] = ms[len(ms) // 2] if len(ms) % 2 else 0.5 * (ms[len(ms) // 2 - 1] + ms[len(ms) // 2])
+                row[k + "_cores"] = sum(c for _, c in v) / len(v)
+                row[k + "_rounds"] = [t for t, _ in v]
             rows.append(row)
-    lines = ["| model | threads | load | Nimble ms (cores) | PyTorch ms (cores) | PyTorch / Nimble |" +
+    pt = not args.no_pytorch
+    base = bool(args.baseline_passes)
+    lines = ["| model | threads | load |" + (" baseline ms (cores) |" if base else "") + " Nimble ms (cores) |" +
+             (" baseline / Nimble |" if base else "") +
+             (" PyTorch ms (cores) | PyTorch / Nimble |" if pt else "") +
              (" ORT ms (cores) | ORT / Nimble |" if has_ort else ""),
-             "|---|---|---|---|---|---|" + ("---|---|" if has_ort else "")]
+             "|---|---|---|" + ("---|" if base else "") + "---|" + ("---|" if base else "") +
+             ("---|---|" if pt else "") + ("---|---|" if has_ort else "")]
     for r in rows:
-        line = "| %s | %d | %.1f | %.1f (%.2f) | %.1f (%.2f) | %.2f |" % (
-            r["model"], r["T"], r["load"], r["nimble"], r["nimble_cores"], r["pytorch"],
-            r["pytorch_cores"], r["pytorch"] / r["nimble"])
-        if has_ort:
-            line += " %.1f (%.2f) | %.2f |" % (r["onnxruntime"], r["onnxruntime_cores"],
-                                              r["onnxruntime"] / r["nimble"])
+        line = "| %s | %d | %.1f |" % (r["model"], r["T"], r["load"])
+        if base:
+            line += " %.1f (%.2f) |" % (r["baseline"], r["baseline_cores"])
+        line += " %.1f (%.2f) |" % (r["nimble"], r["nimble_cores"])
+        if base:
+            line += " %.2f |" % (r["baseline"] / r["nimble"])
+        for system in (["pytorch"] if pt else []) + (["onnxruntime"] if has_ort else []):
+            line += " %.1f (%.2f) | %.2f |" % (r[system], r[system + "_cores"], r[system] / r["nimble"])
         lines.append(line)
-    versions = "PyTorch %s" % rows[0]["pytorch_version"] if rows else ""
+    versions = "PyTorch %s" % rows[0]["pytorch_version"] if rows and pt else ""
     if has_ort and rows:
-        versions += ", ONNX Runtime %s" % rows[0]["onnxruntime_version"]
+        versions += (", " if versions else "") + "ONNX Runtime %s" % rows[0]["onnxruntime_version"]
     if rows:
         print("\n".join(lines))
         versions += "; Nimble's output within %.1e of torch's%s (largest difference / largest |y|)" % (
             max(r["err"] for r in rows),
             ", %.1e of ORT's" % max(r["err_ort"] for r in rows) if has_ort else "")
+        if len(rows[0]["nimble_rounds"]) > 1:
+            versions += "; medians of %d alternating rounds" % len(rows[0]["nimble_rounds"])
         print(versions)
     else:
         lines, versions = [], ""

@@ -326,6 +326,19 @@ TEST(Conv, OutputSizes) {
   EXPECT_OK_SIG(run(OpCode::Conv, {F({1, 32, 8, 8}), F({32, 1, 3, 3})}, {{"groups", i(32)}}), F({1, 32, 6, 6}));
 }
 
+TEST(Conv, ChannelsLast) {
+  // N x H x W x C in and out (the convert-layout pass); the weights keep M x C x K..
+  EXPECT_OK_SIG(run(OpCode::Conv, {F({1, 224, 224, 3}), F({64, 3, 7, 7}), F({64})},
+                    {{"strides", ints({2, 2})}, {"pads", ints({3, 3, 3, 3})}, {"channels_last", b(true)}}),
+                F({1, 112, 112, 64}));
+  EXPECT_ERROR(run(OpCode::Conv, {F({1, 8, 8, 3}), F({4, 4, 3, 3})}, {{"channels_last", b(true)}}),
+               "the input channels and weights dim 1 times groups", 1);
+  EXPECT_OK_SIG(run(OpCode::MaxPool, {F({Q, 112, 112, 64})},
+                    {{"kernel", ints({3, 3})}, {"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})},
+                     {"channels_last", b(true)}}),
+                F({Q, 56, 56, 64}));
+}
+
 TEST(Conv, DynamicDimsDefer) {
   ShapeFnResult r = run(OpCode::Conv, {F({Q, Q, Q, 9}), F({8, 4, 3, 3}), F({8})}, {{"pads", ints({1, 1, 1, 1})}});
   EXPECT_OK_SIG(r, F({Q, 8, Q, 9}));

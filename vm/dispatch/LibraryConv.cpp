@@ -14,7 +14,9 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <new>
 #include <string>
 #include <unordered_map>
@@ -35,6 +37,7 @@ struct Plan {
   int64_t bias = -1;
   std::vector<int64_t> strides, pads, dilations;
   int64_t groups = 1;
+  bool last = false; // conv's channels_last: x and y are N x D.. x C
   // conv_transpose: oneDNN's deconvolution (its weights read in ONNX's
   // C x M/groups x K.. order through strides; output_padding taken off the
   // end padding, declined where that would go negative).
@@ -48,7 +51,7 @@ Plan analyze(const KernelDesc &k) {
   if (k.members.empty() || k.outputs.size() != 1 || k.upperBound) return p;
   const KernelDesc::Member &mm = k.members[0];
   p.transpose = mm.op == OpCode::ConvTranspose;
-  if ((mm.op != OpCode::Conv && !p.transpose) || mm.numResults != 1 || mm.attrs.size() != (p.transpose ? 5u : 4u))
+  if ((mm.op != OpCode::Conv && !p.transpose) || mm.numResults != 1 || mm.attrs.size() != 5u)
     return p;
   if (mm.operands.size() < 2 || mm.operands.size() > 3) return p;
   for (uint32_t v : mm.operands)
@@ -61,18 +64,49 @@ Plan analyze(const KernelDesc &k) {
   p.dilations = mm.attrs[2].getInts();
   if (p.transpose) p.outPad = mm.attrs[3].getInts();
   p.groups = mm.attrs[p.transpose ? 4 : 3].getInt();
+  if (!p.transpose) p.last = mm.attrs[4].getBool();
   if (!library::matchPostOpChain(k, p.post)) return p;
   p.ok = true;
   return p;
 }
 
+/// ReLU6 and every clip the importer writes as `maximum` then `minimum`
+/// by scalars: post-ops i and i + 1 as one eltwise clip when both scalars
+/// are single elements with lo <= hi (min(max(x, lo), hi) is then exactly
+/// oneDNN's max(lo, min(hi, x)); one post-op instead of two binaries that
+/// read their operand).
+bool clipAt(const Plan &p, const std::vector<Tensor *> &ins, size_t i, float &lo, float &hi) {
+  if (i + 1 >= p.post.size()) return false;
+  const PostOp &a = p.post[i], &b = p.post[i + 1];
+  if (!a.binary || !b.binary || a.alg != dnnl::algorithm::binary_max || b.alg != dnnl::algorithm::binary_min)
+    return false;
+  const Tensor *l = ins[a.operand], *h = ins[b.operand];
+  if (l->numElements() != 1 || h->numElements() != 1) return false;
+  lo = *l->data<float>();
+  hi = *h->data<float>();
+  return lo <= hi; // false for NaN too
+}
+
 dnnl::memory::desc plain(const Dims &d) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, contiguous(d)); }
+
+/// A row-major tensor of shape `phys` as oneDNN sees it: in its logical
+/// order (N, C, D..), which for channels_last moves the last axis to 1 with
+/// its stride (oneDNN's nhwc / acdb).
+dnnl::memory::desc user(const Dims &phys, bool last) {
+  if (!last || phys.size() < 3) return plain(phys);
+  Dims d = phys, st = contiguous(phys);
+  std::rotate(d.begin() + 1, d.end() - 1, d.end());
+  std::rotate(st.begin() + 1, st.end() - 1, st.end());
+  return dnnl::memory::desc(d, dnnl::memory::data_type::f32, st);
+}
 
 struct Entry {
   bool usable = false;
   dnnl::primitive prim; // convolution_forward or deconvolution_forward
   dnnl::memory::desc src, weights, dst, bias; // the tensors' own (plain) layouts
+  std::vector<int64_t> outShape;
   std::vector<dnnl::memory::desc> binaries; // one per binary post-op, in order
+  std::vector<int> postIndex; // per Plan::post entry: its oneDNN post-op, -1 when folded into a clip
   bool packWeights = false;
   dnnl::memory::desc packedDesc;
   // Blocked form (LibraryConv.h, "Layouts"): the primitive reads and writes
@@ -127,10 +161,14 @@ struct ConvKernels::Impl {
     const Tensor *x = ins[p.x], *w = ins[p.w];
     const size_t k = x->rank() - 2;
     if (k < 1 || k > 3) throw dnnl::error(dnnl_unimplemented, "spatial rank");
+    // channels_last: the tensors' own layout is already one of the direct
+    // kernels' (nhwc), no reorders around the call.
+    if (blocked && p.last) throw dnnl::error(dnnl_unimplemented, "channels_last: plain");
     Dims xd(x->shape().begin(), x->shape().end()), od(out->shape().begin(), out->shape().end());
     Dims wd(w->shape().begin(), w->shape().end());
-    e.src = plain(xd);
-    e.dst = plain(od);
+    e.outShape = out->shape();
+    e.src = user(xd, p.last);
+    e.dst = user(od, p.last);
     Dims userW = wd;
     if (p.transpose) {
       // oneDNN's (G,) O, I, K.. over ONNX's C x M/G x K.. storage.
@@ -169,7 +207,16 @@ struct ConvKernels::Impl {
       if (pr[i] < 0) throw dnnl::error(dnnl_unimplemented, "output_padding past the end padding");
     }
     dnnl::post_ops ops;
-    for (const PostOp &po : p.post) {
+    e.postIndex.assign(p.post.size(), -1);
+    for (size_t i = 0; i < p.post.size(); ++i) {
+      const PostOp &po = p.post[i];
+      float lo, hi;
+      if (clipAt(p, ins, i, lo, hi)) {
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, lo, hi);
+        ++i;
+        continue;
+      }
+      e.postIndex[i] = ops.len();
       if (!po.binary) {
         ops.append_eltwise(1.0f, po.alg, 0.0f, 0.0f);
         continue;
@@ -178,15 +225,15 @@ struct ConvKernels::Impl {
       if (s.size() > od.size()) throw dnnl::error(dnnl_invalid_arguments, "rank");
       Dims d(od.size() - s.size(), 1);
       d.insert(d.end(), s.begin(), s.end());
-      if (blocked && d == od) {
-        // A residual: summed from dst, where it is reordered first.
+      if ((blocked || p.last) && d == od) {
+        // A residual: summed from dst, where it is reordered (copied) first.
         if (po.alg != dnnl::algorithm::binary_add || e.sumInput >= 0)
           throw dnnl::error(dnnl_unimplemented, "blocked: one residual add");
         e.sumInput = po.operand;
         ops.append_sum(1.0f);
         continue;
       }
-      dnnl::memory::desc md = plain(d);
+      dnnl::memory::desc md = user(d, p.last);
       ops.append_binary(po.alg, md);
       e.binaries.push_back(md);
     }
@@ -291,6 +338,15 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
     for (int64_t d : t->shape()) key += std::to_string(d) + ',';
   }
   if (ins[p.w]->storage()->readOnly()) key += "|const";
+  // A clip's bounds are part of the primitive.
+  for (size_t i = 0; i < p.post.size(); ++i) {
+    float lo, hi;
+    if (clipAt(p, ins, i, lo, hi)) {
+      key += "|clip" + std::to_string(i) + ':';
+      key.append(reinterpret_cast<const char *>(&lo), sizeof lo).append(reinterpret_cast<const char *>(&hi), sizeof hi);
+      ++i;
+    }
+  }
   auto it = impl_->cache.find(key);
   if (it == impl_->cache.end()) {
     // The shape functions' checks first (the reference path words a failure).
@@ -313,11 +369,21 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
     impl_->creationSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (impl_->cache.size() >= 256) impl_->cache.clear(); // a bound, as the matmuls' cache
     it = impl_->cache.emplace(key, std::move(e)).first;
-  } else if (it->second.usable && out->shape() != std::vector<int64_t>(it->second.dst.dims())) {
+  } else if (it->second.usable && out->shape() != it->second.outShape) {
     return Status::success();
   }
   Entry &e = it->second;
   if (!e.usable) return Status::success();
+  if (!e.blocked && e.sumInput >= 0) {
+    // The residual is copied into dst before the call: dst must not
+    // overlap another input (the planner does not do that; declined if so).
+    const uint8_t *d0 = outs[0]->rawData(), *d1 = d0 + e.dst.get_size();
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (static_cast<int64_t>(i) == e.sumInput) continue;
+      const uint8_t *a0 = ins[i]->rawData(), *a1 = a0 + ins[i]->numBytes();
+      if (a0 < d1 && d0 < a1) return Status::success();
+    }
+  }
   *declined = false;
   try {
     AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"
@@ -332,6 +398,8 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
       args.emplace(DNNL_ARG_SRC, e.srcBlk);
       args.emplace(DNNL_ARG_DST, e.dstBlk);
     } else {
+      if (e.sumInput >= 0 && ins[e.sumInput]->rawData() != outs[0]->rawData())
+        std::memcpy(outs[0]->rawData(), ins[e.sumInput]->rawData(), e.dst.get_size());
       args.emplace(DNNL_ARG_SRC, src);
       args.emplace(DNNL_ARG_DST, dst);
     }
@@ -342,8 +410,8 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
     if (p.bias >= 0) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, engine, ins[p.bias]->rawData()));
     size_t bi = 0;
     for (size_t i = 0; i < p.post.size(); ++i) {
-      if (!p.post[i].binary || p.post[i].operand == e.sumInput) continue;
-      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
+      if (!p.post[i].binary || p.post[i].operand == e.sumInput || e.postIndex[i] < 0) continue;
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(e.postIndex[i]) | DNNL_ARG_SRC_1,
                    dnnl::memory(e.binaries[bi++], engine, ins[p.post[i].operand]->rawData()));
     }
     e.prim.execute(stream, args);

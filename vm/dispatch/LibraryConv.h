@@ -9,6 +9,8 @@
 //   a per-channel [M, 1, 1] or a full residual), sub / div with the chain
 //   on the left                    -> binary post-op
 //   relu, gelu, tanh, sigmoid, exp -> eltwise post-op
+//   maximum then minimum by single   -> one eltwise clip (ReLU6; the
+//   elements lo <= hi                   bounds are part of the cache key)
 //
 // the groups the fusion pass forms around a CNN's convolution (the residual
 // add and relu of ResNet's blocks, the maximum/minimum of ReLU6 in
@@ -27,6 +29,13 @@
 // 176 ms against 380 ms plain (docs/perf.md). A chain with another
 // full-shape binary, or shapes oneDNN keeps plain anyway, use the plain
 // primitive.
+//
+// channels_last (set by the convert-layout pass, passes/transforms/
+// ConvertLayout.cpp): x and y are N x D.. x C, which oneDNN's direct
+// kernels read and write as they are (nhwc, described by strides over the
+// logical N, C, D.. order): no reorder around the call, and a residual of
+// the output's shape is copied into dst for the `sum` post-op (a plain
+// memcpy, skipped when the planner gave the output the residual's buffer).
 //
 // conv_transpose (issue 47) runs as oneDNN's deconvolution_forward, alone
 // (it is not fused), in the plain layouts: the weights keep ONNX's
