@@ -203,7 +203,10 @@ bool windowOut(Ctx &c, size_t axis, int64_t d, int64_t kk, int64_t st, int64_t p
   return true;
 }
 
-bool relConv(Ctx &c) {
+/// conv and conv_transpose's operands: the input of rank >= 3 (batch,
+/// channels, spatial axes), the weights of its rank, and one element type
+/// for them and the bias.
+bool convOperands(Ctx &c) {
   const auto &x = c.ops[0].dims, &w = c.ops[1].dims;
   if (x.size() < 3)
     return c.fail("input must have rank >= 3 (batch, channels, spatial axes), got " + formatSig(c.ops[0]), 0);
@@ -211,7 +214,26 @@ bool relConv(Ctx &c) {
     return c.fail("weights must have the rank of the input (" + std::to_string(x.size()) + "), got " +
                       formatSig(c.ops[1]),
                   1);
-  if (!c.sameDType(0, 1) || (c.ops.size() == 3 && !c.sameDType(0, 2))) return false;
+  return c.sameDType(0, 1) && (c.ops.size() != 3 || c.sameDType(0, 2));
+}
+
+/// The optional bias (operand 2) of conv and conv_transpose: one entry per
+/// output channel; `m`, the output channels, takes what the bias knows.
+bool convBias(Ctx &c, int64_t &m) {
+  if (c.ops.size() != 3) return true;
+  if (!c.requireRank(2, 1, "bias")) return false;
+  int64_t b;
+  if (!c.unify(c.ops[2].dims[0], m, b, "the bias size and the output channels")) {
+    c.r.errorOperand = 2;
+    return false;
+  }
+  m = b;
+  return true;
+}
+
+bool relConv(Ctx &c) {
+  if (!convOperands(c)) return false;
+  const auto &x = c.ops[0].dims, &w = c.ops[1].dims;
   size_t k = x.size() - 2;
   std::vector<int64_t> st, pad, dil;
   if (!windowAttrs(c, k, st, pad, dil)) return false;
@@ -227,15 +249,7 @@ bool relConv(Ctx &c) {
     c.r.errorOperand = 1;
     return false;
   }
-  if (c.ops.size() == 3) {
-    if (!c.requireRank(2, 1, "bias")) return false;
-    int64_t b;
-    if (!c.unify(c.ops[2].dims[0], m, b, "the bias size and the output channels")) {
-      c.r.errorOperand = 2;
-      return false;
-    }
-    m = b;
-  }
+  if (!convBias(c, m)) return false;
   std::vector<int64_t> out = {x[0], m};
   for (size_t i = 0; i < k; ++i) {
     int64_t o;
@@ -252,14 +266,8 @@ bool relConv(Ctx &c) {
 /// keeps it below the stride; the importer also folds an output_shape past
 /// the natural size into it, so any non-negative amount is taken).
 bool relConvTranspose(Ctx &c) {
+  if (!convOperands(c)) return false;
   const auto &x = c.ops[0].dims, &w = c.ops[1].dims;
-  if (x.size() < 3)
-    return c.fail("input must have rank >= 3 (batch, channels, spatial axes), got " + formatSig(c.ops[0]), 0);
-  if (w.size() != x.size())
-    return c.fail("weights must have the rank of the input (" + std::to_string(x.size()) + "), got " +
-                      formatSig(c.ops[1]),
-                  1);
-  if (!c.sameDType(0, 1) || (c.ops.size() == 3 && !c.sameDType(0, 2))) return false;
   size_t k = x.size() - 2;
   std::vector<int64_t> st, pad, dil, op = c.intsAttr("output_padding");
   if (!windowAttrs(c, k, st, pad, dil)) return false;
@@ -284,15 +292,7 @@ bool relConvTranspose(Ctx &c) {
                   0);
   int64_t m = w[1];
   if (m != kDynamic && mulOverflows(m, groups)) return c.fail("too many output channels", 1);
-  if (c.ops.size() == 3) {
-    if (!c.requireRank(2, 1, "bias")) return false;
-    int64_t b;
-    if (!c.unify(c.ops[2].dims[0], m, b, "the bias size and the output channels")) {
-      c.r.errorOperand = 2;
-      return false;
-    }
-    m = b;
-  }
+  if (!convBias(c, m)) return false;
   std::vector<int64_t> out = {x[0], m};
   for (size_t i = 0; i < k; ++i) {
     int64_t d = x[i + 2], kk = w[i + 2];

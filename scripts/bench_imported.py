@@ -50,9 +50,12 @@ import resource
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 
 import numpy as np
+
+import benchlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -82,39 +85,19 @@ if system == "pytorch":
     version = torch.__version__
 else:
     import onnxruntime as ort
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = T
-    opts.inter_op_num_threads = 1
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    sess = ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
-    name = sess.get_inputs()[0].name
-    run = lambda: sess.run(None, {name: x})
+{ort_session}
     version = ort.__version__
     np.save(sys.argv[9], run()[0])  # checked against Nimble's by the caller
-for _ in range(warmup):
-    run()
-ts = []
-for _ in range(reps):
-    t = time.perf_counter()
-    run()
-    ts.append(time.perf_counter() - t)
-print("%.3f %s" % (1000 * sorted(ts)[len(ts) // 2], version))
-"""
-
-
-def thread_env(T):
-    env = dict(os.environ)
-    for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[k] = str(T)
-    env["PYTHONWARNINGS"] = "ignore"
-    return env
+{time_run}
+""".replace("{ort_session}", textwrap.indent(benchlib.ORT_SESSION.strip("\n"), "    ")).replace(
+    "{time_run}", benchlib.TIME_RUN.strip("\n"))
 
 
 def timed(cmd, T):
     """(CompletedProcess, cores used)."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     w0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=thread_env(T))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=benchlib.thread_env(T))
     wall = time.perf_counter() - w0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -127,11 +110,6 @@ def run(cmd, what):
         sys.exit("bench_imported.py: %s failed (exit %d): %s\n%s" % (what, p.returncode, " ".join(cmd),
                                                                      p.stderr[-2000:]))
     return p
-
-
-def load1():
-    with open("/proc/loadavg") as f:
-        return float(f.read().split()[0])
 
 
 def main(argv):
@@ -187,7 +165,7 @@ def main(argv):
         for T, shape in [(T, n) for T in threads for n in shapes]:
             x = os.path.join(work, "%s-x%d.npy" % (model, shape))
             y = os.path.join(work, "%s-y%d.npy" % (model, shape))
-            before = load1()
+            before = benchlib.load_avg()
             print("load %.2f before %s %d, %d thread%s" % (before, model, shape, T, "s" if T > 1 else ""),
                   file=sys.stderr)
             got = os.path.join(work, "%s-nimble%d-%d.npy" % (model, T, shape))
