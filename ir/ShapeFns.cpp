@@ -219,17 +219,39 @@ static std::vector<int64_t> channelsBack(std::vector<int64_t> y, bool last) {
   return y;
 }
 
-bool relConv(Ctx &c) {
-  const bool last = c.boolAttr("channels_last");
-  const std::vector<int64_t> x = channelsFirst(c.ops[0].dims, last);
-  const auto &w = c.ops[1].dims;
+/// conv and conv_transpose's operands: the input of rank >= 3 (batch,
+/// channels, spatial axes), the weights of its rank, and one element type
+/// for them and the bias.
+bool convOperands(Ctx &c) {
+  const auto &x = c.ops[0].dims, &w = c.ops[1].dims;
   if (x.size() < 3)
     return c.fail("input must have rank >= 3 (batch, channels, spatial axes), got " + formatSig(c.ops[0]), 0);
   if (w.size() != x.size())
     return c.fail("weights must have the rank of the input (" + std::to_string(x.size()) + "), got " +
                       formatSig(c.ops[1]),
                   1);
-  if (!c.sameDType(0, 1) || (c.ops.size() == 3 && !c.sameDType(0, 2))) return false;
+  return c.sameDType(0, 1) && (c.ops.size() != 3 || c.sameDType(0, 2));
+}
+
+/// The optional bias (operand 2) of conv and conv_transpose: one entry per
+/// output channel; `m`, the output channels, takes what the bias knows.
+bool convBias(Ctx &c, int64_t &m) {
+  if (c.ops.size() != 3) return true;
+  if (!c.requireRank(2, 1, "bias")) return false;
+  int64_t b;
+  if (!c.unify(c.ops[2].dims[0], m, b, "the bias size and the output channels")) {
+    c.r.errorOperand = 2;
+    return false;
+  }
+  m = b;
+  return true;
+}
+
+bool relConv(Ctx &c) {
+  if (!convOperands(c)) return false;
+  const bool last = c.boolAttr("channels_last");
+  const std::vector<int64_t> x = channelsFirst(c.ops[0].dims, last);
+  const auto &w = c.ops[1].dims;
   size_t k = x.size() - 2;
   std::vector<int64_t> st, pad, dil;
   if (!windowAttrs(c, k, st, pad, dil)) return false;
@@ -245,15 +267,7 @@ bool relConv(Ctx &c) {
     c.r.errorOperand = 1;
     return false;
   }
-  if (c.ops.size() == 3) {
-    if (!c.requireRank(2, 1, "bias")) return false;
-    int64_t b;
-    if (!c.unify(c.ops[2].dims[0], m, b, "the bias size and the output channels")) {
-      c.r.errorOperand = 2;
-      return false;
-    }
-    m = b;
-  }
+  if (!convBias(c, m)) return false;
   std::vector<int64_t> out = {x[0], m};
   for (size_t i = 0; i < k; ++i) {
     int64_t o;
@@ -270,14 +284,8 @@ bool relConv(Ctx &c) {
 /// keeps it below the stride; the importer also folds an output_shape past
 /// the natural size into it, so any non-negative amount is taken).
 bool relConvTranspose(Ctx &c) {
+  if (!convOperands(c)) return false;
   const auto &x = c.ops[0].dims, &w = c.ops[1].dims;
-  if (x.size() < 3)
-    return c.fail("input must have rank >= 3 (batch, channels, spatial axes), got " + formatSig(c.ops[0]), 0);
-  if (w.size() != x.size())
-    return c.fail("weights must have the rank of the input (" + std::to_string(x.size()) + "), got " +
-                      formatSig(c.ops[1]),
-                  1);
-  if (!c.sameDType(0, 1) || (c.ops.size() == 3 && !c.sameDType(0, 2))) return false;
   size_t k = x.size() - 2;
   std::vector<int64_t> st, pad, dil, op = c.intsAttr("output_padding");
   if (!windowAttrs(c, k, st, pad, dil)) return false;
@@ -302,15 +310,7 @@ bool relConvTranspose(Ctx &c) {
                   0);
   int64_t m = w[1];
   if (m != kDynamic && mulOverflows(m, groups)) return c.fail("too many output channels", 1);
-  if (c.ops.size() == 3) {
-    if (!c.requireRank(2, 1, "bias")) return false;
-    int64_t b;
-    if (!c.unify(c.ops[2].dims[0], m, b, "the bias size and the output channels")) {
-      c.r.errorOperand = 2;
-      return false;
-    }
-    m = b;
-  }
+  if (!convBias(c, m)) return false;
   std::vector<int64_t> out = {x[0], m};
   for (size_t i = 0; i < k; ++i) {
     int64_t d = x[i + 2], kk = w[i + 2];

@@ -62,9 +62,12 @@ import resource
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 
 import numpy as np
+
+import benchlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -94,37 +97,20 @@ if system == "pytorch":
     version = torch.__version__
 else:
     import onnxruntime as ort
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = T
-    opts.inter_op_num_threads = 1
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    sess = ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
-    name = sess.get_inputs()[0].name
-    run = lambda: sess.run(None, {name: x})
+{ort_session}
     version = ort.__version__
     np.save(sys.argv[9], run()[0])  # checked against Nimble's by the caller
-for _ in range(warmup):
-    run()
-ts = []
-for _ in range(reps):
-    t = time.perf_counter()
-    run()
-    ts.append(time.perf_counter() - t)
-print("%.3f %s" % (1000 * sorted(ts)[len(ts) // 2], version))
-"""
+{time_run}
+""".replace("{ort_session}", textwrap.indent(benchlib.ORT_SESSION.strip("\n"), "    ")).replace(
+    "{time_run}", benchlib.TIME_RUN.strip("\n"))
 
 
 OMP_WAIT_POLICY = None  # --omp-wait-policy
 
 
 def thread_env(T):
-    env = dict(os.environ)
-    if OMP_WAIT_POLICY:
-        env["OMP_WAIT_POLICY"] = OMP_WAIT_POLICY
-    for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[k] = str(T)
-    env["PYTHONWARNINGS"] = "ignore"
-    return env
+    """benchlib.thread_env, with --omp-wait-policy's OMP_WAIT_POLICY."""
+    return benchlib.thread_env(T, {"OMP_WAIT_POLICY": OMP_WAIT_POLICY} if OMP_WAIT_POLICY else None)
 
 
 def timed(cmd, T):
@@ -144,11 +130,6 @@ def run(cmd, what):
         sys.exit("bench_imported.py: %s failed (exit %d): %s\n%s" % (what, p.returncode, " ".join(cmd),
                                                                      p.stderr[-2000:]))
     return p
-
-
-def load1():
-    with open("/proc/loadavg") as f:
-        return float(f.read().split()[0])
 
 
 def main(argv):
@@ -214,7 +195,7 @@ def main(argv):
         for T, shape in [(T, n) for T in threads for n in shapes]:
             x = os.path.join(work, "%s-x%d.npy" % (model, shape))
             y = os.path.join(work, "%s-y%d.npy" % (model, shape))
-            before = load1()
+            before = benchlib.load_avg()
             print("load %.2f before %s %d, %d thread%s" % (before, model, shape, T, "s" if T > 1 else ""),
                   file=sys.stderr)
             rounds = max(1, args.rounds)
@@ -264,7 +245,7 @@ def main(argv):
                     times.setdefault(system, []).append((float(ms), cores))
                     row[system + "_version"] = version
                 print("  round %d: %s (load %.2f)" % (rnd + 1, ", ".join(
-                    "%s %.1f" % (k, v[-1][0]) for k, v in times.items()), load1()), file=sys.stderr)
+                    "%s %.1f" % (k, v[-1][0]) for k, v in times.items()), benchlib.load_avg()), file=sys.stderr)
             for k, v in times.items():
                 ms = sorted(t for t, _ in v)
                 row[k] = ms[len(ms) // 2] if len(ms) % 2 else 0.5 * (ms[len(ms) // 2 - 1] + ms[len(ms) // 2])

@@ -18,6 +18,8 @@ import sys
 
 import numpy as np
 
+import benchlib
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 FIXED_SEED = 19  # scripts/bench_models.py's fixed-size inputs
@@ -27,41 +29,15 @@ import sys, time, numpy as np, onnxruntime as ort
 onnx_path, x_path, T, reps, warmup = sys.argv[1:6]
 T, reps, warmup = int(T), int(reps), int(warmup)
 x = np.load(x_path)
-opts = ort.SessionOptions()
-opts.intra_op_num_threads = T
-opts.inter_op_num_threads = 1
-opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-sess = ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
-name = sess.get_inputs()[0].name
-run = lambda: sess.run(None, {name: x})
-y = run()[0]
-np.save(sys.argv[6], y)
-for _ in range(warmup):
-    run()
-ts = []
-for _ in range(reps):
-    t = time.perf_counter()
-    run()
-    ts.append(time.perf_counter() - t)
-print("%.3f %s" % (1000 * sorted(ts)[len(ts) // 2], ort.__version__))
-"""
-
-
-def load1():
-    with open("/proc/loadavg") as f:
-        return float(f.read().split()[0])
-
-
-def env(T):
-    e = dict(os.environ)
-    for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        e[k] = str(T)
-    e["PYTHONWARNINGS"] = "ignore"
-    return e
+{ort_session}
+version = ort.__version__
+np.save(sys.argv[6], run()[0])
+{time_run}
+""".replace("{ort_session}", benchlib.ORT_SESSION.strip("\n")).replace("{time_run}", benchlib.TIME_RUN.strip("\n"))
 
 
 def must(cmd, what, T=1):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env(T))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=benchlib.thread_env(T))
     if p.returncode != 0:
         sys.exit("bench_imported.py: %s failed (exit %d): %s\n%s" % (what, p.returncode, " ".join(cmd),
                                                                      p.stderr[-2000:]))
@@ -114,7 +90,7 @@ def bert_base(args, work, threads, lengths, tool, peer):
         for T in threads:
             for n, x, ref in cases:
                 cell = res.setdefault((T, n), {"hand": [], "imported": [], "ort": [], "load": []})
-                cell["load"].append(load1())
+                cell["load"].append(benchlib.load_avg())
                 print("round %d, %d thread%s, %d tokens: load %.2f" % (r + 1, T, "s" if T > 1 else "", n,
                                                                       cell["load"][-1]), file=sys.stderr)
                 for system, nbc in (("hand", hw_nbc), ("imported", imp_nbc)):

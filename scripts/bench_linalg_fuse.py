@@ -20,7 +20,7 @@ is shared).
 Then models/lstm (gen_lstm.py at input = hidden = H, 1 and 2 layers, batch
 1, a sequence of --steps tokens, random weights): `nimblec -O2` (the input
 projections batched before the loop by batch-input-projection, for 2 layers
-after loop-distribute) against the -O2 --fp-reassociate pipeline with
+after loop-distribute from H = 128, its threshold) against the -O2 --fp-reassociate pipeline with
 linalg-fuse forced at every size and moved before licm, loop-distribute and
 batch-input-projection (one loop, one product per layer and step): the
 order the pipeline does not use, measured to show why. Both tables force the
@@ -166,25 +166,32 @@ def main():
     return 0
 
 
-def lstm_models(tools, args, rng, work):
-    """models/lstm's generator at hidden = input = H: -O2 against -O2
-    --fp-reassociate with linalg-fuse forced at every size."""
+def make_lstm(work, rng, layers, hidden):
+    """models/lstm's generator at input = hidden = H with random weights (in
+    WORK): the .nir's path (its weights beside it, where the variant says)."""
     sys.path.insert(0, ROOT)
     from models.common.nimble_io import write_safetensors
     from models.lstm import gen_lstm, variants
+    name = "bench_l%d_h%d" % (layers, hidden)
+    variants.VARIANTS[name] = dict(input=hidden, hidden=hidden, layers=layers, subdir=work, seed=1)
+    nir = variants.nir_path(name)
+    with open(nir, "w") as f:
+        f.write(gen_lstm.generate(name))
+    write_safetensors(variants.weights_path(name), {
+        k: (rng.standard_normal(shape) / np.sqrt(hidden)).astype(np.float32)
+        for k, shape in variants.weight_shapes(name).items()})
+    return nir
+
+
+def lstm_models(tools, args, rng, work):
+    """models/lstm's generator at hidden = input = H: -O2 against -O2
+    --fp-reassociate with linalg-fuse forced at every size."""
     force = "linalg-fuse{max-rows=1,max-cols=%d}" % (1 << 30)
     print("%6s %5s %6s %16s %16s %8s %12s" % ("layers", "H", "load", "-O2 us/token", "fused us/token", "ratio",
                                               "spread"))
     for layers in [int(l) for l in args.lstm_layers.split(",")]:
         for hidden in [int(h) for h in args.lstm_hidden.split(",")]:
-            name = "bench_l%d_h%d" % (layers, hidden)
-            variants.VARIANTS[name] = dict(input=hidden, hidden=hidden, layers=layers, subdir=work, seed=1)
-            nir = variants.nir_path(name)
-            with open(nir, "w") as f:
-                f.write(gen_lstm.generate(name))
-            write_safetensors(variants.weights_path(name), {
-                k: (rng.standard_normal(shape) / np.sqrt(hidden)).astype(np.float32)
-                for k, shape in variants.weight_shapes(name).items()})
+            nir = make_lstm(work, rng, layers, hidden)
             pipe = subprocess.run([tools["nimblec"], "-O2", "--fp-reassociate", "--print-pipeline", nir],
                                   capture_output=True, text=True, check=True).stdout.strip()
             nbcs = {"two": nir + ".two.nbc", "one": nir + ".one.nbc"}

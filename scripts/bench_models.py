@@ -253,12 +253,7 @@ BLAS_ENV = {}
 
 
 def thread_env(T):
-    env = dict(os.environ)
-    env.update(BLAS_ENV)
-    for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[k] = str(T)
-    env["PYTHONWARNINGS"] = "ignore"
-    return env
+    return benchlib.thread_env(T, BLAS_ENV)
 
 
 def children_cpu():

@@ -237,6 +237,46 @@ def openblas_core_line(c):
     return head
 
 
+def thread_env(T, extra=None):
+    """The environment of a peer process given T threads: the BLAS thread
+    variables are read when the library loads, so they are set before the
+    process starts (issue 19); `extra` (e.g. OPENBLAS_CORETYPE) on top."""
+    env = dict(os.environ)
+    env.update(extra or {})
+    for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[k] = str(T)
+    env["PYTHONWARNINGS"] = "ignore"
+    return env
+
+
+# The ONNX Runtime session a peer worker (a `python -c` string run by the
+# peers' venv) times, given onnx_path, T and the input x: CPU provider, T
+# intra-op threads, one inter-op thread, sequential execution, so that T
+# bounds its cores as it does Nimble's. Defines sess, name and run().
+ORT_SESSION = r"""
+opts = ort.SessionOptions()
+opts.intra_op_num_threads = T
+opts.inter_op_num_threads = 1
+opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+sess = ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
+name = sess.get_inputs()[0].name
+run = lambda: sess.run(None, {name: x})
+"""
+
+# How a peer worker times run(): `warmup` untimed calls, then `reps` timed
+# ones; prints "median_ms version" for the caller to parse.
+TIME_RUN = r"""
+for _ in range(warmup):
+    run()
+ts = []
+for _ in range(reps):
+    t = time.perf_counter()
+    run()
+    ts.append(time.perf_counter() - t)
+print("%.3f %s" % (1000 * sorted(ts)[len(ts) // 2], version))
+"""
+
+
 def load_avg(text=None):
     """The 1-minute load average (/proc/loadavg)."""
     if text is None:

@@ -19,6 +19,7 @@ the check fail.
 
 import glob
 import os
+import sys
 
 import numpy as np
 
@@ -82,3 +83,30 @@ def check_fixtures(model_name, fixtures_dir, input_glob, input_suffix, outputs, 
 def default_fixtures_dir(reference_file):
     """models/<m>/small/fixtures beside a model's reference.py."""
     return os.path.join(os.path.dirname(os.path.abspath(reference_file)), "small", "fixtures")
+
+
+def reference_main(argv, doc, self_test, check_fixtures, compute, outputs):
+    """The command line every models/<m>/reference.py has:
+      --self-test                 self_test() and check_fixtures(), exit 0 if both hold
+      --check-fixtures [DIR]      check_fixtures(DIR), exit 0 if it holds
+      VARIANT INPUT [--out P]     compute(VARIANT, INPUT): printed as `name = value`,
+                                  or saved to P.<name>.npy (to P itself when
+                                  `outputs` is one unnamed output, None)
+    """
+    if argv[:1] == ["--self-test"]:
+        ok = self_test()
+        ok &= check_fixtures()
+        return 0 if ok else 1
+    if argv[:1] == ["--check-fixtures"]:
+        return 0 if check_fixtures(argv[1] if len(argv) > 1 else None) else 1
+    if len(argv) < 2:
+        print(doc, file=sys.stderr)
+        return 2
+    outs = compute(argv[0], argv[1])
+    prefix = argv[argv.index("--out") + 1] if "--out" in argv else None
+    for name, v in zip(outputs, outs):
+        if prefix is None:
+            print(v if name is None else "%s = %s" % (name, v))
+        else:
+            np.save(prefix if name is None else "%s.%s.npy" % (prefix, name), v)
+    return 0

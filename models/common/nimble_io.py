@@ -141,6 +141,29 @@ def weights_up_to_date(path, shapes, metadata):
     )
 
 
+def make_weights_main(argv, variants, weights_path, weight_shapes, make, metadata, show_size=False):
+    """The command line every models/*/make_weights.py has: `[--force]
+    [NAME...]` (default: every variant) writes each variant's weights unless
+    weights_up_to_date says the file already holds them; exit 2 on an
+    unknown name. show_size adds the file's size to the `wrote` line."""
+    force = "--force" in argv
+    names = [a for a in argv if not a.startswith("--")] or list(variants)
+    for name in names:
+        if name not in variants:
+            print("unknown variant %r (have %s)" % (name, ", ".join(variants)), file=sys.stderr)
+            return 2
+        path = weights_path(name)
+        if not force and weights_up_to_date(path, weight_shapes(name), metadata(name)):
+            print("up to date:", os.path.relpath(path))
+            continue
+        write_safetensors(path, make(name), metadata(name))
+        if show_size:
+            print("wrote %s (%.0f MB)" % (os.path.relpath(path), os.path.getsize(path) / 1e6))
+        else:
+            print("wrote", os.path.relpath(path))
+    return 0
+
+
 # ---- value text (nimble-run --input=...) -------------------------------------------
 
 

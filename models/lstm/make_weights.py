@@ -40,19 +40,7 @@ def metadata(name):
 
 
 def main(argv):
-    force = "--force" in argv
-    names = [a for a in argv if not a.startswith("--")] or list(VARIANTS)
-    for name in names:
-        if name not in VARIANTS:
-            print("unknown variant %r (have %s)" % (name, ", ".join(VARIANTS)), file=sys.stderr)
-            return 2
-        path = weights_path(name)
-        if not force and nimble_io.weights_up_to_date(path, weight_shapes(name), metadata(name)):
-            print("up to date:", os.path.relpath(path))
-            continue
-        nimble_io.write_safetensors(path, make(name), metadata(name))
-        print("wrote", os.path.relpath(path))
-    return 0
+    return nimble_io.make_weights_main(argv, VARIANTS, weights_path, weight_shapes, make, metadata)
 
 
 if __name__ == "__main__":

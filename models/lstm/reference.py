@@ -31,7 +31,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from models.common import nimble_io  # noqa: E402
-from models.common.compare import check_fixtures as _check_fixtures, default_fixtures_dir, rel_err  # noqa: E402
+from models.common.compare import check_fixtures as _check_fixtures  # noqa: E402
+from models.common.compare import default_fixtures_dir, reference_main, rel_err  # noqa: E402
 from models.lstm.variants import VARIANTS, weights_path  # noqa: E402
 
 UNIT = "token"
@@ -199,25 +200,8 @@ def check_fixtures(fixtures_dir=None):
 
 
 def main(argv):
-    if argv[:1] == ["--self-test"]:
-        ok = self_test()
-        ok &= check_fixtures()
-        return 0 if ok else 1
-    if argv[:1] == ["--check-fixtures"]:
-        return 0 if check_fixtures(argv[1] if len(argv) > 1 else None) else 1
-    if len(argv) < 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    model = load(argv[0])
-    h, c = run(model, read_input(argv[1]))
-    if "--out" in argv:
-        prefix = argv[argv.index("--out") + 1]
-        np.save(prefix + ".h.npy", h)
-        np.save(prefix + ".c.npy", c)
-    else:
-        print("h =", h)
-        print("c =", c)
-    return 0
+    return reference_main(argv, __doc__, self_test, check_fixtures,
+                          lambda name, path: run(load(name), read_input(path)), ("h", "c"))
 
 
 if __name__ == "__main__":

@@ -29,8 +29,11 @@
 // - profitability: some value stacked for a later loop is one row (a
 //   leading dimension of 1) and operand 0 of a `matmul` there whose operand
 //   1 is loop-invariant (so `batch-input-projection` turns it into one
-//   GEMM). Distribution alone
-//   only adds a loop and the stacking copies.
+//   GEMM), with at least min-cols columns (default 512, `?` counts as
+//   many). Distribution alone only adds a loop and the stacking copies, and
+//   below the threshold these cost more than the one GEMM saves: on a
+//   2-layer LSTM it lost 6-36% up to hidden 96 (a 1 x 384 projection), was
+//   level at 112-128 and paid from 160 (docs/perf.md, "Loop distribution").
 //
 // Partitions: the recurrences in dependence order (Tarjan's algorithm emits
 // components producers first), one loop each. An op on no cycle goes to the
@@ -69,6 +72,7 @@
 #include "passes/Statistic.h"
 
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -95,7 +99,7 @@ struct Plan {
 
 class Planner {
 public:
-  Planner(const Loop &loop, const CountedLoop &cl) : loop_(loop), cl_(cl) {}
+  Planner(const Loop &loop, const CountedLoop &cl, int64_t minCols) : loop_(loop), cl_(cl), minCols_(minCols) {}
 
   /// Fills `plan`; false when the loop is not distributed.
   bool run(Plan &plan);
@@ -103,7 +107,14 @@ public:
 private:
   const Loop &loop_;
   const CountedLoop &cl_;
+  int64_t minCols_;
 };
+
+/// The columns of `mm`'s result (its last dimension), kDynamic when unknown.
+int64_t productCols(const Operation &mm) {
+  Type ty = mm.result(0)->type();
+  return ty.isTensor() && ty.rank() >= 1 ? ty.dims().back() : kDynamic;
+}
 
 bool Planner::run(Plan &plan) {
   Block *h = loop_.header;
@@ -277,10 +288,13 @@ bool Planner::run(Plan &plan) {
             std::find(readers.begin(), readers.end(), uit->second) == readers.end())
           readers.push_back(uit->second);
         // One row per iteration (d0 = 1) is what batch-input-projection
-        // turns into a GEMM.
+        // turns into a GEMM; below min-cols columns the GEMM saves less than
+        // the second loop and the stacking cost (docs/perf.md, "Loop
+        // distribution"). Unknown columns count as many.
         if (uit->second > pit->second && u->is(OpCode::MatMul) && u->operand(0) == r &&
             !u->boolAttr("transpose_a") && loop_.isInvariant(u->operand(1)) && r->type().isTensor() &&
-            r->type().rank() >= 1 && r->type().dims()[0] == 1)
+            r->type().rank() >= 1 && r->type().dims()[0] == 1 &&
+            (productCols(*u) == kDynamic || productCols(*u) >= minCols_))
           profitable = true;
       }
       if (readers.empty()) continue;
@@ -295,6 +309,14 @@ bool Planner::run(Plan &plan) {
 class LoopDistributePass : public Pass {
 public:
   std::string_view name() const override { return "loop-distribute"; }
+
+  std::string setOption(std::string_view key, std::string_view value) override {
+    if (key != "min-cols") return Pass::setOption(key, value);
+    if (!parseIntOption(value, 0, std::numeric_limits<int64_t>::max(), minCols_))
+      return "option 'min-cols' of 'loop-distribute' takes a non-negative integer, got '" + std::string(value) + "'";
+    return "";
+  }
+
   LogicalResult run(Module &m, DiagnosticEngine &, bool &changed) override {
     for (auto &f : m.functions()) {
       if (isPrimitive(*f)) continue;
@@ -307,7 +329,7 @@ public:
           CountedLoop cl = matchCountedLoop(loop);
           if (!cl.counter) continue;
           Plan plan;
-          if (!Planner(loop, cl).run(plan)) continue;
+          if (!Planner(loop, cl, minCols_).run(plan)) continue;
           distribute(m, *f, loop, cl, plan);
           changed = again = true;
           break;
@@ -318,6 +340,10 @@ public:
   }
 
 private:
+  /// The batched projection's columns below which distributing does not
+  /// pay (docs/perf.md, "Loop distribution").
+  int64_t minCols_ = 512;
+
   static void distribute(Module &m, Function &f, const Loop &loop, const CountedLoop &cl, Plan &plan);
 };
 

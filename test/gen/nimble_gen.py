@@ -30,7 +30,8 @@ scatter_nd, one_hot, shift_left, shift_right, top_k, conv_transpose,
 non_max_suppression), resize, grid_sample, creation (constant, zeros, full,
 arange, unique, nonzero), shape_of, dim, storage_size, and the structural
 ops (call, br, cond_br, match, ret, construct, tuple, get_tuple); @main
-sometimes carries the `dispatch` attribute (graph dispatch). Not
+sometimes carries the `dispatch` attribute (graph dispatch), and some
+functions a `phase` (program phases of auto-batching). Not
 generated: the explicit-memory ops (alloc_storage, alloc_tensor,
 invoke_mut, invoke_shape_func, kill), which only manifest-memory writes,
 and device_copy (no second device on a CPU-only run).
@@ -437,6 +438,7 @@ class Gen:
         # 49) left every seed's program otherwise as it was.
         self.dispatch_rng = random.Random(seed * 7919 + 49)
         self.linalg_rng = random.Random(seed * 7919 + 4949)
+        self.phase_rng = random.Random(seed * 7919 + 49049)
         self.size = size
         self.stable = stable
         self.funcs = []
@@ -632,8 +634,24 @@ class Gen:
         axis = rng.randrange(p.rank)
         return head[:-2] + " attributes {dispatch = [%d], dispatch_dim = [%d, %d]} {" % (p.sizes[axis], i, axis)
 
+    def phase_attrs(self, funcs):
+        """Sometimes `phase = N` (program phases of auto-batching, seed 001
+        section 4.1; docs/autobatch.md) on some of the functions: -O1 and up
+        check the value and keep the calls of such a function (the inliner
+        leaves them), -O0 ignores it; results never change, so the oracle
+        compares them as for any program. N is small, or the largest
+        allowed (65536). A stream of its own, as dispatch_attr's: without
+        the attribute every seed's program is what it was before it."""
+        rng = self.phase_rng
+        if rng.random() >= 0.3:
+            return
+        for fn in funcs:
+            if rng.random() < 0.5:
+                fn.lines[0] = with_attr(fn.lines[0], "phase = %d" % rng.choice([0, 1, 1, 2, 3, 65536]))
+
     def generate(self):
         main, params = self.main()
+        self.phase_attrs(self.funcs + [main])
         parts = ["module @gen", ""] + self.types + [""]
         for fn in self.funcs + [main]:
             parts += fn.lines + [""]
@@ -658,6 +676,14 @@ are dyadic rationals with small denominators and 0.37 is far (>= 1e-4
 relative) from every one of them; only continuum values (after exp, tanh,
 ...) could come within rounding of it, with negligible probability. The
 reference levels are still compared bit for bit on every program."""
+
+
+def with_attr(head, attr):
+    """A function's head line (`func @f(...) -> ... {`, maybe with an
+    `attributes {...}` clause already) with `attr` added to its attributes."""
+    if head.endswith("} {"):
+        return head[:-3] + ", %s} {" % attr
+    return head[:-2] + " attributes {%s} {" % attr
 
 
 def generate(seed, size=12, stable=False):

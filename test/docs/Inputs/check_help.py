@@ -21,28 +21,26 @@ import re
 import sys
 
 
-def help_options(path):
+def help_options(help_text):
+    """(the usage line or None, {option: line number}) of --help's text."""
     usage, options, in_options = None, {}, False
-    with open(path, encoding="utf-8") as f:
-        for no, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            if line.startswith("USAGE:"):
-                usage = line[len("USAGE:"):].strip()
-            elif line.strip() == "OPTIONS:":
-                in_options = True
-            elif in_options and not line.strip():
-                in_options = False
-            elif in_options:
-                m = re.match(r"^  (-\S.*?)(?:\s{2,}|$)", line)
-                if m:
-                    options[m.group(1)] = no
+    for no, line in enumerate(help_text.split("\n"), 1):
+        if line.startswith("USAGE:"):
+            usage = line[len("USAGE:"):].strip()
+        elif line.strip() == "OPTIONS:":
+            in_options = True
+        elif in_options and not line.strip():
+            in_options = False
+        elif in_options:
+            m = re.match(r"^  (-\S.*?)(?:\s{2,}|$)", line)
+            if m:
+                options[m.group(1)] = no
     return usage, options
 
 
-def manual_options(path):
+def manual_options(text):
+    """{option: line number} of the "### `option`" headings under "## Options"."""
     options, in_section = {}, False
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
     for no, line in enumerate(text.split("\n"), 1):
         if line.startswith("## "):
             in_section = line.strip() == "## Options"
@@ -50,15 +48,15 @@ def manual_options(path):
             m = re.match(r"^### `([^`]+)`\s*$", line)
             if m:
                 options[m.group(1)] = no
-    return text, options
+    return options
 
 
-def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: check_help.py HELP_TEXT MANUAL_MD")
-    help_path, manual = sys.argv[1], sys.argv[2]
-    usage, in_help = help_options(help_path)
-    text, in_manual = manual_options(manual)
+def option_errors(help_path, help_text, manual, text):
+    """The located errors of a manual (MANUAL, its text) against --help's
+    text (read from HELP_PATH); also for test/import-onnx/Inputs/check_doc.py.
+    Returns (errors, the number of options of --help, of the manual)."""
+    usage, in_help = help_options(help_text)
+    in_manual = manual_options(text)
     errors = []
     if not in_help:
         errors.append("%s: error: no options found after 'OPTIONS:'" % help_path)
@@ -77,10 +75,21 @@ def main():
     elif usage not in text:
         errors.append("%s: error: the usage line of --help, \"%s\", is not in the manual"
                       % (manual, usage))
+    return errors, len(in_help), len(in_manual)
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: check_help.py HELP_TEXT MANUAL_MD")
+    help_path, manual = sys.argv[1], sys.argv[2]
+    with open(help_path, encoding="utf-8") as f:
+        help_text = f.read()
+    with open(manual, encoding="utf-8") as f:
+        text = f.read()
+    errors, n_help, n_manual = option_errors(help_path, help_text, manual, text)
     for e in errors:
         print(e)
-    print("%d options in --help, %d in %s: %d problems"
-          % (len(in_help), len(in_manual), manual, len(errors)))
+    print("%d options in --help, %d in %s: %d problems" % (n_help, n_manual, manual, len(errors)))
     return 1 if errors else 0
 
 

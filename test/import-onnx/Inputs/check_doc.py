@@ -12,8 +12,12 @@ this script renders from LIST_OPS; every option of --help must have a
 must appear. Problems are printed as `FILE:LINE: error: ...`.
 """
 
-import re
+import os
 import sys
+
+# The --help / "## Options" check is test/docs's, shared.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "Inputs"))
+from check_help import option_errors  # noqa: E402
 
 BEGIN_SUPPORTED = "<!-- begin: supported ops (nimble-import-onnx --list-ops) -->"
 END_SUPPORTED = "<!-- end: supported ops -->"
@@ -48,39 +52,6 @@ def replace_between(text, begin, end, body):
     return text[:i + len(begin)] + "\n" + body + "\n" + text[j:]
 
 
-def check_help(help_text, manual, text):
-    usage, in_help, in_options = None, {}, False
-    for no, line in enumerate(help_text.splitlines(), 1):
-        if line.startswith("USAGE:"):
-            usage = line[len("USAGE:"):].strip()
-        elif line.strip() == "OPTIONS:":
-            in_options = True
-        elif in_options and not line.strip():
-            in_options = False
-        elif in_options:
-            m = re.match(r"^  (-\S.*?)(?:\s{2,}|$)", line)
-            if m:
-                in_help[m.group(1)] = no
-    in_manual, in_section = {}, False
-    for no, line in enumerate(text.split("\n"), 1):
-        if line.startswith("## "):
-            in_section = line.strip() == "## Options"
-        elif in_section:
-            m = re.match(r"^### `([^`]+)`\s*$", line)
-            if m:
-                in_manual[m.group(1)] = no
-    errors = []
-    for opt in in_help:
-        if opt not in in_manual:
-            errors.append("%s: error: option `%s` of --help is not documented under \"## Options\"" % (manual, opt))
-    for opt, no in in_manual.items():
-        if opt not in in_help:
-            errors.append("%s:%d: error: `%s` is documented but --help has no such option" % (manual, no, opt))
-    if usage is None or usage not in text:
-        errors.append("%s: error: the usage line of --help is not in the manual" % manual)
-    return errors, len(in_help)
-
-
 def main():
     if len(sys.argv) not in (4, 5):
         sys.exit(__doc__)
@@ -105,7 +76,7 @@ def main():
                 break
         else:
             errors.append("%s: error: the op table differs from --list-ops in length" % manual)
-    help_errors, n_opts = check_help(help_text, manual, text)
+    help_errors, n_opts, _ = option_errors(sys.argv[2], help_text, manual, text)
     errors += help_errors
     for e in errors:
         print(e)

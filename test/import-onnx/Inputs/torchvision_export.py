@@ -21,6 +21,8 @@ import sys
 
 import numpy as np
 
+from compare_npy import check
+
 
 def build(name):
     import torch
@@ -51,24 +53,6 @@ def export(d, name, size, batches):
             x = torch.randn(b, 3, size, size, generator=g)
             np.save(os.path.join(d, "%s-x%d.npy" % (name, b)), x.numpy())
             np.save(os.path.join(d, "%s-y%d.npy" % (name, b)), m(x).numpy())
-
-
-def check(d, pairs):
-    bad = 0
-    for pair in pairs:
-        got, want = pair.split(":")
-        a, b = np.load(os.path.join(d, got + ".npy")), np.load(os.path.join(d, want + ".npy"))
-        if a.shape != b.shape:
-            print("%s differs from %s: shape %s vs %s" % (got, want, a.shape, b.shape))
-            bad += 1
-            continue
-        err, scale = float(np.abs(a - b).max()), float(np.abs(b).max())
-        if err <= max(1e-4 * scale, 1e-5):
-            print("%s matches %s (max difference %.2g, %.2g of max |y|)" % (got, want, err, err / scale))
-        else:
-            print("%s differs from %s: max difference %.3g, max |y| %.3g" % (got, want, err, scale))
-            bad += 1
-    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ import sys
 
 import numpy as np
 
+from compare_npy import check
+
 SIZES = {
     "bert": {"base": dict(hidden=768, heads=12, layers=12, ffn=3072, vocab=30522, positions=512),
              "small": dict(hidden=64, heads=4, layers=2, ffn=128, vocab=100, positions=128)},
@@ -155,24 +157,6 @@ def export(d, name, size, shapes):
         for s, x in zip(shapes, xs):
             np.save(os.path.join(d, "%s-x%d.npy" % (name, s)), x.numpy())
             np.save(os.path.join(d, "%s-y%d.npy" % (name, s)), m(x).numpy())
-
-
-def check(d, pairs):
-    bad = 0
-    for pair in pairs:
-        got, want = pair.split(":")
-        a, b = np.load(os.path.join(d, got + ".npy")), np.load(os.path.join(d, want + ".npy"))
-        if a.shape != b.shape:
-            print("%s differs from %s: shape %s vs %s" % (got, want, a.shape, b.shape))
-            bad += 1
-            continue
-        err, scale = float(np.abs(a - b).max()), float(np.abs(b).max())
-        if err <= max(1e-4 * scale, 1e-5):
-            print("%s matches %s (max difference %.2g, %.2g of max |y|)" % (got, want, err, err / scale))
-        else:
-            print("%s differs from %s: max difference %.3g, max |y| %.3g" % (got, want, err, scale))
-            bad += 1
-    return 1 if bad else 0
 
 
 if __name__ == "__main__":
