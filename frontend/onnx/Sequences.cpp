@@ -51,6 +51,20 @@ std::string typeTag(Type t) {
 Type dynamicLike(Context &ctx, DType dt, int64_t rank) {
   return ctx.tensor(dt, std::vector<int64_t>(static_cast<size_t>(rank), kDynamic));
 }
+
+/// The ADT `name` (a sequence's list or an optional), declared in `m` the
+/// first time it is asked for, with these constructors (name, fields).
+Type declareOnce(Module &m, Context &ctx, const std::string &name, Location loc,
+                 std::vector<std::pair<std::string, std::vector<Type>>> ctors) {
+  if (!m.lookupAdt(name)) {
+    auto a = std::make_unique<AdtDecl>();
+    a->name = name;
+    a->loc = loc;
+    for (auto &[ctor, fields] : ctors) a->ctors.push_back({ctor, std::move(fields), loc});
+    m.addAdt(std::move(a));
+  }
+  return ctx.adt(name);
+}
 } // namespace
 
 //===-- Types ----------------------------------------------------------------===//
@@ -58,29 +72,12 @@ Type dynamicLike(Context &ctx, DType dt, int64_t rank) {
 Type GraphImporter::seqType(DType dt, int64_t rank) {
   Type elem = dynamicLike(ctx_, dt, rank);
   std::string name = "Seq_" + typeTag(elem);
-  if (!m_.lookupAdt(name)) {
-    auto a = std::make_unique<AdtDecl>();
-    a->name = name;
-    a->loc = nodeLoc();
-    a->ctors.push_back({"Nil", {}, nodeLoc()});
-    a->ctors.push_back({"Cons", {elem, ctx_.adt(name)}, nodeLoc()});
-    m_.addAdt(std::move(a));
-  }
-  return ctx_.adt(name);
+  return declareOnce(m_, ctx_, name, nodeLoc(), {{"Nil", {}}, {"Cons", {elem, ctx_.adt(name)}}});
 }
 
 Type GraphImporter::optType(Type elem) {
   if (elem.isTensor()) elem = dynamicLike(ctx_, elem.dtype(), elem.rank());
-  std::string name = "Opt_" + typeTag(elem);
-  if (!m_.lookupAdt(name)) {
-    auto a = std::make_unique<AdtDecl>();
-    a->name = name;
-    a->loc = nodeLoc();
-    a->ctors.push_back({"None", {}, nodeLoc()});
-    a->ctors.push_back({"Some", {elem}, nodeLoc()});
-    m_.addAdt(std::move(a));
-  }
-  return ctx_.adt(name);
+  return declareOnce(m_, ctx_, "Opt_" + typeTag(elem), nodeLoc(), {{"None", {}}, {"Some", {elem}}});
 }
 
 bool GraphImporter::isSeq(Type t) const { return t.isAdt() && t.adtName().rfind("Seq_", 0) == 0 && m_.lookupAdt(t.adtName()); }
