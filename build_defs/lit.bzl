@@ -30,6 +30,9 @@ Handy:
   bazel test //test/ir:lit --test_arg=--filter=parser   # only matching tests
   bazel test //test/ir:lit --test_arg=-a --test_output=all  # show every RUN
 Under --config=asan the lit feature `asan` is set (`UNSUPPORTED: asan`).
+A slow suite may set `shard_count = N`: Bazel then runs N shards, each
+`lit --num-shards=N --run-shard=i` (tests dealt round-robin), each with its
+own timeout.
 """
 
 # What every suite runs besides our own binaries.

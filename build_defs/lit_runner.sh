@@ -65,6 +65,13 @@ lit_flags=(
   --param "exec_root=$TMPDIR/lit"
   ${params[@]+"${params[@]}"}
 )
+# Bazel's test sharding (shard_count on the lit_suite) through lit's own,
+# which deals the sorted tests round-robin (test i to shard i mod N). The
+# status file tells Bazel that this runner understands sharding.
+if [[ -n "${TEST_TOTAL_SHARDS:-}" && "${TEST_TOTAL_SHARDS}" -gt 1 ]]; then
+  [[ -n "${TEST_SHARD_STATUS_FILE:-}" ]] && touch "$TEST_SHARD_STATUS_FILE"
+  lit_flags+=(--num-shards "$TEST_TOTAL_SHARDS" --run-shard "$((TEST_SHARD_INDEX + 1))")
+fi
 if [[ -n "${XML_OUTPUT_FILE:-}" ]]; then
   lit_flags+=("--xunit-xml-output=$XML_OUTPUT_FILE")
 fi

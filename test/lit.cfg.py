@@ -171,6 +171,15 @@ config.substitutions.append(
      + (" --no-as" if "asan" in config.available_features else ""))
 )
 
+# `%native-ops-sample`: the share of check_native_ops.py's cases a run checks.
+# All of them in the plain build; under ASan every fourth case plus the first
+# static and first `?` case of each op (--sample=4): the generated kernels are
+# not instrumented, so ASan watches only the runtime around them, the same
+# code for every case of an op, and all of them took 25 minutes there.
+config.substitutions.append(
+    ("%native-ops-sample", "--sample=4" if "asan" in config.available_features else "--sample=1")
+)
+
 # `%fail-alloc [options] -- nimble-run-args...`: every allocation of a
 # nimble-run call failed in turn (fail_alloc.py, vm/support/FailAlloc.h).
 config.substitutions.append(

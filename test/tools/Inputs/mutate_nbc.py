@@ -265,9 +265,23 @@ def thread_stacks(pid):
         return "(no thread stacks: %s)" % e
 
 
+def asan_env():
+    """The environment of an ASan build's runs: the same 4 GiB cap as
+    limit_memory(), per allocation. ASan reserves terabytes of address space,
+    so RLIMIT_AS cannot be used; without a cap a mutated splat constant of
+    17 GB (one flipped byte of a dimension) is allocated and filled for tens
+    of seconds before its first use fails a shape check, which is what CI's
+    30-second timeouts were (test/tools/hostile-nbc.test, mutation 1793)."""
+    env = dict(os.environ)
+    opts = env.get("ASAN_OPTIONS", "")
+    env["ASAN_OPTIONS"] = (opts + ":" if opts else "") + "allocator_may_return_null=1:max_allocation_size_mb=4096"
+    return env
+
+
 def run_once(tool, args, path, timeout, use_rlimit):
     p = subprocess.Popen([tool, path] + args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, preexec_fn=limit_memory if use_rlimit else None)
+                         stderr=subprocess.PIPE, preexec_fn=limit_memory if use_rlimit else None,
+                         env=None if use_rlimit else asan_env())
     try:
         _, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -279,11 +293,10 @@ def run_once(tool, args, path, timeout, use_rlimit):
 
 
 def run_one(tool, args, path, timeout, use_rlimit, transients=None):
-    """Runs one file and classifies the outcome. A timeout is run again once
-    (CI saw one run of an unmutated-in-effect file stall for 30 s under ASan
-    on a busy machine, never reproduced in 8,000 runs): a hang the file
-    causes repeats and fails; a stall of the machine is counted in
-    `transients`, with the first attempt's thread stacks kept for a look."""
+    """Runs one file and classifies the outcome. A timeout is run again once:
+    a hang the file causes repeats and fails; a stall of the machine is
+    counted in `transients`, with the first attempt's thread stacks kept for
+    a look."""
     code, why, err = run_once(tool, args, path, timeout, use_rlimit)
     if code == "timeout":
         code2, why2, err2 = run_once(tool, args, path, timeout, use_rlimit)
@@ -294,7 +307,10 @@ def run_one(tool, args, path, timeout, use_rlimit, transients=None):
         code, why, err = code2, why2, err2
     if code < 0:
         return "crash", "killed by signal %d" % -code, err
-    if "Sanitizer" in err or "runtime error:" in err:
+    # allocator_may_return_null=1 makes a refused allocation a warning and a
+    # null result (which the VM reports as out of memory): not a finding.
+    reports = "\n".join(l for l in err.splitlines() if "AddressSanitizer failed to allocate" not in l)
+    if "Sanitizer" in reports or "runtime error:" in reports:
         return "crash", "sanitizer report", err
     if code == 0:
         return "ok", "", err
@@ -387,6 +403,10 @@ def main():
         print("FIRST FAILURE: mutation %d: %s: %s (%s)" % (i, muts[i].name, outcome, why))
         print("reproduce: %s %s %s" % (o.nimble_run, path, " ".join("'%s'" % a for a in o.args)))
         print("stderr:\n" + "\n".join(err.splitlines()[:30]))
+        # Also on stderr, whole: lit shows a command's stderr in the log,
+        # while FileCheck's dump of stdout stops after a few lines.
+        print("mutate_nbc.py: first failure, mutation %d (%s): %s (%s); stderr:\n%s"
+              % (i, muts[i].name, outcome, why, "\n".join(err.splitlines()[-80:])), file=sys.stderr)
         for i, outcome, why, _ in failures[1:20]:
             print("also: mutation %d: %s: %s (%s)" % (i, muts[i].name, outcome, why))
         return 1
