@@ -542,7 +542,7 @@ dispatch:
           // left a join pointing at a freed fiber).
           fiber.joins.reserve(fiber.joins.size() + 1);
           spawned_.reserve(spawned_.size() + 1);
-          auto child = std::make_unique<Fiber>();
+          Fiber *child = newFiber();
           child->regs.resize(std::max<size_t>(f2.numRegisters, nargs2));
           for (uint32_t i = 0; i < nargs2; ++i) child->regs[i] = R(args2[i]);
           child->frames.push_back(Frame{callee2, 0, pc2});
@@ -553,9 +553,9 @@ dispatch:
           Fiber::Join j;
           j.pc = pc2;
           j.depth = frames.size();
-          j.child = child.get();
+          j.child = child;
           fiber.joins.push_back(std::move(j));
-          spawned_.push_back(std::move(child));
+          spawned_.push_back(child);
           ++profile_.batch.forks;
         }
       }
