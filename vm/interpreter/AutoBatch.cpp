@@ -32,6 +32,23 @@
 // or error to its parent's join, and a failed instance's outstanding
 // children are killed (never resumed) with it.
 //
+// Fibers are cheap to make: the VM keeps every fiber it has made and reuses
+// a finished one (reset, with the capacity of its registers, frames and
+// operand lists) for the next fork or instance, within a run and across
+// runs (newFiber, recycleFiber). ACROBAT launches its fibers fork-join style
+// from generated C++ (§4.2) and computes depths inline in that code (§4.1);
+// here a fork is the interpreter's, one per tree node on Tree-LSTM (1,280 a
+// run of 64 trees), and was six heap allocations before recycling. What is
+// left per node is the interpreter itself and the resumptions: every
+// batchable kernel call suspends its fiber and resumes it after its group
+// (7,808 a run), and each resumption first touches that fiber's cold
+// registers and tensors (perf: cache misses on them dominate execute() and
+// rows()). ACROBAT avoids most of that by running a program whose control
+// flow depends on no tensor value to its end per instance, lazily, before
+// any batch is launched (§4.2, "without tensor-dependent control flow");
+// recording calls instead of suspending at them would be the VM's
+// equivalent (docs/perf.md, "Auto-batching").
+//
 // A group runs as:
 //   - rows: the per-instance inputs of the calls are stacked along axis 0,
 //     the kernel's batched variant runs once on the stack with the shared
