@@ -44,10 +44,13 @@
 // (7,808 a run), and each resumption first touches that fiber's cold
 // registers and tensors (perf: cache misses on them dominate execute() and
 // rows()). ACROBAT avoids most of that by running a program whose control
-// flow depends on no tensor value to its end per instance, lazily, before
-// any batch is launched (§4.2, "without tensor-dependent control flow");
-// recording calls instead of suspending at them would be the VM's
-// equivalent (docs/perf.md, "Auto-batching").
+// flow depends on no tensor value to its end per instance, lazily, in
+// generated code, before any batch is launched (§4.2, "without
+// tensor-dependent control flow"). Recording calls in the interpreter
+// instead of suspending at them (one resumption per node instead of one per
+// call) was measured and did not pay: the references and operand copies
+// per recorded call cost more than the resumptions saved (docs/perf.md,
+// "The VM's per-node overhead").
 //
 // A group runs as:
 //   - rows: the per-instance inputs of the calls are stacked along axis 0,
