@@ -115,8 +115,13 @@ Tensor *Tensor::make(DType dtype, const int64_t *dims, size_t rank, Ref<Storage>
         freeLists.tensors.push(t);
         throw std::bad_alloc();
       }
+      try {
+        t->shape_.assign(dims, dims + rank); // the buffer of its last shape: no allocation up to its rank
+      } catch (const std::bad_alloc &) {
+        freeLists.tensors.push(t); // not lost: back to the list
+        throw;
+      }
       t->dtype_ = dtype;
-      t->shape_.assign(dims, dims + rank); // the buffer of its last shape: no allocation up to its rank
       t->storage_ = std::move(storage);
       t->offset_ = offset;
       return t;
