@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <thread>
 
 using namespace nimble;
 using namespace nimble::vm;
@@ -50,6 +51,57 @@ TEST(Object, ViewsShareStorage) {
   EXPECT_EQ(liveBytes(), before + 16);
   view.reset();
   EXPECT_EQ(liveBytes(), before);
+}
+
+// Dead storages and tensors go to the thread's free lists and come back,
+// fully re-initialised, from make() (Object.h, "Recycling").
+TEST(Object, DeadObjectsAreRecycled) {
+  uint64_t before = liveBytes();
+  Tensor *oldTensor;
+  Storage *oldStorage;
+  {
+    TensorRef t = makeTensor(DType::F32, {2, 3});
+    ASSERT_TRUE(t);
+    t->storage()->markReadOnly(); // must not survive recycling
+    oldTensor = t.get();
+    oldStorage = t->storage().get();
+  }
+  EXPECT_EQ(liveBytes(), before); // the bytes went back to the allocator
+  // The last to die (the storage, released by its tensor) is reused first.
+  TensorRef u = makeTensor(DType::I8, {5, 1, 2});
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u.get(), oldTensor);
+  EXPECT_EQ(u->storage().get(), oldStorage);
+  EXPECT_EQ(u->refCount(), 1u);
+  EXPECT_EQ(u->storage()->refCount(), 1u);
+  EXPECT_EQ(u->dtype(), DType::I8);
+  EXPECT_EQ(u->shape(), (std::vector<int64_t>{5, 1, 2}));
+  EXPECT_EQ(u->offset(), 0u);
+  EXPECT_EQ(u->storage()->size(), 10u);
+  EXPECT_FALSE(u->storage()->readOnly());
+  EXPECT_EQ(liveBytes(), before + 10);
+  // A view made with Tensor::make shares the storage and has its own shape.
+  int64_t dims[] = {10};
+  TensorRef v(Tensor::make(DType::I8, dims, 1, u->storage(), 0));
+  EXPECT_EQ(v->storage().get(), u->storage().get());
+  EXPECT_EQ(v->shape(), (std::vector<int64_t>{10}));
+  EXPECT_EQ(u->storage()->refCount(), 2u);
+  u.reset();
+  v.reset();
+  EXPECT_EQ(liveBytes(), before);
+}
+
+// An object made on one thread may die on another (it joins that thread's
+// list, deleted when the thread ends: the sanitizers check it).
+TEST(Object, ObjectsDieOnAnyThread) {
+  uint64_t before = liveBytes();
+  TensorRef t = makeTensor(DType::F32, {4});
+  ASSERT_TRUE(t);
+  std::thread([t = std::move(t)]() mutable { t.reset(); }).join();
+  EXPECT_EQ(liveBytes(), before);
+  TensorRef u = makeTensor(DType::F32, {4}); // this thread's own lists still work
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->numElements(), 4);
 }
 
 TEST(Object, ShapesAndTypeStrings) {

@@ -32,6 +32,26 @@
 // or error to its parent's join, and a failed instance's outstanding
 // children are killed (never resumed) with it.
 //
+// Fibers are cheap to make: the VM keeps every fiber it has made and reuses
+// a finished one (reset, with the capacity of its registers, frames and
+// operand lists) for the next fork or instance, within a run and across
+// runs (newFiber, recycleFiber). ACROBAT launches its fibers fork-join style
+// from generated C++ (§4.2) and computes depths inline in that code (§4.1);
+// here a fork is the interpreter's, one per tree node on Tree-LSTM (1,280 a
+// run of 64 trees), and was six heap allocations before recycling. What is
+// left per node is the interpreter itself and the resumptions: every
+// batchable kernel call suspends its fiber and resumes it after its group
+// (7,808 a run), and each resumption first touches that fiber's cold
+// registers and tensors (perf: cache misses on them dominate execute() and
+// rows()). ACROBAT avoids most of that by running a program whose control
+// flow depends on no tensor value to its end per instance, lazily, in
+// generated code, before any batch is launched (§4.2, "without
+// tensor-dependent control flow"). Recording calls in the interpreter
+// instead of suspending at them (one resumption per node instead of one per
+// call) was measured and did not pay: the references and operand copies
+// per recorded call cost more than the resumptions saved (docs/perf.md,
+// "The VM's per-node overhead").
+//
 // A group runs as:
 //   - rows: the per-instance inputs of the calls are stacked along axis 0,
 //     the kernel's batched variant runs once on the stack with the shared
@@ -88,7 +108,7 @@ bool sameTrailing(const Tensor *a, const Tensor *b) {
 struct VirtualMachine::Scheduler {
   VirtualMachine &vm;
   const Executable &exe;
-  std::vector<std::unique_ptr<Fiber>> fibers;
+  std::vector<Fiber *> fibers; // the instances (forked calls go to `ready` only)
   std::vector<InstanceOutcome> &out;
   std::vector<Fiber *> ready;
   std::vector<std::vector<Fiber *>> pending; // by kernel
@@ -117,8 +137,7 @@ struct VirtualMachine::Scheduler {
   }
 
   static void release(Fiber &f) {
-    f.regs.clear();
-    f.regs.shrink_to_fit();
+    f.regs.clear(); // the capacity stays for the fiber's reuse (recycleFiber)
     f.frames.clear();
     f.ins.clear();
     f.outs.clear();
@@ -143,6 +162,7 @@ struct VirtualMachine::Scheduler {
         p->waiting = false;
         ready.push_back(p);
       }
+      recycle(f);
       return;
     }
     const VMFunction &fn = exe.functions[entry];
@@ -159,7 +179,16 @@ struct VirtualMachine::Scheduler {
     out[f.index].results = std::move(results);
     release(f);
     f.dead = true;
+    recycle(f);
   }
+
+  /// A finished fiber is referenced from nowhere any more: the parent's join
+  /// let go of it, it was in no list but the one being walked (a fiber is
+  /// in at most one of `ready`, `pending` and a group's calls), and its
+  /// outstanding children (killed when it failed) never read their
+  /// `parent`. It is reused by the next fork. Killed fibers are not: they
+  /// may still sit in a list, and wait for the end of the run.
+  void recycle(Fiber &f) { vm.recycleFiber(f); }
 
   /// Runs fiber `f` until it suspends, returns or fails.
   void step(Fiber &f) {
@@ -180,10 +209,7 @@ struct VirtualMachine::Scheduler {
     }
     vm.cur_ = &vm.main_;
     // Calls this step forked run as fibers of their own.
-    for (auto &c : vm.spawned_) {
-      ready.push_back(c.get());
-      fibers.push_back(std::move(c));
-    }
+    for (Fiber *c : vm.spawned_) ready.push_back(c);
     vm.spawned_.clear();
     if (st.ok() && f.suspended) {
       std::vector<Fiber *> &q = pending[f.kernel];
@@ -286,6 +312,20 @@ struct VirtualMachine::Scheduler {
     }
     vm.profile_.batch.scheduleSeconds += since(tc);
     singles(misfit, vm.profile_.batch.fallbackCalls);
+    if (!misfit.empty()) {
+      // A misfit that failed killed its instance's forked calls, which may
+      // be among `fit`: released, their operands are gone.
+      size_t w = 0;
+      total = 0;
+      for (size_t c = 0; c < fit.size(); ++c)
+        if (!fit[c]->dead) {
+          total += rowsOf[c];
+          fit[w] = fit[c];
+          rowsOf[w++] = rowsOf[c];
+        }
+      fit.resize(w);
+      rowsOf.resize(w);
+    }
     if (fit.size() < 2) return singles(fit, vm.profile_.batch.singleCalls);
 
     // Gather fusion, or stacked copies; under --gather-fusion=auto the
@@ -571,7 +611,7 @@ struct VirtualMachine::Scheduler {
   }
 
   void run() {
-    for (auto &f : fibers) ready.push_back(f.get());
+    for (Fiber *f : fibers) ready.push_back(f);
     while (true) {
       // Every fiber that can go on does, forked children included, before
       // a group is chosen: otherwise a fork tree unfolds one level per
@@ -624,6 +664,44 @@ struct VirtualMachine::Scheduler {
   }
 };
 
+VirtualMachine::Fiber *VirtualMachine::newFiber() {
+  if (fiberFree_.empty()) {
+    // Room in the free list first: recycling must not allocate. Doubling:
+    // a run forks a fiber per tree node.
+    size_t room = std::max<size_t>(64, 2 * fiberStore_.size());
+    if (fiberFree_.capacity() <= fiberStore_.size()) fiberFree_.reserve(room);
+    if (fiberStore_.capacity() <= fiberStore_.size()) fiberStore_.reserve(room);
+    fiberStore_.push_back(std::make_unique<Fiber>());
+    return fiberStore_.back().get();
+  }
+  Fiber *f = fiberFree_.back();
+  fiberFree_.pop_back();
+  return f;
+}
+
+void VirtualMachine::recycleFiber(Fiber &f) {
+  f.regs.clear();
+  f.frames.clear();
+  f.resumePc = 0;
+  f.suspended = false;
+  f.kernel = f.callPc = 0;
+  f.ins.clear();
+  f.outs.clear();
+  f.depth = 0;
+  f.index = 0;
+  f.joins.clear();
+  f.parent = nullptr;
+  f.depthBase = 0;
+  f.waiting = false;
+  f.dead = false;
+  fiberFree_.push_back(&f);
+}
+
+void VirtualMachine::recycleAllFibers() {
+  fiberFree_.clear();
+  for (auto &f : fiberStore_) recycleFiber(*f);
+}
+
 Status VirtualMachine::runInstances(const std::string &name, std::vector<std::vector<ObjectRef>> instances,
                                     std::vector<InstanceOutcome> &out, bool autoBatch) {
   int f = exe_->findFunction(name);
@@ -640,18 +718,19 @@ Status VirtualMachine::runInstances(const std::string &name, std::vector<std::ve
   const VMFunction &fn = exe_->functions[static_cast<size_t>(f)];
   auto t0 = Clock::now();
   Scheduler s(*this, out, static_cast<uint32_t>(f));
+  s.fibers.reserve(instances.size());
   for (size_t i = 0; i < instances.size(); ++i) {
     if (instances[i].size() != fn.paramTypes.size()) {
       out[i].status = Status::error("@" + name + " takes " + std::to_string(fn.paramTypes.size()) +
                                     " arguments, got " + std::to_string(instances[i].size()));
       continue;
     }
-    auto fb = std::make_unique<Fiber>();
+    Fiber *fb = newFiber();
     fb->index = i;
     fb->regs.assign(fn.numRegisters, ObjectRef());
     for (size_t a = 0; a < instances[i].size(); ++a) fb->regs[a] = std::move(instances[i][a]);
     fb->frames.assign(1, Frame{static_cast<uint32_t>(f), 0, 0});
-    s.fibers.push_back(std::move(fb));
+    s.fibers.push_back(fb);
   }
   // --max-instructions bounds each instance: the batch gets n times it.
   uint64_t n = std::max<uint64_t>(1, s.fibers.size());
@@ -668,11 +747,13 @@ Status VirtualMachine::runInstances(const std::string &name, std::vector<std::ve
     batching_ = false;
     spawned_.clear();
     cur_ = &main_;
+    recycleAllFibers();
     throw;
   }
   batching_ = false;
   spawned_.clear();
   cur_ = &main_;
+  recycleAllFibers();
   profile_.totalSeconds += since(t0);
   return Status::success();
 }

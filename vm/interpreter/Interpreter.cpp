@@ -542,7 +542,7 @@ dispatch:
           // left a join pointing at a freed fiber).
           fiber.joins.reserve(fiber.joins.size() + 1);
           spawned_.reserve(spawned_.size() + 1);
-          auto child = std::make_unique<Fiber>();
+          Fiber *child = newFiber();
           child->regs.resize(std::max<size_t>(f2.numRegisters, nargs2));
           for (uint32_t i = 0; i < nargs2; ++i) child->regs[i] = R(args2[i]);
           child->frames.push_back(Frame{callee2, 0, pc2});
@@ -553,9 +553,9 @@ dispatch:
           Fiber::Join j;
           j.pc = pc2;
           j.depth = frames.size();
-          j.child = child.get();
+          j.child = child;
           fiber.joins.push_back(std::move(j));
-          spawned_.push_back(std::move(child));
+          spawned_.push_back(child);
           ++profile_.batch.forks;
         }
       }
@@ -697,7 +697,7 @@ dispatch:
     if (!p)
       FAIL("out of memory allocating " + std::to_string(size) + " bytes" +
            (dev != Device::CPU && opts_.device ? std::string(" on ") + deviceName(dev) : std::string()));
-    R(code[pc + 1]) = ObjectRef(new Storage(&a, p, static_cast<size_t>(size), dev, align));
+    R(code[pc + 1]) = ObjectRef(Storage::make(&a, p, static_cast<size_t>(size), dev, align));
     NEXT(5);
   }
   CASE(StorageSize) {
@@ -728,7 +728,11 @@ dispatch:
       if (!st) FAIL("register r" + std::to_string(code[pc + 2]) + " does not hold a storage");
       TENSOR_OR_FAIL(off, code[pc + 3]);
       DType dt = static_cast<DType>(code[pc + 4]);
-      std::vector<int64_t> shape;
+      // The dims on the stack (rank <= kMaxRank, checked here for a shape in
+      // a register and by the verifier for an immediate one): Tensor::make
+      // copies them into a recycled tensor's buffer, no allocation per call.
+      int64_t dims[limits::kMaxRank];
+      size_t rank;
       uint32_t size;
       if (fromReg) {
         TENSOR_OR_FAIL(sh, code[pc + 5]);
@@ -737,22 +741,29 @@ dispatch:
         if (sh->dim(0) > int64_t(limits::kMaxRank))
           FAIL("alloc_tensor shape of rank " + std::to_string(sh->dim(0)) + " is more than the limit of " +
                std::to_string(limits::kMaxRank));
-        shape.assign(sh->data<int64_t>(), sh->data<int64_t>() + sh->dim(0));
+        rank = static_cast<size_t>(sh->dim(0));
+        if (rank) std::memcpy(dims, sh->data<int64_t>(), rank * sizeof(int64_t));
         size = 6;
       } else {
-        uint32_t rank = code[pc + 5];
-        for (uint32_t i = 0; i < rank; ++i)
-          shape.push_back(static_cast<int64_t>(uint64_t(code[pc + 6 + 2 * i]) | (uint64_t(code[pc + 7 + 2 * i]) << 32)));
-        size = 6 + 2 * rank;
+        uint32_t r = code[pc + 5];
+        if (r > limits::kMaxRank)
+          FAIL("alloc_tensor shape of rank " + std::to_string(r) + " is more than the limit of " +
+               std::to_string(limits::kMaxRank));
+        for (uint32_t i = 0; i < r; ++i)
+          dims[i] = static_cast<int64_t>(uint64_t(code[pc + 6 + 2 * i]) | (uint64_t(code[pc + 7 + 2 * i]) << 32));
+        rank = r;
+        size = 6 + 2 * r;
       }
-      for (int64_t d : shape)
-        if (d < 0) FAIL("negative dimension in alloc_tensor shape " + formatDims(shape));
-      int64_t bytes = 0, end = 0;
-      if (!limits::checkedByteSize(shape, static_cast<int64_t>(dtypeSize(dt)), bytes))
-        FAIL(tooLarge(shape, dt));
+      auto shapeText = [&] { return formatDims(std::vector<int64_t>(dims, dims + rank)); };
+      for (size_t i = 0; i < rank; ++i)
+        if (dims[i] < 0) FAIL("negative dimension in alloc_tensor shape " + shapeText());
+      int64_t elems = 0, bytes = 0, end = 0;
+      if (!limits::checkedNumElements(dims, rank, elems) ||
+          !limits::checkedMul(elems, static_cast<int64_t>(dtypeSize(dt)), bytes) || bytes > limits::kMaxTensorBytes)
+        FAIL(tooLarge(std::vector<int64_t>(dims, dims + rank), dt));
       SCALAR_OR_FAIL(offset, off, "tensor offset");
       if (offset < 0 || !limits::checkedAdd(offset, bytes, end) || static_cast<uint64_t>(end) > st->size())
-        FAIL("tensor of shape " + formatDims(shape) + "x" + std::string(dtypeName(dt)) + " at offset " +
+        FAIL("tensor of shape " + shapeText() + "x" + std::string(dtypeName(dt)) + " at offset " +
              std::to_string(offset) + " does not fit its storage of " + std::to_string(st->size()) + " bytes");
       // Storages are at least 8-byte aligned (the allocators' minimum), so an
       // offset that is a multiple of the element size keeps every element
@@ -760,7 +771,7 @@ dispatch:
       if (offset % static_cast<int64_t>(dtypeSize(dt)) != 0)
         FAIL("tensor of dtype " + std::string(dtypeName(dt)) + " at offset " + std::to_string(offset) +
              " is not aligned to its element size (" + std::to_string(dtypeSize(dt)) + " bytes)");
-      R(code[pc + 1]) = ObjectRef(new Tensor(dt, std::move(shape), Ref<Storage>(st), static_cast<size_t>(offset)));
+      R(code[pc + 1]) = ObjectRef(Tensor::make(dt, dims, rank, Ref<Storage>(st), static_cast<size_t>(offset)));
       step = size;
     }
     NEXT(step);
@@ -867,7 +878,7 @@ dispatch:
       } else if (known != n) {
         FAIL("cannot reshape " + t->typeString() + " (" + std::to_string(n) + " elements) to " + formatDims(shape));
       }
-      R(code[pc + 1]) = ObjectRef(new Tensor(t->dtype(), std::move(shape), t->storage(), t->offset()));
+      R(code[pc + 1]) = ObjectRef(Tensor::make(t->dtype(), shape, t->storage(), t->offset()));
       step = 4;
     }
     NEXT(step);

@@ -257,7 +257,21 @@ private:
   /// runInstances with auto-batching: batchable kernel calls suspend, and
   /// independent consecutive calls fork (children land in spawned_).
   bool batching_ = false;
-  std::vector<std::unique_ptr<Fiber>> spawned_;
+  std::vector<Fiber *> spawned_;
+  /// Every fiber runInstances has made (instances and forked calls), kept
+  /// for the life of the VM, and those free for reuse: a finished fiber is
+  /// reset and reused, with the capacity of its registers, frames and
+  /// operand lists, by the next fork or instance (a fork was six heap
+  /// allocations, one per tree node on Tree-LSTM; `fiberFree_` never holds
+  /// more than `fiberStore_`, so returning one to it cannot fail).
+  std::vector<std::unique_ptr<Fiber>> fiberStore_;
+  std::vector<Fiber *> fiberFree_;
+  /// A reset fiber, reused or new (std::bad_alloc when out of memory).
+  Fiber *newFiber();
+  /// Resets `f` (its registers released) and makes it free for reuse.
+  void recycleFiber(Fiber &f);
+  /// After a run: every fiber made so far is free again.
+  void recycleAllFibers();
   /// The call stack of `f`, its parents' frames first (error messages).
   std::vector<Frame> stackOf(const Fiber &f) const;
   std::vector<TensorRef> constants_;
