@@ -53,6 +53,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/analysis/Analysis.h"
+#include "passes/analysis/SameExtent.h"
 #include "passes/transforms/ConstantFold.h"
 #include "passes/Pass.h"
 #include "passes/PatternUtils.h"
@@ -119,6 +120,7 @@ private:
   bool simplifyArith(Operation *op);
   bool simplifyPow(Operation *op);
   bool simplifyShape(Operation *op);
+  bool staticReshapeTarget(Operation *op);
   bool simplifyCast(Operation *op);
   bool simplifySelect(Operation *op);
   bool simplifyBranch(Operation *op);
@@ -500,6 +502,7 @@ bool Canonicalizer::simplifyShape(Operation *op) {
   }
   case OpCode::Reshape:
   case OpCode::DynReshape: {
+    if (op->is(OpCode::DynReshape) && staticReshapeTarget(op)) return true;
     // Reshaping to x's own static shape is x.
     InferredTypes inf = inferResultTypes(*op, m_);
     if (inf.ok() && xt.isTensor() && xt.hasStaticShape() && inf.types.size() == 1 &&
@@ -537,6 +540,45 @@ bool Canonicalizer::simplifyShape(Operation *op) {
     return false;
   default: return false;
   }
+}
+
+/// dyn_reshape %x, %s -> reshape %x, shape=[...] when %s is known at compile
+/// time but for at most one entry, a `dim` that provably equals x's only `?`
+/// dimension (SameExtent.h) while the other entries multiply to x's static
+/// sizes: that entry is then what -1 computes. torch's exports split heads by
+/// Reshape(q, [Shape(h)[0], 12, 64]) with h the input of q = h W^T + b
+/// (issue 47); as `reshape %q, shape=[-1, 12, 64]` no target vector is built
+/// at run time (dim, expand_dims, concat), and later patterns and passes see
+/// a static reshape. Exact: the dyn_reshape's run-time check (x's element
+/// count is the target's product) always passes, and the reshape's (a
+/// multiple of the other entries) too; both give the same shape.
+bool Canonicalizer::staticReshapeTarget(Operation *op) {
+  Value *x = op->operand(0);
+  if (!x->type().isTensor()) return false;
+  auto entries = shapeEntries(op->operand(1));
+  if (!entries) return false;
+  std::vector<int64_t> target;
+  int64_t dynAt = -1, minusOnes = 0;
+  for (size_t i = 0; i < entries->size(); ++i) {
+    const ShapeEntry &e = (*entries)[i];
+    if (e.dim.value) {
+      if (dynAt >= 0) return false;
+      dynAt = static_cast<int64_t>(i);
+      target.push_back(-1);
+      continue;
+    }
+    if (e.size < -1) return false; // an error the runtime reports
+    minusOnes += e.size == -1;
+    target.push_back(e.size);
+  }
+  if (dynAt >= 0) {
+    std::optional<DimRef> src = minusOneSource(x, target, static_cast<size_t>(dynAt));
+    if (minusOnes > 0 || !src || !sameExtent(*src, (*entries)[static_cast<size_t>(dynAt)].dim)) return false;
+  } else if (minusOnes > 1) {
+    return false;
+  }
+  replace(op, create(op, OpCode::Reshape, {x}, op->result(0)->type(), {Attr::getInts(target)}, op->result(0)));
+  return true;
 }
 
 bool Canonicalizer::simplifyCast(Operation *op) {
