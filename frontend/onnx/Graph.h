@@ -28,7 +28,8 @@ namespace nimble::onnx_import {
 inline constexpr int kMinOpset = 1, kMaxOpset = 21;
 
 /// Rewrites exporters' decompositions of Nimble ops back into the op: the
-/// exact GELU as erf arithmetic (Idioms.cpp). Run on the built module,
+/// exact GELU as erf arithmetic, LayerNorm as reductions and arithmetic
+/// (Idioms.cpp). Run on the built module,
 /// before GraphImporter::cleanUp erases what it leaves unused.
 void recogniseIdioms(ir::Module &m);
 

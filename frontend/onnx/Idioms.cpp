@@ -1,4 +1,4 @@
-//===- Idioms.cpp - Exporters' decompositions of Nimble ops ----------------===//
+//===- Idioms.cpp - Exporters' decompositions of Nimble ops ---------------===//
 //
 // ONNX has no GELU before opset 20, so torch (F.gelu, nn.GELU: BERT's and
 // ViT's feed-forward) exports the exact GELU as arithmetic around Erf:
@@ -28,6 +28,22 @@
 // precision of the element type; %d, %e, %p and %m have no other use (else
 // they are computed anyway).
 //
+// Likewise LayerNormalization, an ONNX op only from opset 17: torch exports
+// nn.LayerNorm below it (Hugging Face's BERT and ViT at opset 14) as
+//
+//   %m = mean %x, axes=[-1], keepdims=true
+//   %d = sub %x, %m
+//   %q = pow %d, 2.0               // or mul %d, %d
+//   %v = mean %q, axes=[-1], keepdims=true
+//   %s = sqrt (add %v, eps)
+//   %y = add (mul (div %d, %s), %gamma), %beta
+//
+// which is `layer_norm %x, %gamma, %beta, eps=eps` (one kernel for nine, the
+// two reductions in one pass each). gamma and beta must be vectors of x's
+// static last dimension; every intermediate value has no other use (d: the
+// square and the division). Not bit for bit either: layer_norm's kernels
+// accumulate in double and round once, the ops round each in f32.
+//
 //===----------------------------------------------------------------------===//
 
 #include "frontend/onnx/Graph.h"
@@ -36,6 +52,8 @@
 #include "ir/Inference.h"
 
 #include <cmath>
+#include <optional>
+#include <tuple>
 
 namespace nimble::onnx_import {
 namespace {
@@ -103,17 +121,79 @@ Value *geluOperand(Operation *y) {
   return nullptr;
 }
 
+/// mean over the last axis, kept: its operand, else null.
+Value *lastAxisMean(Value *v) {
+  Operation *m = soleUse(v, OpCode::Mean);
+  if (!m || !m->boolAttr("keepdims") || !m->operand(0)->type().isTensor()) return nullptr;
+  int64_t r = m->operand(0)->type().rank();
+  const std::vector<int64_t> &axes = m->attr("axes").getInts();
+  return r >= 1 && axes.size() == 1 && (axes[0] == -1 || axes[0] == r - 1) ? m->operand(0) : nullptr;
+}
+
+/// A rank-1 operand of x's last dimension (gamma, beta).
+bool lastAxisVector(Value *v, Value *x) {
+  Type t = v->type(), xt = x->type();
+  return t.isTensor() && t.rank() == 1 && t.dtype() == xt.dtype() && t.dims()[0] != kDynamic &&
+         t.dims()[0] == xt.dims().back();
+}
+
+/// torch's LayerNorm below opset 17 (ReduceMean, Sub, Pow 2, ReduceMean,
+/// Add eps, Sqrt, Div, Mul gamma, Add beta), rooted at the last add:
+/// {x, gamma, beta, eps}, or nothing.
+std::optional<std::tuple<Value *, Value *, Value *, double>> layerNormOf(Operation *y) {
+  if (!y->is(OpCode::Add)) return std::nullopt;
+  for (unsigned i = 0; i < 2; ++i) {
+    Operation *mg = soleUse(y->operand(i), OpCode::Mul);
+    Value *beta = y->operand(1 - i);
+    if (!mg) continue;
+    for (unsigned j = 0; j < 2; ++j) {
+      Operation *div = soleUse(mg->operand(j), OpCode::Div);
+      Value *gamma = mg->operand(1 - j);
+      if (!div) continue;
+      // d = x - mean(x).
+      Value *d = div->operand(0);
+      Operation *sub = d->definingOp();
+      if (!sub || !sub->is(OpCode::Sub)) continue;
+      Value *x = sub->operand(0);
+      if (lastAxisMean(sub->operand(1)) != x) continue;
+      Operation *sq = soleUse(div->operand(1), OpCode::Sqrt);
+      Operation *ve = sq ? soleUse(sq->operand(0), OpCode::Add) : nullptr;
+      if (!ve) continue;
+      for (unsigned k = 0; k < 2; ++k) {
+        Value *p = lastAxisMean(ve->operand(k));
+        double eps = p ? scalarOf(ve->operand(1 - k), p) : std::nan("");
+        if (!(eps >= 0)) continue;
+        Operation *pw = p ? p->definingOp() : nullptr;
+        if (!pw || !p->hasOneUse()) continue;
+        // d feeds the division and the square only.
+        bool square = (pw->is(OpCode::Pow) && pw->operand(0) == d && scalarOf(pw->operand(1), d) == 2.0 &&
+                       d->numUses() == 2) ||
+                      (pw->is(OpCode::Mul) && pw->operand(0) == d && pw->operand(1) == d && d->numUses() == 3);
+        Type xt = x->type();
+        if (square && xt.isTensor() && isFloat(xt.dtype()) && xt.rank() >= 1 && d->type() == xt &&
+            y->result(0)->type() == xt && lastAxisVector(gamma, x) && lastAxisVector(beta, x))
+          return std::make_tuple(x, gamma, beta, eps);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 void recogniseIdioms(Module &m) {
   for (const auto &f : m.functions())
     for (const auto &b : f->blocks())
       for (Operation *op : b->opsSnapshot()) {
-        Value *x = geluOperand(op);
-        if (!x) continue;
         Builder bld(m, op->loc());
         bld.setInsertionPoint(op);
-        Operation *g = bld.create(OpCode::Gelu, {x});
+        Operation *g = nullptr;
+        if (Value *x = geluOperand(op)) {
+          g = bld.create(OpCode::Gelu, {x});
+        } else if (auto ln = layerNormOf(op)) {
+          auto [x, gamma, beta, eps] = *ln;
+          g = bld.create(OpCode::LayerNorm, {x, gamma, beta}, {{"eps", Attr::getFloat(eps)}});
+        }
         if (!g) continue;
         std::string name(op->result(0)->name());
         op->result(0)->replaceAllUsesWith(g->result(0));

@@ -245,3 +245,37 @@ def gelu_erf():
     e3 = erf(x / math.sqrt(2)).astype(np.float32)
     y4 = (0.5 * x * (1 + erf(x / 1.5))).astype(np.float32)
     return m, [x], [g, g, g, e3, y4]
+
+
+@case
+def layernorm_decomposed():
+    # LayerNormalization as torch exports it below opset 17 (Idioms.cpp):
+    # ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, Mul, Add ->
+    # layer_norm; the square as Mul(d, d) too. Kept when d has another use
+    # (an output).
+    from onnx import helper
+
+    def const(name, v):
+        return helper.make_node("Constant", [], [name], name=name + "_c",
+                                value=helper.make_tensor(name, F, [], [v]))
+
+    def ln(p, sq):
+        return [N("ReduceMean", ["x"], [p + "m"], p + "m", axes=[-1]), N("Sub", ["x", p + "m"], [p + "d"], p + "d"),
+                sq, N("ReduceMean", [p + "q"], [p + "v"], p + "v", axes=[-1]),
+                N("Add", [p + "v", "eps"], [p + "ve"], p + "ve"), N("Sqrt", [p + "ve"], [p + "s"], p + "s"),
+                N("Div", [p + "d", p + "s"], [p + "n"], p + "n"), N("Mul", [p + "n", "g"], [p + "y0"], p + "y0"),
+                N("Add", [p + "y0", "b"], [p + "y"], p + "y")]
+
+    nodes = [const("two", 2.0), const("eps", 1e-5)]
+    nodes += ln("a", N("Pow", ["ad", "two"], ["aq"], "aq"))
+    nodes += ln("c", N("Mul", ["cd", "cd"], ["cq"], "cq"))
+    nodes += ln("e", N("Pow", ["ed", "two"], ["eq"], "eq"))
+    m = model(nodes, [("x", F, ["N", 6])],
+              [("ay", F, ["N", 6]), ("cy", F, ["N", 6]), ("ey", F, ["N", 6]), ("ed", F, ["N", 6])],
+              inits=[("g", randn(6)), ("b", randn(6))], opset=13)
+    x = randn(3, 6) * 4 + 1
+    g, b = [np.array(t.float_data if t.float_data else np.frombuffer(t.raw_data, np.float32), np.float32)
+            for t in m.graph.initializer]
+    mu = x.mean(-1, keepdims=True)
+    y = ((x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + 1e-5) * g + b).astype(np.float32)
+    return m, [x], [y, y, y, (x - mu).astype(np.float32)]
