@@ -27,6 +27,12 @@ namespace nimble::onnx_import {
 /// broadcasting one), and a node of an older version is refused by op.
 inline constexpr int kMinOpset = 1, kMaxOpset = 21;
 
+/// Rewrites exporters' decompositions of Nimble ops back into the op: the
+/// exact GELU as erf arithmetic, LayerNorm as reductions and arithmetic
+/// (Idioms.cpp). Run on the built module,
+/// before GraphImporter::cleanUp erases what it leaves unused.
+void recogniseIdioms(ir::Module &m);
+
 class GraphImporter {
 public:
   /// What a retry of the import learned of sequences whose element type the

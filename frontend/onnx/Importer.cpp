@@ -643,6 +643,7 @@ bool importModel(const std::string &bytes, const ImportOptions &opts, Context &c
     }
   }
   GraphImporter &gi = *gip;
+  recogniseIdioms(*m);
   gi.cleanUp();
   std::ostringstream diagText;
   DiagnosticEngine diag(nullptr, diagText);

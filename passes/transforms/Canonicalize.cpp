@@ -53,6 +53,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/analysis/Analysis.h"
+#include "passes/analysis/SameExtent.h"
 #include "passes/transforms/ConstantFold.h"
 #include "passes/Pass.h"
 #include "passes/PatternUtils.h"
@@ -119,6 +120,8 @@ private:
   bool simplifyArith(Operation *op);
   bool simplifyPow(Operation *op);
   bool simplifyShape(Operation *op);
+  bool staticReshapeTarget(Operation *op);
+  bool hoistAboveReshape(Operation *op);
   bool simplifyCast(Operation *op);
   bool simplifySelect(Operation *op);
   bool simplifyBranch(Operation *op);
@@ -325,11 +328,15 @@ bool Canonicalizer::scalarizeSplatOperand(Operation *op) {
 
 bool Canonicalizer::simplify(Operation *op) {
   if (scalarizeSplatOperand(op)) return true;
+  if (op->info().relation == Relation::Unary && op->info().fusion == FusionPattern::ElemWise &&
+      hoistAboveReshape(op))
+    return true;
   switch (op->code()) {
   case OpCode::Add:
   case OpCode::Sub:
   case OpCode::Mul:
   case OpCode::Div:
+    return simplifyArith(op) || hoistAboveReshape(op);
   case OpCode::LogicalAnd:
   case OpCode::LogicalOr: return simplifyArith(op);
   case OpCode::Pow: return simplifyPow(op);
@@ -500,6 +507,7 @@ bool Canonicalizer::simplifyShape(Operation *op) {
   }
   case OpCode::Reshape:
   case OpCode::DynReshape: {
+    if (op->is(OpCode::DynReshape) && staticReshapeTarget(op)) return true;
     // Reshaping to x's own static shape is x.
     InferredTypes inf = inferResultTypes(*op, m_);
     if (inf.ok() && xt.isTensor() && xt.hasStaticShape() && inf.types.size() == 1 &&
@@ -537,6 +545,102 @@ bool Canonicalizer::simplifyShape(Operation *op) {
     return false;
   default: return false;
   }
+}
+
+/// dyn_reshape %x, %s -> reshape %x, shape=[...] when %s is known at compile
+/// time but for at most one entry, a `dim` that provably equals x's only `?`
+/// dimension (SameExtent.h) while the other entries multiply to x's static
+/// sizes: that entry is then what -1 computes. torch's exports split heads by
+/// Reshape(q, [Shape(h)[0], 12, 64]) with h the input of q = h W^T + b
+/// (issue 47); as `reshape %q, shape=[-1, 12, 64]` no target vector is built
+/// at run time (dim, expand_dims, concat), and later patterns and passes see
+/// a static reshape. Exact: the dyn_reshape's run-time check (x's element
+/// count is the target's product) always passes, and the reshape's (a
+/// multiple of the other entries) too; both give the same shape.
+bool Canonicalizer::staticReshapeTarget(Operation *op) {
+  Value *x = op->operand(0);
+  if (!x->type().isTensor()) return false;
+  auto entries = shapeEntries(op->operand(1));
+  if (!entries) return false;
+  std::vector<int64_t> target;
+  int64_t dynAt = -1, minusOnes = 0;
+  for (size_t i = 0; i < entries->size(); ++i) {
+    const ShapeEntry &e = (*entries)[i];
+    if (e.dim.value) {
+      if (dynAt >= 0) return false;
+      dynAt = static_cast<int64_t>(i);
+      target.push_back(-1);
+      continue;
+    }
+    if (e.size < -1) return false; // an error the runtime reports
+    minusOnes += e.size == -1;
+    target.push_back(e.size);
+  }
+  if (dynAt >= 0) {
+    std::optional<DimRef> src = minusOneSource(x, target, static_cast<size_t>(dynAt));
+    if (minusOnes > 0 || !src || !sameExtent(*src, (*entries)[static_cast<size_t>(dynAt)].dim)) return false;
+  } else if (minusOnes > 1) {
+    return false;
+  }
+  replace(op, create(op, OpCode::Reshape, {x}, op->result(0)->type(), {Attr::getInts(target)}, op->result(0)));
+  return true;
+}
+
+/// u(reshape(y)) -> reshape(u(y)) for an element-wise unary op u (gelu, exp,
+/// relu, ...); add(reshape(y), c) -> reshape(add(y, c)) (also sub, mul, div, c on either
+/// side) when c is a vector along the last axis (rank <= 1: size 1 or the
+/// last dim) and the reshape keeps y's static last dimension: each element
+/// meets the same element of c either way, and the reshape, a view, checks
+/// the same element count. An imported linear layer on a stack of rows is
+/// reshape, matmul, reshape back, then the bias add (ONNX MatMul then Add,
+/// issue 47: Hugging Face's BERT, ViT); with the add (and a GELU after it)
+/// next to the matmul, fuse makes them the GEMM's epilogue instead of
+/// kernels of their own.
+bool Canonicalizer::hoistAboveReshape(Operation *op) {
+  if (op->numResults() != 1) return false;
+  Type rt = op->result(0)->type();
+  // Only onto a value that fuse can extend (the GEMM, an element-wise
+  // group) and nothing else reads: the moved op then joins that group, and
+  // no program gets a kernel more (the reshape, a view, splits groups).
+  auto extendable = [](Value *y) {
+    Operation *d = y->definingOp();
+    if (!d || !y->hasOneUse()) return false;
+    FusionPattern p = d->info().fusion;
+    return p == FusionPattern::OutputFusable || p == FusionPattern::ElemWise || p == FusionPattern::Broadcast;
+  };
+  if (op->numOperands() == 1) {
+    // An element-wise unary op meets each element alone, in any shape.
+    Value *x = op->operand(0);
+    Operation *r = definedBy(x, OpCode::Reshape);
+    if (!r || !x->hasOneUse() || !rt.isTensor() || !x->type().isTensor() || rt.dims() != x->type().dims())
+      return false;
+    Value *y = r->operand(0);
+    if (!y->type().isTensor() || !extendable(y)) return false;
+    std::vector<Attr> attrs(op->attrs().begin(), op->attrs().end());
+    Value *inner = create(op, op->code(), {y}, ctx_.tensor(rt.dtype(), y->type().dims()), std::move(attrs), nullptr);
+    replace(op, create(op, OpCode::Reshape, {inner}, rt, {r->attr("shape")}, op->result(0)));
+    return true;
+  }
+  if (op->numOperands() != 2) return false;
+  for (unsigned i = 0; i < 2; ++i) {
+    Value *x = op->operand(i), *c = op->operand(1 - i);
+    Operation *r = definedBy(x, OpCode::Reshape);
+    if (!r || !x->hasOneUse()) continue;
+    Value *y = r->operand(0);
+    if (!extendable(y)) continue;
+    Type yt = y->type(), xt = x->type(), ct = c->type();
+    if (!yt.isTensor() || !xt.isTensor() || !ct.isTensor() || !rt.isTensor() || yt.rank() < 1 ||
+        xt.rank() < 1 || ct.rank() > 1 || yt.dtype() != ct.dtype() || rt.dims() != xt.dims())
+      continue;
+    int64_t last = yt.dims().back();
+    if (last == kDynamic || xt.dims().back() != last) continue;
+    if (ct.rank() == 1 && ct.dims()[0] != last && ct.dims()[0] != 1) continue;
+    std::vector<Value *> operands = i == 0 ? std::vector<Value *>{y, c} : std::vector<Value *>{c, y};
+    Value *inner = create(op, op->code(), operands, ctx_.tensor(rt.dtype(), yt.dims()), defaultAttrs(op->code()), nullptr);
+    replace(op, create(op, OpCode::Reshape, {inner}, rt, {r->attr("shape")}, op->result(0)));
+    return true;
+  }
+  return false;
 }
 
 bool Canonicalizer::simplifyCast(Operation *op) {

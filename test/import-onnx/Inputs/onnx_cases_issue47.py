@@ -211,3 +211,71 @@ def upsample_opset9():
     rows = np.stack([lin1(r, 3, 6) for r in x[0, 0]])
     l = np.stack([lin1(c, 2, 4) for c in rows.T]).T
     return m, [x], [n, l[None, None].astype(np.float32)]
+
+
+@case
+def gelu_erf():
+    # The exact GELU as exporters write it below opset 20 (Idioms.cpp): torch's
+    # x * (1 + erf(x / sqrt 2)) * 0.5 with Constant nodes -> gelu; (x * 0.5) *
+    # (1 + erf(x * (1/sqrt 2))) with initializers -> gelu; kept as arithmetic
+    # when the erf has another use, and when the divisor is not sqrt 2.
+    from onnx import helper
+    import math
+
+    def const(name, v):
+        return helper.make_node("Constant", [], [name], name=name + "_c",
+                                value=helper.make_tensor(name, F, [], [v]))
+
+    nodes = [const("sqrt2", 1.4142135), const("one", 1.0), const("half", 0.5), const("c15", 1.5),
+             N("Div", ["x", "sqrt2"], ["d1"], "d1"), N("Erf", ["d1"], ["e1"], "e1"), N("Add", ["e1", "one"], ["p1"], "p1"),
+             N("Mul", ["x", "p1"], ["m1"], "m1"), N("Mul", ["m1", "half"], ["y1"], "y1"),
+             N("Mul", ["x", "h_init"], ["h2"], "h2"), N("Mul", ["x", "rs_init"], ["d2"], "d2"),
+             N("Erf", ["d2"], ["e2"], "e2"), N("Add", ["one_init", "e2"], ["p2"], "p2"), N("Mul", ["h2", "p2"], ["y2"], "y2"),
+             N("Div", ["x", "sqrt2"], ["d3"], "d3"), N("Erf", ["d3"], ["e3"], "e3"), N("Add", ["e3", "one"], ["p3"], "p3"),
+             N("Mul", ["x", "p3"], ["m3"], "m3"), N("Mul", ["m3", "half"], ["y3"], "y3"),
+             N("Div", ["x", "c15"], ["d4"], "d4"), N("Erf", ["d4"], ["e4"], "e4"), N("Add", ["e4", "one"], ["p4"], "p4"),
+             N("Mul", ["x", "p4"], ["m4"], "m4"), N("Mul", ["m4", "half"], ["y4"], "y4")]
+    m = model(nodes, [("x", F, ["N", 4])],
+              [("y1", F, ["N", 4]), ("y2", F, ["N", 4]), ("y3", F, ["N", 4]), ("e3", F, ["N", 4]), ("y4", F, ["N", 4])],
+              inits=[("h_init", np.array(0.5, np.float32)), ("rs_init", np.array(0.70710677, np.float32)),
+                     ("one_init", np.array(1.0, np.float32))])
+    x = np.concatenate([randn(2, 4), np.array([[-6.0, -3.0, 0.0, 4.0]], np.float32)])
+    erf = np.vectorize(math.erf)
+    g = (0.5 * x * (1 + erf(x / math.sqrt(2)))).astype(np.float32)
+    e3 = erf(x / math.sqrt(2)).astype(np.float32)
+    y4 = (0.5 * x * (1 + erf(x / 1.5))).astype(np.float32)
+    return m, [x], [g, g, g, e3, y4]
+
+
+@case
+def layernorm_decomposed():
+    # LayerNormalization as torch exports it below opset 17 (Idioms.cpp):
+    # ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, Mul, Add ->
+    # layer_norm; the square as Mul(d, d) too. Kept when d has another use
+    # (an output).
+    from onnx import helper
+
+    def const(name, v):
+        return helper.make_node("Constant", [], [name], name=name + "_c",
+                                value=helper.make_tensor(name, F, [], [v]))
+
+    def ln(p, sq):
+        return [N("ReduceMean", ["x"], [p + "m"], p + "m", axes=[-1]), N("Sub", ["x", p + "m"], [p + "d"], p + "d"),
+                sq, N("ReduceMean", [p + "q"], [p + "v"], p + "v", axes=[-1]),
+                N("Add", [p + "v", "eps"], [p + "ve"], p + "ve"), N("Sqrt", [p + "ve"], [p + "s"], p + "s"),
+                N("Div", [p + "d", p + "s"], [p + "n"], p + "n"), N("Mul", [p + "n", "g"], [p + "y0"], p + "y0"),
+                N("Add", [p + "y0", "b"], [p + "y"], p + "y")]
+
+    nodes = [const("two", 2.0), const("eps", 1e-5)]
+    nodes += ln("a", N("Pow", ["ad", "two"], ["aq"], "aq"))
+    nodes += ln("c", N("Mul", ["cd", "cd"], ["cq"], "cq"))
+    nodes += ln("e", N("Pow", ["ed", "two"], ["eq"], "eq"))
+    m = model(nodes, [("x", F, ["N", 6])],
+              [("ay", F, ["N", 6]), ("cy", F, ["N", 6]), ("ey", F, ["N", 6]), ("ed", F, ["N", 6])],
+              inits=[("g", randn(6)), ("b", randn(6))], opset=13)
+    x = randn(3, 6) * 4 + 1
+    g, b = [np.array(t.float_data if t.float_data else np.frombuffer(t.raw_data, np.float32), np.float32)
+            for t in m.graph.initializer]
+    mu = x.mean(-1, keepdims=True)
+    y = ((x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + 1e-5) * g + b).astype(np.float32)
+    return m, [x], [y, y, y, (x - mu).astype(np.float32)]
