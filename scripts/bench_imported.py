@@ -41,6 +41,9 @@ without one pass) and times it first in each round, in a column of its own
 --omp-wait-policy passive sets OMP_WAIT_POLICY for every process: libgomp's
 threads (Nimble's and PyTorch's) then sleep between parallel regions
 instead of spinning (docs/perf.md: two threads under contention).
+nimble-run does that by default unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is
+set (docs/nimble-run.md, "Waiting threads"): GOMP_SPINCOUNT=300000 in the
+environment of this script times libgomp's own default.
 
 Imported against hand-written (bert_base): the reference PyTorch module of
 models/bert with the seeded weights of models/bert/make_weights.py (run it

@@ -31,7 +31,17 @@
 //      < Injective < Reduction < OutputFusable < Opaque), which is what G may
 //      still absorb;
 //   3. the paper's policy allows it (below);
-//   4. G has fewer than `max-group-size` members.
+//   4. G has fewer than `max-group-size` members;
+//   5. P does not end the element-wise epilogue of a matmul or conv when G
+//      holds only transposes and reductions (movesOnly), which the matmul
+//      or conv could not join: the transpose that
+//      convert-layout puts after a channels-last region would otherwise
+//      take the last conv's bias, residual add and relu, and the conv run
+//      without its post-ops (endsEpilogue). The transpose or reduction then
+//      forms a group of its own, for the same traffic (one intermediate
+//      written and read either way). Other groups (the LSTM cell after its
+//      gates' split) keep taking the adds before them, as they did: one
+//      kernel for the cell's arithmetic.
 // Multi-output fusion (XLA's pass of that name): then a formed group P
 // whose results are read by a later group C, and otherwise only after C's
 // output op (or in other blocks), merges into C, whose call also returns
@@ -205,6 +215,47 @@ bool joinsEpilogue(const Operation &op, const Group &g,
   return true;
 }
 
+/// Whether an element-wise (or broadcast) `op` ends the epilogue of an
+/// OutputFusable op of its block: one of its operands comes, through
+/// element-wise ops each read by the next alone, from a matmul or conv whose
+/// results only that chain reads (ResNet's `relu(add(conv, residual))`).
+/// Such an op stays with that producer rather than joining a consumer group
+/// the producer cannot join (rule 5 of the header). The walk stops after a
+/// few ops, so a long element-wise chain costs no more than a short one.
+bool endsEpilogue(const Operation &op) {
+  constexpr int kMaxDepth = 8;
+  const Operation *cur = &op;
+  for (int depth = 0; depth < kMaxDepth; ++depth) {
+    FusionPattern p = cur->info().fusion;
+    if (p != FusionPattern::ElemWise && p != FusionPattern::Broadcast) return false;
+    const Operation *next = nullptr;
+    for (const Value *v : cur->operandValues()) {
+      const Operation *d = v->definingOp();
+      if (!d || d->block() != op.block() || !isKernelOp(*d)) continue;
+      bool onlyCur = true;
+      for (const Value *r : d->resultValues())
+        for (const OpOperand &u : r->uses()) onlyCur &= u.owner() == cur;
+      if (!onlyCur) continue;
+      if (d->info().fusion == FusionPattern::OutputFusable) return true;
+      if (!next) next = d;
+    }
+    if (!next) return false;
+    cur = next;
+  }
+  return false;
+}
+
+/// A group of transposes and reductions only (convert-layout's transpose
+/// back to NCHW, a global pooling's mean): no member computes element-wise
+/// yet, and none splits or joins tensors (the LSTM's gates `split` is
+/// Injective too, but its group becomes the cell's kernel by multi-output
+/// merging, which wants the adds before it).
+bool movesOnly(const Group &g) {
+  for (const Operation *m : g.members)
+    if (!m->is(OpCode::Transpose) && m->info().fusion != FusionPattern::Reduction) return false;
+  return true;
+}
+
 class FusePass : public Pass {
 public:
   std::string_view name() const override { return "fuse"; }
@@ -341,6 +392,8 @@ std::vector<Group> FusePass::formGroups(Block &b) const {
       if (!target) return std::nullopt;
       const Group &g = groups[*target];
       if (!patternAllows(info.fusion, g.pattern) && !joinsEpilogue(*op, g, groupOf, *target)) return std::nullopt;
+      // Rule 5: an epilogue stays with its matmul or conv.
+      if (movesOnly(g) && endsEpilogue(*op)) return std::nullopt;
       if (g.members.size() >= maxGroupSize_) return std::nullopt;
       return target;
     };

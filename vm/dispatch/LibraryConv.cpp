@@ -132,13 +132,14 @@ struct ConvKernels::Impl {
   std::unordered_map<std::string, Entry> cache;
   std::unordered_map<const void *, std::vector<Packed>> packed;
   uint64_t created = 0, packedCount = 0, packedBytes = 0;
-  double creationSeconds = 0;
+  double creationSeconds = 0, packSeconds = 0;
 
   const dnnl::memory &packedCopy(const Tensor *t, const dnnl::memory::desc &from, const dnnl::memory::desc &desc,
                                  const dnnl::engine &engine, dnnl::stream &stream) {
     std::vector<Packed> &forms = packed[t->rawData()];
     for (const Packed &pk : forms)
       if (pk.from == from && pk.desc == desc) return pk.mem;
+    auto t0 = std::chrono::steady_clock::now();
     Packed pk{t->storage(), from, desc, dnnl::memory(desc, engine)};
     dnnl::memory user(from, engine, t->rawData());
     {
@@ -148,6 +149,7 @@ struct ConvKernels::Impl {
     }
     ++packedCount;
     packedBytes += desc.get_size();
+    packSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     forms.push_back(std::move(pk));
     return forms.back().mem;
   }
@@ -314,6 +316,7 @@ size_t ConvKernels::count() const {
 
 uint64_t ConvKernels::primitivesCreated() const { return impl_->created; }
 double ConvKernels::creationSeconds() const { return impl_->creationSeconds; }
+double ConvKernels::packSeconds() const { return impl_->packSeconds; }
 size_t ConvKernels::primitivesCached() const { return impl_->cache.size(); }
 uint64_t ConvKernels::weightsPacked() const { return impl_->packedCount; }
 uint64_t ConvKernels::packedBytes() const { return impl_->packedBytes; }

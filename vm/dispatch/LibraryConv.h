@@ -74,6 +74,7 @@ public:
              const dnnl::engine &engine, dnnl::stream &stream, size_t *failedMember, bool *declined);
   uint64_t primitivesCreated() const;
   double creationSeconds() const;
+  double packSeconds() const;
   size_t primitivesCached() const;
   uint64_t weightsPacked() const;
   uint64_t packedBytes() const;

@@ -344,7 +344,7 @@ double LibraryKernels::creationSeconds() const { return impl_->creationSeconds +
 size_t LibraryKernels::primitivesCached() const { return impl_->cache.size() + impl_->conv->primitivesCached(); }
 uint64_t LibraryKernels::weightsPacked() const { return impl_->packedCount + impl_->conv->weightsPacked(); }
 uint64_t LibraryKernels::packedBytes() const { return impl_->packedBytes + impl_->conv->packedBytes(); }
-double LibraryKernels::packSeconds() const { return impl_->packSeconds; }
+double LibraryKernels::packSeconds() const { return impl_->packSeconds + impl_->conv->packSeconds(); }
 uint64_t LibraryKernels::releasedBytes() const { return impl_->releasedBytes; }
 uint64_t LibraryKernels::splitCalls() const { return impl_->splitCalls; }
 
