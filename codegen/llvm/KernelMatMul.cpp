@@ -403,6 +403,53 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
     });
   };
   Value *work = b_.CreateMul(numElements(v), K);
+  if (R == 2 && !outer && !gA && !gC && vals_[v].dims[0] == 1) {
+    // One row by a [N, K] weight (the LSTM's h . W_hh^T, once a token): the
+    // columns in units of GV dot products, parted on the pool by units.
+    // The pool gives each thread the same contiguous units on every call
+    // (vm/dispatch/NativeKernels.cpp), so each core reads the same half of
+    // the weight every token and keeps what fits of it in its own L2
+    // (issue 52: 2 MiB of the LSTM's 4 MiB W_hh per core of 2 MB L2),
+    // and 8 independent accumulators keep the loads coming at L2 rates
+    // where a 1 x 4 tile waits on its fma chains. Column blocks (jb) buy
+    // nothing for one row: each element of B is read once anyway. Each
+    // output is the same sums in the same order as the tiles above (k blocks
+    // of KD added to C), so the results are the other path's bits.
+    // Every other call runs each thread's units backwards: the weight's
+    // part a core read last is the part it reads first on the next call, so
+    // the lines its L2 kept (least recently used ones go first) are hit
+    // before the call's own reads evict them. A part as large as the L2
+    // (2 MiB, two threads on the LSTM) is then mostly served from it; read
+    // forwards every time, each line is gone before its turn comes round.
+    // The parity is a per-kernel counter (a relaxed atomic: concurrent calls
+    // from other threads only change some call's direction, never which
+    // units a thread computes, nor any result).
+    const unsigned GV = 8;
+    auto *calls = new llvm::GlobalVariable(mod_, b_.getInt64Ty(), false, llvm::GlobalValue::InternalLinkage,
+                                           b_.getInt64(0), fn_->getName() + ".calls");
+    b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, calls, i64(1), llvm::MaybeAlign(8),
+                       llvm::AtomicOrdering::Monotonic);
+    Value *units = b_.CreateSDiv(N, i64(GV));
+    parallel("gemv", units, work, carry, [&](Value *begin, Value *end) {
+      derive();
+      llvm::LoadInst *parity = b_.CreateAlignedLoad(b_.getInt64Ty(), calls, llvm::Align(8));
+      parity->setAtomic(llvm::AtomicOrdering::Monotonic);
+      Value *back = b_.CreateICmpNE(b_.CreateAnd(parity, i64(1)), i64(0));
+      Value *last = b_.CreateSub(b_.CreateAdd(begin, end), i64(1));
+      forLoop(begin, end, i64(1), "gvu", [&](Value *i) {
+        Value *u = b_.CreateSelect(back, b_.CreateSub(last, i), i);
+        Value *j0 = b_.CreateMul(u, i64(GV));
+        tile(i64(0), i64(0), i64(0), i64(0), j0, 1, GV, i64(0), kBlockEnd(i64(0), KD), b_.getTrue(), nullptr);
+        forLoop(i64(KD), K, i64(KD), "gvkb", [&](Value *kb) {
+          tile(i64(0), i64(0), i64(0), i64(0), j0, 1, GV, kb, kBlockEnd(kb, KD), b_.getFalse(), nullptr);
+        });
+      });
+    }, kParallelMatMulWork);
+    derive();
+    nMain = b_.CreateSub(N, b_.CreateSRem(N, i64(GV)));
+    edges(i64(0), i64(0), i64(0));
+    return true;
+  }
   if (R == 2) {
     // One matrix: its column blocks in parts on the thread pool, then the
     // edge columns.
