@@ -41,10 +41,11 @@
 // child's return to the parent's join and back to the next step: a run of
 // 64 trees made 12,138 heap allocations, 4,450 after (the rest: about
 // 1,850 in the native kernels' shape checks in vm/dispatch, tensors and
-// storages made in execute(), the instances' results). ACROBAT launches its fibers
-// fork-join style from generated C++ (§4.2) and computes depths inline in that code (§4.1);
-// here a fork is the interpreter's, one per tree node on Tree-LSTM (1,280 a
-// run of 64 trees), and was six heap allocations before recycling. What is
+// storages made in execute(), the instances' results). ACROBAT launches
+// its fibers fork-join style from generated C++ (§4.2) and computes depths
+// inline in that code (§4.1); here a fork is the interpreter's, one per
+// tree node on Tree-LSTM (1,280 a run of 64 trees), and was six heap
+// allocations before recycling. What is
 // left per node is the interpreter itself and the resumptions: every
 // batchable kernel call suspends its fiber and resumes it after its group
 // (7,808 a run), and each resumption first touches that fiber's cold
