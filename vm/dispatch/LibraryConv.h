@@ -44,6 +44,21 @@
 // size's primitive that picked another layout, reads the file again).
 // ResNet-18's conv weights are 44.7 MB, resident twice before.
 //
+// Threads: oneDNN runs each primitive as one OpenMP parallel region over the
+// VM's --threads. A conv of fewer than kSerialMacs multiply-adds is created
+// and run with a team of one instead (omp_set_num_threads(1) around the
+// call: run inline, no region, no barrier). NIMBLE_CONV_SERIAL_MACS in the
+// environment overrides the bound (read once). Default 0, none: measured
+// under contention only (docs/perf.md, "Imported CNNs", fourth round), where
+// every region waits for a descheduled thread and running MobileNetV2's
+// convs on one thread at --threads=2 was 3x faster than splitting them; on
+// a machine with two free cores a split conv of 30 µs gains ~15 µs.
+//
+// Per call: the primitive is found by the kernel's last key (a CNN calls a
+// conv kernel with the same shapes every time) before the cache, and the
+// memory objects and arguments made at an entry's first call are reused,
+// given the tensors' addresses (set_data_handle).
+//
 // conv_transpose (issue 47) runs as oneDNN's deconvolution_forward, alone
 // (it is not fused), in the plain layouts: the weights keep ONNX's
 // C x M/groups x K.. order, described to oneDNN by strides (packed once
@@ -87,6 +102,9 @@ public:
   uint64_t packedBytes() const;
   /// Bytes of packed weights' originals given back to the mapped file.
   uint64_t releasedBytes() const;
+
+  /// A conv of fewer multiply-adds than this runs on one thread ("Threads").
+  static constexpr double kSerialMacs = 0;
 
 private:
   struct Impl;
