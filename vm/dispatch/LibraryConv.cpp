@@ -144,6 +144,16 @@ struct Packed {
   dnnl::memory mem;
 };
 
+/// LibraryConv.h, "Implementations": a channels-last 2-D conv of a batch
+/// of images onto at most 7 x 7 outputs, its kernel larger than 1 x 1, not
+/// grouped, runs on oneDNN's jit:avx512_core (brgconv, its first choice,
+/// was 10-35% slower there); by the shapes alone, never by a clock.
+bool preferJit(const Plan &p, const Dims &xd, const Dims &od, const Dims &wd) {
+  if (!p.last || p.transpose || p.groups != 1 || xd.size() != 4 || od.size() != 4 || wd.size() != 4) return false;
+  if (xd[0] < 2 || wd[2] * wd[3] < 2) return false;
+  return od[1] * od[2] <= 49; // channels-last: N x H x W x C
+}
+
 /// Multiply-adds of one call (ConvKernels::kSerialMacs).
 double convMacs(const Plan &p, const std::vector<Tensor *> &ins, const Tensor *out) {
   const Tensor *w = ins[p.w];
@@ -333,6 +343,14 @@ struct ConvKernels::Impl {
     }
     dnnl::convolution_forward::primitive_desc pd(*d, attr, engine);
     if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) throw dnnl::error(dnnl_unimplemented, "reference only");
+    if (preferJit(p, xd, od, wd)) {
+      // LibraryConv.h, "Implementations": the first jit: implementation
+      // after brgconv, if oneDNN has one for this chain.
+      dnnl::convolution_forward::primitive_desc first = pd;
+      bool found = std::string(pd.impl_info_str()).rfind("jit:", 0) == 0;
+      while (!found && pd.next_impl()) found = std::string(pd.impl_info_str()).rfind("jit:", 0) == 0;
+      if (!found || pd.src_desc() != first.src_desc() || pd.dst_desc() != first.dst_desc()) pd = first;
+    }
     if (constant && pd.weights_desc() != e.weights) {
       e.packWeights = true;
       e.packedDesc = pd.weights_desc();

@@ -44,6 +44,17 @@
 // size's primitive that picked another layout, reads the file again).
 // ResNet-18's conv weights are 44.7 MB, resident twice before.
 //
+// Implementations: oneDNN 2.6 offers several per conv and picks the first
+// its list has for the shapes (brgconv for nhwc). One rule overrides it:
+// a batch of two or more images onto at most 7 x 7 outputs (ResNet's
+// layer4), kernel larger than 1 x 1, not grouped, takes the next jit:
+// implementation (jit:avx512_core) when oneDNN has one with the same src
+// and dst layouts. Measured alone (one thread, CPU time, docs/perf.md):
+// 512 channels at 7 x 7, batch 8, brgconv 11.2-18.4 ms, jit 10.4-11.3;
+// 256 -> 512 with stride 2, 7.3-8.3 against 5.7-6.8; batch 2 and 4 the
+// same way; at batch 1 brgconv is faster (1.8-2.4 against 2.0-2.5 ms), and
+// at 14 x 14 and larger the two are level.
+//
 // Threads: oneDNN runs each primitive as one OpenMP parallel region over the
 // VM's --threads. A conv of fewer than kSerialMacs multiply-adds is created
 // and run with a team of one instead (omp_set_num_threads(1) around the
