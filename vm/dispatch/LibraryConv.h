@@ -60,10 +60,12 @@
 // and run with a team of one instead (omp_set_num_threads(1) around the
 // call: run inline, no region, no barrier). NIMBLE_CONV_SERIAL_MACS in the
 // environment overrides the bound (read once). Default 0, none: measured
-// under contention only (docs/perf.md, "Imported CNNs", fourth round), where
-// every region waits for a descheduled thread and running MobileNetV2's
-// convs on one thread at --threads=2 was 3x faster than splitting them; on
-// a machine with two free cores a split conv of 30 µs gains ~15 µs.
+// under contention only (docs/perf.md, "Imported CNNs", third round), where
+// every region waits for a descheduled thread: MobileNetV2 at batch 1 and
+// --threads=2, the median of 7 alternating rounds at load 10-13, 1,665 ms
+// with every conv split, 164 ms with none (59 ms at one thread). On a
+// machine with two free cores a split conv of 30 µs gains ~15 µs, so the
+// bound is left to that measurement.
 //
 // Per call: the primitive is found by the kernel's last key (a CNN calls a
 // conv kernel with the same shapes every time) before the cache, and the
