@@ -17,10 +17,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
 #include <unordered_map>
+
+extern "C" void omp_set_num_threads(int); // libgomp: oneDNN's threading runtime here
+extern "C" int omp_get_max_threads(void);
 
 namespace nimble::vm {
 
@@ -117,6 +121,21 @@ struct Entry {
   int64_t sumInput = -1;
   dnnl::memory srcBlk, dstBlk;
   dnnl::reorder srcIn, dstOut, sumIn;
+  // The call's memory objects and arguments, made at the first call and
+  // given the tensors' addresses on every later one (set_data_handle):
+  // creating five memory objects and a map per call was a few µs, and
+  // MobileNetV2 runs 52 convolutions of 30-300 µs.
+  bool bound = false;
+  dnnl::memory srcMem, dstMem, resMem, wMem, biasMem;
+  std::vector<dnnl::memory> binMems; // per binary post-op run as one (not the sum)
+  std::unordered_map<int, dnnl::memory> args;
+};
+
+/// The last entry kernel k used and its key (ConvKernels::run): a CNN calls
+/// each conv kernel with the same shapes every time, found without hashing.
+struct Last {
+  std::string key;
+  Entry *entry = nullptr;
 };
 
 struct Packed {
@@ -125,12 +144,54 @@ struct Packed {
   dnnl::memory mem;
 };
 
+/// LibraryConv.h, "Implementations": a channels-last 2-D conv of a batch
+/// of images onto at most 7 x 7 outputs, its kernel larger than 1 x 1, not
+/// grouped, runs on oneDNN's jit:avx512_core (brgconv, its first choice,
+/// was 10-35% slower there); by the shapes alone, never by a clock.
+bool preferJit(const Plan &p, const Dims &xd, const Dims &od, const Dims &wd) {
+  if (!p.last || p.transpose || p.groups != 1 || xd.size() != 4 || od.size() != 4 || wd.size() != 4) return false;
+  if (xd[0] < 2 || wd[2] * wd[3] < 2) return false;
+  return od[1] * od[2] <= 49; // channels-last: N x H x W x C
+}
+
+/// Multiply-adds of one call (ConvKernels::kSerialMacs).
+double convMacs(const Plan &p, const std::vector<Tensor *> &ins, const Tensor *out) {
+  const Tensor *w = ins[p.w];
+  const double perElement = w->shape()[0] ? static_cast<double>(w->numElements()) / w->shape()[0] : 0;
+  return static_cast<double>((p.transpose ? ins[p.x] : out)->numElements()) * perElement;
+}
+
+/// oneDNN's team for one call: one thread while alive when `serial`
+/// (primitives created then split their work for one thread; run inline,
+/// no parallel region), the VM's --threads again after.
+class TeamOf {
+public:
+  explicit TeamOf(bool serial) : saved_(serial ? omp_get_max_threads() : 0) {
+    if (saved_) omp_set_num_threads(1);
+  }
+  ~TeamOf() {
+    if (saved_) omp_set_num_threads(saved_);
+  }
+  TeamOf(const TeamOf &) = delete;
+  TeamOf &operator=(const TeamOf &) = delete;
+
+private:
+  int saved_;
+};
+
+double serialMacsFromEnv() {
+  const char *e = std::getenv("NIMBLE_CONV_SERIAL_MACS");
+  return e ? std::atof(e) : ConvKernels::kSerialMacs;
+}
+
 } // namespace
 
 struct ConvKernels::Impl {
   const Executable *exe = nullptr;
   std::vector<Plan> plans;
   std::unordered_map<std::string, Entry> cache;
+  std::vector<Last> last; // per kernel
+  std::string key;        // run()'s, kept for its capacity
   std::unordered_map<const void *, std::vector<Packed>> packed;
   uint64_t created = 0, packedCount = 0, packedBytes = 0, releasedBytes = 0;
   double creationSeconds = 0, packSeconds = 0;
@@ -282,6 +343,14 @@ struct ConvKernels::Impl {
     }
     dnnl::convolution_forward::primitive_desc pd(*d, attr, engine);
     if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) throw dnnl::error(dnnl_unimplemented, "reference only");
+    if (preferJit(p, xd, od, wd)) {
+      // LibraryConv.h, "Implementations": the first jit: implementation
+      // after brgconv, if oneDNN has one for this chain.
+      dnnl::convolution_forward::primitive_desc first = pd;
+      bool found = std::string(pd.impl_info_str()).rfind("jit:", 0) == 0;
+      while (!found && pd.next_impl()) found = std::string(pd.impl_info_str()).rfind("jit:", 0) == 0;
+      if (!found || pd.src_desc() != first.src_desc() || pd.dst_desc() != first.dst_desc()) pd = first;
+    }
     if (constant && pd.weights_desc() != e.weights) {
       e.packWeights = true;
       e.packedDesc = pd.weights_desc();
@@ -306,6 +375,7 @@ struct ConvKernels::Impl {
 ConvKernels::ConvKernels(const Executable &exe) : impl_(new Impl) {
   impl_->exe = &exe;
   for (const KernelDesc &k : exe.kernels) impl_->plans.push_back(analyze(k));
+  impl_->last.resize(impl_->plans.size());
 }
 
 ConvKernels::~ConvKernels() = default;
@@ -340,47 +410,66 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
       if (d == 0) return Status::success();
   for (int64_t d : out->shape())
     if (d == 0) return Status::success();
-  std::string key = std::to_string(k);
+  // Threads (LibraryConv.h): a small conv runs on one thread.
+  static const double serialMacs = serialMacsFromEnv();
+  const bool serial = omp_get_max_threads() > 1 && convMacs(p, ins, out) < serialMacs;
+  TeamOf team(serial);
+  // The key: the kernel, its inputs' shapes, whether the weights are a
+  // constant, a clip's bounds, as raw 8-byte words.
+  std::string &key = impl_->key;
+  key.clear();
+  auto put = [&key](int64_t v) { key.append(reinterpret_cast<const char *>(&v), sizeof v); };
+  put(k);
+  put(serial);
   for (const Tensor *t : ins) {
-    key += '|';
-    for (int64_t d : t->shape()) key += std::to_string(d) + ',';
+    put(-1 - static_cast<int64_t>(t->rank()));
+    for (int64_t d : t->shape()) put(d);
   }
-  if (ins[p.w]->storage()->readOnly()) key += "|const";
+  put(ins[p.w]->storage()->readOnly());
   // A clip's bounds are part of the primitive.
   for (size_t i = 0; i < p.post.size(); ++i) {
     float lo, hi;
     if (clipAt(p, ins, i, lo, hi)) {
-      key += "|clip" + std::to_string(i) + ':';
+      put(static_cast<int64_t>(i));
       key.append(reinterpret_cast<const char *>(&lo), sizeof lo).append(reinterpret_cast<const char *>(&hi), sizeof hi);
       ++i;
     }
   }
-  auto it = impl_->cache.find(key);
-  if (it == impl_->cache.end()) {
-    // The shape functions' checks first (the reference path words a failure).
-    std::vector<TensorSig> sigs;
-    if (!kernelValueSigs(impl_->exe->kernels[k], ins, outs, sigs)) return Status::success();
-    auto t0 = std::chrono::steady_clock::now();
-    Entry e;
-    // The blocked form first (faster: oneDNN's direct kernels), the plain
-    // one when oneDNN has no blocked kernel for this chain.
-    for (bool blocked : {true, false}) {
-      try {
-        e = impl_->build(p, ins, out, engine, blocked);
-        break;
-      } catch (const dnnl::error &err) {
-        if (err.status == dnnl_out_of_memory) throw std::bad_alloc();
-        e = Entry();
+  Last &last = impl_->last[k];
+  Entry *found = last.entry && last.key == key ? last.entry : nullptr;
+  if (!found) {
+    auto it = impl_->cache.find(key);
+    if (it == impl_->cache.end()) {
+      // The shape functions' checks first (the reference path words a failure).
+      std::vector<TensorSig> sigs;
+      if (!kernelValueSigs(impl_->exe->kernels[k], ins, outs, sigs)) return Status::success();
+      auto t0 = std::chrono::steady_clock::now();
+      Entry e;
+      // The blocked form first (faster: oneDNN's direct kernels), the plain
+      // one when oneDNN has no blocked kernel for this chain.
+      for (bool blocked : {true, false}) {
+        try {
+          e = impl_->build(p, ins, out, engine, blocked);
+          break;
+        } catch (const dnnl::error &err) {
+          if (err.status == dnnl_out_of_memory) throw std::bad_alloc();
+          e = Entry();
+        }
       }
+      ++impl_->created;
+      impl_->creationSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (impl_->cache.size() >= 256) { // a bound, as the matmuls' cache
+        impl_->cache.clear();
+        for (Last &l : impl_->last) l.entry = nullptr;
+      }
+      it = impl_->cache.emplace(key, std::move(e)).first;
     }
-    ++impl_->created;
-    impl_->creationSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (impl_->cache.size() >= 256) impl_->cache.clear(); // a bound, as the matmuls' cache
-    it = impl_->cache.emplace(key, std::move(e)).first;
-  } else if (it->second.usable && out->shape() != it->second.outShape) {
-    return Status::success();
+    found = &it->second;
+    last.key = key;
+    last.entry = found;
   }
-  Entry &e = it->second;
+  if (found->usable && out->shape() != found->outShape) return Status::success();
+  Entry &e = *found;
   if (!e.usable) return Status::success();
   if (!e.blocked && e.sumInput >= 0) {
     // The residual is copied into dst before the call: dst must not
@@ -395,35 +484,52 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
   *declined = false;
   try {
     AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"
-    std::unordered_map<int, dnnl::memory> args;
-    dnnl::memory src(e.src, engine, ins[p.x]->rawData()), dst(e.dst, engine, outs[0]->rawData());
-    if (e.blocked) {
-      e.srcIn.execute(stream, src, e.srcBlk);
-      if (e.sumInput >= 0) {
-        dnnl::memory res(e.dst, engine, ins[e.sumInput]->rawData());
-        e.sumIn.execute(stream, res, e.dstBlk);
+    std::unordered_map<int, dnnl::memory> &args = e.args;
+    if (!e.bound) {
+      e.srcMem = dnnl::memory(e.src, engine, ins[p.x]->rawData());
+      e.dstMem = dnnl::memory(e.dst, engine, outs[0]->rawData());
+      if (e.blocked && e.sumInput >= 0) e.resMem = dnnl::memory(e.dst, engine, ins[e.sumInput]->rawData());
+      args.emplace(DNNL_ARG_SRC, e.blocked ? e.srcBlk : e.srcMem);
+      args.emplace(DNNL_ARG_DST, e.blocked ? e.dstBlk : e.dstMem);
+      if (!e.packWeights) {
+        e.wMem = dnnl::memory(e.weights, engine, ins[p.w]->rawData());
+        args.emplace(DNNL_ARG_WEIGHTS, e.wMem);
       }
-      args.emplace(DNNL_ARG_SRC, e.srcBlk);
-      args.emplace(DNNL_ARG_DST, e.dstBlk);
+      if (p.bias >= 0) {
+        e.biasMem = dnnl::memory(e.bias, engine, ins[p.bias]->rawData());
+        args.emplace(DNNL_ARG_BIAS, e.biasMem);
+      }
+      size_t bi = 0;
+      for (size_t i = 0; i < p.post.size(); ++i) {
+        if (!p.post[i].binary || p.post[i].operand == e.sumInput || e.postIndex[i] < 0) continue;
+        e.binMems.push_back(dnnl::memory(e.binaries[bi++], engine, ins[p.post[i].operand]->rawData()));
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(e.postIndex[i]) | DNNL_ARG_SRC_1, e.binMems.back());
+      }
+      e.bound = true;
     } else {
-      if (e.sumInput >= 0 && ins[e.sumInput]->rawData() != outs[0]->rawData())
-        std::memcpy(outs[0]->rawData(), ins[e.sumInput]->rawData(), e.dst.get_size());
-      args.emplace(DNNL_ARG_SRC, src);
-      args.emplace(DNNL_ARG_DST, dst);
+      e.srcMem.set_data_handle(ins[p.x]->rawData());
+      e.dstMem.set_data_handle(outs[0]->rawData());
+      if (e.blocked && e.sumInput >= 0) e.resMem.set_data_handle(ins[e.sumInput]->rawData());
+      if (!e.packWeights) e.wMem.set_data_handle(ins[p.w]->rawData());
+      if (p.bias >= 0) e.biasMem.set_data_handle(ins[p.bias]->rawData());
+      size_t bi = 0;
+      for (size_t i = 0; i < p.post.size(); ++i) {
+        if (!p.post[i].binary || p.post[i].operand == e.sumInput || e.postIndex[i] < 0) continue;
+        e.binMems[bi++].set_data_handle(ins[p.post[i].operand]->rawData());
+      }
     }
+    if (e.blocked) {
+      e.srcIn.execute(stream, e.srcMem, e.srcBlk);
+      if (e.sumInput >= 0) e.sumIn.execute(stream, e.resMem, e.dstBlk);
+    } else if (e.sumInput >= 0 && ins[e.sumInput]->rawData() != outs[0]->rawData()) {
+      std::memcpy(outs[0]->rawData(), ins[e.sumInput]->rawData(), e.dst.get_size());
+    }
+    // The packed copy of this call's weight (a kernel may be called with
+    // different constants).
     if (e.packWeights)
-      args.emplace(DNNL_ARG_WEIGHTS, impl_->packedCopy(ins[p.w], e.weights, e.packedDesc, engine, stream));
-    else
-      args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(e.weights, engine, ins[p.w]->rawData()));
-    if (p.bias >= 0) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, engine, ins[p.bias]->rawData()));
-    size_t bi = 0;
-    for (size_t i = 0; i < p.post.size(); ++i) {
-      if (!p.post[i].binary || p.post[i].operand == e.sumInput || e.postIndex[i] < 0) continue;
-      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(e.postIndex[i]) | DNNL_ARG_SRC_1,
-                   dnnl::memory(e.binaries[bi++], engine, ins[p.post[i].operand]->rawData()));
-    }
+      args[DNNL_ARG_WEIGHTS] = impl_->packedCopy(ins[p.w], e.weights, e.packedDesc, engine, stream);
     e.prim.execute(stream, args);
-    if (e.blocked) e.dstOut.execute(stream, e.dstBlk, dst);
+    if (e.blocked) e.dstOut.execute(stream, e.dstBlk, e.dstMem);
     stream.wait();
   } catch (const dnnl::error &err) {
     if (err.status == dnnl_out_of_memory) throw std::bad_alloc();

@@ -44,6 +44,34 @@
 // size's primitive that picked another layout, reads the file again).
 // ResNet-18's conv weights are 44.7 MB, resident twice before.
 //
+// Implementations: oneDNN 2.6 offers several per conv and picks the first
+// its list has for the shapes (brgconv for nhwc). One rule overrides it:
+// a batch of two or more images onto at most 7 x 7 outputs (ResNet's
+// layer4), kernel larger than 1 x 1, not grouped, takes the next jit:
+// implementation (jit:avx512_core) when oneDNN has one with the same src
+// and dst layouts. Measured alone (one thread, CPU time, docs/perf.md):
+// 512 channels at 7 x 7, batch 8, brgconv 11.2-18.4 ms, jit 10.4-11.3;
+// 256 -> 512 with stride 2, 7.3-8.3 against 5.7-6.8; batch 2 and 4 the
+// same way; at batch 1 brgconv is faster (1.8-2.4 against 2.0-2.5 ms), and
+// at 14 x 14 and larger the two are level.
+//
+// Threads: oneDNN runs each primitive as one OpenMP parallel region over the
+// VM's --threads. A conv of fewer than kSerialMacs multiply-adds is created
+// and run with a team of one instead (omp_set_num_threads(1) around the
+// call: run inline, no region, no barrier). NIMBLE_CONV_SERIAL_MACS in the
+// environment overrides the bound (read once). Default 0, none: measured
+// under contention only (docs/perf.md, "Imported CNNs", third round), where
+// every region waits for a descheduled thread: MobileNetV2 at batch 1 and
+// --threads=2, the median of 7 alternating rounds at load 10-13, 1,665 ms
+// with every conv split, 164 ms with none (59 ms at one thread). On a
+// machine with two free cores a split conv of 30 µs gains ~15 µs, so the
+// bound is left to that measurement.
+//
+// Per call: the primitive is found by the kernel's last key (a CNN calls a
+// conv kernel with the same shapes every time) before the cache, and the
+// memory objects and arguments made at an entry's first call are reused,
+// given the tensors' addresses (set_data_handle).
+//
 // conv_transpose (issue 47) runs as oneDNN's deconvolution_forward, alone
 // (it is not fused), in the plain layouts: the weights keep ONNX's
 // C x M/groups x K.. order, described to oneDNN by strides (packed once
@@ -87,6 +115,9 @@ public:
   uint64_t packedBytes() const;
   /// Bytes of packed weights' originals given back to the mapped file.
   uint64_t releasedBytes() const;
+
+  /// A conv of fewer multiply-adds than this runs on one thread ("Threads").
+  static constexpr double kSerialMacs = 0;
 
 private:
   struct Impl;

@@ -111,6 +111,7 @@ func("conv1d", (2, 3, 20), (4, 3, 5), ", strides=[2], pads=[2, 1], dilations=[2]
      dil=[2])
 func("conv3d", (1, 2, 5, 6, 4), (3, 2, 2, 3, 2), ", pads=[1, 0, 1, 0, 1, 0]", pads=[1, 0, 1, 0, 1, 0])
 func("full_mul", (1, 8, 6, 6), (8, 8, 3, 3), ", pads=[1, 1, 1, 1]", body=full_mul, pads=[1, 1, 1, 1])
+func("small_out", (2, 16, 5, 5), (16, 16, 3, 3), ", pads=[1, 1, 1, 1]", body=residual, pads=[1, 1, 1, 1])
 func("reread", (1, 32, 3, 3), (32, 32, 3, 3), ", pads=[1, 1, 1, 1]", body=reread, pads=[1, 1, 1, 1])
 
 
