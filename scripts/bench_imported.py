@@ -3,7 +3,7 @@
 nimble-import-onnx and nimblec) against PyTorch eager and ONNX Runtime on the
 same file, in one run, with ratios.
 
-    /usr/bin/python3 scripts/bench_imported.py [--models resnet18,mobilenet_v2,vit_b_16,bert,bert_base]
+    /usr/bin/python3 scripts/bench_imported.py [--models resnet18,mobilenet_v2,vit_b_16,bert,bert_base,gru]
         [--size 224] [--batch 1[,8..]] [--lengths 16,64,128] [--threads 1,2] [--reps 10] [--warmup 2]
         [--rounds 3] [--kernels auto] [--baseline-passes PIPELINE] [--no-pytorch]
         [--peers-venv DIR] [--tools DIR] [--markdown FILE]
@@ -14,6 +14,10 @@ Models: resnet18, mobilenet_v2 (torchvision, --size x --size images, batch
 --lengths; test/import-onnx/Inputs/transformer_export.py --size=base) are
 timed as below. bert_base is the paper's BERT-base of models/bert, whose
 hand-written .nir exists: see "Imported against hand-written" at the end.
+gru is one nn.GRU with the LSTM's sizes (input 300, hidden 512; Y as its
+output, the sequence axis dynamic; test/import-onnx/Inputs/torch_rnn_export.py),
+one sequence of each of --lengths tokens: its import is a loop over the
+tokens (docs/import-onnx.md, "Recurrent layers"), with no hand-written peer.
 
 The model is torchvision's (Debian's python3-torchvision, random weights from
 a fixed seed, eval mode; test/import-onnx/Inputs/torchvision_export.py makes
@@ -76,6 +80,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 EXPORT = os.path.join(ROOT, "test", "import-onnx", "Inputs", "torchvision_export.py")
 TRANSFORMERS = os.path.join(ROOT, "test", "import-onnx", "Inputs", "transformer_export.py")
+RNN_EXPORT = os.path.join(ROOT, "test", "import-onnx", "Inputs", "torch_rnn_export.py")
 
 # One timed process of a Python system: prints "median_ms version".
 WORKER = r"""
@@ -90,6 +95,9 @@ if system == "pytorch":
     if sys.argv[8] in ("vit_b_16", "bert"):
         import transformer_export
         m = transformer_export.build(sys.argv[8], "base")
+    elif sys.argv[8] == "gru":
+        import torch_rnn_export
+        m = torch_rnn_export.build("gru")
     else:
         import torchvision_export
         m = torchvision_export.build(sys.argv[8])
@@ -140,7 +148,7 @@ def main(argv):
     ap.add_argument("--models", default="resnet18")
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--batch", default="1", help="CNNs, ViT: batch sizes, comma-separated")
-    ap.add_argument("--lengths", default="16,64,128", help="bert and bert_base: sequence lengths")
+    ap.add_argument("--lengths", default="16,64,128", help="bert, bert_base and gru: sequence lengths")
     ap.add_argument("--rounds", type=int, default=3, help="bert_base: alternating rounds")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=10)
@@ -179,7 +187,11 @@ def main(argv):
     lengths = [int(n) for n in args.lengths.split(",")]
     paper = [m for m in args.models.split(",") if m == "bert_base"]
     for model in [m for m in args.models.split(",") if m and m != "bert_base"]:
-        if model in ("vit_b_16", "bert"):
+        if model == "gru":
+            shapes = lengths
+            run(["/usr/bin/python3", RNN_EXPORT, work, model, "--lengths=" + ",".join(map(str, shapes))],
+                "the export of " + model)
+        elif model in ("vit_b_16", "bert"):
             shapes = lengths if model == "bert" else batches
             run(["/usr/bin/python3", TRANSFORMERS, work, model, "--size=base",
                  "--shapes=" + ",".join(map(str, shapes))], "the export of " + model)
@@ -202,7 +214,7 @@ def main(argv):
             print("load %.2f before %s %d, %d thread%s" % (before, model, shape, T, "s" if T > 1 else ""),
                   file=sys.stderr)
             rounds = max(1, args.rounds)
-            label = ("%s n=%d" % (model, shape) if model == "bert" else
+            label = ("%s n=%d" % (model, shape) if model in ("bert", "gru") else
                      "%s %dx%d b%d" % (model, 224 if model == "vit_b_16" else args.size,
                                        224 if model == "vit_b_16" else args.size, shape))
             row = {"model": label, "T": T, "load": before, "err": 0.0}

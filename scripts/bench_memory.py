@@ -36,8 +36,8 @@ need (the paper compares with TVM's static planner: within 8%).
 
 Resident memory against ONNX Runtime (issue 52), instead of the above:
 
-    /usr/bin/python3 scripts/bench_memory.py --rss [--rss-lengths 16,128] [--threads 1,2] [--rounds 3]
-        [--peers-venv DIR]
+    /usr/bin/python3 scripts/bench_memory.py --rss [--rss-models bert_base,resnet18,mobilenet_v2]
+        [--rss-lengths 16,128] [--rss-batches 1,8] [--threads 1,2] [--rounds 3] [--peers-venv DIR]
 
 BERT-base compiled once (-O2); per length and thread count, in rounds that
 alternate the systems, the peak resident set (`/usr/bin/time -f %M`, the
@@ -48,7 +48,11 @@ same weights exported by torch.onnx.export (scripts/bench_worker.py) on the
 same ids, and of that Python process with onnxruntime and numpy imported
 but no session (its baseline). Both systems' outputs are checked against
 each other (relative error <= 1e-4) first. The weights' size (the .nbc's
-constants) is printed beside, and Nimble's peak over it.
+constants) is printed beside, and Nimble's peak over it. resnet18 and
+mobilenet_v2 are torchvision's (test/import-onnx/Inputs/torchvision_export.py:
+random weights, 224x224 images, one input per --rss-batches batch size),
+the same .onnx run by ONNX Runtime and by nimble-import-onnx | nimblec -O2
+(the importer beside --nimblec).
 
 Paper (§5, BERT on Intel CPU): memory planning gives 47% fewer buffer
 allocations and 75% less allocation time; peak memory within 8% of static
@@ -156,36 +160,23 @@ def peak_rss_kb(cmd, env=None):
     return int(m.group(1))
 
 
-def rss_main(args):
-    import numpy as np
+CNN_EXPORT = os.path.join(REPO, "test", "import-onnx", "Inputs", "torchvision_export.py")
 
-    venv = args.peers_venv or os.path.join(REPO, ".peers-venv")
-    peer_py = os.path.join(venv, "bin", "python")
-    if not os.access(peer_py, os.X_OK):
-        print("bench_memory: error: no virtualenv at %s: bash scripts/setup_peers.sh" % venv, file=sys.stderr)
-        return 1
-    v = VARIANTS["bert_base"]
-    work = tempfile.mkdtemp(prefix="bench_memory_rss.")
-    nbc = os.path.join(work, "bert_base.nbc")
-    tools.compile_model(args.nimblec, v.nir, nbc)
+
+def rss_rows(args, label, nbc, onnx, inputs, shape_name, peer_py, work, reshape=None):
+    """Per input (shape -> .npy) and thread count, rounds alternating Nimble,
+    ONNX Runtime and ORT's baseline: peak RSS rows. None if the outputs differ."""
     weights = os.path.getsize(nbc)
-    lengths = [int(x) for x in args.rss_lengths.split(",")]
-    rng = np.random.default_rng(52)
-    ids = {}
-    for n in lengths:
-        ids[n] = os.path.join(work, "ids_%d.npy" % n)
-        np.save(ids[n], rng.integers(0, 30522, n).astype(np.int64))
-    subprocess.run([peer_py, "-c", EXPORT, os.path.join(REPO, "scripts"), work, ids[lengths[0]]], check=True,
-                   capture_output=True)
-    onnx = os.path.join(work, "bert_base.onnx")
-    print("BERT-base: .nbc %.1f MB (its weights); peak resident MiB over %d rounds (median [min-max])" % (
-        weights / 1e6, args.rounds))
-    hdr = "%6s %7s %22s %22s %22s %12s %12s" % ("tokens", "threads", "Nimble", "ONNX Runtime",
+    print("%s: .nbc %.1f MB (its weights); peak resident MiB over %d rounds (median [min-max])" % (
+        label, weights / 1e6, args.rounds))
+    hdr = "%6s %7s %22s %22s %22s %12s %12s" % (shape_name, "threads", "Nimble", "ONNX Runtime",
                                                 "ORT baseline", "ORT - base", "Nimble/.nbc")
     print(hdr)
     print("-" * len(hdr))
+    import numpy as np
+
     results = []
-    for n in lengths:
+    for n, x in inputs.items():
         for T in [int(t) for t in args.threads.split(",")]:
             env = dict(os.environ, OMP_NUM_THREADS=str(T), OPENBLAS_NUM_THREADS=str(T), MKL_NUM_THREADS=str(T))
             got = {"nimble": [], "ort": [], "base": []}
@@ -194,21 +185,71 @@ def rss_main(args):
                 order = ["nimble", "ort", "base"] if r % 2 == 0 else ["base", "ort", "nimble"]
                 for s in order:
                     if s == "nimble":
-                        cmd = [args.nimble_run, nbc, "--threads=%d" % T, "--input=@" + ids[n], "--output=@" + nim_out]
+                        cmd = [args.nimble_run, nbc, "--threads=%d" % T, "--input=@" + x, "--output=@" + nim_out]
                     else:
-                        cmd = [peer_py, "-c", ORT_RSS, onnx if s == "ort" else "-", ids[n], str(T), ort_out]
+                        cmd = [peer_py, "-c", ORT_RSS, onnx if s == "ort" else "-", x, str(T), ort_out]
                     got[s].append(peak_rss_kb(cmd, env) / 1024.0)
-            a, b = np.load(nim_out), np.load(ort_out).reshape(-1, 768)
+            a, b = np.load(nim_out), np.load(ort_out)
+            if reshape:
+                b = b.reshape(reshape)
             err = float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
             if err > 1e-4:
                 print("bench_memory: error: Nimble and ONNX Runtime differ (relative %.2e)" % err, file=sys.stderr)
-                return 1
+                return None
             med = {k: statistics.median(x) for k, x in got.items()}
             cell = lambda k: "%.0f [%.0f-%.0f]" % (med[k], min(got[k]), max(got[k]))  # noqa: E731
             print("%6d %7d %22s %22s %22s %12.0f %11.2fx" % (n, T, cell("nimble"), cell("ort"), cell("base"),
                                                            med["ort"] - med["base"], med["nimble"] * 2**20 / weights))
-            results.append({"tokens": n, "threads": T, "nbc_bytes": weights, "rel_err": err,
+            results.append({"model": label, shape_name: n, "threads": T, "nbc_bytes": weights, "rel_err": err,
                             **{k + "_mib": x for k, x in got.items()}})
+    return results
+
+
+def rss_main(args):
+    import numpy as np
+
+    venv = args.peers_venv or os.path.join(REPO, ".peers-venv")
+    peer_py = os.path.join(venv, "bin", "python")
+    if not os.access(peer_py, os.X_OK):
+        print("bench_memory: error: no virtualenv at %s: bash scripts/setup_peers.sh" % venv, file=sys.stderr)
+        return 1
+    work = tempfile.mkdtemp(prefix="bench_memory_rss.")
+    results = []
+    for model in [m for m in args.rss_models.split(",") if m]:
+        if model == "bert_base":
+            v = VARIANTS["bert_base"]
+            nbc = os.path.join(work, "bert_base.nbc")
+            tools.compile_model(args.nimblec, v.nir, nbc)
+            lengths = [int(x) for x in args.rss_lengths.split(",")]
+            rng = np.random.default_rng(52)
+            ids = {}
+            for n in lengths:
+                ids[n] = os.path.join(work, "ids_%d.npy" % n)
+                np.save(ids[n], rng.integers(0, 30522, n).astype(np.int64))
+            subprocess.run([peer_py, "-c", EXPORT, os.path.join(REPO, "scripts"), work, ids[lengths[0]]],
+                           check=True, capture_output=True)
+            rows = rss_rows(args, "BERT-base", nbc, os.path.join(work, "bert_base.onnx"), ids, "tokens", peer_py,
+                            work, reshape=(-1, 768))
+        elif model in ("resnet18", "mobilenet_v2"):
+            # torchvision's, exported as scripts/bench_imported.py does
+            # (224x224, the batch axis dynamic), through nimble-import-onnx.
+            batches = [int(x) for x in args.rss_batches.split(",")]
+            subprocess.run(["/usr/bin/python3", CNN_EXPORT, work, model, "--size=224",
+                            "--batches=" + ",".join(map(str, batches))], check=True, capture_output=True)
+            onnx, nir = os.path.join(work, model + ".onnx"), os.path.join(work, model + ".nir")
+            nbc = os.path.join(work, model + ".nbc")
+            importer = os.path.join(os.path.dirname(args.nimblec), "nimble-import-onnx")
+            subprocess.run([importer, onnx, "-o", nir], check=True, capture_output=True)
+            tools.compile_model(args.nimblec, nir, nbc)
+            xs = {b: os.path.join(work, "%s-x%d.npy" % (model, b)) for b in batches}
+            rows = rss_rows(args, model, nbc, onnx, xs, "batch", peer_py, work)
+        else:
+            print("bench_memory: error: --rss-models: unknown model '%s' (bert_base, resnet18, mobilenet_v2)"
+                  % model, file=sys.stderr)
+            return 1
+        if rows is None:
+            return 1
+        results += rows
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rss": results}, f, indent=2)
@@ -223,8 +264,11 @@ def main(argv):
     ap.add_argument("--nimblec", default=tools.default_tool("nimblec"))
     ap.add_argument("--nimble-run", dest="nimble_run", default=tools.default_tool("nimble-run"))
     ap.add_argument("--json", help="also write the figures to this file")
-    ap.add_argument("--rss", action="store_true", help="peak resident memory of BERT-base against ONNX Runtime")
-    ap.add_argument("--rss-lengths", default="16,128", help="--rss: sequence lengths (default %(default)s)")
+    ap.add_argument("--rss", action="store_true", help="peak resident memory against ONNX Runtime")
+    ap.add_argument("--rss-models", default="bert_base",
+                    help="--rss: bert_base, resnet18, mobilenet_v2, comma-separated (default %(default)s)")
+    ap.add_argument("--rss-lengths", default="16,128", help="--rss: BERT-base's sequence lengths (default %(default)s)")
+    ap.add_argument("--rss-batches", default="1,8", help="--rss: the CNNs' batch sizes (default %(default)s)")
     ap.add_argument("--threads", default="1,2", help="--rss: thread counts (default %(default)s)")
     ap.add_argument("--rounds", type=int, default=3, help="--rss: alternating rounds (default %(default)s)")
     ap.add_argument("--peers-venv", help="--rss: the peers' virtualenv (default .peers-venv)")

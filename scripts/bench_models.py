@@ -4,7 +4,7 @@ paper's models, with the thread count of every system held and shown.
 
     /usr/bin/python3 scripts/bench_models.py [--models lstm_1l,lstm_2l,treelstm,bert_base]
         [--threads 1,2] [--lengths 8,32,128] [--bert-lengths 16,64,128] [--count 12]
-        [--reps 10] [--warmup 2] [--profile-reps 2] [--systems nimble,pytorch,onnxruntime,iree]
+        [--reps 10] [--warmup 2] [--profile-reps 2] [--systems nimble,imported,pytorch,onnxruntime,iree]
         [--json FILE] [--plot DIR] [--markdown FILE] [--peers-venv DIR]
         [--quiet-load 1.0] [--max-wait 60] [--no-floors]
 
@@ -20,6 +20,12 @@ a system that used more than T + 0.15 cores fails the run (exit 1).
     whole process (loading included). A separate `--profile` run per
     fixed-size input gives the time split (kernels / shape functions / other
     VM work), so that profiling does not inflate the latency.
+  * Nimble imported (issue 47; LSTM and BERT-base): the .onnx that ONNX
+    Runtime runs (written once by scripts/bench_worker.py's exporter, in this
+    process, and shared with the ORT worker) through nimble-import-onnx and
+    nimblec at the same --opt, then timed as Nimble is. The column
+    imported/Nimble compares it with the hand-written .nir (1.00: the same
+    speed; above 1 the imported program is slower).
   * PyTorch eager (the papers' baseline), ONNX Runtime and IREE: one
     scripts/bench_worker.py process per system and T (its docstring says how
     each is set up); cores used over the timed runs. ONNX Runtime and IREE run
@@ -261,11 +267,31 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
-def run_nimble(v, nbc, cases, T, args, work_dir, problems):
+def imported_nbc(v, args, work_dir, example):
+    """The model's .onnx (the file ONNX Runtime runs: bench_worker.onnx_file writes it once into
+    work_dir and the ORT worker finds it there) through nimble-import-onnx and nimblec --opt."""
+    import bench_worker
+
+    model = v.reference.load(v.name)
+    x = torch.from_numpy(np.load(example.path))
+    onnx = bench_worker.onnx_file({"model": v.name, "work_dir": work_dir}, model, x)
+    del model
+    nir, nbc = os.path.join(work_dir, v.name + ".imported.nir"), os.path.join(work_dir, v.name + ".imported.nbc")
+    progress("%s: nimble-import-onnx, nimblec %s" % (v.name, args.opt))
+    p = subprocess.run([args.nimble_import_onnx, onnx, "-o", nir], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise tools.ToolError("nimble-import-onnx failed (exit %d): %s" % (p.returncode, p.stderr[-3000:]))
+    compile_kernels = "reference" if args.kernels == "reference" else "native"
+    tools.compile_model(args.nimblec, nir, nbc, opt=args.opt, extra=["--kernels=" + compile_kernels])
+    return nbc
+
+
+def run_nimble(v, nbc, cases, T, args, work_dir, problems, profile=True):
     """[(case, median_ms, runs, cpu_s, wall_s)] and the summed time split of the fixed inputs."""
     out, split = [], {"kernels": 0.0, "shape": 0.0, "other": 0.0, "total": 0.0}
     for c in cases:
-        outs = [os.path.join(work_dir, "%s.%s.nimble.%s.npy" % (v.name, c.name, o)) for o in v.reference.OUTPUTS]
+        tag = os.path.splitext(os.path.basename(nbc))[0]  # lstm_1l or lstm_1l.imported
+        outs = [os.path.join(work_dir, "%s.%s.nimble.%s.npy" % (tag, c.name, o)) for o in v.reference.OUTPUTS]
         cmd = [args.nimble_run, nbc] + ["--input=" + s for s in v.reference.nimble_inputs(c.path)]
         cmd += ["--output=@" + o for o in outs] + ["--threads=%d" % T, "--benchmark=%d" % pick(args.reps, v.name),
                                                    "--kernels=" + args.kernels]
@@ -282,7 +308,7 @@ def run_nimble(v, nbc, cases, T, args, work_dir, problems):
                 problems.append("Nimble %s %s (threads %d): output differs from PyTorch, relative error %.3e"
                                 % (v.name, c.name, T, e))
         out.append((c, lat["median"], lat["runs"], cpu, wall))
-        if pick(args.profile_reps, v.name) and c.table == "fixed":
+        if profile and pick(args.profile_reps, v.name) and c.table == "fixed":
             p = tools.run_model(args.nimble_run, nbc, v.reference.nimble_inputs(c.path), outs, threads=T,
                                 benchmark=pick(args.profile_reps, v.name), profile=True,
                                 extra=["--kernels=" + args.kernels])
@@ -340,9 +366,16 @@ def bench_model(v, args, work_dir, doc):
         compile_kernels = "reference" if args.kernels == "reference" else "native"
         progress("%s: nimblec %s --kernels=%s" % (v.name, args.opt, compile_kernels))
         tools.compile_model(args.nimblec, v.nir, nbc, opt=args.opt, extra=["--kernels=" + compile_kernels])
+    imported = None
+    if "imported" in args.systems and v.family != "treelstm":
+        imported = imported_nbc(v, args, work_dir, cases[0])
+    elif "imported" in args.systems:
+        doc["notes"].setdefault("imported", {})[v.name] = "no ONNX form (recursion over a tree)"
     for T in args.threads:
         for system in args.systems:
             if system in PEERS and (not args.peer_python or system in doc["missing"]):
+                continue
+            if system == "imported" and imported is None:
                 continue
             if system in PEERS and v.family == "treelstm":
                 doc["notes"].setdefault(system, {})[v.name] = "no ONNX form (recursion over a tree)"
@@ -353,7 +386,9 @@ def bench_model(v, args, work_dir, doc):
             progress("%s %s, %d thread%s: %d inputs x %d runs" % (
                 v.name, benchlib.SYSTEM_LABEL[system], T, "" if T == 1 else "s", len(cases),
                 pick(args.reps, v.name)))
-            if system == "nimble":
+            if system == "imported":
+                timed, _ = run_nimble(v, imported, cases, T, args, work_dir, problems, profile=False)
+            elif system == "nimble":
                 timed, split = run_nimble(v, nbc, cases, T, args, work_dir, problems)
                 if split["total"] > 0:
                     doc["splits"]["%s/%d" % (v.name, T)] = {
@@ -639,7 +674,8 @@ def parse_args(argv):
                     " with --batch 1")
     ap.add_argument("--profile-reps", type=per_model(0), default="2",
                     help="runs of nimble-run --profile per fixed input (0: no split; N,MODEL=N,... per model)")
-    ap.add_argument("--systems", default="nimble,pytorch,pytorch-nnlstm,onnxruntime,iree", help="which systems to time")
+    ap.add_argument("--systems", default="nimble,imported,pytorch,pytorch-nnlstm,onnxruntime,iree",
+                    help="which systems to time")
     ap.add_argument("--opt", default="-O2", help="nimblec optimisation level (default %(default)s)")
     ap.add_argument("--kernels", default="auto", choices=["auto", "native", "library", "reference"],
                     help="nimble-run --kernels (default %(default)s); the .nbc has native kernels"
@@ -654,6 +690,7 @@ def parse_args(argv):
     ap.add_argument("--markdown", metavar="FILE",
                     help="write the header and tables as markdown (into FILE's generated section when it has one)")
     ap.add_argument("--nimblec", default=tools.default_tool("nimblec"))
+    ap.add_argument("--nimble-import-onnx", default=tools.default_tool("nimble-import-onnx"))
     ap.add_argument("--nimble-run", dest="nimble_run", default=tools.default_tool("nimble-run"))
     ap.add_argument("--no-floors", dest="floors", action="store_false",
                     help="do not measure the floors (scripts/floors.py: bandwidth by working set, GEMM rates)")
@@ -801,6 +838,8 @@ def main(argv):
         try:
             tools.require_tool(args.nimblec)
             tools.require_tool(args.nimble_run)
+            if "imported" in args.systems:
+                tools.require_tool(args.nimble_import_onnx)
         except tools.ToolError as e:
             print("bench_models: error: %s (or --systems without nimble)" % e, file=sys.stderr)
             return 1

@@ -36,8 +36,9 @@ ROW_FIELDS = {
     "per_unit": float,  # median_ms in the row's unit (see UNITS)
     "unit": str,
 }
-SYSTEMS = ("nimble", "pytorch", "pytorch-nnlstm", "onnxruntime", "iree")
-SYSTEM_LABEL = {"nimble": "Nimble", "pytorch": "PyTorch", "pytorch-nnlstm": "PyTorch nn.LSTM",
+SYSTEMS = ("nimble", "imported", "pytorch", "pytorch-nnlstm", "onnxruntime", "iree")
+SYSTEM_LABEL = {"nimble": "Nimble", "imported": "Nimble imported", "pytorch": "PyTorch",
+                "pytorch-nnlstm": "PyTorch nn.LSTM",
                 "onnxruntime": "ONNX Runtime", "iree": "IREE"}
 
 # The unit of each model's rows, as the papers report them: (label, ms -> unit factor, per what).
@@ -405,7 +406,9 @@ def _digits(unit):
 def table(rows, which, systems, splits=None, markdown=False, floors=None, pytorch_fair=True):
     """Rows of one table ("fixed" / "mixed") pivoted: one line per (model, length, threads),
     one column per system with 'figure (cores used)', then PyTorch / Nimble, ONNX Runtime / Nimble
-    (when it ran), and with `floors` ({"model/length/threads": floor in the row's unit}) the floor
+    (when it ran), imported / Nimble (the model's .onnx through nimble-import-onnx against the
+    hand-written .nir: above 1 the imported program is slower), and with `floors`
+    ({"model/length/threads": floor in the row's unit}) the floor
     and Nimble / floor."""
     sel = [r for r in rows if r["table"] == which]
     keys = []
@@ -419,6 +422,9 @@ def table(rows, which, systems, splits=None, markdown=False, floors=None, pytorc
     with_ort = "onnxruntime" in systems
     if with_ort:
         cols.append("ORT/Nimble")
+    with_imported = "imported" in systems and "nimble" in systems
+    if with_imported:
+        cols.append("imported/Nimble")
     if floors is not None:
         cols += ["floor", "Nimble/floor"]
     if splits is not None:
@@ -434,6 +440,10 @@ def table(rows, which, systems, splits=None, markdown=False, floors=None, pytorc
         if with_ort:
             ort = by.get((model, length, threads, "onnxruntime"))
             cells.append("%.2fx" % (ort["median_ms"] / nim["median_ms"]) if nim and ort and nim["median_ms"] > 0
+                         else "-")
+        if with_imported:
+            imp = by.get((model, length, threads, "imported"))
+            cells.append("%.2fx" % (imp["median_ms"] / nim["median_ms"]) if nim and imp and nim["median_ms"] > 0
                          else "-")
         if floors is not None:
             fl = floors.get("%s/%d/%d" % (model, length, threads))

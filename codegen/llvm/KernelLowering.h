@@ -86,7 +86,7 @@ private:
   // `work`: a rough count of the stage's inner operations; the region runs
   // on the pool from `minWork` on (KernelParallel.cpp).
   static constexpr int64_t kParallelWork = 1 << 16;
-  static constexpr int64_t kParallelMatMulWork = 1 << 20;
+  static constexpr int64_t kParallelMatMulWork = 1 << 18;
   void parallel(const char *name, Value *n, Value *work, std::vector<Value *> &carry,
                 const std::function<void(Value *, Value *)> &body, int64_t minWork = kParallelWork);
   Value *closureField(llvm::StructType *ty, Value *closure, unsigned field, size_t index);

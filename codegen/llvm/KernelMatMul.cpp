@@ -403,9 +403,10 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
     });
   };
   Value *work = b_.CreateMul(numElements(v), K);
-  // Weights of under 2^20 elements (Tree-LSTM's 450 x 300) stay on the
-  // tiles below: they sit in L2 whatever the order, and the stage measured
-  // 2-8% slower there (a node's products of 150 and 300 columns, one thread).
+  // Weights of fewer elements than kParallelMatMulWork (Tree-LSTM's
+  // 450 x 300) stay on the tiles below: they sit in L2 whatever the order,
+  // and the stage measured 2-8% slower there (a node's products of 150 and
+  // 300 columns, one thread).
   const int64_t staticK = vals_[a].dims[R - 1];
   const bool bigWeight = staticN == kDynamic || staticK == kDynamic || staticN * staticK >= kParallelMatMulWork;
   if (R == 2 && !outer && !gA && !gC && vals_[v].dims[0] == 1 && bigWeight) {
@@ -451,7 +452,20 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
       });
     }, kParallelMatMulWork);
     derive();
-    nMain = b_.CreateSub(N, b_.CreateSRem(N, i64(GV)));
+    // Columns past the last unit: the 1 x ND tiles and then the edge points
+    // the other path gives them. The edge points' sums are not the tiles'
+    // (mul, then add, where a tile fuses them), so a column must fall to the
+    // same kind of code on both paths: a batched call (M rows, the tiles)
+    // equals its instances' one-row calls bit for bit (auto-batching, and
+    // the served Tree-LSTM's 150 columns: 144-147 were edge points here).
+    Value *nTiles = b_.CreateSub(N, b_.CreateSRem(N, i64(ND)));
+    forLoop(b_.CreateMul(units, i64(GV)), nTiles, i64(ND), "gvt", [&](Value *j0) {
+      tile(i64(0), i64(0), i64(0), i64(0), j0, 1, ND, i64(0), kBlockEnd(i64(0), KD), b_.getTrue(), nullptr);
+      forLoop(i64(KD), K, i64(KD), "gvtkb", [&](Value *kb) {
+        tile(i64(0), i64(0), i64(0), i64(0), j0, 1, ND, kb, kBlockEnd(kb, KD), b_.getFalse(), nullptr);
+      });
+    });
+    nMain = nTiles;
     edges(i64(0), i64(0), i64(0));
     return true;
   }

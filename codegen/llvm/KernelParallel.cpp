@@ -26,12 +26,16 @@ using namespace lowering;
 // directly with [0, n) otherwise; an error in any part sets the flag, which
 // the caller turns into its own error exit.
 // minWork: kParallelWork (2^16) for element-wise and row stages, whose
-// points cost a few cycles each; kParallelMatMulWork (2^20 multiply-adds,
-// tens of microseconds) for matmuls: a region costs about a microsecond to
-// start even on spinning threads and splits a product whose operands sit in
-// one core's cache, which a one-row product of a few microseconds never
-// wins back (Tree-LSTM's 1x300 . (450x300)^T split over two threads made a
-// node 13.8 us against 6.0 on one; docs/perf.md).
+// points cost a few cycles each; kParallelMatMulWork (2^18 multiply-adds,
+// a 1 MiB f32 weight at one row) for matmuls: a region costs about a
+// microsecond to start even on spinning threads and splits a product whose
+// operands sit in one core's cache, which a one-row product of a few
+// microseconds never wins back (Tree-LSTM's 1x300 . (450x300)^T, 2^17, split
+// over two threads made a node 13.8 us against 6.0 on one; docs/perf.md).
+// From a megabyte of weights on, a split keeps each thread's part in its
+// own L2 across the steps of a recurrence: the imported GRU's 1x512 .
+// (1536x512)^T (3 MiB, 2^19.6) went from 14.1 to 4.6 ms a 128-token
+// sequence at two threads when the threshold came down from 2^20.
 // &closure.field[index] of a {ptr, [V x ptr], i32, [C x ptr]} closure.
 Value *KernelLowering::closureField(llvm::StructType *ty, Value *closure, unsigned field, size_t index) {
   return b_.CreateInBoundsGEP(ty, closure, {b_.getInt32(0), b_.getInt32(field), b_.getInt32(static_cast<uint32_t>(index))});

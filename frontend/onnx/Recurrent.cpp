@@ -25,7 +25,10 @@
 // direction's part is cut at import into a module constant of its own, and
 // Wb + Rb is summed there (GraphImporter::derivedInitializer): the products
 // then take constant weights, which the kernels pack once, as in the
-// hand-written models.
+// hand-written models. GRU: with linear_before_reset (torch's export) a step
+// is one product h·R_dᵀ over the three gates, split after it; without,
+// R_d's z/r rows and its h rows are cut apart at import (h's product reads
+// r ⊙ h), as are Wb and Rb.
 //
 // Supported: activations Sigmoid, Tanh, Relu (per direction, ONNX's
 // defaults otherwise), clip, peepholes (LSTM P), initial states, GRU's
@@ -98,6 +101,25 @@ Value *direction(Conv &c, Value *x, int64_t d) {
   for (int64_t k = 1; k < x->type().rank(); ++k) parts.push_back(c.dimOf(s, k));
   Value *shape = c.shapeVector(parts);
   return shape ? c.op(OpCode::DynReshape, {s, shape}) : nullptr;
+}
+
+/// Rows [lo, hi) of axis 0 of `x` (GRU's gate blocks of R and Rb): cut at
+/// import when `x` is a known initializer, like `direction`, so that no
+/// weight is split at run time (the imported GRU split R's 3 MiB at every
+/// inference before); else a run-time `slice`.
+Value *rowsOf(Conv &c, Value *x, int64_t lo, int64_t hi, const std::string &suffix) {
+  if (!x) return nullptr;
+  if (const DenseValue *k = c.known(x); k && !k->splat && !k->shape.empty() && hi <= k->shape[0]) {
+    DenseValue v;
+    v.dtype = k->dtype;
+    v.shape = k->shape;
+    v.shape[0] = hi - lo;
+    const size_t per = k->bytes.size() / static_cast<size_t>(k->shape[0]);
+    v.bytes.assign(k->bytes.begin() + static_cast<std::ptrdiff_t>(per * static_cast<size_t>(lo)),
+                   k->bytes.begin() + static_cast<std::ptrdiff_t>(per * static_cast<size_t>(hi)));
+    return c.graph().derivedInitializer(nameFrom(x, suffix), std::move(v));
+  }
+  return c.op(OpCode::Slice, {x}, {{"axes", convert::ints({0})}, {"starts", convert::ints({lo})}, {"ends", convert::ints({hi})}});
 }
 
 /// Wb + Rb of one direction (`halves` of `bd`): summed at import when `bd`
@@ -247,13 +269,16 @@ bool GraphImporter::convertRecurrent(Conv &c, std::vector<Value *> &out) {
     Value *rb = nullptr;
     if (b) {
       Value *bd = direction(c, b, d);
-      std::vector<Value *> halves = bd ? c.ops(OpCode::Split, {bd}, {{"axis", Attr::getInt(0)}, {"sections", Attr::getInt(2)}}, 2)
-                                       : std::vector<Value *>{};
-      if (halves.size() != 2 || !halves[0] || !halves[1]) return false;
+      if (!bd) return false;
       if (cell == Cell::GRU) {
-        rb = halves[1];
-        xw = c.op(OpCode::Add, {xw, halves[0]});
+        // Wb joins the projection; Rb stays for the recurrence. Both cut at
+        // import when B is an initializer.
+        rb = rowsOf(c, bd, gh, 2 * gh, "_rb");
+        xw = c.op(OpCode::Add, {xw, rowsOf(c, bd, 0, gh, "_wb")});
+        if (!rb || !xw) return false;
       } else {
+        std::vector<Value *> halves = c.ops(OpCode::Split, {bd}, {{"axis", Attr::getInt(0)}, {"sections", Attr::getInt(2)}}, 2);
+        if (halves.size() != 2 || !halves[0] || !halves[1]) return false;
         xw = c.op(OpCode::Add, {xw, biasSum(c, bd, halves)});
       }
     }
@@ -279,20 +304,17 @@ bool GraphImporter::convertRecurrent(Conv &c, std::vector<Value *> &out) {
       pe = pd ? c.ops(OpCode::Split, {pd}, {{"axis", Attr::getInt(0)}, {"sections", Attr::getInt(3)}}, 3) : pe;
       if (pe.size() != 3) return false;
     }
-    // GRU: R's rows for z and r, and for h, apart (h's product reads r ⊙ h).
+    // GRU without linear_before_reset: R's rows for z and r, and for h,
+    // apart (h's product reads r ⊙ h). With it (what torch exports) the
+    // step is one product h·Rᵀ over all three gates, as ORT computes it:
+    // one GEMV reads R once, split over the threads.
     std::vector<Value *> rParts, rbParts;
-    if (cell == Cell::GRU) {
-      rParts = c.ops(OpCode::Split, {rd}, {{"axis", Attr::getInt(0)}, {"sections", Attr::getInt(3)}}, 3);
-      if (rParts.size() != 3) return false;
-      Value *rzr = c.op(OpCode::Concat, {rParts[0], rParts[1]}, {{"axis", Attr::getInt(0)}});
-      if (!rzr) return false;
-      rParts = {rzr, rParts[2]};
+    if (cell == Cell::GRU && !linearBeforeReset) {
+      rParts = {rowsOf(c, rd, 0, 2 * hidden, "_zr"), rowsOf(c, rd, 2 * hidden, gh, "_h")};
+      if (!rParts[0] || !rParts[1]) return false;
       if (rb) {
-        rbParts = c.ops(OpCode::Split, {rb}, {{"axis", Attr::getInt(0)}, {"sections", Attr::getInt(3)}}, 3);
-        if (rbParts.size() != 3) return false;
-        Value *rbzr = c.op(OpCode::Concat, {rbParts[0], rbParts[1]}, {{"axis", Attr::getInt(0)}});
-        if (!rbzr) return false;
-        rbParts = {rbzr, rbParts[2]};
+        rbParts = {rowsOf(c, rb, 0, 2 * hidden, "_zr"), rowsOf(c, rb, 2 * hidden, gh, "_h")};
+        if (!rbParts[0] || !rbParts[1]) return false;
       }
     }
 
@@ -346,17 +368,25 @@ bool GraphImporter::convertRecurrent(Conv &c, std::vector<Value *> &out) {
     } else if (cell == Cell::GRU) {
       std::vector<Value *> xs = c.ops(OpCode::Split, {xt}, {{"axis", Attr::getInt(1)}, {"sections", Attr::getInt(3)}}, 3);
       if (xs.size() != 3) return false;
-      Value *hzr = mm(h, rParts[0]);
-      if (rb) hzr = add(hzr, rbParts[0]);
-      std::vector<Value *> zr = hzr ? c.ops(OpCode::Split, {hzr}, {{"axis", Attr::getInt(1)}, {"sections", Attr::getInt(2)}}, 2)
-                                    : std::vector<Value *>{};
-      if (zr.size() != 2) return false;
-      Value *z = activate(c, act[0], add(xs[0], zr[0]), clip), *rg = activate(c, act[0], add(xs[1], zr[1]), clip);
+      auto split = [&](Value *v, int64_t n) {
+        return v ? c.ops(OpCode::Split, {v}, {{"axis", Attr::getInt(1)}, {"sections", Attr::getInt(n)}}, static_cast<unsigned>(n))
+                 : std::vector<Value *>{};
+      };
+      std::vector<Value *> hr; // h·R_zᵀ, h·R_rᵀ (+ Rb), and with linear_before_reset h·R_hᵀ (+ Rb_h)
+      if (linearBeforeReset) {
+        Value *all = mm(h, rd);
+        if (rb) all = add(all, rb);
+        hr = split(all, 3);
+      } else {
+        Value *hzr = mm(h, rParts[0]);
+        if (rb) hzr = add(hzr, rbParts[0]);
+        hr = split(hzr, 2);
+      }
+      if (hr.size() != (linearBeforeReset ? 3u : 2u)) return false;
+      Value *z = activate(c, act[0], add(xs[0], hr[0]), clip), *rg = activate(c, act[0], add(xs[1], hr[1]), clip);
       Value *hh;
       if (linearBeforeReset) {
-        Value *lin = mm(h, rParts[1]);
-        if (rb) lin = add(lin, rbParts[1]);
-        hh = add(xs[2], mul(rg, lin));
+        hh = add(xs[2], mul(rg, hr[2]));
       } else {
         Value *lin = mm(mul(rg, h), rParts[1]);
         if (rb) lin = add(lin, rbParts[1]);

@@ -17,7 +17,7 @@ class ToolError(Exception):
 
 
 def default_tool(name):
-    env = {"nimblec": "NIMBLEC", "nimble-run": "NIMBLE_RUN"}[name]
+    env = {"nimblec": "NIMBLEC", "nimble-run": "NIMBLE_RUN", "nimble-import-onnx": "NIMBLE_IMPORT_ONNX"}[name]
     return os.environ.get(env) or os.path.join(REPO_ROOT, "bazel-bin", "tools", name)
 
 

@@ -10,6 +10,7 @@
 
 #include "vm/dispatch/LibraryPostOps.h"
 #include "vm/dispatch/NativeKernels.h"
+#include "vm/format/Format.h"
 #include "vm/support/FailAlloc.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -131,7 +132,7 @@ struct ConvKernels::Impl {
   std::vector<Plan> plans;
   std::unordered_map<std::string, Entry> cache;
   std::unordered_map<const void *, std::vector<Packed>> packed;
-  uint64_t created = 0, packedCount = 0, packedBytes = 0;
+  uint64_t created = 0, packedCount = 0, packedBytes = 0, releasedBytes = 0;
   double creationSeconds = 0, packSeconds = 0;
 
   const dnnl::memory &packedCopy(const Tensor *t, const dnnl::memory::desc &from, const dnnl::memory::desc &desc,
@@ -149,6 +150,9 @@ struct ConvKernels::Impl {
     }
     ++packedCount;
     packedBytes += desc.get_size();
+    // One resident copy (LibraryConv.h, "Weights"): the original's pages go
+    // back to the mapped file once the packed copy holds its values.
+    releasedBytes += releaseMappedPages(*exe, t->rawData(), t->numBytes());
     packSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     forms.push_back(std::move(pk));
     return forms.back().mem;
@@ -320,6 +324,7 @@ double ConvKernels::packSeconds() const { return impl_->packSeconds; }
 size_t ConvKernels::primitivesCached() const { return impl_->cache.size(); }
 uint64_t ConvKernels::weightsPacked() const { return impl_->packedCount; }
 uint64_t ConvKernels::packedBytes() const { return impl_->packedBytes; }
+uint64_t ConvKernels::releasedBytes() const { return impl_->releasedBytes; }
 
 Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
                         const dnnl::engine &engine, dnnl::stream &stream, size_t *failedMember, bool *declined) {

@@ -345,7 +345,7 @@ size_t LibraryKernels::primitivesCached() const { return impl_->cache.size() + i
 uint64_t LibraryKernels::weightsPacked() const { return impl_->packedCount + impl_->conv->weightsPacked(); }
 uint64_t LibraryKernels::packedBytes() const { return impl_->packedBytes + impl_->conv->packedBytes(); }
 double LibraryKernels::packSeconds() const { return impl_->packSeconds + impl_->conv->packSeconds(); }
-uint64_t LibraryKernels::releasedBytes() const { return impl_->releasedBytes; }
+uint64_t LibraryKernels::releasedBytes() const { return impl_->releasedBytes + impl_->conv->releasedBytes(); }
 uint64_t LibraryKernels::splitCalls() const { return impl_->splitCalls; }
 
 const dnnl::memory &LibraryKernels::Impl::packedCopy(const Tensor *t, void *data, const dnnl::memory::desc &from,

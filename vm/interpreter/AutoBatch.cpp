@@ -35,10 +35,17 @@
 // Fibers are cheap to make: the VM keeps every fiber it has made and reuses
 // a finished one (reset, with the capacity of its registers, frames and
 // operand lists) for the next fork or instance, within a run and across
-// runs (newFiber, recycleFiber). ACROBAT launches its fibers fork-join style
-// from generated C++ (§4.2) and computes depths inline in that code (§4.1);
-// here a fork is the interpreter's, one per tree node on Tree-LSTM (1,280 a
-// run of 64 trees), and was six heap allocations before recycling. What is
+// runs (newFiber, recycleFiber). So are the scheduler's lists (the ready
+// fibers, each kernel's pending calls, a launch's rows, row tables and
+// descriptor tensors) and a forked call's result list, which goes from the
+// child's return to the parent's join and back to the next step: a run of
+// 64 trees made 12,138 heap allocations, 4,450 after (the rest: about
+// 1,850 in the native kernels' shape checks in vm/dispatch, tensors and
+// storages made in execute(), the instances' results). ACROBAT launches
+// its fibers fork-join style from generated C++ (§4.2) and computes depths
+// inline in that code (§4.1); here a fork is the interpreter's, one per
+// tree node on Tree-LSTM (1,280 a run of 64 trees), and was six heap
+// allocations before recycling. What is
 // left per node is the interpreter itself and the resumptions: every
 // batchable kernel call suspends its fiber and resumes it after its group
 // (7,808 a run), and each resumption first touches that fiber's cold
@@ -118,6 +125,20 @@ struct VirtualMachine::Scheduler {
   bool phased = false;
   /// How a gather-fused launch went (NotApplicable: stack instead).
   enum class Gathered { Done, Failed, NotApplicable };
+  // Working lists of the rounds and launches, kept with their capacity
+  // from round to round: building them anew cost about 9,000 heap
+  // allocations per run of 64 trees (docs/perf.md, "The VM's per-node
+  // overhead"). Each is filled and used by one function, which nothing
+  // re-enters while it does.
+  std::vector<Fiber *> now_;            // run(): the fibers stepped this pass
+  std::vector<Fiber *> calls_;          // run(): the group taken from `pending`
+  std::vector<Fiber *> fit_, misfit_;   // rows()
+  std::vector<int64_t> rowsOf_;         // rows()
+  std::vector<TensorRef> keep_;         // rows(), gathered(): the launch's own tensors
+  std::vector<Tensor *> launchIns_, launchOuts_;
+  std::vector<const void *> tableData_; // gathered()
+  Ref<Storage> none_;                   // gathered(): no memory (descriptor tensors)
+  std::vector<int64_t> shapeBuf_;       // gathered(): a stacked shape
 
   Scheduler(VirtualMachine &vm, std::vector<InstanceOutcome> &out, uint32_t entry)
       : vm(vm), exe(*vm.exe_), out(out), pending(vm.exe_->kernels.size()), entry(entry) {
@@ -197,6 +218,10 @@ struct VirtualMachine::Scheduler {
     f.suspended = false;
     f.waiting = false;
     std::vector<ObjectRef> results;
+    if (!vm.spareResults_.empty()) {
+      results = std::move(vm.spareResults_.back()); // empty, with capacity
+      vm.spareResults_.pop_back();
+    }
     uint32_t func = 0, pc = 0;
     Status st;
     try {
@@ -211,13 +236,15 @@ struct VirtualMachine::Scheduler {
     // Calls this step forked run as fibers of their own.
     for (Fiber *c : vm.spawned_) ready.push_back(c);
     vm.spawned_.clear();
-    if (st.ok() && f.suspended) {
+    if (st.ok() && (f.suspended || f.waiting)) {
+      // The unused result list keeps its capacity for the next step.
+      if (vm.spareResults_.size() < vm.spareResults_.capacity()) vm.spareResults_.push_back(std::move(results));
+      if (f.waiting) return; // resumed when its child finishes
       std::vector<Fiber *> &q = pending[f.kernel];
       if (q.empty()) active.push_back(f.kernel);
       q.push_back(&f);
       return;
     }
-    if (st.ok() && f.waiting) return; // resumed when its child finishes
     finish(f, std::move(st), std::move(results));
   }
 
@@ -285,8 +312,11 @@ struct VirtualMachine::Scheduler {
     const Fiber &lead = *calls[0];
     auto tc = Clock::now();
     // Per call: its row count; calls that do not fit the layout run alone.
-    std::vector<Fiber *> fit, misfit;
-    std::vector<int64_t> rowsOf;
+    std::vector<Fiber *> &fit = fit_, &misfit = misfit_;
+    std::vector<int64_t> &rowsOf = rowsOf_;
+    fit.clear();
+    misfit.clear();
+    rowsOf.clear();
     int64_t total = 0;
     for (Fiber *f : calls) {
       int64_t n = -1;
@@ -405,8 +435,11 @@ struct VirtualMachine::Scheduler {
     // Stack the per-instance inputs; make the stacked outputs.
     auto tg = Clock::now();
     const Fiber &first = *fit[0];
-    std::vector<TensorRef> keep;
-    std::vector<Tensor *> ins, outs;
+    std::vector<TensorRef> &keep = keep_;
+    std::vector<Tensor *> &ins = launchIns_, &outs = launchOuts_;
+    keep.clear();
+    ins.clear();
+    outs.clear();
     auto stacked = [&](const Tensor *like) -> Tensor * {
       std::vector<int64_t> shape = like->shape();
       shape[0] = total;
@@ -465,6 +498,7 @@ struct VirtualMachine::Scheduler {
       }
     }
     vm.profile_.batch.gatherSeconds += since(ts);
+    keep.clear(); // the stacked copies go back to the pool now
     if (fusable) probed(1);
     for (Fiber *f : fit) ready.push_back(f);
   }
@@ -519,16 +553,21 @@ struct VirtualMachine::Scheduler {
     auto tt = Clock::now();
     // Tensors with the stacked shapes and no memory: the shape functions
     // and the descriptors read their shapes only.
-    Ref<Storage> none(new Storage(nullptr, nullptr, 0, Device::CPU));
-    std::vector<TensorRef> keep;
-    std::vector<Tensor *> ins, outs;
+    if (!none_) none_ = Ref<Storage>(new Storage(nullptr, nullptr, 0, Device::CPU));
+    std::vector<TensorRef> &keep = keep_;
+    std::vector<Tensor *> &ins = launchIns_, &outs = launchOuts_;
+    keep.clear();
+    ins.clear();
+    outs.clear();
     size_t nb = k.numInputs + k.outputs.size();
     if (vm.gatherTables_.size() < nb) vm.gatherTables_.resize(nb);
-    std::vector<const void *> data(nb, nullptr);
+    std::vector<const void *> &data = tableData_;
+    data.assign(nb, nullptr);
     auto table = [&](size_t slot, const Tensor *like, auto tensorOf) -> Tensor * {
-      std::vector<int64_t> shape = like->shape();
-      shape[0] = total;
-      TensorRef t(new Tensor(like->dtype(), std::move(shape), none, 0));
+      // From the tensors' free list: its shape buffer is reused too.
+      shapeBuf_.assign(like->shape().begin(), like->shape().end());
+      shapeBuf_[0] = total;
+      TensorRef t(Tensor::make(like->dtype(), shapeBuf_.data(), shapeBuf_.size(), none_, 0));
       keep.push_back(t);
       std::vector<const void *> &rows = vm.gatherTables_[slot];
       rows.clear();
@@ -562,6 +601,7 @@ struct VirtualMachine::Scheduler {
                                 vm.gatherMemos_[kb].get(), &data, vm.opts_.native->signature(kb));
     if (vm.opts_.profile)
       vm.profileKernelCall(kb, KernelImpl::Native, since(t0), "(gathered " + std::to_string(total) + " rows)");
+    keep.clear();
     if (!st.ok() || rerun) return Gathered::Failed;
     return fusedLaunch(fit.size());
   }
@@ -576,7 +616,7 @@ struct VirtualMachine::Scheduler {
   }
 
   /// Runs the pending calls of kernel `k`.
-  void group(uint32_t k, std::vector<Fiber *> calls) {
+  void group(uint32_t k, std::vector<Fiber *> &calls) {
     BatchProfile &bp = vm.profile_.batch;
     calls.erase(std::remove_if(calls.begin(), calls.end(), [](Fiber *f) { return f->dead; }), calls.end());
     if (calls.empty()) return;
@@ -586,7 +626,21 @@ struct VirtualMachine::Scheduler {
     const KernelBatching &b = exe.batching[k];
     if (b.mode == KernelBatching::Mode::Invariant) return invariant(calls);
     // Split by the shared inputs' contents (the same weights: one group).
+    // Usually every call agrees with the first (the same constants), and
+    // the calls are the one part, in order, without copying the list.
     auto tc = Clock::now();
+    auto agrees = [&](const Fiber &f, const Fiber &lead) {
+      bool same = f.ins.size() == lead.ins.size();
+      for (size_t i = 0; same && i < f.ins.size(); ++i)
+        if (i < b.shared.size() && b.shared[i]) same = sameContents(f.ins[i], lead.ins[i]);
+      return same;
+    };
+    bool one = true;
+    for (size_t c = 1; one && c < calls.size(); ++c) one = agrees(*calls[c], *calls[0]);
+    if (one) {
+      bp.scheduleSeconds += since(tc);
+      return rows(k, calls);
+    }
     std::vector<std::vector<Fiber *>> parts;
     for (Fiber *f : calls) {
       bool placed = false;
@@ -617,9 +671,9 @@ struct VirtualMachine::Scheduler {
       // a group is chosen: otherwise a fork tree unfolds one level per
       // round and the leaves of a deep tree are launched in many groups.
       while (!ready.empty()) {
-        std::vector<Fiber *> now;
-        now.swap(ready);
-        for (Fiber *f : now) step(*f);
+        now_.clear();
+        now_.swap(ready); // `ready` takes the emptied list and its capacity
+        for (Fiber *f : now_) step(*f);
       }
       if (active.empty()) break;
       // The kernel with the most pending calls; ties: the shallowest.
@@ -654,12 +708,15 @@ struct VirtualMachine::Scheduler {
       }
       uint32_t k = active[best];
       active.erase(active.begin() + static_cast<std::ptrdiff_t>(best));
-      std::vector<Fiber *> calls;
-      calls.swap(pending[k]);
+      // `pending[k]` takes the emptied list of the last round and its
+      // capacity; group() runs kernels and readies fibers, but steps none,
+      // so nothing is added to `pending` meanwhile.
+      calls_.clear();
+      calls_.swap(pending[k]);
       ++vm.profile_.batch.rounds;
-      vm.profile_.batch.suspensions += calls.size();
+      vm.profile_.batch.suspensions += calls_.size();
       vm.profile_.batch.scheduleSeconds += since(tc);
-      group(k, std::move(calls));
+      group(k, calls_);
     }
   }
 };
@@ -671,6 +728,7 @@ VirtualMachine::Fiber *VirtualMachine::newFiber() {
     size_t room = std::max<size_t>(64, 2 * fiberStore_.size());
     if (fiberFree_.capacity() <= fiberStore_.size()) fiberFree_.reserve(room);
     if (fiberStore_.capacity() <= fiberStore_.size()) fiberStore_.reserve(room);
+    if (spareResults_.capacity() < room) spareResults_.reserve(room);
     fiberStore_.push_back(std::make_unique<Fiber>());
     return fiberStore_.back().get();
   }

@@ -266,6 +266,11 @@ private:
   /// more than `fiberStore_`, so returning one to it cannot fail).
   std::vector<std::unique_ptr<Fiber>> fiberStore_;
   std::vector<Fiber *> fiberFree_;
+  /// Emptied result lists of joined calls, with their capacity, for the
+  /// next fiber step's results (a forked call's results were two heap
+  /// allocations per tree node); room for one per fiber, reserved with
+  /// the fibers, so that returning one never allocates.
+  std::vector<std::vector<ObjectRef>> spareResults_;
   /// A reset fiber, reused or new (std::bad_alloc when out of memory).
   Fiber *newFiber();
   /// Resets `f` (its registers released) and makes it free for reuse.

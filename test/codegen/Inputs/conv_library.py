@@ -64,7 +64,8 @@ def func(name, x_shape, w_shape, attrs, bias=True, body=None, groups=1, strides=
     lines.append("  %%y = conv %s%s" % (operands, attrs))
     last = "%y"
     if body:
-        more, y, last = body(y, x.astype(np.float64))
+        more, y, last = body(y, x.astype(np.float64), w, b) if getattr(body, "wants_weights", False) else \
+            body(y, x.astype(np.float64))
         lines += more
     FUNCS.append((name, x, y, lines, last, len(x_shape)))
 
@@ -90,6 +91,16 @@ def full_mul(y, x):
     return ["  %o = mul %y, %x", "  %e = relu %o"], np.maximum(y * x, 0), "%e"
 
 
+def reread(y, x, w, b):
+    """The conv's weight read again after the conv, by a broadcast add (a
+    kernel of its own: its output is larger than the conv's): the weight's
+    original pages were released once packed (LibraryConv.h, "Weights")
+    and are read from the mapped file again."""
+    return ["  %o = add %y, %w"], y + w.astype(np.float64), "%o"
+
+
+reread.wants_weights = True
+
 func("block", (2, 8, 9, 9), (8, 8, 3, 3), ", pads=[1, 1, 1, 1]", body=residual, pads=[1, 1, 1, 1])
 func("depthwise_relu6", (1, 8, 10, 10), (8, 1, 3, 3), ", strides=[2, 2], pads=[1, 1, 1, 1], groups=8",
      body=relu6, groups=8, strides=[2, 2], pads=[1, 1, 1, 1])
@@ -100,6 +111,7 @@ func("conv1d", (2, 3, 20), (4, 3, 5), ", strides=[2], pads=[2, 1], dilations=[2]
      dil=[2])
 func("conv3d", (1, 2, 5, 6, 4), (3, 2, 2, 3, 2), ", pads=[1, 0, 1, 0, 1, 0]", pads=[1, 0, 1, 0, 1, 0])
 func("full_mul", (1, 8, 6, 6), (8, 8, 3, 3), ", pads=[1, 1, 1, 1]", body=full_mul, pads=[1, 1, 1, 1])
+func("reread", (1, 32, 3, 3), (32, 32, 3, 3), ", pads=[1, 1, 1, 1]", body=reread, pads=[1, 1, 1, 1])
 
 
 def main(d):

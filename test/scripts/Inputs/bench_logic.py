@@ -88,6 +88,10 @@ for line in benchlib.table(rows, "fixed", ["nimble", "pytorch", "onnxruntime"], 
                            floors={"lstm_1l/8/1": 1500.0}):
     print(line)
 
+rows.append(benchlib.make_row("imported", "lstm_1l", "lstm", "fixed", 8, 1, 1, 17.0, 3, 0.98, 1.0))
+for line in benchlib.table(rows, "fixed", ["nimble", "imported", "onnxruntime"], markdown=True):
+    print(line)
+
 print("== floors")
 # Made-up rates: every GEMM 200 GFLOP/s (oneDNN) and 100 (generated) at 1 thread, 400 / 150 at 2.
 gemm = {kn: {("library", 1): 200.0, ("native", 1): 100.0, ("library", 2): 400.0, ("native", 2): 150.0}
