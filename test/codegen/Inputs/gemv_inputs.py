@@ -5,7 +5,7 @@ Usage: gemv_inputs.py DIR -> DIR/*.npy (results in float64, stored as f32):
   steps{1,2,3,4}  h <- tanh(h . W^T) from x[1,1030], W[1030,1030], 1-4 times
                   (1030 columns: 128 units of 8 and 6 edge columns)
   wide            x2[1,2000] . W2[600,2000]^T (k in blocks of 768)
-  small           x3[1,17] . W3[33,17]^T (too small for the pool: one call)
+  small           x3[1,17] . W3[33,17]^T (under 2^18 weights: the tiles, not this stage)
 """
 import sys
 import numpy as np
