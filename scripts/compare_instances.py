@@ -161,6 +161,10 @@ def main(argv):
     r.add_argument("--tolerance", type=float, default=1e-4)
     r.add_argument("--failed", type=int_set, default=set(), help="instances that must have no outputs")
     args = ap.parse_args(argv)
+    for d in (args.dir_a, args.dir_b) if args.mode == "outputs" else (args.dir,):
+        if not os.path.isdir(d):
+            print("compare_instances.py: error: %s: no such directory" % d, file=sys.stderr)
+            return 2
     return compare_outputs(args) if args.mode == "outputs" else compare_reference(args)
 
 
