@@ -431,6 +431,14 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
     // from other threads only change some call's direction, never which
     // units a thread computes, nor any result).
     const unsigned GV = 8;
+    // The row's tile of nc columns at j0: the first k block stores its sums,
+    // the others add theirs (as the tiles above).
+    auto rowTile = [&](Value *j0, unsigned nc) {
+      tile(i64(0), i64(0), i64(0), i64(0), j0, 1, nc, i64(0), kBlockEnd(i64(0), KD), b_.getTrue(), nullptr);
+      forLoop(i64(KD), K, i64(KD), "gvkb", [&](Value *kb) {
+        tile(i64(0), i64(0), i64(0), i64(0), j0, 1, nc, kb, kBlockEnd(kb, KD), b_.getFalse(), nullptr);
+      });
+    };
     auto *calls = new llvm::GlobalVariable(mod_, b_.getInt64Ty(), false, llvm::GlobalValue::InternalLinkage,
                                            b_.getInt64(0), fn_->getName() + ".calls");
     b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, calls, i64(1), llvm::MaybeAlign(8),
@@ -444,11 +452,7 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
       Value *last = b_.CreateSub(b_.CreateAdd(begin, end), i64(1));
       forLoop(begin, end, i64(1), "gvu", [&](Value *i) {
         Value *u = b_.CreateSelect(back, b_.CreateSub(last, i), i);
-        Value *j0 = b_.CreateMul(u, i64(GV));
-        tile(i64(0), i64(0), i64(0), i64(0), j0, 1, GV, i64(0), kBlockEnd(i64(0), KD), b_.getTrue(), nullptr);
-        forLoop(i64(KD), K, i64(KD), "gvkb", [&](Value *kb) {
-          tile(i64(0), i64(0), i64(0), i64(0), j0, 1, GV, kb, kBlockEnd(kb, KD), b_.getFalse(), nullptr);
-        });
+        rowTile(b_.CreateMul(u, i64(GV)), GV);
       });
     }, kParallelMatMulWork);
     derive();
@@ -459,12 +463,7 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
     // equals its instances' one-row calls bit for bit (auto-batching, and
     // the served Tree-LSTM's 150 columns: 144-147 were edge points here).
     Value *nTiles = b_.CreateSub(N, b_.CreateSRem(N, i64(ND)));
-    forLoop(b_.CreateMul(units, i64(GV)), nTiles, i64(ND), "gvt", [&](Value *j0) {
-      tile(i64(0), i64(0), i64(0), i64(0), j0, 1, ND, i64(0), kBlockEnd(i64(0), KD), b_.getTrue(), nullptr);
-      forLoop(i64(KD), K, i64(KD), "gvtkb", [&](Value *kb) {
-        tile(i64(0), i64(0), i64(0), i64(0), j0, 1, ND, kb, kBlockEnd(kb, KD), b_.getFalse(), nullptr);
-      });
-    });
+    forLoop(b_.CreateMul(units, i64(GV)), nTiles, i64(ND), "gvt", [&](Value *j0) { rowTile(j0, ND); });
     nMain = nTiles;
     edges(i64(0), i64(0), i64(0));
     return true;
