@@ -267,6 +267,14 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
+def compile_nimble(args, nir, nbc, what):
+    """nimblec --opt NIR -o NBC with native kernels (reference ones when --kernels=reference)."""
+    kernels = "reference" if args.kernels == "reference" else "native"
+    progress("%s: nimblec %s --kernels=%s" % (what, args.opt, kernels))
+    tools.compile_model(args.nimblec, nir, nbc, opt=args.opt, extra=["--kernels=" + kernels])
+    return nbc
+
+
 def imported_nbc(v, args, work_dir, example):
     """The model's .onnx (the file ONNX Runtime runs: bench_worker.onnx_file writes it once into
     work_dir and the ORT worker finds it there) through nimble-import-onnx and nimblec --opt."""
@@ -277,13 +285,11 @@ def imported_nbc(v, args, work_dir, example):
     onnx = bench_worker.onnx_file({"model": v.name, "work_dir": work_dir}, model, x)
     del model
     nir, nbc = os.path.join(work_dir, v.name + ".imported.nir"), os.path.join(work_dir, v.name + ".imported.nbc")
-    progress("%s: nimble-import-onnx, nimblec %s" % (v.name, args.opt))
+    progress("%s: nimble-import-onnx" % v.name)
     p = subprocess.run([args.nimble_import_onnx, onnx, "-o", nir], capture_output=True, text=True)
     if p.returncode != 0:
         raise tools.ToolError("nimble-import-onnx failed (exit %d): %s" % (p.returncode, p.stderr[-3000:]))
-    compile_kernels = "reference" if args.kernels == "reference" else "native"
-    tools.compile_model(args.nimblec, nir, nbc, opt=args.opt, extra=["--kernels=" + compile_kernels])
-    return nbc
+    return compile_nimble(args, nir, nbc, v.name + " imported")
 
 
 def run_nimble(v, nbc, cases, T, args, work_dir, problems, profile=True):
@@ -362,10 +368,7 @@ def bench_model(v, args, work_dir, doc):
     del model
     nbc = None
     if "nimble" in args.systems:
-        nbc = os.path.join(work_dir, v.name + ".nbc")
-        compile_kernels = "reference" if args.kernels == "reference" else "native"
-        progress("%s: nimblec %s --kernels=%s" % (v.name, args.opt, compile_kernels))
-        tools.compile_model(args.nimblec, v.nir, nbc, opt=args.opt, extra=["--kernels=" + compile_kernels])
+        nbc = compile_nimble(args, v.nir, os.path.join(work_dir, v.name + ".nbc"), v.name)
     imported = None
     if "imported" in args.systems and v.family != "treelstm":
         imported = imported_nbc(v, args, work_dir, cases[0])
@@ -516,10 +519,7 @@ def bench_batch_model(v, args, work_dir, doc):
             with open(path, "w") as f:
                 f.write("\n".join(lines[first : first + B]) + "\n")
             chunks[B].append((first, path))
-    nbc = os.path.join(work_dir, v.name + ".nbc")
-    compile_kernels = "reference" if args.kernels == "reference" else "native"
-    progress("%s: nimblec %s --kernels=%s" % (v.name, args.opt, compile_kernels))
-    tools.compile_model(args.nimblec, v.nir, nbc, opt=args.opt, extra=["--kernels=" + compile_kernels])
+    nbc = compile_nimble(args, v.nir, os.path.join(work_dir, v.name + ".nbc"), v.name)
     n = len(lines)
     reps = pick(args.reps, v.name)
     for T in args.threads:
