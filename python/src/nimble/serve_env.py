@@ -40,7 +40,7 @@ def ingress_env(ingress):
     if ingress == "proxy":
         return {}
     if ingress == "haproxy":
-        stats, metrics = _free_ports(2)
+        stats, metrics, fallback_http, fallback_grpc = _free_ports(4)
         return {
             "RAY_SERVE_ENABLE_HA_PROXY": "1",
             "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
@@ -53,6 +53,15 @@ def ingress_env(ingress):
             # (tests side by side) would fail to start its HAProxy.
             "RAY_SERVE_HAPROXY_STATS_PORT": stats,
             "RAY_SERVE_HAPROXY_METRICS_PORT": metrics,
+            # The same for the fallback proxy actor that HAProxy keeps
+            # behind the replicas (8500 and 9500 by default). It binds with
+            # SO_REUSEPORT, so a second Ray instance does not fail: its
+            # proxy shares the port and the kernel hands each connection to
+            # either instance's proxy, which answers from its own
+            # application. Tests side by side saw another test's model
+            # answer their requests (CI of 2026-11-29).
+            "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": fallback_http,
+            "RAY_SERVE_FALLBACK_PROXY_GRPC_PORT": fallback_grpc,
             # HAProxy re-sends a request to another replica only when nothing
             # reached the first (`conn-failure`, Ray's default, safe for any
             # request). A Nimble request is a pure function of its body, so
