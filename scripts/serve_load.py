@@ -298,11 +298,13 @@ def markdown(doc):
     lines = ["| model | run | clients | requests/s | p50 ms | p99 ms | mean batch | cores (server + clients) | vs one at a time | bit-identical |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in doc["rows"]:
-        base = next(x for x in doc["rows"] if x["model"] == r["model"] and x["mode"] == "one-at-a-time")
+        # (--modes without one-at-a-time: no ratio, a dash.)
+        base = next((x for x in doc["rows"] if x["model"] == r["model"] and x["mode"] == "one-at-a-time"), None)
         ok = r["requests"] - r["errors"]
-        lines.append("| %s | %s | %d | %.1f | %.2f | %.2f | %.1f | %.2f + %.2f | %.2fx | %d/%d%s |" % (
+        lines.append("| %s | %s | %d | %.1f | %.2f | %.2f | %.1f | %.2f + %.2f | %s | %d/%d%s |" % (
             r["model"], r["mode"], r["clients"], r["throughput"], r["p50_ms"], r["p99_ms"], r["mean_batch"],
-            r["server_cores"], r["client_cores"], r["throughput"] / base["throughput"], r["bitwise_equal"], ok,
+            r["server_cores"], r["client_cores"],
+            "%.2fx" % (r["throughput"] / base["throughput"]) if base else "-", r["bitwise_equal"], ok,
             "" if not r["differ"] else " (max diff %.2g)" % r["max_abs_diff"]))
     return "\n".join(lines) + "\n"
 
