@@ -27,11 +27,15 @@ prints what bench_models.py uses (it imports this module):
 
 and the floors, per model (docs/perf.md, "Floors"):
 
-* BERT-base at n tokens: its GEMM arithmetic (12 layers: Q, K, V and output
-  projections n x 768 x 768 each, FFN n x 768 x 3072 and back, attention
-  2 x n x n x 768) at oneDNN's rate for the matching shape at M = 128
-  (issue 12: "22.4 GFLOP at the GEMM rate the same script measures for
-  oneDNN"; attention at the 768x768 rate). At n = 128 this is 22.35 GFLOP.
+* BERT-base at n tokens: per GEMM shape, a roofline: the larger of its
+  arithmetic (12 layers: Q, K, V and output projections n x 768 x 768
+  each, FFN n x 768 x 3072 and back, attention 2 x n x n x 768) at oneDNN's
+  rate for the matching shape at M = 128 (issue 12: "22.4 GFLOP at the GEMM
+  rate the same script measures for oneDNN"; attention at the 768x768
+  rate; 22.35 GFLOP at n = 128) and its weights (340 MB in all, far over
+  any cache) read once from DRAM at the 256 MiB bandwidth. At 128 tokens
+  the arithmetic decides; at 16 tokens on two threads the weights do (each
+  weight is read for 16 rows: about 8 FLOP a byte).
 * LSTM, L layers, hidden 512, per token: every layer's W_hh (4 MiB) read
   once at the bandwidth of L x 4 MiB, plus the input projections (batched
   over the sequence: 2 x in x 2048 FLOP per token and layer) at the better
@@ -185,8 +189,18 @@ def bert_gemm_flops(n, layers=12, hidden=768, ffn=3072):
             (3072, 768): layers * 2.0 * n * ffn * hidden}
 
 
-def bert_floor_ms(n, rates, T):
-    return sum(f / (rates[key]["library", T] * 1e9) for key, f in bert_gemm_flops(n).items()) * 1e3
+def bert_weight_bytes(layers=12, hidden=768, ffn=3072):
+    """{(K, N) rate key: bytes of f32 weights read once a run} of BERT-base's GEMMs."""
+    return {(768, 768): layers * 4 * hidden * hidden * 4.0,
+            (768, 3072): layers * hidden * ffn * 4.0,
+            (3072, 768): layers * ffn * hidden * 4.0}
+
+
+def bert_floor_ms(n, rates, T, dram_bw):
+    """Per GEMM shape the larger of FLOP / oneDNN's rate and weight bytes / DRAM bandwidth (GB/s)."""
+    weights = bert_weight_bytes()
+    return sum(max(f / (rates[key]["library", T] * 1e9), weights[key] / (dram_bw * 1e9))
+               for key, f in bert_gemm_flops(n).items()) * 1e3
 
 
 def lstm_floor_us(layers, inp, rates, bw, T):
@@ -237,7 +251,7 @@ def floor_for(model, length, T, m, trees=None):
     """The floor of one table row (same unit as the row: us/token, ms/sequence, us/node)."""
     bw, gemm = m["bandwidth"][T], m["gemm"]
     if model == "bert_base":
-        return bert_floor_ms(length, gemm, T)
+        return bert_floor_ms(length, gemm, T, bw["dram"])
     if model in ("lstm_1l", "lstm_2l"):
         return lstm_floor_us(1 if model == "lstm_1l" else 2, 300, gemm, bw[model], T)
     if model == "treelstm":

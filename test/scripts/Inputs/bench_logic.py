@@ -106,6 +106,11 @@ for T in (1, 2):
                                             floors.floor_for("lstm_1l", 32, T, m), floors.floor_for("lstm_2l", 32, T, m),
                                             floors.floor_for("treelstm", 9, T, m, trees=1),
                                             floors.floor_for("bert_small", 16, T, m)))
+# At 16 tokens the weights' 340 MB at DRAM bandwidth (30 / 40 GB/s) outweigh the 768x768
+# shape's arithmetic on 2 threads, not on 1.
+for T in (1, 2):
+    print("T=%d: bert_base 16 %.3f ms" % (T, floors.floor_for("bert_base", 16, T, m)))
+print("BERT-base weight MB: %.1f" % (sum(floors.bert_weight_bytes().values()) / 1e6))
 print("tree weights %d bytes" % floors.tree_weight_bytes())
 
 print("== doc section")
