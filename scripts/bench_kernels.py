@@ -2,7 +2,7 @@
 """Native kernels, measured side by side in one run (docs/codegen.md, perf.md).
 
     /usr/bin/python3 scripts/bench_kernels.py [--reps N] [--mcpu CPU] [--nimblec P] [--nimble-run P]
-                                              [--sections 1,2,3,4,5,6]
+                                              [--sections 1,2,3,4,5,6,7] [--baseline-run P]
 
 Prints, on this machine (CPU model and features in the header):
 
@@ -28,6 +28,13 @@ Prints, on this machine (CPU model and features in the header):
 6. The models' other products at one thread, native against oneDNN: the
    LSTMs' one-token x . W^T (300 and 512 inputs) and BERT-base's attention
    batch_matmuls at sequence 128 (scores q . k^T, context p . v).
+7. Two threads on cold constant weights (docs/perf.md, "BERT-base at two
+   threads: the column split"): BERT-base's FFN shapes as six 768x3072 /
+   3072x768 pairs of constants (113 MB, more than any cache), bias added,
+   chained, on oneDNN (--kernels=library) at M = 16, 32, 64 and 128 rows:
+   ms a run at 1 and 2 threads and their ratio; with --baseline-run, that
+   nimble-run's 2-thread time too, alternating with this one (the same
+   .nbc), and baseline / this.
 
 --sections runs some of them (2 and 3 are one table; 4 needs 1's bandwidth,
 so it runs 1 too).
@@ -154,11 +161,12 @@ def main():
     ap.add_argument("--mcpu", default="")
     ap.add_argument("--nimblec", default=os.path.join(REPO, "bazel-bin", "tools", "nimblec"))
     ap.add_argument("--nimble-run", default=os.path.join(REPO, "bazel-bin", "tools", "nimble-run"))
-    ap.add_argument("--sections", default="1,2,3,4,5,6", help="which sections to run (default: all)")
+    ap.add_argument("--sections", default="1,2,3,4,5,6,7", help="which sections to run (default: all)")
+    ap.add_argument("--baseline-run", help="section 7: a second nimble-run to time beside --nimble-run")
     args = ap.parse_args()
     sections = {int(x) for x in args.sections.split(",") if x}
-    if sections - set(range(1, 7)):
-        ap.error("--sections takes numbers from 1 to 6")
+    if sections - set(range(1, 8)):
+        ap.error("--sections takes numbers from 1 to 7")
     if 4 in sections:
         sections.add(1)
     if sections & {2, 3}:
@@ -178,6 +186,8 @@ def main():
         gemm_section(args, work, rng)
     if 6 in sections:
         others_section(args, work, rng)
+    if 7 in sections:
+        chain_section(args, work, rng)
     print("load average after: %.2f" % os.getloadavg()[0])
     return 0
 
@@ -317,6 +327,46 @@ def others_section(args, work, rng):
             _, t = timings(args.nimble_run, nbc, ins, max(5, args.reps // 2), ("--threads=1", "--kernels=" + impl))
             rate[impl] = flop / (t * 1e-3) / 1e9
         print("%-44s %10.1f %10.1f %10.2f" % (name, rate["native"], rate["library"], rate["library"] / rate["native"]))
+
+
+def chain_section(args, work, rng):
+    sys.path.insert(0, REPO)
+    from models.common.nimble_io import write_safetensors
+    pairs, tensors, consts, body = 6, {}, [], []
+    for i in range(pairs):
+        for name, shape in (("a%d" % i, (3072, 768)), ("b%d" % i, (768, 3072))):
+            tensors[name] = (rng.standard_normal(shape) * 0.03).astype(np.float32)
+            tensors["bias_" + name] = rng.standard_normal(shape[0]).astype(np.float32)
+            consts.append('const @%s : tensor<%dx%dxf32> = external("chain.safetensors", "%s")' % ((name,) + shape + (name,)))
+            consts.append('const @bias_%s : tensor<%dxf32> = external("chain.safetensors", "bias_%s")' % (name, shape[0], name))
+        body.append("  %%m%d = matmul %%x%d, @a%d, transpose_b=true\n  %%h%d = add %%m%d, @bias_a%d" % ((i,) * 6))
+        body.append("  %%n%d = matmul %%h%d, @b%d, transpose_b=true\n  %%x%d = add %%n%d, @bias_b%d" % (i, i, i, i + 1, i, i))
+    write_safetensors(os.path.join(work, "chain.safetensors"), tensors)
+    text = "\n".join(consts) + "\n\nfunc @main(%%x0: tensor<?x768xf32>) -> tensor<?x768xf32> {\n%s\n  ret %%x%d\n}\n" % (
+        "\n".join(body), pairs)
+    nbc = compile_nir(args.nimblec, text, os.path.join(work, "chain.nbc"), "native", args.mcpu)
+    mb = sum(t.nbytes for t in tensors.values()) / 1e6
+    print("\nTwo threads on cold constant weights: %d BERT-base FFN pairs (%.0f MB), oneDNN, ms a run (median):"
+          % (pairs, mb))
+    cols = ["1t", "2t", "1t/2t"] + (["baseline 2t", "baseline/this"] if args.baseline_run else [])
+    print("%6s" % "rows" + "".join("%14s" % c for c in cols))
+    for m in (16, 32, 64, 128):
+        x = os.path.join(work, "chain_x%d.npy" % m)
+        np.save(x, (rng.standard_normal((m, 768)) * 0.1).astype(np.float32))
+        run = lambda binary, t: timings(binary, nbc, [x], args.reps, ("--threads=%d" % t, "--kernels=library"))[0]
+        one = run(args.nimble_run, 1)
+        two = [run(args.nimble_run, 2)]
+        base = []
+        if args.baseline_run:
+            for _ in range(2):   # alternating: base, this, base, this (medians of each)
+                base.append(run(args.baseline_run, 2))
+                two.append(run(args.nimble_run, 2))
+        two_ms = sorted(two)[len(two) // 2]
+        row = [one, two_ms, one / two_ms]
+        if base:
+            base_ms = sorted(base)[len(base) // 2]
+            row += [base_ms, base_ms / two_ms]
+        print("%6d" % m + "".join("%14.3f" % v if j not in (2, 4) else "%13.2fx" % v for j, v in enumerate(row)))
 
 
 if __name__ == "__main__":

@@ -87,24 +87,32 @@ dnnl::memory::desc operandDesc(const std::vector<int64_t> &shape, size_t rank, b
 }
 
 /// One block of output columns [begin, begin + count) of a split matmul
-/// (LibraryKernels.h, "Threads"): a one-thread primitive over a row-major
-/// copy of the weights' columns, writing the output's columns in place
-/// (strided). The post-ops take the forms oneDNN's strided-output GEMM
-/// runs: a bias row as the primitive's bias, activations as eltwise
-/// post-ops, a residual of the output's shape as a `sum` post-op (its
-/// columns copied into the output first, unless it is the output).
+/// (LibraryKernels.h, "Threads"): a one-thread primitive over a copy of the
+/// weights' columns, writing the output's columns either in place
+/// (strided) or, below kBlockedSliceRows rows, into a dense block of its
+/// own that is then copied into them. The post-ops: a bias row as the
+/// primitive's bias, activations as eltwise post-ops, a residual of the
+/// output's shape as a `sum` post-op (its columns copied into the output,
+/// or the block, first).
 struct Slice {
   int64_t begin = 0, count = 0;
   dnnl::matmul prim;
   dnnl::memory::desc lhs, rhs, dst, bias;
-  // The weights' columns copied once into a row-major [..., K, count]
-  // block (the layout the strided-output GEMM reads fastest), or none
-  // when they are that already.
+  // The weights' columns copied once: in place, into a row-major
+  // [..., K, count] block (what the strided-output GEMM reads fastest);
+  // blocked, into the layout the primitive chose (format `any`). None when
+  // they are that already.
   bool packWeights = false;
   dnnl::memory::desc packedDesc;
   int64_t rhsOffset = 0, dstOffset = 0, biasOffset = 0; // elements
   int64_t biasInput = -1, sumInput = -1;                 // kernel inputs, or -1
   std::vector<uint8_t> scratch; // scratchpad_mode::user: the slices run at once
+  // Blocked: the dense [rows, count] output, else empty. A strided output
+  // (the columns in place) rules out oneDNN's brgemm kernel, and the
+  // gemm:jit that takes it repacks the weights on every call: with few rows
+  // that costs more than the second thread gains (docs/perf.md, "BERT-base
+  // at two threads: the column split").
+  std::vector<float> block;
 };
 
 struct Entry {
@@ -197,6 +205,7 @@ std::vector<Slice> buildSlices(const Plan &p, const std::vector<Tensor *> &ins, 
   operandLayout(ls, rank, p.transA, lhsDims, lhsStrides);
   operandLayout(rs, rank, p.transB, rhsDims, rhsStrides);
   const Dims outStrides = contiguous(od);
+  const bool blocked = (n ? out->numElements() / n : 0) < LibraryKernels::kBlockedSliceRows;
   const int64_t per = (n / threads + 15) / 16 * 16;
   std::vector<Slice> slices;
   const int saved = omp_get_max_threads();
@@ -213,9 +222,9 @@ std::vector<Slice> buildSlices(const Plan &p, const std::vector<Tensor *> &ins, 
       rd.back() = dd.back() = sl.count;
       sl.rhs = dnnl::memory::desc(rd, dnnl::memory::data_type::f32, rhsStrides);
       sl.rhsOffset = b * rhsStrides.back();
-      sl.packedDesc = dnnl::memory::desc(rd, dnnl::memory::data_type::f32, contiguous(rd));
-      sl.packWeights = sl.packedDesc != sl.rhs;
-      sl.dst = dnnl::memory::desc(dd, dnnl::memory::data_type::f32, outStrides);
+      sl.packedDesc = blocked ? dnnl::memory::desc(rd, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any)
+                              : dnnl::memory::desc(rd, dnnl::memory::data_type::f32, contiguous(rd));
+      sl.dst = dnnl::memory::desc(dd, dnnl::memory::data_type::f32, blocked ? contiguous(dd) : outStrides);
       sl.dstOffset = b;
       std::unique_ptr<dnnl::matmul::desc> d;
       if (biasInput >= 0) {
@@ -232,6 +241,11 @@ std::vector<Slice> buildSlices(const Plan &p, const std::vector<Tensor *> &ins, 
         slices.clear();
         break;
       }
+      if (blocked) {
+        sl.packedDesc = pd.weights_desc();
+        sl.block.assign(sl.dst.get_size() / sizeof(float), 0.0f);
+      }
+      sl.packWeights = sl.packedDesc != sl.rhs;
       sl.scratch.assign(pd.scratchpad_desc().get_size(), 0);
       sl.prim = dnnl::matmul(pd);
       slices.push_back(std::move(sl));
@@ -397,7 +411,7 @@ bool LibraryKernels::Impl::runSlices(Entry &e, const Plan &p, const std::vector<
       args[i].emplace(DNNL_ARG_WEIGHTS, packedCopy(ins[p.rhs], at(ins[p.rhs], sl.rhsOffset), sl.rhs, sl.packedDesc));
     else
       args[i].emplace(DNNL_ARG_WEIGHTS, dnnl::memory(sl.rhs, engine, at(ins[p.rhs], sl.rhsOffset)));
-    args[i].emplace(DNNL_ARG_DST, dnnl::memory(sl.dst, engine, at(out, sl.dstOffset)));
+    args[i].emplace(DNNL_ARG_DST, dnnl::memory(sl.dst, engine, sl.block.empty() ? at(out, sl.dstOffset) : sl.block.data()));
     if (sl.biasInput >= 0)
       args[i].emplace(DNNL_ARG_BIAS, dnnl::memory(sl.bias, engine, at(ins[sl.biasInput], sl.biasOffset)));
     if (!sl.scratch.empty())
@@ -416,15 +430,21 @@ bool LibraryKernels::Impl::runSlices(Entry &e, const Plan &p, const std::vector<
   std::vector<std::string> what(ns);
   pool.runEach(static_cast<int64_t>(ns), [&](int64_t i) {
     Slice &sl = e.slices[i];
-    if (res && !inPlace) {
+    const size_t rowBytes = static_cast<size_t>(sl.count) * sizeof(float);
+    float *to = out->data<float>() + sl.begin;
+    if (res) {
       const float *from = res->data<float>() + sl.begin;
-      float *to = out->data<float>() + sl.begin;
-      for (int64_t r = 0; r < rows; ++r) std::memcpy(to + r * n, from + r * n, sl.count * sizeof(float));
+      if (!sl.block.empty())
+        for (int64_t r = 0; r < rows; ++r) std::memcpy(sl.block.data() + r * sl.count, from + r * n, rowBytes);
+      else if (!inPlace)
+        for (int64_t r = 0; r < rows; ++r) std::memcpy(to + r * n, from + r * n, rowBytes);
     }
     try {
       AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"
       sl.prim.execute(sliceStreams[i], args[i]);
       sliceStreams[i].wait();
+      if (!sl.block.empty())
+        for (int64_t r = 0; r < rows; ++r) std::memcpy(to + r * n, sl.block.data() + r * sl.count, rowBytes);
     } catch (const dnnl::error &err) {
       failed[i] = err.status;
       what[i] = err.what();

@@ -33,20 +33,29 @@
 // and oneDNN never have more than n threads running between them. A matmul
 // whose weights are a constant, given a pool of n > 1 threads, is instead
 // split by output columns: n blocks (a multiple of 16 columns each, at
-// least kMinSliceColumns), each a primitive planned for one thread that
-// writes its columns of the output in place, all started at once on the
-// pool (ThreadPool::runEach), each with its own stream and scratchpad. Each
-// thread then streams only its own part of the weights (a copy of its
-// columns, row-major, made once like a packed weight): at M = 128 on two
-// cores that is 6-8% faster than oneDNN's own two-thread split of the whole
-// matmul (docs/perf.md, "Two threads: a block of columns per thread"). The
-// fused group must have a form oneDNN's strided-output GEMM runs: a bias
-// row (first) becomes the primitive's bias, activations eltwise post-ops,
-// one residual of the output's shape a `sum` post-op (its columns copied
-// into the output's first, unless it is the output itself; a residual that
-// overlaps the output otherwise runs the whole primitive). Anything else
-// (mul, sub, div, a broadcast operand), or oneDNN offering only its
-// reference implementation for a block, keeps the whole primitive.
+// least kMinSliceColumns), each a primitive planned for one thread, all
+// started at once on the pool (ThreadPool::runEach), each with its own
+// stream and scratchpad. Each thread then streams only its own part of the
+// weights (a copy of its columns made once, like a packed weight): at M =
+// 128 on two cores 6-8% faster than oneDNN's own two-thread split of the
+// whole matmul. From kBlockedSliceRows rows up a slice writes its columns
+// of the output in place (a strided output), which oneDNN runs with its
+// gemm:jit kernel over a row-major copy of the columns; gemm:jit repacks
+// the weights on every call, which with few rows costs more than the second
+// thread gains (BERT-base at 16 tokens ran slower on two threads than on
+// one), so below that a slice writes a dense block of its own, run by the
+// brgemm kernel over its columns packed in the layout it chose, and copies
+// the block into its columns (docs/perf.md, "BERT-base at two threads: the
+// column split"). There two threads give the one-thread result bit for bit
+// where both run brgemm (AVX-512; observed, not promised by oneDNN). The
+// fused group must have a form the primitive runs with post-ops: a bias row
+// (first) becomes the primitive's bias, activations eltwise post-ops, one
+// residual of the output's shape a `sum` post-op (its columns copied into
+// the output's, or the block, first, unless it is the output itself in
+// place; a residual that overlaps the output otherwise runs the whole
+// primitive). Anything else (mul, sub, div, a broadcast operand), or oneDNN
+// offering only its reference implementation for a block, keeps the whole
+// primitive.
 //
 // Weights: a right-hand side that is a constant (read-only storage: the
 // executable's data, every linear layer's W) is given to the primitive in
@@ -163,6 +172,11 @@ public:
   static constexpr size_t kCacheCapacity = 256;
   /// Fewest output columns a thread gets when a matmul is split.
   static constexpr int64_t kMinSliceColumns = 64;
+  /// Below this many output rows a split matmul's slices write dense blocks
+  /// of their own (brgemm, weights packed), at or above it their columns of
+  /// the output in place ("Threads"; docs/perf.md: the crossover measured
+  /// between 56 and 64 rows on an AMD EPYC).
+  static constexpr int64_t kBlockedSliceRows = 64;
 
   struct Impl; // defined in the .cpp (public so that its helpers can name it)
 

@@ -10,6 +10,10 @@ inputs and numpy's result (computed in float64, stored as f32):
   @batch     x3[2,37,96] batch_matmul W4[1,96,144] + r3 (weights broadcast
              over the batch, read as they are: columns strided, copied once)
   @scale     (x @ W[200,96]^T) * s, s a scalar (no strided form: not split)
+
+x has 37 rows: below LibraryKernels::kBlockedSliceRows (64), each slice
+writes a dense block of its own; x3 (74 rows in all) and xl, rl (80 rows,
+for @bias and @residual) are above it: the slices write in place.
 """
 import math, sys, numpy as np
 out = sys.argv[1]
@@ -77,7 +81,10 @@ func @scale(%x: tensor<?x{K}xf32>) -> tensor<?x200xf32> {{
 d = lambda a: a.astype(np.float64)
 erfc = np.vectorize(math.erfc)
 def save(name, a): np.save(f"{out}/{name}.npy", np.asarray(a, dtype=np.float32))
-save("x", x); save("r", r); save("x3", x3); save("r3", r3)
+xl, rl = mat(80, K, scale=1), mat(80, 160, scale=1)
+save("x", x); save("r", r); save("x3", x3); save("r3", r3); save("xl", xl); save("rl", rl)
+save("bias_l", d(xl) @ d(w).T + d(b))
+save("residual_l", d(xl) @ d(w3).T + d(b3) + d(rl))
 save("bias", d(x) @ d(w).T + d(b))
 h = d(x) @ d(w2).T + d(b2)
 save("gelu", 0.5 * h * erfc(-h / math.sqrt(2)))
