@@ -4,7 +4,7 @@ paper's models, with the thread count of every system held and shown.
 
     /usr/bin/python3 scripts/bench_models.py [--models lstm_1l,lstm_2l,treelstm,bert_base]
         [--threads 1,2] [--lengths 8,32,128] [--bert-lengths 16,64,128] [--count 12]
-        [--reps 10] [--warmup 2] [--profile-reps 2] [--systems nimble,imported,pytorch,onnxruntime,iree]
+        [--reps 10] [--rounds 1] [--warmup 2] [--profile-reps 2] [--systems nimble,imported,pytorch,onnxruntime,iree]
         [--json FILE] [--plot DIR] [--markdown FILE] [--peers-venv DIR]
         [--quiet-load 1.0] [--max-wait 60] [--no-floors]
 
@@ -44,10 +44,19 @@ sum of medians / total tokens. PyTorch/Nimble > 1: Nimble is faster.
 Floors (issues 12 and 13; scripts/floors.py, skipped with --no-floors): before
 the first model, the read bandwidth of each model's working set and the GEMM
 rates of oneDNN and the generated kernel at M = 128 are measured at each T,
-and every fixed-size Nimble row gets a floor (BERT-base's GEMM arithmetic at
-oneDNN's rates; one read of each LSTM layer's W_hh per token plus the batched
-input projections; Tree-LSTM's per-node roofline) and Nimble / floor. With
-ONNX Runtime in the run the table also has ORT / Nimble.
+and every fixed-size Nimble row gets a floor (BERT-base's roofline per GEMM
+shape: arithmetic at oneDNN's rates or the weights read from DRAM; one read
+of each LSTM layer's W_hh per token plus the batched input projections;
+Tree-LSTM's per-node roofline) and Nimble / floor. With ONNX Runtime in the
+run the table also has ORT / Nimble.
+
+Alternating rounds (issue 52: a lead counts when it holds across them):
+--rounds N times every system N times in turn at each model and thread
+count (Nimble, the peers, Nimble, the peers, ...), so that a slow spell of
+a shared machine falls on all of them. Each table figure is then the median
+of the rounds' medians, and a list after the tables gives each fixed
+input's ratio of every peer to Nimble round by round (with their median):
+a ratio whose rounds straddle 1 is level, not a lead.
 
 Before each model block the 1-minute load is read (the benchmark waits up to
 --max-wait seconds for it to drop to --quiet-load, then runs anyway) and
@@ -375,57 +384,82 @@ def bench_model(v, args, work_dir, doc):
     elif "imported" in args.systems:
         doc["notes"].setdefault("imported", {})[v.name] = "no ONNX form (recursion over a tree)"
     for T in args.threads:
+        # --rounds: every system timed once a round, in turn, so that a slow spell of a shared
+        # machine falls on all of them; each figure is the median over the rounds.
+        per_round, loads = {}, {}
+        for rnd in range(args.rounds):
+            for system in args.systems:
+                timed = time_system(v, system, T, rnd, args, work_dir, doc, cases, nbc, imported, problems, loads)
+                if timed is None:
+                    continue
+                per_round.setdefault(system, []).append(timed)
+                for c, med, _runs, _cpu, _wall in timed:
+                    doc["round_points"].append({"system": system, "model": v.name, "table": c.table,
+                                                "input": c.name, "length": c.length, "threads": T,
+                                                "round": rnd, "median_ms": med})
         for system in args.systems:
-            if system in PEERS and (not args.peer_python or system in doc["missing"]):
+            if system not in per_round:
                 continue
-            if system == "imported" and imported is None:
-                continue
-            if system in PEERS and v.family == "treelstm":
-                doc["notes"].setdefault(system, {})[v.name] = "no ONNX form (recursion over a tree)"
-                continue
-            if system == "pytorch-nnlstm" and v.family != "lstm":
-                continue  # nn.LSTM is the LSTM's second PyTorch peer only
-            t0, load = time.time(), benchlib.load_avg()
-            progress("%s %s, %d thread%s: %d inputs x %d runs" % (
-                v.name, benchlib.SYSTEM_LABEL[system], T, "" if T == 1 else "s", len(cases),
-                pick(args.reps, v.name)))
-            if system == "imported":
-                timed, _ = run_nimble(v, imported, cases, T, args, work_dir, problems, profile=False)
-            elif system == "nimble":
-                timed, split = run_nimble(v, nbc, cases, T, args, work_dir, problems)
-                if split["total"] > 0:
-                    doc["splits"]["%s/%d" % (v.name, T)] = {
-                        k: 100 * split[k] / split["total"] for k in ("kernels", "shape", "other")}
-            else:
-                res = run_worker(system, v, cases, T, args, work_dir)
-                if res.get("note"):
-                    doc["notes"].setdefault(system, {})[v.name] = res["note"]
-                    progress("%s %s: not run: %s" % (v.name, benchlib.SYSTEM_LABEL[system], res["note"]))
-                    continue
-                if res.get("error"):
-                    problems.append(res["error"])
-                    continue
-                if system in ("pytorch", "pytorch-nnlstm"):
-                    note_worker_core(doc, res, "PyTorch %s at %d threads" % (v.name, T))
-                if system == "pytorch" and res.get("blas_threads") not in (None, T):
-                    problems.append("PyTorch %s at %d threads: OpenBLAS reports %s threads"
-                                    % (v.name, T, res["blas_threads"]))
-                byname = {c.name: c for c in cases}
-                timed = [(byname[r["name"]], r["median_ms"], r["runs"], r["cpu_s"], r["wall_s"])
-                         for r in res["inputs"]]
+            timed = benchlib.combine_rounds(per_round[system])
             for c, med, runs, cpu, wall in timed:
                 doc["points"].append({"system": system, "model": v.name, "table": c.table, "input": c.name,
                                       "length": c.length, "threads": T, "median_ms": med, "runs": runs,
                                       "cores_used": round(benchlib.cores_used(cpu, wall), 3)})
             for row in rows_of(system, v, T, timed, cases):
-                row["load_1min"] = load  # when this process started
+                row["load_1min"] = loads[system]
                 doc["rows"].append(row)
                 bad = benchlib.cores_violation(row)
                 if bad:
                     problems.append(bad)
-            progress("%s %s, %d thread%s: done in %.0f s" % (
-                v.name, benchlib.SYSTEM_LABEL[system], T, "" if T == 1 else "s", time.time() - t0))
     return problems
+
+
+def time_system(v, system, T, rnd, args, work_dir, doc, cases, nbc, imported, problems, loads):
+    """[(case, median_ms, runs, cpu_s, wall_s)] of one system at T threads in round `rnd`, or None
+    when it does not run here (or failed: the problem is recorded). loads[system]: the 1-minute
+    load when its first round started."""
+    if system in PEERS and (not args.peer_python or system in doc["missing"]):
+        return None
+    if system == "imported" and imported is None:
+        return None
+    if system in PEERS and v.family == "treelstm":
+        doc["notes"].setdefault(system, {})[v.name] = "no ONNX form (recursion over a tree)"
+        return None
+    if system == "pytorch-nnlstm" and v.family != "lstm":
+        return None  # nn.LSTM is the LSTM's second PyTorch peer only
+    t0 = time.time()
+    loads.setdefault(system, benchlib.load_avg())
+    progress("%s %s, %d thread%s%s: %d inputs x %d runs" % (
+        v.name, benchlib.SYSTEM_LABEL[system], T, "" if T == 1 else "s",
+        ", round %d of %d" % (rnd + 1, args.rounds) if args.rounds > 1 else "", len(cases),
+        pick(args.reps, v.name)))
+    if system == "imported":
+        timed, _ = run_nimble(v, imported, cases, T, args, work_dir, problems, profile=False)
+    elif system == "nimble":
+        timed, split = run_nimble(v, nbc, cases, T, args, work_dir, problems, profile=rnd == 0)
+        if split["total"] > 0:
+            doc["splits"]["%s/%d" % (v.name, T)] = {
+                k: 100 * split[k] / split["total"] for k in ("kernels", "shape", "other")}
+    else:
+        res = run_worker(system, v, cases, T, args, work_dir)
+        if res.get("note"):
+            doc["notes"].setdefault(system, {})[v.name] = res["note"]
+            progress("%s %s: not run: %s" % (v.name, benchlib.SYSTEM_LABEL[system], res["note"]))
+            return None
+        if res.get("error"):
+            problems.append(res["error"])
+            return None
+        if system in ("pytorch", "pytorch-nnlstm"):
+            note_worker_core(doc, res, "PyTorch %s at %d threads" % (v.name, T))
+        if system == "pytorch" and res.get("blas_threads") not in (None, T):
+            problems.append("PyTorch %s at %d threads: OpenBLAS reports %s threads"
+                            % (v.name, T, res["blas_threads"]))
+        byname = {c.name: c for c in cases}
+        timed = [(byname[r["name"]], r["median_ms"], r["runs"], r["cpu_s"], r["wall_s"])
+                 for r in res["inputs"]]
+    progress("%s %s, %d thread%s: done in %.0f s" % (
+        v.name, benchlib.SYSTEM_LABEL[system], T, "" if T == 1 else "s", time.time() - t0))
+    return timed
 
 
 # ---- main -----------------------------------------------------------------------------------------
@@ -672,6 +706,9 @@ def parse_args(argv):
                     help="timed runs per input (default 10; N,MODEL=N,... per model, e.g. 10,bert_base=2)")
     ap.add_argument("--warmup", type=int, help="untimed runs first (Python systems; nimble-run: 1); default 2,"
                     " with --batch 1")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time the systems this many times in turn (Nimble, the peers, Nimble, ...): each figure"
+                         " the median over the rounds, and every round's ratio to Nimble printed (default 1)")
     ap.add_argument("--profile-reps", type=per_model(0), default="2",
                     help="runs of nimble-run --profile per fixed input (0: no split; N,MODEL=N,... per model)")
     ap.add_argument("--systems", default="nimble,imported,pytorch,pytorch-nnlstm,onnxruntime,iree",
@@ -705,7 +742,11 @@ def parse_args(argv):
         args.reps = per_model(1)("3" if batch else "10")
     if args.warmup is None:
         args.warmup = 1 if batch else 2
+    if args.rounds < 1:
+        ap.error("--rounds wants a positive count, got %d" % args.rounds)
     if batch:
+        if args.rounds != 1:
+            ap.error("--rounds is not supported with --batch")
         if args.plot or args.markdown:
             ap.error("--plot and --markdown are not supported with --batch")
         args.systems = "nimble,pytorch"  # the four columns of the batch table; no ONNX Runtime / IREE
@@ -765,8 +806,20 @@ def make_doc(args):
                   ",".join(map(str, args.batch)), args.pool) if args.batch else ""),
               "warmup": args.warmup, "threads": args.threads, "loads": [],
               "command": "scripts/bench_models.py " + " ".join(sys.argv[1:])}
-    return {"schema": benchlib.SCHEMA_VERSION, "header": header, "rows": [], "points": [], "splits": {},
-            "missing": missing, "notes": {}, "failures": [], "batch": []}
+    if args.rounds > 1:
+        header["rounds"] = args.rounds
+    return {"schema": benchlib.SCHEMA_VERSION, "header": header, "rows": [], "points": [], "round_points": [],
+            "splits": {}, "missing": missing, "notes": {}, "failures": [], "batch": []}
+
+
+def round_lines(doc):
+    """With --rounds: a title and each fixed input's per-round ratios to Nimble (benchlib)."""
+    rounds = doc["header"].get("rounds", 1)
+    if rounds < 2:
+        return []
+    systems = [s for s in benchlib.SYSTEMS if any(p["system"] == s for p in doc["round_points"])]
+    return (["Alternating rounds (%d): each round's median of each system over Nimble's, fixed inputs:" % rounds]
+            + benchlib.round_ratio_lines(doc["round_points"], systems))
 
 
 def report(doc, args, out=sys.stdout):
@@ -788,6 +841,9 @@ def report(doc, args, out=sys.stdout):
     if any(r["table"] == "mixed" for r in doc["rows"]):
         print("\nMixed-length aggregate (seeded inputs; sum of medians / total tokens): figure (cores used)", file=out)
         print("\n".join(benchlib.table(doc["rows"], "mixed", systems, pytorch_fair=pytorch_fair(doc))), file=out)
+    ratios = round_lines(doc)
+    if ratios:
+        print("\n" + "\n".join(ratios), file=out)
     for f in doc["failures"]:
         print("FAILED: " + f, file=out)
 
@@ -811,6 +867,9 @@ def write_markdown(doc, path, plots):
     if any(r["table"] == "mixed" for r in doc["rows"]):
         lines += ["", "Mixed-length aggregate (the seeded inputs; sum of medians / total tokens):", ""]
         lines += benchlib.table(doc["rows"], "mixed", systems, markdown=True, pytorch_fair=pytorch_fair(doc))
+    ratios = round_lines(doc)
+    if ratios:
+        lines += ["", "```"] + ratios + ["```"]
     if plots:
         lines += [""] + ["![%s](%s)" % (os.path.splitext(os.path.basename(p))[0],
                                          benchlib.relpath_or(p, os.path.dirname(os.path.abspath(path))))

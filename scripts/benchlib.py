@@ -324,8 +324,9 @@ def header_lines(h):
         "versions: PyTorch %s; ONNX Runtime %s; IREE %s" % (
             h["versions"].get("pytorch") or "-", h["versions"].get("onnxruntime") or "not installed",
             h["versions"].get("iree") or "not installed"),
-        "commit: %s; nimblec %s; timed runs per input (--reps): %s, after %d warm-up (nimble-run: 1)" % (
-            h["commit"], h["opt"], h["reps"], h["warmup"]),
+        "commit: %s; nimblec %s; timed runs per input (--reps): %s, after %d warm-up (nimble-run: 1)%s" % (
+            h["commit"], h["opt"], h["reps"], h["warmup"],
+            "; %d alternating rounds, medians over them" % h["rounds"] if h.get("rounds", 1) > 1 else ""),
         "threads: each system and thread count T in its own process, OPENBLAS_NUM_THREADS = OMP_NUM_THREADS"
         " = MKL_NUM_THREADS = T (nimble-run --threads=T); fails above T + %.2f cores used" % CORES_SLACK,
     ]
@@ -465,6 +466,51 @@ def table(rows, which, systems, splits=None, markdown=False, floors=None, pytorc
 
 def median(xs):
     return statistics.median(xs)
+
+
+# ---- alternating rounds (--rounds) ----------------------------------------------------------
+
+
+def combine_rounds(rounds):
+    """[[(case, median_ms, runs, cpu_s, wall_s)] of one system, one per round] -> one such list: per
+    case (by name, in the first round's order) the median of the rounds' medians, runs, CPU and
+    wall time summed. A case missing from a round is combined over the rounds that have it."""
+    order, by = [], {}
+    for timed in rounds:
+        for t in timed:
+            if t[0].name not in by:
+                order.append(t[0].name)
+                by[t[0].name] = []
+            by[t[0].name].append(t)
+    return [(by[n][0][0], median([t[1] for t in by[n]]), sum(t[2] for t in by[n]),
+             sum(t[3] for t in by[n]), sum(t[4] for t in by[n])) for n in order]
+
+
+def round_ratio_lines(points, systems):
+    """Lines of the per-round ratios of each system against Nimble, from points
+    {system, model, table, input, length, threads, round, median_ms} (fixed inputs only): one line a
+    model, input and thread count, e.g. "bert_base 16, 2 threads: ONNX Runtime / Nimble 1.02, 1.10,
+    0.98 (median 1.02; Nimble's rounds 21.3-22.0 ms)". A round without both figures is left out."""
+    key = lambda p: (p["model"], p["length"], p["threads"], p["input"])  # noqa: E731
+    cells = {}
+    for p in points:
+        if p["table"] == "fixed":
+            cells.setdefault(key(p), {}).setdefault(p["system"], {})[p["round"]] = p["median_ms"]
+    lines = []
+    for (model, length, threads, _), per in sorted(cells.items()):
+        own = per.get("nimble", {})
+        for system in systems:
+            if system == "nimble" or system not in per:
+                continue
+            rounds = sorted(r for r in per[system] if r in own)
+            if not rounds:
+                continue
+            ratios = [per[system][r] / own[r] for r in rounds]
+            lines.append("%s %d, %d thread%s: %s / Nimble %s (median %.2f; Nimble's rounds %.4g-%.4g ms)" % (
+                model, length, threads, "" if threads == 1 else "s", SYSTEM_LABEL[system],
+                ", ".join("%.2f" % x for x in ratios), median(ratios), min(own[r] for r in rounds),
+                max(own[r] for r in rounds)))
+    return lines
 
 
 # ---- docs/perf.md ---------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Drives scripts/benchlib.py on made-up inputs and prints what it decides;
 test/scripts/bench-logic.test pins the output. Argument: the scripts/ dir."""
 
+import collections
 import json
 import sys
 
@@ -90,6 +91,25 @@ for line in benchlib.table(rows, "fixed", ["nimble", "pytorch", "onnxruntime"], 
 
 rows.append(benchlib.make_row("imported", "lstm_1l", "lstm", "fixed", 8, 1, 1, 17.0, 3, 0.98, 1.0))
 for line in benchlib.table(rows, "fixed", ["nimble", "imported", "onnxruntime"], markdown=True):
+    print(line)
+
+print("== rounds")
+# --rounds: per case the median of the rounds' medians, runs / CPU / wall summed; a case a round
+# lacks is combined over the rounds that have it.
+Case = collections.namedtuple("Case", "name")
+a, b = Case("n16"), Case("n64")
+rounds = [[(a, 10.0, 5, 0.5, 0.5), (b, 40.0, 5, 2.0, 2.0)], [(a, 12.0, 5, 0.6, 0.6)],
+          [(a, 11.0, 5, 0.55, 0.55), (b, 44.0, 5, 2.2, 2.2)]]
+for c, med, runs, cpu, wall in benchlib.combine_rounds(rounds):
+    print("%s: median %.1f over %d runs, cpu %.2f, wall %.2f" % (c.name, med, runs, cpu, wall))
+pts = [{"system": s, "model": "bert_base", "table": t, "input": "n16", "length": 16, "threads": 2, "round": r,
+        "median_ms": ms}
+       for s, t, r, ms in (("nimble", "fixed", 0, 20.0), ("onnxruntime", "fixed", 0, 22.0),
+                           ("nimble", "fixed", 1, 25.0), ("onnxruntime", "fixed", 1, 24.0),
+                           ("nimble", "fixed", 2, 21.0), ("onnxruntime", "fixed", 2, 23.1),
+                           ("onnxruntime", "fixed", 3, 30.0),        # no Nimble figure: left out
+                           ("onnxruntime", "mixed", 0, 99.0))]       # mixed inputs: not listed
+for line in benchlib.round_ratio_lines(pts, ["nimble", "onnxruntime"]):
     print(line)
 
 print("== floors")
