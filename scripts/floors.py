@@ -247,9 +247,26 @@ def measure(nimblec, nimble_run, threads, reps=10, work=None, progress=lambda s:
     return {"bandwidth": bw, "bandwidth_detail": detail, "gemm": gemm}
 
 
+def capability(m, T):
+    """(bandwidth {name: GB/s}, gemm {(K, N): {(impl, T): GFLOP/s}}) at T threads, each figure the
+    best measured at T or fewer threads: more threads can always leave one idle, so a T-thread
+    figure below a smaller count's is a run disturbed by other work (the machine is shared), and
+    a floor must not rise with the threads."""
+    fewer = [t for t in m["bandwidth"] if t <= T]
+    bw = {name: max(m["bandwidth"][t][name] for t in fewer) for name in m["bandwidth"][T]}
+    gemm = {}
+    for key, r in m["gemm"].items():
+        gemm[key] = dict(r)
+        for impl in {i for i, _ in r}:
+            have = [r[impl, t] for t in fewer if (impl, t) in r]
+            if have:
+                gemm[key][impl, T] = max(have)
+    return bw, gemm
+
+
 def floor_for(model, length, T, m, trees=None):
     """The floor of one table row (same unit as the row: us/token, ms/sequence, us/node)."""
-    bw, gemm = m["bandwidth"][T], m["gemm"]
+    bw, gemm = capability(m, T)
     if model == "bert_base":
         return bert_floor_ms(length, gemm, T, bw["dram"])
     if model in ("lstm_1l", "lstm_2l"):
