@@ -107,8 +107,16 @@ bool sameContents(const Tensor *a, const Tensor *b) {
   return a->numBytes() == 0 || std::memcmp(a->rawData(), b->rawData(), a->numBytes()) == 0;
 }
 
+/// The dimensions after the first agree. A loop, not std::equal: that is a
+/// call of memcmp for a few bytes, 2.3% of a batched Tree-LSTM run's samples
+/// (perf, with rows() checking every call's inputs and outputs).
 bool sameTrailing(const Tensor *a, const Tensor *b) {
-  return a->rank() == b->rank() && std::equal(a->shape().begin() + 1, a->shape().end(), b->shape().begin() + 1);
+  const auto r = a->rank();
+  if (r != b->rank()) return false;
+  const int64_t *x = a->shape().data(), *y = b->shape().data();
+  for (decltype(a->rank()) d = 1; d < r; ++d)
+    if (x[d] != y[d]) return false;
+  return true;
 }
 } // namespace
 
