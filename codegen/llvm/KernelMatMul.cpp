@@ -207,25 +207,112 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
       return;
     }
     // Dot-product tile: mr rows of A x nc rows of B (= columns of C), over
-    // k in [kBegin, kEnd): vector steps, horizontal sums, the scalar tail;
-    // added to C unless `first`.
+    // k in [kBegin, kEnd): vector steps, then the k tail as one masked
+    // vector step (lanes past kEnd read as zeros), then each row's sums of
+    // four columns reduced together (reduce4) and stored as one vector of
+    // four; added to C unless `first`. Every output is reduced by the same
+    // tree whichever the tile's shape (1 x 8 units of the one-row stage, 4 x
+    // 4 tiles, 1 x 4 rows), so a batched call and its instances' one-row
+    // calls agree bit for bit. Issue 52: the scalar tail (6 of Tree-LSTM's
+    // 150, 12 of its 300) and sixteen horizontal sums a tile were half of a
+    // 4 x 4 tile's instructions at K = 150.
+    // Vectors narrower than 4 lanes (f64 without AVX) keep horizontal sums
+    // and a scalar tail.
+    const bool quad = vf_ >= 4 && nc % 4 == 0;
     Value *kMain = b_.CreateSub(kEnd, b_.CreateSRem(b_.CreateSub(kEnd, kBegin), i64(vf_)));
     std::vector<Value *> init(mr * nc, llvm::Constant::getNullValue(vt));
     auto rowPtr = [&](uint32_t o, Value *off, Value *row, Value *stride, Value *k) {
       if (isGathered(data_[o])) return ptrAt(rowOf(data_[o], row), k);
       return ptrAt(data_[o], b_.CreateAdd(off, b_.CreateAdd(b_.CreateMul(row, stride), k)));
     };
+    // One vector step at k; `mask` (or null) selects the lanes read.
+    auto dotStep = [&](Value *k, const std::vector<Value *> &cur, Value *mask) {
+      std::vector<Value *> av(mr), bv(nc), out(cur.size());
+      Value *zeros = llvm::Constant::getNullValue(vt);
+      auto loadRow = [&](Value *p) -> Value * {
+        if (!mask) return b_.CreateAlignedLoad(vt, p, align);
+        return b_.CreateMaskedLoad(vt, p, align, mask, zeros);
+      };
+      for (unsigned r = 0; r < mr; ++r) av[r] = loadRow(rowPtr(a, aOff, b_.CreateAdd(i0, i64(r)), aRow, k));
+      for (unsigned c = 0; c < nc; ++c) bv[c] = loadRow(rowPtr(bb, bOff, b_.CreateAdd(j0, i64(c)), bRow, k));
+      for (unsigned r = 0; r < mr; ++r)
+        for (unsigned c = 0; c < nc; ++c) out[r * nc + c] = fma(av[r], bv[c], cur[r * nc + c]);
+      return out;
+    };
     std::vector<Value *> vacc = forLoopCarried(kBegin, kMain, i64(vf_), init, "mmdot",
-        [&](Value *k, const std::vector<Value *> &cur) {
-          std::vector<Value *> av(mr), bv(nc), out(cur.size());
-          for (unsigned r = 0; r < mr; ++r)
-            av[r] = b_.CreateAlignedLoad(vt, rowPtr(a, aOff, b_.CreateAdd(i0, i64(r)), aRow, k), align);
-          for (unsigned c = 0; c < nc; ++c)
-            bv[c] = b_.CreateAlignedLoad(vt, rowPtr(bb, bOff, b_.CreateAdd(j0, i64(c)), bRow, k), align);
-          for (unsigned r = 0; r < mr; ++r)
-            for (unsigned c = 0; c < nc; ++c) out[r * nc + c] = fma(av[r], bv[c], cur[r * nc + c]);
-          return out;
-        });
+        [&](Value *k, const std::vector<Value *> &cur) { return dotStep(k, cur, nullptr); });
+    // C's element (i0 + r, j0 + c).
+    auto cPtr = [&](unsigned r, unsigned c) {
+      if (gC) return ptrAt(rowOf(carry[0], b_.CreateAdd(i0, i64(r))), b_.CreateAdd(j0, i64(c)));
+      Value *co = b_.CreateAdd(cOff, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), N),
+                                                  b_.CreateAdd(j0, i64(c))));
+      return ptrAt(carry[0], co);
+    };
+    if (quad) {
+      // The tail: at most one step, whose lanes k + l < kEnd are read.
+      std::vector<llvm::Constant *> laneIds;
+      for (unsigned l = 0; l < vf_; ++l) laneIds.push_back(b_.getInt64(l));
+      Value *ids = llvm::ConstantVector::get(laneIds);
+      vacc = forLoopCarried(kMain, kEnd, i64(vf_), vacc, "mmdott", [&](Value *k, const std::vector<Value *> &cur) {
+        Value *mask = b_.CreateICmpULT(ids, splat(b_.CreateSub(kEnd, k), vf_));
+        return dotStep(k, cur, mask);
+      });
+      // Four vectors' lane sums as one vector of four, by halving: lane l
+      // of a vector is added to lane l + h at h = vf/2, vf/4, ..., 1, the
+      // same tree for every output. Exact float adds (no reassociation).
+      auto shuffle = [&](Value *x, Value *y, const std::vector<int> &m) { return b_.CreateShuffleVector(x, y, m); };
+      auto reduce4 = [&](Value *v0, Value *v1, Value *v2, Value *v3) {
+        const int L = static_cast<int>(vf_);
+        // Pairs: the first half of the lanes holds v0's (or v2's) partial
+        // sums, the second v1's (v3's).
+        auto pair = [&](Value *x, Value *y) {
+          std::vector<int> lo, hi;
+          for (int l = 0; l < L / 2; ++l) lo.push_back(l), hi.push_back(l + L / 2);
+          for (int l = 0; l < L / 2; ++l) lo.push_back(L + l), hi.push_back(L + l + L / 2);
+          return b_.CreateFAdd(shuffle(x, y, lo), shuffle(x, y, hi));
+        };
+        Value *p01 = pair(v0, v1), *p23 = pair(v2, v3);
+        // Four groups of G lanes (one per vector), halved until one lane each.
+        int G = L / 2;
+        Value *z = nullptr;
+        {
+          std::vector<int> lo, hi;
+          int H = G / 2;
+          for (int g = 0; g < 4; ++g)
+            for (int l = 0; l < H; ++l) {
+              int base = (g / 2) * L + (g % 2) * G;
+              lo.push_back(base + l);
+              hi.push_back(base + l + H);
+            }
+          z = b_.CreateFAdd(shuffle(p01, p23, lo), shuffle(p01, p23, hi));
+          G = H;
+        }
+        while (G > 1) {
+          std::vector<int> lo, hi;
+          int H = G / 2;
+          for (int g = 0; g < 4; ++g)
+            for (int l = 0; l < H; ++l) {
+              lo.push_back(g * G + l);
+              hi.push_back(g * G + l + H);
+            }
+          z = b_.CreateFAdd(shuffle(z, z, lo), shuffle(z, z, hi));
+          G = H;
+        }
+        return z; // 4 lanes
+      };
+      llvm::Type *v4 = withLanes(et, 4);
+      for (unsigned r = 0; r < mr; ++r)
+        for (unsigned c = 0; c < nc; c += 4) {
+          Value *sum = reduce4(vacc[r * nc + c], vacc[r * nc + c + 1], vacc[r * nc + c + 2], vacc[r * nc + c + 3]);
+          Value *cp = cPtr(r, c);
+          if (first != b_.getTrue()) {
+            Value *added = b_.CreateFAdd(b_.CreateAlignedLoad(v4, cp, align), sum);
+            sum = first == b_.getFalse() ? added : b_.CreateSelect(first, sum, added);
+          }
+          b_.CreateAlignedStore(sum, cp, align);
+        }
+      return;
+    }
     llvm::FastMathFlags fmf;
     fmf.setAllowReassoc();
     std::vector<Value *> sums(mr * nc);
@@ -246,14 +333,7 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
     });
     for (unsigned r = 0; r < mr; ++r)
       for (unsigned c = 0; c < nc; ++c) {
-        Value *cp;
-        if (gC) {
-          cp = ptrAt(rowOf(carry[0], b_.CreateAdd(i0, i64(r))), b_.CreateAdd(j0, i64(c)));
-        } else {
-          Value *co = b_.CreateAdd(cOff, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), N),
-                                                      b_.CreateAdd(j0, i64(c))));
-          cp = ptrAt(carry[0], co);
-        }
+        Value *cp = cPtr(r, c);
         Value *sum = sums[r * nc + c];
         if (first != b_.getTrue()) {
           Value *added = b_.CreateFAdd(b_.CreateLoad(et, cp), sum);

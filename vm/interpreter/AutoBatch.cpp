@@ -107,8 +107,16 @@ bool sameContents(const Tensor *a, const Tensor *b) {
   return a->numBytes() == 0 || std::memcmp(a->rawData(), b->rawData(), a->numBytes()) == 0;
 }
 
+/// The dimensions after the first agree. A loop, not std::equal: that is a
+/// call of memcmp for a few bytes, 2.3% of a batched Tree-LSTM run's samples
+/// (perf, with rows() checking every call's inputs and outputs).
 bool sameTrailing(const Tensor *a, const Tensor *b) {
-  return a->rank() == b->rank() && std::equal(a->shape().begin() + 1, a->shape().end(), b->shape().begin() + 1);
+  const auto r = a->rank();
+  if (r != b->rank()) return false;
+  const int64_t *x = a->shape().data(), *y = b->shape().data();
+  for (decltype(a->rank()) d = 1; d < r; ++d)
+    if (x[d] != y[d]) return false;
+  return true;
 }
 } // namespace
 
@@ -125,6 +133,16 @@ struct VirtualMachine::Scheduler {
   bool phased = false;
   /// How a gather-fused launch went (NotApplicable: stack instead).
   enum class Gathered { Done, Failed, NotApplicable };
+  /// --kernels=auto runs a batched kernel that oneDNN could run on stacked
+  /// rows in place (its generated code) when none of its shared inputs has
+  /// more elements than this: weights that stay in L2 (1 MiB of f32), which
+  /// the generated tiles read where they are, as KernelMatMul.cpp's stage
+  /// does below kParallelMatMulWork. Tree-LSTM's three products (450 x
+  /// 300, 450 x 150, 150 x 150) are under it, the LSTMs' (2048 x 512, 2048 x
+  /// 300) over. Measured on an AMD EPYC (Zen 4; docs/perf.md, "Native
+  /// products in place"): in place 0.7-0.9x the time of oneDNN plus the
+  /// copies per batch of 64 trees.
+  static constexpr int64_t kInPlaceMaxShared = int64_t(1) << 18;
   // Working lists of the rounds and launches, kept with their capacity
   // from round to round: building them anew cost about 9,000 heap
   // allocations per run of 64 trees (docs/perf.md, "The VM's per-node
@@ -381,13 +399,17 @@ struct VirtualMachine::Scheduler {
                    vm.opts_.kernels == KernelMode::Auto) {
           // --kernels=auto decides without a clock (vm/dispatch/Dispatch.h):
           // a measurement here picked the form, and with it oneDNN or native
-          // code, differently from process to process (issue 52). oneDNN on
-          // stacked rows is the form the measurement kept for every matrix
-          // product of Tree-LSTM (1.8-2x the generated kernel in place;
-          // docs/autobatch.md), and a shared constant weight over 2 or more
-          // stacked rows is what the rule sends to oneDNN.
-          choice->state = VirtualMachine::GatherChoice::Stacked;
-          ++vm.profile_.batch.chosenStacked;
+          // code, differently from process to process (issue 52). Shared
+          // inputs (the weights) of at most kInPlaceMaxShared elements each:
+          // the generated kernel in place, as one row at a time runs it,
+          // so a batched call gives its instances' one-row bits; larger
+          // ones: oneDNN on stacked rows (a shared constant weight over 2 or
+          // more rows is what the dispatcher's rule sends to oneDNN).
+          bool small = gatherFn(b.batched) != nullptr;
+          for (size_t i = 0; small && i < lead.ins.size() && i < b.shared.size(); ++i)
+            small = !b.shared[i] || lead.ins[i]->numElements() <= kInPlaceMaxShared;
+          choice->state = small ? VirtualMachine::GatherChoice::Fused : VirtualMachine::GatherChoice::Stacked;
+          ++(small ? vm.profile_.batch.chosenFused : vm.profile_.batch.chosenStacked);
         }
         // Stacked first: its one-time costs (oneDNN primitives, the
         // dispatcher's tuning) come before the in-place form's none.
