@@ -331,6 +331,32 @@ void maxTapsScalar(const float *x, const int64_t *off, int64_t taps, float *y, i
   }
 }
 
+/// The taps of the window at input row `hs`, column `ws` of image `b` that
+/// lie inside the input, in the reference's order, as offsets from `*base`:
+/// an interior window (every tap inside, the common case) reads the shared
+/// table `rel` and needs no test per tap; one at the border lists its taps
+/// in `off`. Returns their count.
+inline int64_t windowTaps(const MaxPool2 &g, int64_t b, int64_t hs, int64_t ws, const int64_t *rel, int64_t *off,
+                          const int64_t **offs, int64_t *base) {
+  if (hs >= 0 && hs + (g.kh - 1) * g.dh < g.ih && ws >= 0 && ws + (g.kw - 1) * g.dw < g.iw) {
+    *base = ((b * g.ih + hs) * g.iw + ws) * g.c;
+    *offs = rel;
+    return g.kh * g.kw;
+  }
+  int64_t taps = 0;
+  for (int64_t th = 0; th < g.kh; ++th) {
+    const int64_t h = hs + th * g.dh;
+    if (h < 0 || h >= g.ih) continue;
+    for (int64_t tw = 0; tw < g.kw; ++tw) {
+      const int64_t w = ws + tw * g.dw;
+      if (w >= 0 && w < g.iw) off[taps++] = ((b * g.ih + h) * g.iw + w) * g.c;
+    }
+  }
+  *base = 0;
+  *offs = off;
+  return taps;
+}
+
 #define NIMBLE_AVX512 __attribute__((target("avx512f")))
 #define NIMBLE_AVX2 __attribute__((target("avx2,fma")))
 
@@ -362,29 +388,23 @@ NIMBLE_AVX512 inline void maxTaps512(const float *x, const int64_t *off, int64_t
   }
 }
 
-/// Output rows [r0, r1) of n x oh; `off` holds kh * kw offsets.
+/// Output rows [r0, r1) of n x oh (windowTaps: `rel`, `off`).
 NIMBLE_AVX512 void maxPoolRows512(const MaxPool2 &g, const float *xs, float *ys, int64_t r0, int64_t r1,
-                                  int64_t *off) {
+                                  const int64_t *rel, int64_t *off) {
   const int64_t c = g.c;
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t b = r / g.oh, oy = r % g.oh;
     const int64_t hs = oy * g.sh - g.ph;
     for (int64_t ox = 0; ox < g.ow; ++ox) {
-      const int64_t ws = ox * g.sw - g.pw;
-      int64_t taps = 0;
-      for (int64_t th = 0; th < g.kh; ++th) {
-        const int64_t h = hs + th * g.dh;
-        if (h < 0 || h >= g.ih) continue;
-        for (int64_t tw = 0; tw < g.kw; ++tw) {
-          const int64_t w = ws + tw * g.dw;
-          if (w >= 0 && w < g.iw) off[taps++] = ((b * g.ih + h) * g.iw + w) * c;
-        }
-      }
+      const int64_t *offs;
+      int64_t base;
+      const int64_t taps = windowTaps(g, b, hs, ox * g.sw - g.pw, rel, off, &offs, &base);
+      const float *x = xs + base;
       float *y = ys + (r * g.ow + ox) * c;
       int64_t c0 = 0;
-      for (; c0 + 64 <= c; c0 += 64) maxTaps512<4>(xs, off, taps, y, c0, 0xFFFF);
-      for (; c0 + 16 <= c; c0 += 16) maxTaps512<1>(xs, off, taps, y, c0, 0xFFFF);
-      if (c0 < c) maxTaps512<1>(xs, off, taps, y, c0, static_cast<__mmask16>((1u << (c - c0)) - 1));
+      for (; c0 + 64 <= c; c0 += 64) maxTaps512<4>(x, offs, taps, y, c0, 0xFFFF);
+      for (; c0 + 16 <= c; c0 += 16) maxTaps512<1>(x, offs, taps, y, c0, 0xFFFF);
+      if (c0 < c) maxTaps512<1>(x, offs, taps, y, c0, static_cast<__mmask16>((1u << (c - c0)) - 1));
     }
   }
 }
@@ -414,27 +434,21 @@ NIMBLE_AVX2 inline void maxTaps256(const float *x, const int64_t *off, int64_t t
 }
 
 NIMBLE_AVX2 void maxPoolRows256(const MaxPool2 &g, const float *xs, float *ys, int64_t r0, int64_t r1,
-                                int64_t *off) {
+                                const int64_t *rel, int64_t *off) {
   const int64_t c = g.c;
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t b = r / g.oh, oy = r % g.oh;
     const int64_t hs = oy * g.sh - g.ph;
     for (int64_t ox = 0; ox < g.ow; ++ox) {
-      const int64_t ws = ox * g.sw - g.pw;
-      int64_t taps = 0;
-      for (int64_t th = 0; th < g.kh; ++th) {
-        const int64_t h = hs + th * g.dh;
-        if (h < 0 || h >= g.ih) continue;
-        for (int64_t tw = 0; tw < g.kw; ++tw) {
-          const int64_t w = ws + tw * g.dw;
-          if (w >= 0 && w < g.iw) off[taps++] = ((b * g.ih + h) * g.iw + w) * c;
-        }
-      }
+      const int64_t *offs;
+      int64_t base;
+      const int64_t taps = windowTaps(g, b, hs, ox * g.sw - g.pw, rel, off, &offs, &base);
+      const float *x = xs + base;
       float *y = ys + (r * g.ow + ox) * c;
       int64_t c0 = 0;
-      for (; c0 + 32 <= c; c0 += 32) maxTaps256<4>(xs, off, taps, y, c0);
-      for (; c0 + 8 <= c; c0 += 8) maxTaps256<1>(xs, off, taps, y, c0);
-      if (c0 < c) maxTapsScalar(xs, off, taps, y, c0, c);
+      for (; c0 + 32 <= c; c0 += 32) maxTaps256<4>(x, offs, taps, y, c0);
+      for (; c0 + 8 <= c; c0 += 8) maxTaps256<1>(x, offs, taps, y, c0);
+      if (c0 < c) maxTapsScalar(x, offs, taps, y, c0, c);
     }
   }
 }
@@ -450,10 +464,15 @@ bool maxPoolLastVector(const KernelArgs &args, const Window &win, const float *x
   g.ih = win.k == 2 ? win.in[0] : 1, g.oh = win.k == 2 ? win.out[0] : 1, g.kh = win.k == 2 ? win.taps[0] : 1;
   g.sh = win.k == 2 ? win.st[0] : 1, g.dh = win.k == 2 ? win.dil[0] : 1, g.ph = win.k == 2 ? win.pb[0] : 0;
   g.iw = win.in[a], g.ow = win.out[a], g.kw = win.taps[a], g.sw = win.st[a], g.dw = win.dil[a], g.pw = win.pb[a];
+  // An interior window's taps, relative to its first.
+  std::vector<int64_t> rel;
+  rel.reserve(static_cast<size_t>(win.tapCount));
+  for (int64_t th = 0; th < g.kh; ++th)
+    for (int64_t tw = 0; tw < g.kw; ++tw) rel.push_back((th * g.dh * g.iw + tw * g.dw) * g.c);
   parallelRange(args, n * g.oh, g.ow * win.tapCount * g.c + 1, [&](int64_t r0, int64_t r1) {
     std::vector<int64_t> off(static_cast<size_t>(win.tapCount));
-    if (isa == KernelIsa::kAvx512) maxPoolRows512(g, xs, ys, r0, r1, off.data());
-    else maxPoolRows256(g, xs, ys, r0, r1, off.data());
+    if (isa == KernelIsa::kAvx512) maxPoolRows512(g, xs, ys, r0, r1, rel.data(), off.data());
+    else maxPoolRows256(g, xs, ys, r0, r1, rel.data(), off.data());
   });
   return true;
 }
