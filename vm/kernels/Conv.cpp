@@ -31,8 +31,9 @@
 //
 // max_pool over f32 channels-last with one or two spatial axes (ResNet's
 // 3 x 3 stride-2 pool after convert-layout) has a hand-vectorized path: per
-// output position the input offsets of its taps inside the input, then per
-// block of channels the maxima in vector registers, AVX-512 or AVX2 picked
+// output position the input offsets of its taps inside the input (an
+// interior window's from one shared table), then per block of channels the
+// maxima in vector registers, AVX-512 or AVX2 picked
 // at run time (kernelIsa(): target attributes, the runtime is built for
 // baseline x86-64). It computes what the loops below compute, bit for bit:
 // MAXPS(v, best) is `v > best ? v : best`, the reference's comparison, taps
