@@ -5,7 +5,7 @@ same file, in one run, with ratios.
 
     /usr/bin/python3 scripts/bench_imported.py [--models resnet18,mobilenet_v2,vit_b_16,bert,bert_base,gru]
         [--size 224] [--batch 1[,8..]] [--lengths 16,64,128] [--threads 1,2] [--reps 10] [--warmup 2]
-        [--rounds 3] [--kernels auto] [--baseline-passes PIPELINE] [--no-pytorch]
+        [--rounds 3] [--kernels auto] [--baseline-passes PIPELINE] [--baseline-tools DIR] [--no-pytorch]
         [--peers-venv DIR] [--tools DIR] [--markdown FILE]
 
 Models: resnet18, mobilenet_v2 (torchvision, --size x --size images, batch
@@ -41,7 +41,10 @@ after the other (alternating, so that the load drifts over all alike), each
 figure the median of its rounds' medians. --baseline-passes PIPELINE also
 compiles the model with `nimblec --passes=PIPELINE` (e.g. the -O2 pipeline
 without one pass) and times it first in each round, in a column of its own
-(before / after in one run). --no-pytorch leaves PyTorch out.
+(before / after in one run). --baseline-tools DIR makes that column
+another build's instead (DIR's nimble-import-onnx, nimblec -O2, or
+--baseline-passes if given, and nimble-run: e.g. main's binaries copied
+aside, against this tree's). --no-pytorch leaves PyTorch out.
 --omp-wait-policy passive sets OMP_WAIT_POLICY for every process: libgomp's
 threads (Nimble's and PyTorch's) then sleep between parallel regions
 instead of spinning (docs/perf.md: two threads under contention).
@@ -155,6 +158,8 @@ def main(argv):
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--kernels", default="auto", help="nimble-run --kernels (default auto)")
     ap.add_argument("--baseline-passes", help="also time the model compiled with nimblec --passes=PIPELINE")
+    ap.add_argument("--baseline-tools", help="also time the model through DIR's nimble-import-onnx, nimblec and "
+                    "nimble-run (another build)")
     ap.add_argument("--no-pytorch", action="store_true", help="leave PyTorch out")
     ap.add_argument("--omp-wait-policy", help="OMP_WAIT_POLICY of every process (libgomp: Nimble and PyTorch)")
     ap.add_argument("--peers-venv", default=os.path.join(ROOT, ".peers-venv"))
@@ -166,6 +171,7 @@ def main(argv):
     OMP_WAIT_POLICY = args.omp_wait_policy
     batches = [int(b) for b in args.batch.split(",")]
     tool = lambda n: os.path.join(args.tools, n)
+    base_tool = lambda n: os.path.join(args.baseline_tools, n)
     peer = os.path.join(args.peers_venv, "bin", "python")
     has_ort = os.path.exists(peer) and subprocess.run([peer, "-c", "import onnxruntime"],
                                                       capture_output=True).returncode == 0
@@ -205,7 +211,12 @@ def main(argv):
         run([tool("nimble-import-onnx"), onnx_path, "-o", nir], "nimble-import-onnx")
         run([tool("nimblec"), "-O2", nir, "-o", nbc], "nimblec")
         base_nbc = os.path.join(work, model + ".base.nbc")
-        if args.baseline_passes:
+        if args.baseline_tools:
+            base_nir = os.path.join(work, model + ".base.nir")
+            run([base_tool("nimble-import-onnx"), onnx_path, "-o", base_nir], "nimble-import-onnx (baseline)")
+            run([base_tool("nimblec")] + (["--passes=" + args.baseline_passes] if args.baseline_passes else ["-O2"]) +
+                [base_nir, "-o", base_nbc], "nimblec (baseline)")
+        elif args.baseline_passes:
             run([tool("nimblec"), "--passes=" + args.baseline_passes, nir, "-o", base_nbc], "nimblec (baseline)")
         for T, shape in [(T, n) for T in threads for n in shapes]:
             x = os.path.join(work, "%s-x%d.npy" % (model, shape))
@@ -222,7 +233,8 @@ def main(argv):
 
             def nimble_run(which, path):
                 got = os.path.join(work, "%s-%s%d-%d.npy" % (model, which, T, shape))
-                p, cores = timed([tool("nimble-run"), path, "--input=@" + x, "--output=@" + got,
+                runner = base_tool("nimble-run") if which == "baseline" and args.baseline_tools else tool("nimble-run")
+                p, cores = timed([runner, path, "--input=@" + x, "--output=@" + got,
                                   "--threads=%d" % T, "--benchmark=%d" % args.reps,
                                   "--kernels=" + args.kernels], T)
                 if p.returncode != 0:
@@ -239,7 +251,7 @@ def main(argv):
             systems = ([] if args.no_pytorch else [("pytorch", "/usr/bin/python3")]) + \
                 ([("onnxruntime", peer)] if has_ort else [])
             for rnd in range(rounds):
-                if args.baseline_passes:
+                if args.baseline_passes or args.baseline_tools:
                     nimble_run("baseline", base_nbc)
                 a = nimble_run("nimble", nbc)
                 for system, python in systems:
@@ -268,7 +280,7 @@ def main(argv):
                 row[k + "_rounds"] = [t for t, _ in v]
             rows.append(row)
     pt = not args.no_pytorch
-    base = bool(args.baseline_passes)
+    base = bool(args.baseline_passes or args.baseline_tools)
     lines = ["| model | threads | load |" + (" baseline ms (cores) |" if base else "") + " Nimble ms (cores) |" +
              (" baseline / Nimble |" if base else "") +
              (" PyTorch ms (cores) | PyTorch / Nimble |" if pt else "") +

@@ -7,7 +7,9 @@ Each seed writes a random chain of 2 to 6 ops over an N x C x D.. input
 (1 to 3 spatial axes, `?` batch): conv (strides, pads, dilations, groups
 up to depthwise, a bias), relu, ReLU-style clip (maximum, minimum by
 scalars), a per-channel C x 1 x 1 multiply, an add, max_pool / avg_pool
-(ceil_mode, count_include_pad), with random weights as literals. It is
+(ceil_mode, count_include_pad), with random weights as literals; in 3 of
+10 a global average pool last (mean over the spatial axes, with keepdims in
+2 of the 3). It is
 compiled at -O2 (convert-layout: the convs and pools channels-last) and with
 the -O2 pipeline minus convert-layout, and both run on one random input:
 with --kernels=reference the two outputs must be the same bytes (the
@@ -85,9 +87,17 @@ def program(seed):
             body.append("  %%p%d = %s %s, kernel=%s, strides=%s, pads=%s%s" % (i, op, cur, ints(taps), ints(st),
                                                                              ints(pd), extra))
             cur = "%%p%d" % i
+    # A global average pool last, some of the time (with keepdims or not).
+    out_rank = k
+    g = r.random()
+    if g < 0.3:
+        keep = g < 0.2
+        body.append("  %%g = mean %s, axes=%s%s" % (cur, ints(list(range(2, k + 2))),
+                                                   ", keepdims=true" if keep else ""))
+        cur, out_rank = "%g", (k if keep else 0)
     text = ["const @%s : tensor<%sxf32> = %s" % (name, "x".join(map(str, a.shape)), literal(a)) for name, a in consts]
     text.append("func @main(%%x: tensor<?x%dx%sxf32>) -> tensor<?x?%sxf32> {\n^entry:\n%s\n  ret %s\n}"
-                % (c, "x".join(map(str, sp)), "x?" * k, "\n".join(body), cur))
+                % (c, "x".join(map(str, sp)), "x?" * out_rank, "\n".join(body), cur))
     return "\n".join(text) + "\n", rs.randn(n, c, *sp).astype(np.float32)
 
 

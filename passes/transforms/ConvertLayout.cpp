@@ -24,21 +24,29 @@
 //   of the result's rank          rank and transposed (a per-channel
 //                                 C x 1 x 1 becomes 1 x 1 x C; constants
 //                                 fold in canonicalize), all-ones as is
+//   mean over every spatial axis -> axes 1..R-2 (a global average pool:
+//   of a channels-last value       with keepdims its N x 1.. x C result is
+//                                  in the region, without it N x C is the
+//                                  same in both layouts), so the pooled
+//                                  tensor is never transposed, only the
+//                                  N x C means when keepdims kept 1s
 //
-// Every other use of a channels-last value (a reshape, a reduction, a
+// Every other use of a channels-last value (a reshape, another reduction, a
 // concat, the function's result, ...) reads it through one `transpose
 // perm=[0, R-1, 1, .., R-2]` back to NCHW, placed after its definition.
-// So a ResNet has one transpose at its input (3 channels) and one before its
-// global pooling: transposes only appear at the borders of the region, and
+// So a ResNet has one transpose at its input (3 channels) and one of the
+// N x C means after its global pooling: transposes only appear at the
+// borders of the region, and
 // none it inserts is adjacent to its inverse. A model already NHWC (its
 // exporter's transposes around each conv) gets inserted transposes that
 // compose with its own to the identity: the canonicalize after the pass
 // removes both (test/passes/convert-layout.nir, @nhwc_input).
 //
 // Why exact: a transpose and a reshape move elements without arithmetic, an
-// elementwise op computes each element alone, and the channels_last forms
-// of conv and the pools (vm/kernels/Conv.cpp) sum the same products in the
-// same order as their NCHW forms. The reference kernels therefore give the
+// elementwise op computes each element alone, the channels_last forms of
+// conv and the pools (vm/kernels/Conv.cpp) sum the same products in the
+// same order as their NCHW forms, and so does `mean` (vm/kernels/Reduce.cpp:
+// each mean one sum over its positions in row-major order). The reference kernels therefore give the
 // same bits with and without this pass, which runs at -O2 only (it changes
 // only the speed). oneDNN may pick another kernel for nhwc than for its
 // blocked layout, with other f32 rounding, as it already may from one
@@ -87,6 +95,24 @@ bool windowOp(const Operation *op) {
   return x.isTensor() && y.isTensor() && x.rank() >= 3 && x.rank() <= 5 && y.rank() == x.rank();
 }
 
+/// `mean` over every spatial axis (a global average pool; ONNX's
+/// GlobalAveragePool imports as `mean axes=[2, 3]`) of a rank-3..5 value:
+/// over a channels-last operand it reduces axes 1..R-2 instead, so the
+/// pooled activations need no transpose back to NCHW first.
+bool spatialMean(const Operation *op) {
+  if (!op->is(OpCode::Mean) || op->numResults() != 1) return false;
+  Type x = op->operand(0)->type();
+  if (!x.isTensor() || x.rank() < 3 || x.rank() > 5) return false;
+  const int64_t r = x.rank();
+  std::vector<int64_t> axes = op->attr("axes").getInts();
+  for (int64_t &a : axes)
+    if (a < 0) a += r;
+  std::sort(axes.begin(), axes.end());
+  std::vector<int64_t> spatial;
+  for (int64_t a = 2; a < r; ++a) spatial.push_back(a);
+  return axes == spatial;
+}
+
 /// Elementwise: each result element from the operands' elements at the same
 /// position, whatever the layout (no axis attribute).
 bool elementwise(const Operation *op) {
@@ -115,6 +141,19 @@ public:
         if (op->is(OpCode::Conv) ? isFloat(op->result(0)->type().dtype()) : inRegion(op->operand(0))) {
           region_.insert(op);
           order.push_back(op);
+        }
+        continue;
+      }
+      if (spatialMean(op) && inRegion(op->operand(0))) {
+        // keepdims: N x 1.. x C, a member of the region (its readers get
+        // the usual transpose back, of N x C elements); otherwise N x C in
+        // either layout, only the axes change.
+        if (op->boolAttr("keepdims")) {
+          region_.insert(op);
+          order.push_back(op);
+        } else {
+          setSpatialAxes(op);
+          readers_.insert(op);
         }
         continue;
       }
@@ -153,6 +192,14 @@ private:
       if (t.rank() < r && !allOnes(t) && !t.hasStaticShape()) return false;
     }
     return any;
+  }
+
+  /// A spatial mean over its channels-last operand: axes 1..R-2.
+  void setSpatialAxes(Operation *op) {
+    std::vector<int64_t> axes;
+    for (int64_t a = 1; a + 1 < op->operand(0)->type().rank(); ++a) axes.push_back(a);
+    op->setAttr("axes", Attr::getInts(axes));
+    ++NumOthers;
   }
 
   Value *make(Operation *before, OpCode code, Value *x, std::vector<std::pair<std::string, Attr>> attrs) {
@@ -196,6 +243,8 @@ private:
     if (op->is(OpCode::Conv) || op->is(OpCode::MaxPool) || op->is(OpCode::AvgPool)) {
       op->setAttr("channels_last", Attr::getBool(true));
       ++(op->is(OpCode::Conv) ? NumConvs : NumOthers);
+    } else if (op->is(OpCode::Mean)) {
+      setSpatialAxes(op);
     } else {
       ++NumOthers;
     }
@@ -208,7 +257,7 @@ private:
   void restoreOutside(Value *v) {
     std::vector<std::pair<Operation *, unsigned>> outside;
     for (OpOperand &u : v->uses())
-      if (!region_.count(u.owner())) outside.push_back({u.owner(), u.index()});
+      if (!region_.count(u.owner()) && !readers_.count(u.owner())) outside.push_back({u.owner(), u.index()});
     if (outside.empty()) return;
     Value *back = make(v->definingOp()->nextOp(), OpCode::Transpose, v,
                        {{"perm", Attr::getInts(toFirst(v->type().rank()))}});
@@ -220,6 +269,9 @@ private:
   Module &m_;
   Block *block_;
   std::unordered_set<const Operation *> region_;
+  // Ops outside the region that read a channels-last operand as it is (a
+  // spatial mean without keepdims: its N x C result is the same in both).
+  std::unordered_set<const Operation *> readers_;
   std::unordered_map<Value *, std::pair<int64_t, Value *>> permuted_;
 };
 

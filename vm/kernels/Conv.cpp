@@ -29,12 +29,29 @@
 // computed once, so the inner loop has no bounds test. The output's
 // (batch, channel) planes are spread over the thread pool.
 //
+// max_pool over f32 channels-last with one or two spatial axes (ResNet's
+// 3 x 3 stride-2 pool after convert-layout) has a hand-vectorized path: per
+// output position the input offsets of its taps inside the input (an
+// interior window's from one shared table), then per block of channels the
+// maxima in vector registers, AVX-512 or AVX2 picked
+// at run time (kernelIsa(): target attributes, the runtime is built for
+// baseline x86-64). It computes what the loops below compute, bit for bit:
+// MAXPS(v, best) is `v > best ? v : best`, the reference's comparison, taps
+// in the same order (so of -0 and +0 the first one stays), and a window
+// with a NaN gives the quiet NaN (a block with one is redone by the scalar
+// loop). test/vm/kernels-pool-last.test checks every variant bit for bit.
+//
 //===----------------------------------------------------------------------===//
 
 #include "vm/kernels/KernelUtil.h"
 #include "vm/kernels/Kernels.h"
 
 #include "ir/Limits.h"
+
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which
+// -Wmaybe-uninitialized reports inside every inlined intrinsic (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -291,6 +308,176 @@ void maxInto(float *__restrict best, const float *__restrict x, int64_t n) {
   }
 }
 
+/// The channels-last f32 max_pool of one or two spatial axes (a 1-D pool
+/// is 1 x W), for the vectorized path.
+struct MaxPool2 {
+  int64_t ih, iw, oh, ow, c;
+  int64_t kh, kw, sh, sw, dh, dw, ph, pw;
+};
+
+/// The maxima of channels [c0, c1) of one output position over its taps
+/// (input offsets `off`, in the reference's order) with the reference's
+/// comparison and NaN rule: the exact result a vector block falls back to
+/// when it met a NaN.
+void maxTapsScalar(const float *x, const int64_t *off, int64_t taps, float *y, int64_t c0, int64_t c1) {
+  for (int64_t ch = c0; ch < c1; ++ch) {
+    float best = -std::numeric_limits<float>::infinity();
+    bool nan = false;
+    for (int64_t t = 0; t < taps; ++t) {
+      float v = x[off[t] + ch];
+      nan |= v != v;
+      best = v > best ? v : best;
+    }
+    y[ch] = nan ? std::numeric_limits<float>::quiet_NaN() : best;
+  }
+}
+
+/// The taps of the window at input row `hs`, column `ws` of image `b` that
+/// lie inside the input, in the reference's order, as offsets from `*base`:
+/// an interior window (every tap inside, the common case) reads the shared
+/// table `rel` and needs no test per tap; one at the border lists its taps
+/// in `off`. Returns their count.
+inline int64_t windowTaps(const MaxPool2 &g, int64_t b, int64_t hs, int64_t ws, const int64_t *rel, int64_t *off,
+                          const int64_t **offs, int64_t *base) {
+  if (hs >= 0 && hs + (g.kh - 1) * g.dh < g.ih && ws >= 0 && ws + (g.kw - 1) * g.dw < g.iw) {
+    *base = ((b * g.ih + hs) * g.iw + ws) * g.c;
+    *offs = rel;
+    return g.kh * g.kw;
+  }
+  int64_t taps = 0;
+  for (int64_t th = 0; th < g.kh; ++th) {
+    const int64_t h = hs + th * g.dh;
+    if (h < 0 || h >= g.ih) continue;
+    for (int64_t tw = 0; tw < g.kw; ++tw) {
+      const int64_t w = ws + tw * g.dw;
+      if (w >= 0 && w < g.iw) off[taps++] = ((b * g.ih + h) * g.iw + w) * g.c;
+    }
+  }
+  *base = 0;
+  *offs = off;
+  return taps;
+}
+
+#define NIMBLE_AVX512 __attribute__((target("avx512f")))
+#define NIMBLE_AVX2 __attribute__((target("avx2,fma")))
+
+/// V vectors of 16 channels from c0 (the last one masked by `tail`).
+template <int V>
+NIMBLE_AVX512 inline void maxTaps512(const float *x, const int64_t *off, int64_t taps, float *y, int64_t c0,
+                                     __mmask16 tail) {
+  __m512 acc[V];
+  #pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) acc[v] = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __mmask16 nan = 0;
+  for (int64_t t = 0; t < taps; ++t) {
+    const float *p = x + off[t] + c0;
+    #pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      __m512 xv = v == V - 1 ? _mm512_maskz_loadu_ps(tail, p + 16 * v) : _mm512_loadu_ps(p + 16 * v);
+      acc[v] = _mm512_max_ps(xv, acc[v]); // xv > acc ? xv : acc
+      nan |= _mm512_cmp_ps_mask(xv, xv, _CMP_UNORD_Q);
+    }
+  }
+  if (nan) {
+    maxTapsScalar(x, off, taps, y, c0, c0 + 16 * (V - 1) + __builtin_popcount(tail));
+    return;
+  }
+  #pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) {
+    if (v == V - 1) _mm512_mask_storeu_ps(y + c0 + 16 * v, tail, acc[v]);
+    else _mm512_storeu_ps(y + c0 + 16 * v, acc[v]);
+  }
+}
+
+/// Output rows [r0, r1) of n x oh (windowTaps: `rel`, `off`).
+NIMBLE_AVX512 void maxPoolRows512(const MaxPool2 &g, const float *xs, float *ys, int64_t r0, int64_t r1,
+                                  const int64_t *rel, int64_t *off) {
+  const int64_t c = g.c;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t b = r / g.oh, oy = r % g.oh;
+    const int64_t hs = oy * g.sh - g.ph;
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      const int64_t *offs;
+      int64_t base;
+      const int64_t taps = windowTaps(g, b, hs, ox * g.sw - g.pw, rel, off, &offs, &base);
+      const float *x = xs + base;
+      float *y = ys + (r * g.ow + ox) * c;
+      int64_t c0 = 0;
+      for (; c0 + 64 <= c; c0 += 64) maxTaps512<4>(x, offs, taps, y, c0, 0xFFFF);
+      for (; c0 + 16 <= c; c0 += 16) maxTaps512<1>(x, offs, taps, y, c0, 0xFFFF);
+      if (c0 < c) maxTaps512<1>(x, offs, taps, y, c0, static_cast<__mmask16>((1u << (c - c0)) - 1));
+    }
+  }
+}
+
+/// V vectors of 8 channels from c0, none partial (the tail goes scalar).
+template <int V>
+NIMBLE_AVX2 inline void maxTaps256(const float *x, const int64_t *off, int64_t taps, float *y, int64_t c0) {
+  __m256 acc[V];
+  #pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) acc[v] = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 nan = _mm256_setzero_ps();
+  for (int64_t t = 0; t < taps; ++t) {
+    const float *p = x + off[t] + c0;
+    #pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      __m256 xv = _mm256_loadu_ps(p + 8 * v);
+      acc[v] = _mm256_max_ps(xv, acc[v]); // xv > acc ? xv : acc
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(xv, xv, _CMP_UNORD_Q));
+    }
+  }
+  if (!_mm256_testz_ps(nan, nan)) {
+    maxTapsScalar(x, off, taps, y, c0, c0 + 8 * V);
+    return;
+  }
+  #pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) _mm256_storeu_ps(y + c0 + 8 * v, acc[v]);
+}
+
+NIMBLE_AVX2 void maxPoolRows256(const MaxPool2 &g, const float *xs, float *ys, int64_t r0, int64_t r1,
+                                const int64_t *rel, int64_t *off) {
+  const int64_t c = g.c;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t b = r / g.oh, oy = r % g.oh;
+    const int64_t hs = oy * g.sh - g.ph;
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      const int64_t *offs;
+      int64_t base;
+      const int64_t taps = windowTaps(g, b, hs, ox * g.sw - g.pw, rel, off, &offs, &base);
+      const float *x = xs + base;
+      float *y = ys + (r * g.ow + ox) * c;
+      int64_t c0 = 0;
+      for (; c0 + 32 <= c; c0 += 32) maxTaps256<4>(x, offs, taps, y, c0);
+      for (; c0 + 8 <= c; c0 += 8) maxTaps256<1>(x, offs, taps, y, c0);
+      if (c0 < c) maxTapsScalar(x, offs, taps, y, c0, c);
+    }
+  }
+}
+
+/// The vectorized channels-last f32 max_pool (see the file comment); false
+/// when it does not apply (three spatial axes, a CPU without AVX2).
+bool maxPoolLastVector(const KernelArgs &args, const Window &win, const float *xs, float *ys, int64_t n) {
+  const KernelIsa isa = kernelIsa();
+  if (isa == KernelIsa::kBaseline || win.k < 1 || win.k > 2 || win.inC == 0) return false;
+  const size_t a = win.k - 1; // the last spatial axis: W
+  MaxPool2 g{};
+  g.c = win.inC;
+  g.ih = win.k == 2 ? win.in[0] : 1, g.oh = win.k == 2 ? win.out[0] : 1, g.kh = win.k == 2 ? win.taps[0] : 1;
+  g.sh = win.k == 2 ? win.st[0] : 1, g.dh = win.k == 2 ? win.dil[0] : 1, g.ph = win.k == 2 ? win.pb[0] : 0;
+  g.iw = win.in[a], g.ow = win.out[a], g.kw = win.taps[a], g.sw = win.st[a], g.dw = win.dil[a], g.pw = win.pb[a];
+  // An interior window's taps, relative to its first.
+  std::vector<int64_t> rel;
+  rel.reserve(static_cast<size_t>(win.tapCount));
+  for (int64_t th = 0; th < g.kh; ++th)
+    for (int64_t tw = 0; tw < g.kw; ++tw) rel.push_back((th * g.dh * g.iw + tw * g.dw) * g.c);
+  parallelRange(args, n * g.oh, g.ow * win.tapCount * g.c + 1, [&](int64_t r0, int64_t r1) {
+    std::vector<int64_t> off(static_cast<size_t>(win.tapCount));
+    if (isa == KernelIsa::kAvx512) maxPoolRows512(g, xs, ys, r0, r1, rel.data(), off.data());
+    else maxPoolRows256(g, xs, ys, r0, r1, rel.data(), off.data());
+  });
+  return true;
+}
+
 /// channels_last pooling: one task per (batch, output position), the
 /// window's taps in NCHW's order, each applied to the C contiguous channels
 /// at once (a loop the compiler vectorizes; the same sums and maxima per
@@ -362,6 +549,8 @@ template <bool IsMax> Status poolImpl(const KernelArgs &args) {
       const T *xs = x.data<T>();
       T *ys = y.data<T>();
       if (win.last) {
+        if constexpr (IsMax && std::is_same_v<T, float>)
+          if (maxPoolLastVector(args, win, xs, ys, x.dim(0))) return Status::success();
         poolLast<IsMax, T>(args, win, includePad, xs, ys, x.dim(0));
         return Status::success();
       }

@@ -6,6 +6,8 @@
 #include "ir/ShapeFns.h"
 
 #include <cassert>
+#include <cstdlib>
+#include <string_view>
 
 namespace nimble::vm::kernels {
 
@@ -56,6 +58,21 @@ void parallelRange(const KernelArgs &args, int64_t n, int64_t costPerItem,
   }
   int64_t grain = std::max<int64_t>(1, kMinParallelWork / 4 / costPerItem);
   pool->parallelFor(n, grain, fn);
+}
+
+KernelIsa kernelIsa() {
+  static const KernelIsa isa = [] {
+    __builtin_cpu_init();
+    KernelIsa cpu = KernelIsa::kBaseline;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) cpu = KernelIsa::kAvx2;
+    if (cpu == KernelIsa::kAvx2 && __builtin_cpu_supports("avx512f")) cpu = KernelIsa::kAvx512;
+    const char *cap = std::getenv("NIMBLE_KERNEL_ISA");
+    if (!cap) return cpu;
+    const std::string_view c(cap);
+    const KernelIsa most = c == "sse2" ? KernelIsa::kBaseline : c == "avx2" ? KernelIsa::kAvx2 : KernelIsa::kAvx512;
+    return std::min(cpu, most);
+  }();
+  return isa;
 }
 
 namespace {

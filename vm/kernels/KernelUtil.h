@@ -170,6 +170,15 @@ void forEachStrided(const std::vector<int64_t> &shape,
 void parallelRange(const KernelArgs &args, int64_t n, int64_t costPerItem,
                    const std::function<void(int64_t, int64_t)> &fn);
 
+/// The widest x86 vector instruction set the hand-vectorized reference
+/// kernels may use (they carry target attributes; the runtime itself is built
+/// for baseline x86-64): what the CPU reports, capped by the environment
+/// variable NIMBLE_KERNEL_ISA (`sse2`, `avx2` or `avx512`, read once) so that
+/// tests can run every variant on one machine (docs/nimble-run.md,
+/// "Environment"). kAvx2 needs AVX2 and FMA, kAvx512 AVX-512F.
+enum class KernelIsa { kBaseline, kAvx2, kAvx512 };
+KernelIsa kernelIsa();
+
 /// Runs `impl` with every f16 / bf16 input and output replaced by an f32 copy,
 /// then rounds the f32 outputs back into the real ones. Without half-precision
 /// operands it calls `impl` directly.

@@ -208,3 +208,76 @@ def cases(rng):
     out.append(Case("conv_transpose", "f32", [rng.array((1, 1, 2, 2), "f32"), rng.array((1, 1, 1, 1), "f32")],
                     attrs={"pads": [1, 1, 1, 1]}, error="the pads exceed it"))
     return out
+
+
+def max_pool_bits(x, kernel, strides=(), pads=(), dil=(), ceil=False):
+    """max_pool over NCHW f32 to the bit, as the kernels define it: the taps
+    in row-major order, `v > best ? v : best` from -inf (so of -0 and +0 the
+    first one stays) and the quiet NaN wherever a tap is NaN."""
+    outs, extra, st, pd, dl = _geometry(x.shape, kernel, list(strides), list(pads), list(dil), ceil)
+    xp = _padded(x, pd, extra, -np.inf)
+    y = np.full(list(x.shape[:2]) + outs, -np.inf, dtype=np.float32)
+    nan = np.zeros(y.shape, dtype=bool)
+    for _, sl in _tap_slices(kernel, outs, st, dl):
+        s = xp[(slice(None), slice(None)) + sl]
+        nan |= np.isnan(s)
+        y = np.where(s > y, s, y)
+    y[nan] = np.float32(np.nan)
+    return y
+
+
+def _to_last(a):
+    return np.ascontiguousarray(np.moveaxis(a, 1, -1))
+
+
+# Channels-last max_pool geometries: (N, C, spatial.., kernel, strides, pads,
+# dilations, ceil_mode). Channel counts cover the vectorized path's blocks
+# (AVX-512: 64 and 16 with a masked tail; AVX2: 32 and 8 with a scalar tail).
+POOL_LAST = [
+    ((1, 64, 12, 12), [3, 3], [2, 2], [1, 1, 1, 1], [], False),  # ResNet's stem pool
+    ((2, 65, 9, 7), [3, 3], [2, 2], [1, 1, 1, 1], [], False),
+    ((1, 100, 8, 8), [2, 2], [2, 2], [], [], False),
+    ((1, 17, 7, 9), [3, 3], [1, 1], [1, 1, 1, 1], [], False),
+    ((1, 31, 9, 9), [3, 2], [2, 1], [0, 1, 2, 0], [2, 3], False),
+    ((1, 130, 7, 7), [3, 3], [2, 2], [1, 1, 1, 1], [], True),
+    ((1, 8, 5, 5), [2, 2], [1, 1], [0, 0, 0, 0], [], False),
+    ((1, 3, 4, 4), [2, 2], [2, 2], [2, 2, 2, 2], [], False),  # windows wholly in the padding: -inf
+    ((1, 1, 6, 6), [7, 7], [1, 1], [3, 3, 3, 3], [], False),
+    ((1, 16, 1, 1), [1, 1], [], [], [], False),
+    ((2, 24, 11), [3], [2], [1, 1], [], False),  # 1-D
+    ((1, 72, 10), [4], [3], [0, 2], [2], True),
+    ((0, 64, 6, 6), [3, 3], [2, 2], [1, 1, 1, 1], [], False),  # empty batch
+]
+
+
+def _special(rng, shape):
+    """f32 values with many ties, both zeros, both infinities and NaNs of
+    other bit patterns than the quiet NaN (negative, with a payload, a
+    signalling one): the output's NaN is still the quiet NaN."""
+    choice = np.array([-2.0, -1.0, -0.0, 0.0, 1.0, 2.0, -np.inf, np.inf], dtype=np.float32)
+    x = np.array(choice[rng.g.integers(0, len(choice), size=shape)], dtype=np.float32)
+    bits = x.reshape(-1).view(np.uint32)
+    n = bits.size
+    for k, pattern in enumerate([0x7FC00000, 0xFFC00000, 0x7FC12345, 0x7F800001]):
+        if n > 8 * (k + 1):
+            bits[(k * 7919 + 13) % n] = pattern
+    return x
+
+
+def pool_last_cases(rng):
+    """max_pool over channels-last f32, compared bit for bit (the "pool-last"
+    group: kernels-pool-last.test runs it with every NIMBLE_KERNEL_ISA)."""
+    out = []
+    for shape, k, st, pd, dl, ceil in POOL_LAST:
+        attrs = {"kernel": k, "strides": st, "pads": pd, "dilations": dl, "ceil_mode": ceil, "channels_last": True}
+        for kind in ("random", "special"):
+            x = np.asarray(rng.array(shape, "f32"), dtype=np.float32) if kind == "random" else _special(rng, shape)
+            want = _to_last(max_pool_bits(x, k, st, pd, dl, ceil))
+            out.append(Case("max_pool", "f32", [_to_last(x)], [want], attrs=attrs, exact=True))
+    # Larger, on the thread pool: ResNet-18's pool at a quarter of its size.
+    x = _special(rng, (2, 64, 28, 28))
+    x[0, :, 3:9, 5:11] = np.asarray(rng.array((64, 6, 6), "f32"), dtype=np.float32)
+    attrs = {"kernel": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "channels_last": True}
+    out.append(Case("max_pool", "f32", [_to_last(x)], [_to_last(max_pool_bits(x, [3, 3], [2, 2], [1, 1, 1, 1]))],
+                    attrs=attrs, threads=2, exact=True))
+    return out

@@ -6,7 +6,8 @@
 Groups: elementwise (unary, binary, compare, logical, select, cast), linalg
 (matmul, batch_matmul, reductions, argmax, softmax, layer_norm), shape (data
 movement), create (constant ... device_copy), window (conv, max_pool,
-avg_pool), sampling (resize, grid_sample), coverage.
+avg_pool), sampling (resize, grid_sample), pool-last (channels-last f32
+max_pool, compared bit for bit), coverage.
 
 For each case the script writes seeded random inputs (many shapes: rank 0,
 empty dimensions, size-1 broadcasting, negative axes, keepdims) as .npy
@@ -46,6 +47,7 @@ GROUPS = {
     "create": (4, lambda rng: cases_shape.create_cases(rng)),
     "window": (5, cases_window.cases),
     "sampling": (6, cases_sampling.cases),
+    "pool-last": (7, cases_window.pool_last_cases),
 }
 
 

@@ -95,6 +95,7 @@ class Case:
     attrs: dict = dataclasses.field(default_factory=dict)
     error: str = None  # expected substring of the error message
     threads: int = 1
+    exact: bool = False  # compare the bits (floats too): compare_bits
 
     @property
     def bf16(self):
@@ -164,6 +165,25 @@ def compare(expected, got, bf16):
         tuple(int(v) for v in i), g64[tuple(i)], e64[tuple(i)])
 
 
+def compare_bits(expected, got):
+    """Returns None if the two arrays hold the same bits, else a description
+    (every NaN of the expectation stands for the quiet NaN, 0x7fc00000 in
+    f32: what numpy's float32(nan) is)."""
+    if got.dtype != expected.dtype or got.shape != expected.shape:
+        return "dtype %s shape %s, expected %s %s" % (got.dtype, got.shape, expected.dtype, expected.shape)
+    if expected.size == 0:
+        return None
+    width = "u%d" % expected.dtype.itemsize
+    e = np.ascontiguousarray(expected).view(width)
+    g = np.ascontiguousarray(got).view(width)
+    bad = e != g
+    if not bad.any():
+        return None
+    i = tuple(int(v) for v in np.argwhere(bad)[0])
+    return "%d of %d elements differ in their bits; first at %s: got %r (0x%x), expected %r (0x%x)" % (
+        int(bad.sum()), expected.size, i, got[i], int(g[i]), expected[i], int(e[i]))
+
+
 def run_case(runner, case, tmpdir, index):
     """Runs one case; returns None on success or a failure message."""
     prefix = os.path.join(tmpdir, "c%d" % index)
@@ -200,7 +220,7 @@ def run_case(runner, case, tmpdir, index):
         return "exit %d: %s\n  command: %s" % (p.returncode, p.stderr.strip(), shown)
     for k, (want, path) in enumerate(zip(case.expected, outs)):
         got = np.load(path)
-        msg = compare(np.asarray(want), got, case.bf16)
+        msg = compare_bits(np.asarray(want), got) if case.exact else compare(np.asarray(want), got, case.bf16)
         if msg:
             return "output %d: %s\n  command: %s" % (k, msg, shown)
     return None
