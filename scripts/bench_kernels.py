@@ -34,7 +34,8 @@ Prints, on this machine (CPU model and features in the header):
    chained, on oneDNN (--kernels=library) at M = 16, 32, 64 and 128 rows:
    ms a run at 1 and 2 threads and their ratio; with --baseline-run, that
    nimble-run's 2-thread time too, alternating with this one (the same
-   .nbc), and baseline / this.
+   .nbc), and baseline / this. Then cold / hot: the chain's time a pair
+   against one pair alone (19 MB, hot in the L3 from call to call).
 
 --sections runs some of them (2 and 3 are one table; 4 needs 1's bandwidth,
 so it runs 1 too).
@@ -329,31 +330,44 @@ def others_section(args, work, rng):
         print("%-44s %10.1f %10.1f %10.2f" % (name, rate["native"], rate["library"], rate["library"] / rate["native"]))
 
 
-def chain_section(args, work, rng):
+def chain_nbc(args, work, rng, pairs, tag):
+    """A chain of `pairs` BERT-base FFN pairs of constants, compiled; (path, MB)."""
     sys.path.insert(0, REPO)
     from models.common.nimble_io import write_safetensors
-    pairs, tensors, consts, body = 6, {}, [], []
+    tensors, consts, body = {}, [], []
     for i in range(pairs):
         for name, shape in (("a%d" % i, (3072, 768)), ("b%d" % i, (768, 3072))):
             tensors[name] = (rng.standard_normal(shape) * 0.03).astype(np.float32)
             tensors["bias_" + name] = rng.standard_normal(shape[0]).astype(np.float32)
-            consts.append('const @%s : tensor<%dx%dxf32> = external("chain.safetensors", "%s")' % ((name,) + shape + (name,)))
-            consts.append('const @bias_%s : tensor<%dxf32> = external("chain.safetensors", "bias_%s")' % (name, shape[0], name))
+            consts.append('const @%s : tensor<%dx%dxf32> = external("%s.safetensors", "%s")'
+                          % ((name,) + shape + (tag, name)))
+            consts.append('const @bias_%s : tensor<%dxf32> = external("%s.safetensors", "bias_%s")'
+                          % (name, shape[0], tag, name))
         body.append("  %%m%d = matmul %%x%d, @a%d, transpose_b=true\n  %%h%d = add %%m%d, @bias_a%d" % ((i,) * 6))
         body.append("  %%n%d = matmul %%h%d, @b%d, transpose_b=true\n  %%x%d = add %%n%d, @bias_b%d" % (i, i, i, i + 1, i, i))
-    write_safetensors(os.path.join(work, "chain.safetensors"), tensors)
+    write_safetensors(os.path.join(work, tag + ".safetensors"), tensors)
     text = "\n".join(consts) + "\n\nfunc @main(%%x0: tensor<?x768xf32>) -> tensor<?x768xf32> {\n%s\n  ret %%x%d\n}\n" % (
         "\n".join(body), pairs)
-    nbc = compile_nir(args.nimblec, text, os.path.join(work, "chain.nbc"), "native", args.mcpu)
-    mb = sum(t.nbytes for t in tensors.values()) / 1e6
+    nbc = compile_nir(args.nimblec, text, os.path.join(work, tag + ".nbc"), "native", args.mcpu)
+    return nbc, sum(t.nbytes for t in tensors.values()) / 1e6
+
+
+def chain_section(args, work, rng):
+    pairs = 6
+    nbc, mb = chain_nbc(args, work, rng, pairs, "chain")
+    # One pair alone (19 MB) stays in the L3 from call to call: the same
+    # products with hot weights, per pair, beside the cold chain's per pair.
+    hot_nbc, _ = chain_nbc(args, work, rng, 1, "chain_hot")
     print("\nTwo threads on cold constant weights: %d BERT-base FFN pairs (%.0f MB), oneDNN, ms a run (median):"
           % (pairs, mb))
     cols = ["1t", "2t", "1t/2t"] + (["baseline 2t", "baseline/this"] if args.baseline_run else [])
+    cols += ["1t cold/hot", "2t cold/hot"]
     print("%6s" % "rows" + "".join("%14s" % c for c in cols))
+    ratio_cols = {2, 4} if args.baseline_run else {2}
     for m in (16, 32, 64, 128):
         x = os.path.join(work, "chain_x%d.npy" % m)
         np.save(x, (rng.standard_normal((m, 768)) * 0.1).astype(np.float32))
-        run = lambda binary, t: timings(binary, nbc, [x], args.reps, ("--threads=%d" % t, "--kernels=library"))[0]
+        run = lambda binary, t, exe=nbc: timings(binary, exe, [x], args.reps, ("--threads=%d" % t, "--kernels=library"))[0]
         one = run(args.nimble_run, 1)
         two = [run(args.nimble_run, 2)]
         base = []
@@ -366,8 +380,10 @@ def chain_section(args, work, rng):
         if base:
             base_ms = sorted(base)[len(base) // 2]
             row += [base_ms, base_ms / two_ms]
-        print("%6d" % m + "".join("%14.3f" % v if j not in (2, 4) else "%13.2fx" % v for j, v in enumerate(row)))
-
+        hot = [run(args.nimble_run, t, hot_nbc) for t in (1, 2)]
+        row += [one / pairs / hot[0], two_ms / pairs / hot[1]]
+        ratio_cols |= {len(row) - 2, len(row) - 1}
+        print("%6d" % m + "".join("%14.3f" % v if j not in ratio_cols else "%13.2fx" % v for j, v in enumerate(row)))
 
 if __name__ == "__main__":
     sys.exit(main())
