@@ -108,6 +108,9 @@ OPTIONS:
   --batch-phases=<on|off>    With auto-batching: run no kernel of a program phase while
                              a call of an earlier phase is pending (on, the default;
                              docs/autobatch.md), or ignore the phases (off)
+  --batch-window=<n>         With auto-batching: at most n instances in flight; the
+                             next starts when one finishes (default 16; 0: all at
+                             once)
   --output-dir=<dir>         With --instances: write result j of instance i to
                              <dir>/i.j.npy (tensors) or <dir>/i.j.txt (other values)
                              instead of printing it
@@ -166,6 +169,7 @@ struct Options {
   bool autoBatch = true;
   VMOptions::GatherFusion gather = VMOptions::GatherFusion::Auto;
   bool phases = true;
+  uint32_t batchWindow = 16;
   double tolerance = 1e-5;
   int benchmark = 0;
   unsigned threads = 0; // 0: the cores this process may run on
@@ -224,6 +228,9 @@ int parseArgs(int argc, char **argv, Options &o) {
     } else if ((v = flagValue(a, "--batch-phases"))) {
       if (*v != "on" && *v != "off") return usageError("--batch-phases takes on or off, got '" + *v + "'");
       o.phases = *v == "on";
+    } else if ((v = flagValue(a, "--batch-window"))) {
+      if (!parseUnsigned(*v, 1000000000, n)) return usageError("--batch-window takes a count (0: every instance at once), got '" + *v + "'");
+      o.batchWindow = static_cast<uint32_t>(n);
     } else if ((v = flagValue(a, "--output-dir"))) {
       if (v->empty()) return usageError("--output-dir takes a directory");
       o.outputDir = *v;
@@ -589,6 +596,7 @@ int runTool(int argc, char **argv) {
   rs.profile = o.profile;
   rs.gather = o.gather;
   rs.phases = o.phases;
+  rs.batchWindow = o.batchWindow;
   rs.trace = o.trace;
   rs.traceStream = &std::cerr;
   std::vector<std::string> warnings;

@@ -474,6 +474,7 @@ py::dict profileDict(const VirtualMachine &vm, const LibraryKernels *library, bo
     d["forks"] = b.forks;
     d["schedule_seconds"] = b.scheduleSeconds;
     d["gather_seconds"] = b.gatherSeconds;
+    d["in_flight"] = b.inFlight; // the most instances in flight at once (batch_window)
     out["batch"] = d;
   }
   // The text nimble-run --profile prints (memory counts are the process's
@@ -562,12 +563,16 @@ public:
   }
 
   py::object runMany(const std::string &fname, const py::iterable &instances, unsigned threads,
-                     const std::string &kernels, bool autoBatch, const std::string &errorsMode, bool profile) {
+                     const std::string &kernels, bool autoBatch, const std::string &errorsMode, bool profile,
+                     int64_t batchWindow) {
     if (errorsMode != "raise" && errorsMode != "return")
       throw py::value_error("errors takes 'raise' or 'return', got '" + errorsMode + "'");
+    if (batchWindow < 0 || batchWindow > 1000000000)
+      throw py::value_error("batch_window takes a count (0: every instance at once), got " + std::to_string(batchWindow));
     const Executable &exe = program_->executable();
     const VMFunction &fn = function(fname);
     driver::RunSettings rs = settingsOf(threads, kernels, profile, 10000, 0);
+    rs.batchWindow = static_cast<uint32_t>(batchWindow);
     checkDevice(rs);
     Arguments args;
     // A malformed instance fails alone (as a bad line of nimble-run
@@ -698,10 +703,11 @@ PYBIND11_MODULE(_runtime, m) {
            "docs/python.md.")
       .def("run_many", &PyExecutable::runMany, py::arg("function"), py::arg("instances"), py::kw_only(),
            py::arg("threads") = 1, py::arg("kernels") = "auto", py::arg("auto_batch") = true,
-           py::arg("errors") = "raise", py::arg("profile") = false,
+           py::arg("errors") = "raise", py::arg("profile") = false, py::arg("batch_window") = 16,
            "run_many(function, instances, *, threads=1, kernels='auto', auto_batch=True, errors='raise', "
-           "profile=False)\n\nRuns `function` once per instance (a tuple of its inputs), the instances "
-           "together with their kernel calls batched (nimble-run --instances). Returns one entry per "
+           "profile=False, batch_window=16)\n\nRuns `function` once per instance (a tuple of its inputs), the "
+           "instances together with their kernel calls batched (nimble-run --instances), at most "
+           "batch_window of them in flight (0: all at once; nimble-run --batch-window). Returns one entry per "
            "instance; a failed instance raises after all ran (errors='raise') or is its exception "
            "object (errors='return').")
       .def("load_tuning", &PyExecutable::loadTuning, py::arg("path"),

@@ -169,6 +169,9 @@ class ErrorsTest(unittest.TestCase):
             self.exe.run("add", X, X, threads=0)
         with self.assertRaises(ValueError):
             self.exe.run_many("add", [(X, X)], errors="ignore")
+        with self.assertRaises(ValueError) as ctx:
+            self.exe.run_many("add", [(X, X)], batch_window=-1)
+        self.assertIn("batch_window takes a count (0: every instance at once), got -1", str(ctx.exception))
 
     def test_run_many_errors(self):
         instances = [(X, X), (X,), (np.zeros((3, 4), np.float32), np.zeros((5, 4), np.float32)), (X, X + 1)]

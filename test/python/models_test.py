@@ -146,6 +146,18 @@ class ModelsTest(unittest.TestCase):
                 for i, (h, c) in enumerate(got):
                     assert_bitwise_equal(self, h, np.load(os.path.join(outdir, "%d.0.npy" % i)), "h %d" % i)
                     assert_bitwise_equal(self, c, np.load(os.path.join(outdir, "%d.1.npy" % i)), "c %d" % i)
+        # The window (nimble-run --batch-window) changes the schedule, not the
+        # results: on the reference kernels every window gives the bits of
+        # the default, and the profile shows how many were in flight.
+        default = exe.run_many("main", [(t,) for t in trees], kernels="reference")
+        for window in (0, 1, 4, 1000):
+            with self.subTest(batch_window=window):
+                got, prof = exe.run_many("main", [(t,) for t in trees], kernels="reference",
+                                         batch_window=window, profile=True)
+                self.assertEqual(prof["batch"]["in_flight"], min(window, len(trees)) if window else len(trees))
+                for i, ((h, c), (h0, c0)) in enumerate(zip(got, default)):
+                    assert_bitwise_equal(self, h, h0, "h %d" % i)
+                    assert_bitwise_equal(self, c, c0, "c %d" % i)
         # Native kernels, batched against one at a time: within rounding.
         exe = nimble.load(self.nbc["treelstm", "native"])
         batched = exe.run_many("main", [(t,) for t in trees], kernels="native")

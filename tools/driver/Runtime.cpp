@@ -41,7 +41,7 @@ namespace {
 bool sameSettings(const RunSettings &a, const RunSettings &b) {
   return a.kernels == b.kernels && a.threads == b.threads && a.maxCallDepth == b.maxCallDepth &&
          a.maxInstructions == b.maxInstructions && a.profile == b.profile && a.gather == b.gather &&
-         a.phases == b.phases && a.trace == b.trace && a.traceStream == b.traceStream;
+         a.phases == b.phases && a.batchWindow == b.batchWindow && a.trace == b.trace && a.traceStream == b.traceStream;
 }
 
 } // namespace
@@ -198,6 +198,7 @@ Program::Lease Program::lease(const RunSettings &settings, std::vector<std::stri
     vo.profile = settings.profile;
     vo.gather = settings.gather;
     vo.phases = settings.phases;
+    vo.batchWindow = settings.batchWindow;
     vo.trace = settings.trace;
     vo.traceStream = settings.traceStream;
     r->vm = std::make_unique<VirtualMachine>(exe_, vo);
@@ -446,6 +447,10 @@ std::string batchProfileText(const VirtualMachine &vm, int runs) {
   if (b.phaseWaits)
     appendf(out, "Program phases: %llu scheduling rounds held a later phase's calls back\n",
             static_cast<unsigned long long>(b.phaseWaits));
+  // Only when the window held instances back (--batch-window).
+  if (b.windowedRuns)
+    appendf(out, "Window: at most %llu instances in flight, the next started as one finished (--batch-window)\n",
+            static_cast<unsigned long long>(b.inFlight));
   return out;
 }
 

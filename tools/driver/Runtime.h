@@ -50,6 +50,7 @@ struct RunSettings {
   bool profile = false;
   vm::VMOptions::GatherFusion gather = vm::VMOptions::GatherFusion::Auto;
   bool phases = true;
+  uint32_t batchWindow = 16; // 0: every instance at once
   bool trace = false;
   std::ostream *traceStream = nullptr;
 };

@@ -25,6 +25,20 @@
 // groups instead of in the cohorts in which the instances got there.
 // --batch-phases=off ignores them (for measuring).
 //
+// The window: at most VMOptions::batchWindow instances are in flight (16 by
+// default); the next one starts when one finishes, so the groups stay full
+// while instances come and go. Level-by-level batching over all instances
+// at once makes the frontier as wide as the batch: Tree-LSTM's 64 trees put
+// all 1,344 leaves in flight, 5.9 MB of live tensors, registers and fibers
+// (the L2 holds 1 or 2 MiB), and every resumption touches a cold one. With
+// 16 in flight the launches grow from 158 to 194 a run and the calls per
+// launch fall from 49 to 40, the kernels' time stays (within 5%) and the
+// VM's work between them halves (docs/perf.md, "The auto-batching window").
+// --batch-window=0 admits every instance at once (the schedule the tests of
+// the launch counts pin). A program with phases (and --batch-phases=on)
+// ignores the window: an instance admitted mid-run would hold every later
+// phase's kernels back while it caught up alone.
+//
 // Instance parallelism (§4.1): the interpreter forks a call that directly
 // follows an independent call into a child fiber of the same instance
 // (Interpreter.cpp, CASE(Invoke)); the parent joins it at that call. The
@@ -148,6 +162,7 @@ struct VirtualMachine::Scheduler {
   // allocations per run of 64 trees (docs/perf.md, "The VM's per-node
   // overhead"). Each is filled and used by one function, which nothing
   // re-enters while it does.
+  size_t admitted = 0;                  // run(): instances started so far
   std::vector<Fiber *> now_;            // run(): the fibers stepped this pass
   std::vector<Fiber *> calls_;          // run(): the group taken from `pending`
   std::vector<Fiber *> fit_, misfit_;   // rows()
@@ -219,6 +234,8 @@ struct VirtualMachine::Scheduler {
     release(f);
     f.dead = true;
     recycle(f);
+    // The window: an instance finished, the next one starts.
+    if (admitted < fibers.size()) ready.push_back(fibers[admitted++]);
   }
 
   /// A finished fiber is referenced from nowhere any more: the parent's join
@@ -687,7 +704,14 @@ struct VirtualMachine::Scheduler {
   }
 
   void run() {
-    for (Fiber *f : fibers) ready.push_back(f);
+    // No window with program phases: an instance admitted mid-run would
+    // hold every later phase back while it caught up alone (tree2seq, 64
+    // instances: 142 launches at once, 878 with a window of 16).
+    const size_t window = vm.opts_.batchWindow && !phased ? std::min<size_t>(vm.opts_.batchWindow, fibers.size())
+                                                          : fibers.size();
+    for (admitted = 0; admitted < window; ++admitted) ready.push_back(fibers[admitted]);
+    vm.profile_.batch.inFlight = std::max<uint64_t>(vm.profile_.batch.inFlight, window);
+    if (window < fibers.size()) ++vm.profile_.batch.windowedRuns;
     while (true) {
       // Every fiber that can go on does, forked children included, before
       // a group is chosen: otherwise a fork tree unfolds one level per

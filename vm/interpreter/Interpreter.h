@@ -77,6 +77,10 @@ struct VMOptions {
   /// batch-phases section, seed 001 §4.1); false schedules as if every
   /// kernel had phase 0 (--batch-phases=off, for measuring).
   bool phases = true;
+  /// Auto-batching: at most this many instances in flight (0: all of them);
+  /// the next instance starts when one finishes (docs/autobatch.md, "The
+  /// window").
+  uint32_t batchWindow = 16;
   /// Print each instruction as it executes (to `traceStream`).
   bool trace = false;
   std::ostream *traceStream = nullptr;
@@ -117,6 +121,9 @@ struct BatchProfile {
   // Program phases: rounds in which a kernel of a later phase had pending
   // calls and waited (seed 001 §4.1).
   uint64_t phaseWaits = 0;
+  // The window (VMOptions::batchWindow): the most instances in flight at
+  // once in a run, and the runs it held instances back in.
+  uint64_t inFlight = 0, windowedRuns = 0;
 };
 struct Profile {
   std::vector<KernelProfile> kernels; // by kernel index
