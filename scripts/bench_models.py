@@ -56,7 +56,9 @@ count (Nimble, the peers, Nimble, the peers, ...), so that a slow spell of
 a shared machine falls on all of them. Each table figure is then the median
 of the rounds' medians, and a list after the tables gives each fixed
 input's ratio of every peer to Nimble round by round (with their median):
-a ratio whose rounds straddle 1 is level, not a lead.
+a ratio whose rounds straddle 1 is level, not a lead. With --batch, a round
+times Nimble one at a time and auto-batched and then PyTorch, and the list
+gives auto-batched / one at a time and / PyTorch hand-batched per round.
 
 Before each model block the 1-minute load is read (the benchmark waits up to
 --max-wait seconds for it to drop to --quiet-load, then runs anyway) and
@@ -518,6 +520,52 @@ def parse_batch_profile(stderr):
     return {"sched_pct": float(m.group(2)), "calls_per_launch": float(k.group(1)), "largest": int(k.group(2))}
 
 
+def time_batch_round(v, args, work_dir, nbc, chunks, refs, n, T, reps, rnd, inst_file, problems, doc):
+    """One round of bench_batch_model at T threads: every batch size of Nimble one at a time and
+    auto-batched (outputs checked against PyTorch's), then PyTorch one at a time and hand-batched.
+    {(system, B): (instances/s, cpu_s, wall_s)}."""
+    cells = {}
+    tag = ", round %d of %d" % (rnd + 1, args.rounds) if args.rounds > 1 else ""
+    for B in args.batch:
+        for auto, key, label in ((False, "nimble-off", "one-at-a-time"), (True, "nimble-on", "auto-batched")):
+            progress("%s Nimble %s, %d thread(s), batch %d%s: %d chunk(s) x %d runs" % (
+                v.name, label, T, B, tag, len(chunks[B]), reps))
+            total_ms, cpu_s, wall_s = 0.0, 0.0, 0.0
+            for k, (first, path) in enumerate(chunks[B]):
+                out_dir = os.path.join(work_dir, "%s.%s.%d.b%d.%03d" % (v.name, key, T, B, k))
+                p, cpu, wall = nimble_instances(args, nbc, path, T, auto, out_dir, reps=reps)
+                check_outputs(out_dir, refs, first, min(B, n - first),
+                              "Nimble %s %s batch %d (threads %d)" % (label, v.name, B, T), args, problems)
+                total_ms += tools.parse_latency(p.stdout)["median"]
+                cpu_s, wall_s = cpu_s + cpu, wall_s + wall
+            cells[(key, B)] = (n / (total_ms / 1e3), cpu_s, wall_s)
+    progress("%s PyTorch one-at-a-time and hand-batched, %d thread(s)%s" % (v.name, T, tag))
+    spec = {"mode": "batch", "model": v.name, "threads": T, "reps": reps, "warmup": args.warmup,
+            "tolerance": args.tolerance, "batched_tolerance": 1e-5, "instances": inst_file, "refs": refs,
+            "batches": args.batch}
+    spec_path = os.path.join(work_dir, "spec.batch.%s.%d.json" % (v.name, T))
+    out_path = spec_path.replace("spec.", "result.")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    p = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "bench_worker.py"), spec_path, out_path],
+                       capture_output=True, text=True, env=thread_env(T))
+    res = json.load(open(out_path)) if p.returncode == 0 and os.path.exists(out_path) else {
+        "error": "bench_worker.py failed (exit %d): %s" % (p.returncode, p.stderr[-3000:])}
+    if res.get("error"):
+        problems.append("%s: %s" % (v.name, res["error"]))
+    note_worker_core(doc, res, "PyTorch %s at %d threads" % (v.name, T))
+    if res.get("blas_threads") not in (None, T):
+        problems.append("PyTorch %s at %d threads: OpenBLAS reports %s threads" % (v.name, T, res["blas_threads"]))
+    for B in args.batch:
+        if res.get("one"):
+            r = res["one"]
+            cells[("pytorch", B)] = (n / (r["median_ms"] / 1e3), r["cpu_s"], r["wall_s"])
+        r = (res.get("batched") or {}).get(str(B))
+        if r:
+            cells[("pytorch-batched", B)] = (n / (r["median_ms"] / 1e3), r["cpu_s"], r["wall_s"])
+    return cells
+
+
 def bench_batch_model(v, args, work_dir, doc):
     import make_instances
     from compare_instances import read_instance
@@ -557,48 +605,22 @@ def bench_batch_model(v, args, work_dir, doc):
     n = len(lines)
     reps = pick(args.reps, v.name)
     for T in args.threads:
-        rows = {}  # (system, B) -> (instances/s, cores used)
+        # --rounds: Nimble (one at a time, auto-batched) and PyTorch timed once a round, in turn,
+        # so that a slow spell of a shared machine falls on all of them; each figure is the
+        # median over the rounds, and every round's ratios are listed after the table.
+        per_round = []  # one {(system, B): (instances/s, cpu_s, wall_s)} a round
         profiles = {}
+        for rnd in range(args.rounds):
+            per_round.append(time_batch_round(v, args, work_dir, nbc, chunks, refs, n, T, reps, rnd, inst_file,
+                                              problems, doc))
         for B in args.batch:
-            for auto, key, label in ((False, "nimble-off", "one-at-a-time"), (True, "nimble-on", "auto-batched")):
-                progress("%s Nimble %s, %d thread(s), batch %d: %d chunk(s) x %d runs" % (
-                    v.name, label, T, B, len(chunks[B]), reps))
-                total_ms, cpu_s, wall_s = 0.0, 0.0, 0.0
-                for k, (first, path) in enumerate(chunks[B]):
-                    out_dir = os.path.join(work_dir, "%s.%s.%d.b%d.%03d" % (v.name, key, T, B, k))
-                    p, cpu, wall = nimble_instances(args, nbc, path, T, auto, out_dir, reps=reps)
-                    check_outputs(out_dir, refs, first, min(B, n - first),
-                                  "Nimble %s %s batch %d (threads %d)" % (label, v.name, B, T), args, problems)
-                    total_ms += tools.parse_latency(p.stdout)["median"]
-                    cpu_s, wall_s = cpu_s + cpu, wall_s + wall
-                rows[(key, B)] = (n / (total_ms / 1e3), benchlib.cores_used(cpu_s, wall_s))
             p, _, _ = nimble_instances(args, nbc, chunks[B][0][1], T, True, None, profile=True, reps=2)
             profiles[B] = parse_batch_profile(p.stderr)
-        progress("%s PyTorch one-at-a-time and hand-batched, %d thread(s)" % (v.name, T))
-        spec = {"mode": "batch", "model": v.name, "threads": T, "reps": reps, "warmup": args.warmup,
-                "tolerance": args.tolerance, "batched_tolerance": 1e-5, "instances": inst_file, "refs": refs,
-                "batches": args.batch}
-        spec_path = os.path.join(work_dir, "spec.batch.%s.%d.json" % (v.name, T))
-        out_path = spec_path.replace("spec.", "result.")
-        with open(spec_path, "w") as f:
-            json.dump(spec, f)
-        p = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "bench_worker.py"), spec_path, out_path],
-                           capture_output=True, text=True, env=thread_env(T))
-        res = json.load(open(out_path)) if p.returncode == 0 and os.path.exists(out_path) else {
-            "error": "bench_worker.py failed (exit %d): %s" % (p.returncode, p.stderr[-3000:])}
-        if res.get("error"):
-            problems.append("%s: %s" % (v.name, res["error"]))
-        note_worker_core(doc, res, "PyTorch %s at %d threads" % (v.name, T))
-        if res.get("blas_threads") not in (None, T):
-            problems.append("PyTorch %s at %d threads: OpenBLAS reports %s threads" % (v.name, T, res["blas_threads"]))
-        for B in args.batch:
-            if res.get("one"):
-                r = res["one"]
-                rows[("pytorch", B)] = (n / (r["median_ms"] / 1e3), benchlib.cores_used(r["cpu_s"], r["wall_s"]))
-            r = (res.get("batched") or {}).get(str(B))
-            if r:
-                rows[("pytorch-batched", B)] = (n / (r["median_ms"] / 1e3),
-                                                benchlib.cores_used(r["cpu_s"], r["wall_s"]))
+        rows = {k: (ips, benchlib.cores_used(cpu, wall))
+                for k, (ips, cpu, wall) in benchlib.combine_batch_rounds(per_round).items()}
+        if args.rounds > 1:
+            labels = {s: BATCH_LABEL[s] for s in ("nimble-off", "pytorch-batched")}
+            doc.setdefault("batch_rounds", []).extend(benchlib.batch_round_lines(v.name, T, per_round, labels))
         for B in args.batch:
             row = {"model": v.name, "threads": T, "batch": B, "instances": n, "profile": profiles.get(B),
                    "load_1min": benchlib.load_avg()}
@@ -648,6 +670,11 @@ def batch_report(doc, args, out=sys.stdout):
           "batch; ratios > 1: auto-batched is faster; scheduling: the scheduler's share of the first chunk's "
           "time (nimble-run --profile)" % (args.pool, BATCH_SEED), file=out)
     print("\n".join(batch_table(doc["batch"], pytorch_fair(doc))), file=out)
+    lines = [ln for ln in doc.get("batch_rounds", []) if pytorch_fair(doc) is not False or "PyTorch" not in ln]
+    if lines:
+        print("\nAlternating rounds (%d): each round's auto-batched throughput over the others'" % args.rounds,
+              file=out)
+        print("\n".join(lines), file=out)
     for f in doc["failures"]:
         print("FAILED: " + f, file=out)
 
@@ -745,8 +772,6 @@ def parse_args(argv):
     if args.rounds < 1:
         ap.error("--rounds wants a positive count, got %d" % args.rounds)
     if batch:
-        if args.rounds != 1:
-            ap.error("--rounds is not supported with --batch")
         if args.plot or args.markdown:
             ap.error("--plot and --markdown are not supported with --batch")
         args.systems = "nimble,pytorch"  # the four columns of the batch table; no ONNX Runtime / IREE

@@ -486,6 +486,35 @@ def combine_rounds(rounds):
              sum(t[3] for t in by[n]), sum(t[4] for t in by[n])) for n in order]
 
 
+def combine_batch_rounds(rounds):
+    """[{(system, batch): (instances/s, cpu_s, wall_s)} one per round] (bench_models.py --batch
+    --rounds) -> {(system, batch): (median instances/s, cpu_s summed, wall_s summed)}, each over the
+    rounds that have it."""
+    by = {}
+    for rnd in rounds:
+        for key, cell in rnd.items():
+            by.setdefault(key, []).append(cell)
+    return {k: (median([c[0] for c in v]), sum(c[1] for c in v), sum(c[2] for c in v)) for k, v in by.items()}
+
+
+def batch_round_lines(model, threads, rounds, labels):
+    """Lines of each round's ratio of Nimble auto-batched to the other systems (bench_models.py
+    --batch --rounds), one a batch size and system, e.g. "treelstm batch 64, 1 thread: auto-batched /
+    PyTorch hand-batched 1.65, 1.71, 1.49 (median 1.65)". `rounds` as combine_batch_rounds takes
+    them; `labels` {system: label} in the order wanted. A round without both figures is left out."""
+    lines = []
+    batches = sorted({b for rnd in rounds for (_, b) in rnd})
+    for b in batches:
+        for system, label in labels.items():
+            ratios = [rnd[("nimble-on", b)][0] / rnd[(system, b)][0] for rnd in rounds
+                      if ("nimble-on", b) in rnd and (system, b) in rnd and rnd[(system, b)][0] > 0]
+            if ratios:
+                lines.append("%s batch %d, %d thread%s: auto-batched / %s %s (median %.2f)" % (
+                    model, b, threads, "" if threads == 1 else "s", label,
+                    ", ".join("%.2f" % x for x in ratios), median(ratios)))
+    return lines
+
+
 def round_ratio_lines(points, systems):
     """Lines of the per-round ratios of each system against Nimble, from points
     {system, model, table, input, length, threads, round, median_ms} (fixed inputs only): one line a

@@ -111,6 +111,18 @@ pts = [{"system": s, "model": "bert_base", "table": t, "input": "n16", "length":
                            ("onnxruntime", "mixed", 0, 99.0))]       # mixed inputs: not listed
 for line in benchlib.round_ratio_lines(pts, ["nimble", "onnxruntime"]):
     print(line)
+# --batch --rounds: instances/s the median over the rounds, CPU and wall summed; each round's
+# auto-batched / other ratio, rounds without both figures left out.
+batch_rounds = [{("nimble-on", 64): (5000.0, 1.0, 1.0), ("nimble-off", 64): (4000.0, 1.0, 1.0),
+                 ("pytorch-batched", 64): (2500.0, 1.0, 1.0)},
+                {("nimble-on", 64): (4000.0, 1.0, 1.0), ("pytorch-batched", 64): (3200.0, 1.0, 1.0)},
+                {("nimble-on", 64): (4500.0, 1.0, 1.0), ("nimble-off", 64): (3000.0, 1.0, 1.0),
+                 ("pytorch-batched", 64): (3000.0, 1.0, 1.0)}]
+for key, (ips, cpu, wall) in sorted(benchlib.combine_batch_rounds(batch_rounds).items()):
+    print("%s %d: %.1f instances/s, cpu %.1f, wall %.1f" % (key[0], key[1], ips, cpu, wall))
+for line in benchlib.batch_round_lines("treelstm", 1, batch_rounds, {"nimble-off": "Nimble one-at-a-time",
+                                                                     "pytorch-batched": "PyTorch hand-batched"}):
+    print(line)
 
 print("== floors")
 # Made-up rates: every GEMM 200 GFLOP/s (oneDNN) and 100 (generated) at 1 thread, 400 / 150 at 2.
