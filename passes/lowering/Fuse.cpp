@@ -42,6 +42,12 @@
 //      written and read either way). Other groups (the LSTM cell after its
 //      gates' split) keep taking the adds before them, as they did: one
 //      kernel for the cell's arithmetic.
+// Row cells (issue 52; joinsRowCell): products of one static row by static
+// weights of at most 2^18 elements, with the element-wise, broadcast,
+// split and slice ops around them, form one group: several products, an
+// element-wise lhs of a product (h_l + h_r), and a product under a split
+// (the gates). A group that would also take another op (the LSTM cell's
+// dynamic_slice) is formed again without the row-cell rule for its members.
 // Multi-output fusion (XLA's pass of that name): then a formed group P
 // whose results are read by a later group C, and otherwise only after C's
 // output op (or in other blocks), merges into C, whose call also returns
@@ -55,7 +61,8 @@
 // member) keeps SSA dominance (every group input is defined before that op;
 // every member result used outside is a result of the call, used after it). Visiting last to first, every user of P in P's
 // block has been placed in a group before P is considered, so the decision
-// is deterministic and needs no iteration.
+// is deterministic and needs no iteration (a block with row cells may take
+// a second round, below).
 //
 // Pattern rules (producer pattern, and the group patterns it may join):
 //
@@ -69,8 +76,9 @@
 //   Opaque            never
 //
 // An OutputFusable op only joins a group of (elementwise/broadcast) ops, so
-// two OutputFusable ops never share a group; an elementwise producer never
-// joins a group containing a matmul through the matmul's inputs (TVM does
+// two OutputFusable ops never share a group (but in a row cell, below); an
+// elementwise producer never joins a group containing a matmul through the
+// matmul's inputs (but in a row cell; TVM does
 // not fuse into a matmul's inputs either), but does join one whose
 // element-wise epilogue alone uses it (`joinsEpilogue`: an operand of the
 // epilogue computed point by point, like the epilogue; an injective op
