@@ -50,8 +50,8 @@ std::string pipelineFor(int level, const std::string &target, bool batchRemarks,
   // The channels-last forms run on the host kernels and oneDNN only.
   std::string layout = target != "cpu" ? "" : "convert-layout,canonicalize,";
   // Row cells (fuse's one kernel per recurrent cell) serve auto-batching,
-  // which devices do not do; their kernels of several products are not
-  // right on cuda yet (passes/lowering/Fuse.cpp).
+  // which devices do not do, and would take lone products off cuBLAS
+  // (passes/lowering/Fuse.cpp).
   std::string fuse = target != "cpu" ? "fuse{row-cells=false}" : "fuse";
   switch (level) {
   case 0: return "type-infer," + attention + "manifest-memory" + place;

@@ -133,9 +133,9 @@
 //
 // Options: fuse{max-group-size=N}, 1 <= N <= 4096 (the bytecode's limit on
 // kernel members; 1 disables fusion), default 32; fuse{row-cells=false}
-// forms no row cells (the --target=cuda pipeline: a device runs instances
-// one after another, and its generated kernels of several products gave
-// wrong results on test/cuda/cuda-models.test's LSTM, not investigated).
+// forms no row cells (the --target=cuda pipeline: there a lone f32 matmul
+// runs on cuBLAS, in a row cell it would be generated device code, and a
+// device runs instances one after another, so row cells buy it nothing).
 //
 //===----------------------------------------------------------------------===//
 
