@@ -49,12 +49,16 @@ std::string pipelineFor(int level, const std::string &target, bool batchRemarks,
   std::string attention = target != "cpu" ? "" : "fuse-attention,";
   // The channels-last forms run on the host kernels and oneDNN only.
   std::string layout = target != "cpu" ? "" : "convert-layout,canonicalize,";
+  // Row cells (fuse's one kernel per recurrent cell) serve auto-batching,
+  // which devices do not do, and would take lone products off cuBLAS
+  // (passes/lowering/Fuse.cpp).
+  std::string fuse = target != "cpu" ? "fuse{row-cells=false}" : "fuse";
   switch (level) {
   case 0: return "type-infer," + attention + "manifest-memory" + place;
   case 1: return "dispatch,type-infer," + attention + "canonicalize,cse,dce," + reassociate + "manifest-memory" + place + batch;
   default:
     return "dispatch,inline,type-infer," + attention + "canonicalize,cse,dce," + reassociate + "licm," + distribute +
-           "batch-input-projection," + linalgFuse + layout + "cse,dce,type-infer,fuse,manifest-memory{kills=false}" +
+           "batch-input-projection," + linalgFuse + layout + "cse,dce,type-infer," + fuse + ",manifest-memory{kills=false}" +
            place + ",plan-memory" + batch;
   }
 }

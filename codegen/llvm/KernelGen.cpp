@@ -180,6 +180,16 @@ bool KernelLowering::analyze(std::string &reason) {
     }
     materialize_[v] = !epilogue || op == OpCode::Softmax || op == OpCode::LayerNorm;
   }
+  // The operands of a float matmul that the tiles read (emitMatMulStage
+  // reads memory) are stored when a member computes them point by point:
+  // a row cell's h_l + h_r before (h_l + h_r) . U^T (passes/lowering/Fuse.cpp).
+  // Stored once, as a stage of its own, each element is the value the
+  // separate kernel would have written: the product's sums do not change.
+  if (vf_ > 1)
+    for (const auto &mem : k_.members)
+      if ((mem.op == OpCode::MatMul || mem.op == OpCode::BatchMatMul) && isFloat(vals_[mem.operands[0]].dtype))
+        for (uint32_t o : mem.operands)
+          if (o >= k_.numInputs) materialize_[o] = true;
   if (!gatherBuf_.empty()) {
     // Row tables stand for inputs and outputs with a row axis only.
     if (gatherBuf_.size() != vals_.size() + k_.outputs.size()) {

@@ -42,6 +42,12 @@
 //      written and read either way). Other groups (the LSTM cell after its
 //      gates' split) keep taking the adds before them, as they did: one
 //      kernel for the cell's arithmetic.
+// Row cells (issue 52; joinsRowCell): products of one static row by static
+// weights of at most 2^18 elements, with the element-wise, broadcast,
+// split and slice ops around them, form one group: several products, an
+// element-wise lhs of a product (h_l + h_r), and a product under a split
+// (the gates). A group that would also take another op (the LSTM cell's
+// dynamic_slice) is formed again without the row-cell rule for its members.
 // Multi-output fusion (XLA's pass of that name): then a formed group P
 // whose results are read by a later group C, and otherwise only after C's
 // output op (or in other blocks), merges into C, whose call also returns
@@ -55,7 +61,8 @@
 // member) keeps SSA dominance (every group input is defined before that op;
 // every member result used outside is a result of the call, used after it). Visiting last to first, every user of P in P's
 // block has been placed in a group before P is considered, so the decision
-// is deterministic and needs no iteration.
+// is deterministic and needs no iteration (a block with row cells may take
+// a second round, below).
 //
 // Pattern rules (producer pattern, and the group patterns it may join):
 //
@@ -69,8 +76,9 @@
 //   Opaque            never
 //
 // An OutputFusable op only joins a group of (elementwise/broadcast) ops, so
-// two OutputFusable ops never share a group; an elementwise producer never
-// joins a group containing a matmul through the matmul's inputs (TVM does
+// two OutputFusable ops never share a group (but in a row cell, below); an
+// elementwise producer never joins a group containing a matmul through the
+// matmul's inputs (but in a row cell; TVM does
 // not fuse into a matmul's inputs either), but does join one whose
 // element-wise epilogue alone uses it (`joinsEpilogue`: an operand of the
 // epilogue computed point by point, like the epilogue; an injective op
@@ -123,8 +131,11 @@
 // (they are structural). Running the pass twice changes nothing: a fused
 // `call` is structural, so it neither joins nor absorbs a group.
 //
-// Option: fuse{max-group-size=N}, 1 <= N <= 4096 (the bytecode's limit on
-// kernel members; 1 disables fusion), default 32.
+// Options: fuse{max-group-size=N}, 1 <= N <= 4096 (the bytecode's limit on
+// kernel members; 1 disables fusion), default 32; fuse{row-cells=false}
+// forms no row cells (the --target=cuda pipeline: there a lone f32 matmul
+// runs on cuBLAS, in a row cell it would be generated device code, and a
+// device runs instances one after another, so row cells buy it nothing).
 //
 //===----------------------------------------------------------------------===//
 
@@ -190,7 +201,14 @@ struct Group {
   std::vector<Operation *> members; // in the order they joined (last op first)
   FusionPattern pattern;
   size_t rootPos = 0; // the output op's position in the block
+  /// Members that are in the group by the row-cell rules alone (joinsRowCell;
+  /// a merge of row cells adds its products): if the group ends up other
+  /// than a row cell, formGroups runs again without them (Deny).
+  std::vector<Operation *> rowJoined;
 };
+
+/// Ops kept out of the row-cell rules (formGroups).
+using Deny = std::unordered_set<const Operation *>;
 
 /// An element-wise (or broadcast) producer whose uses are all element-wise
 /// members of an OutputFusable group, none of them the matmul: it computes
@@ -208,6 +226,88 @@ bool joinsEpilogue(const Operation &op, const Group &g,
     for (const OpOperand &u : r->uses()) {
       const size_t *g = groupOf.find(u.owner());
       if (!g || *g != gi) continue; // a use outside: an extra output
+      FusionPattern up = u.owner()->info().fusion;
+      if (up != FusionPattern::ElemWise && up != FusionPattern::Broadcast && up != FusionPattern::Injective)
+        return false;
+    }
+  return true;
+}
+
+/// The largest weight (elements) of a row product (below): the runtime runs
+/// a batched product by a weight of at most this many elements as its
+/// generated code on the rows in place (vm/interpreter/AutoBatch.cpp,
+/// kInPlaceMaxShared), and a single row always as generated code, so a
+/// group of several such products runs the same code for them as separate
+/// kernels would.
+constexpr int64_t kRowProductMaxWeight = int64_t(1) << 18;
+
+/// A row product: `matmul` of one row (a static [1, K] f32 lhs, not
+/// transposed) by a static weight of at most kRowProductMaxWeight elements
+/// (Tree-LSTM's x . W^T, h . U^T): the products of a recurrent cell run once
+/// per node or token, which auto-batching stacks across instances.
+bool isRowProduct(const Operation &op) {
+  if (!op.is(OpCode::MatMul) || op.boolAttr("transpose_a")) return false;
+  Type a = op.operand(0)->type(), b = op.operand(1)->type();
+  if (!a.isTensor() || !b.isTensor() || a.rank() != 2 || b.rank() != 2 || a.dims()[0] != 1 ||
+      a.dtype() != DType::F32 || b.dtype() != DType::F32)
+    return false;
+  int64_t n = 1;
+  for (int64_t d : b.dims()) {
+    if (d == kDynamic) return false;
+    n *= d;
+  }
+  return n <= kRowProductMaxWeight;
+}
+
+/// A row cell: a group of row products and what is computed point by point
+/// around them (element-wise and broadcast ops, `split` and `slice`): the
+/// node of a Tree-LSTM, the step of a small RNN cell. Nothing in it reads
+/// at a computed index (dynamic_slice, take), so it batches along rows
+/// whenever its products do.
+bool isRowCellMember(const Operation &op) {
+  FusionPattern p = op.info().fusion;
+  return p == FusionPattern::ElemWise || p == FusionPattern::Broadcast || op.is(OpCode::Split) ||
+         op.is(OpCode::Slice) || isRowProduct(op);
+}
+
+/// Row cells (issue 52: one kernel, one launch per Tree-LSTM node, where the
+/// two rules above gave four): `op` joins the group `g` of its users when
+/// every member of g and op itself are row-cell members, and either
+///   - op is a row product read only point by point (by element-wise,
+///     broadcast or injective members: an epilogue), though g may hold a
+///     product already or a `split` (the gates'); the generated kernel
+///     stores each product (a stage) and the epilogue reads them; or
+///   - op is element-wise or broadcast and read only as the lhs of g's row
+///     products or by the epilogue (Tree-LSTM's h_l + h_r before
+///     (h_l + h_r) . U_iou^T): the kernel stores it, one row of K, before
+///     the products read it.
+/// Multi-output merging (mergeMultiOutput) joins two row cells likewise
+/// when the consumer reads the producer's results point by point.
+bool isRowCell(const Group &g) {
+  for (const Operation *m : g.members)
+    if (!isRowCellMember(*m)) return false;
+  return true;
+}
+
+bool hasProduct(const Group &g) {
+  for (const Operation *m : g.members)
+    if (m->is(OpCode::MatMul)) return true;
+  return false;
+}
+
+bool joinsRowCell(const Operation &op, const Group &g, const OpIndex &groupOf, size_t gi) {
+  if (!isRowCellMember(op) || !isRowCell(g)) return false;
+  const bool product = op.is(OpCode::MatMul);
+  FusionPattern p = op.info().fusion;
+  if (!product && ((p != FusionPattern::ElemWise && p != FusionPattern::Broadcast) || !hasProduct(g))) return false;
+  for (const Value *r : op.resultValues())
+    for (const OpOperand &u : r->uses()) {
+      const size_t *ug = groupOf.find(u.owner());
+      if (!ug || *ug != gi) return false; // rule 1 holds: every use is in g
+      if (u.owner()->is(OpCode::MatMul)) {
+        if (product || u.index() != 0) return false;
+        continue;
+      }
       FusionPattern up = u.owner()->info().fusion;
       if (up != FusionPattern::ElemWise && up != FusionPattern::Broadcast && up != FusionPattern::Injective)
         return false;
@@ -261,6 +361,11 @@ public:
   std::string_view name() const override { return "fuse"; }
 
   std::string setOption(std::string_view key, std::string_view value) override {
+    if (key == "row-cells") {
+      if (value != "true" && value != "false") return "option 'row-cells' of 'fuse' takes true or false";
+      rowCells_ = value == "true";
+      return "";
+    }
     if (key != "max-group-size") return Pass::setOption(key, value);
     int64_t n = -1;
     if (!parseIntOption(value, 1, static_cast<int64_t>(kMaxGroupSizeLimit), n))
@@ -296,11 +401,13 @@ private:
     return false;
   }
   std::vector<Group> formGroups(Block &b) const;
+  std::vector<Group> formGroups(Block &b, const Deny &deny) const;
   void mergeMultiOutput(std::vector<Group> &groups, OpIndex &groupOf,
-                        const OpIndex &pos, const Block &b) const;
+                        const OpIndex &pos, const Block &b, const Deny &deny) const;
   void outline(Module &m, Group &g);
 
   size_t maxGroupSize_ = 32;
+  bool rowCells_ = true; // fuse{row-cells=false}: the --target=cuda pipeline
   /// The functions outlined by this run, by the hash of their body's
   /// signature (bodySignature), for deduplication.
   struct Outlined {
@@ -363,7 +470,26 @@ uint64_t hashWords(const std::vector<uint64_t> &w) {
   return h;
 }
 
+// Row cells are decided while the groups grow, last op first, before every
+// member of the group is known: a product joins a row cell, and then an op
+// that is not a row-cell member (the LSTM cell's dynamic_slice of its input
+// projection, which comes before the product) joins the same group by the
+// other rules. Such a group would take the product out of batching (its
+// per-instance slice); it is formed again with the ops that joined it as a
+// row cell kept out of the row-cell rules. Each round denies at least one
+// more op, so this ends; a block without row cells takes one round.
 std::vector<Group> FusePass::formGroups(Block &b) const {
+  Deny deny;
+  for (;;) {
+    std::vector<Group> groups = formGroups(b, deny);
+    size_t before = deny.size();
+    for (const Group &g : groups)
+      if (!g.rowJoined.empty() && !isRowCell(g)) deny.insert(g.rowJoined.begin(), g.rowJoined.end());
+    if (deny.size() == before) return groups;
+  }
+}
+
+std::vector<Group> FusePass::formGroups(Block &b, const Deny &deny) const {
   std::vector<Group> groups;
   OpIndex groupOf;
   std::vector<Operation *> ops = b.opsSnapshot();
@@ -376,6 +502,7 @@ std::vector<Group> FusePass::formGroups(Block &b) const {
 
     // The one group all uses of `op` lie in, if any (rule 1), with the
     // policy: no user in it may be data-dependent or upper-bound (rule 3).
+    bool viaRowCell = false;
     auto joinable = [&]() -> std::optional<size_t> {
       if (info.shapeMode == ShapeMode::UpperBound) return std::nullopt;
       std::optional<size_t> target;
@@ -391,7 +518,10 @@ std::vector<Group> FusePass::formGroups(Block &b) const {
         }
       if (!target) return std::nullopt;
       const Group &g = groups[*target];
-      if (!patternAllows(info.fusion, g.pattern) && !joinsEpilogue(*op, g, groupOf, *target)) return std::nullopt;
+      if (!patternAllows(info.fusion, g.pattern) && !joinsEpilogue(*op, g, groupOf, *target)) {
+        if (!rowCells_ || deny.count(op) || !joinsRowCell(*op, g, groupOf, *target)) return std::nullopt;
+        viaRowCell = true;
+      }
       // Rule 5: an epilogue stays with its matmul or conv.
       if (movesOnly(g) && endsEpilogue(*op)) return std::nullopt;
       if (g.members.size() >= maxGroupSize_) return std::nullopt;
@@ -402,13 +532,14 @@ std::vector<Group> FusePass::formGroups(Block &b) const {
       Group &g = groups[*t];
       g.members.push_back(op);
       g.pattern = worst(g.pattern, info.fusion);
+      if (viaRowCell) g.rowJoined.push_back(op);
       groupOf.tryEmplace(op, *t); // op is visited once: new
     } else {
       groupOf.tryEmplace(op, groups.size());
-      groups.push_back(Group{{op}, info.fusion, *pos.find(op)});
+      groups.push_back(Group{{op}, info.fusion, *pos.find(op), {}});
     }
   }
-  mergeMultiOutput(groups, groupOf, pos, b);
+  mergeMultiOutput(groups, groupOf, pos, b, deny);
   // Groups in block order of their output op (the first member found).
   std::reverse(groups.begin(), groups.end());
   groups.erase(std::remove_if(groups.begin(), groups.end(), [](const Group &g) { return g.members.empty(); }),
@@ -429,7 +560,7 @@ std::vector<Group> FusePass::formGroups(Block &b) const {
 void FusePass::mergeMultiOutput(std::vector<Group> &groups,
                                 OpIndex &groupOf,
                                 const OpIndex &pos,
-                                const Block &b) const {
+                                const Block &b, const Deny &deny) const {
   for (size_t pi = 0; pi < groups.size(); ++pi) {
     Group &P = groups[pi];
     if (P.members.empty()) continue;
@@ -468,7 +599,21 @@ void FusePass::mergeMultiOutput(std::vector<Group> &groups,
     bool epilogue = C.pattern == FusionPattern::OutputFusable && epilogueUsers &&
                     (P.pattern == FusionPattern::ElemWise || P.pattern == FusionPattern::Broadcast ||
                      P.pattern == FusionPattern::Injective);
-    if (!ok || !(patternAllows(P.pattern, C.pattern) || epilogue)) continue;
+    // Row cells (joinsRowCell): the producer's products and the consumer's
+    // share a kernel when the consumer reads the producer point by point.
+    bool rowCells = rowCells_ && epilogueUsers && isRowCell(P) && isRowCell(C) && (hasProduct(P) || hasProduct(C));
+    std::vector<Operation *> products;
+    for (const Group *g : {&P, &C})
+      for (Operation *op : g->members)
+        if (op->is(OpCode::MatMul)) {
+          rowCells &= deny.count(op) == 0;
+          products.push_back(op);
+        }
+    bool byRule = patternAllows(P.pattern, C.pattern) || epilogue;
+    if (!ok || !(byRule || rowCells)) continue;
+    if (!byRule) C.rowJoined.insert(C.rowJoined.end(), products.begin(), products.end());
+    C.rowJoined.insert(C.rowJoined.end(), P.rowJoined.begin(), P.rowJoined.end());
+    P.rowJoined.clear();
     for (Operation *op : P.members) {
       C.members.push_back(op);
       *groupOf.find(op) = *target;
