@@ -76,7 +76,8 @@ def _role(pid):
     except OSError:
         return "other"
     for key, role in (("ServeReplica", "replica"), ("ProxyActor", "proxy"), ("ServeController", "controller"),
-                      ("raylet", "raylet"), ("gcs_server", "gcs"), ("haproxy", "haproxy")):
+                      ("HAProxyManager", "haproxy-manager"), ("raylet", "raylet"), ("gcs_server", "gcs"),
+                      ("haproxy", "haproxy")):
         if key in cmd:
             return role
     return "other"
