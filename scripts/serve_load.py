@@ -30,7 +30,7 @@ after another, on one kept-alive HTTP connection. Reported per run:
 throughput (requests/s over the run's wall time), p50 and p99 latency (the
 client's time from send to full response), the mean batch size the replica
 ran, and cores used: CPU seconds over wall seconds of the Ray processes
-(proxy, controller, replica, raylet, GCS: this process's descendants) and
+(replica, HAProxy, HAProxyManager, proxy, controller, raylet, GCS: this process's descendants) and
 of the clients (this process). Every response is checked against the
 one-at-a-time run's answer for the same instance, bit for bit (same kernels:
 --kernels native everywhere); a difference is counted and its largest
@@ -76,7 +76,8 @@ def _role(pid):
     except OSError:
         return "other"
     for key, role in (("ServeReplica", "replica"), ("ProxyActor", "proxy"), ("ServeController", "controller"),
-                      ("raylet", "raylet"), ("gcs_server", "gcs"), ("haproxy", "haproxy")):
+                      ("HAProxyManager", "haproxy-manager"), ("raylet", "raylet"), ("gcs_server", "gcs"),
+                      ("haproxy", "haproxy")):
         if key in cmd:
             return role
     return "other"
@@ -84,7 +85,7 @@ def _role(pid):
 
 def _tree_cpu(root_pid):
     """CPU seconds (user + system) of root_pid and every live descendant,
-    in all and per role (replica, proxy, controller, raylet, gcs, other;
+    in all and per role (replica, haproxy, haproxy-manager, proxy, controller, raylet, gcs, other;
     this process is "clients")."""
     tick = os.sysconf("SC_CLK_TCK")
     children, cpu = {}, {}

@@ -127,6 +127,61 @@ class Refusals(unittest.TestCase):
         v = wire.decode_value({"npy": base64.b64encode(f.getvalue()).decode()}, LIMITS)
         self.assertTrue(np.array_equal(v, x) and v.dtype == np.int32 and v.flags.c_contiguous)
 
+    def test_npy_headers(self):
+        """Headers the fast reader (a regex and a cache of parsed headers)
+        does not take still get numpy's reader and its one-line 400; a
+        cached header checks each file's data length anew."""
+        def raw(data):
+            return body({"inputs": [{"npy": base64.b64encode(data).decode()}]})
+        f = io.BytesIO()
+        np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (2, 2)})
+        h = f.getvalue()
+        self.assertEqual(len(h), 128)
+        self.refused(raw(h[:30]), 400, "not an .npy file: EOF: reading array header, expected 118 bytes got 20")
+        self.refused(raw(h[:8] + (5000).to_bytes(2, "little") + h[10:]), 400,
+                     "not an .npy file: EOF: reading array header, expected 5000 bytes got 118")
+        self.refused(raw(b"\x93NUMPY\x01\x00" + (16).to_bytes(2, "little") + b"[1, 2, 3]      \n"), 400,
+                     "not an .npy file: Header is not a dictionary")
+        self.refused(raw(h.replace(b"(2, 2)", b"(2,-2)") + b"\0" * 16), 400,
+                     "not an .npy file: shape [2, -2] has a negative dimension")
+        self.refused(raw(b"\x93NUMPY\x09\x00" + h[8:] + b"\0" * 16), 400, "not an .npy file: Invalid version (9, 0)")
+        self.refused(raw(b"\x93NUMPY\x05\x00" + (118).to_bytes(4, "little") + h[10:] + b"\0" * 16), 400,
+                     "not an .npy file: Invalid version (5, 0)")
+        self.refused(raw(b"\x93NUMPY"), 400, "not an .npy file: EOF: reading magic string")
+        wire.decode_request(raw(h + b"\0" * 16), {"main": None}, LIMITS)   # the header cached
+        for _ in range(2):
+            self.refused(raw(h + b"\0" * 12), 400, ".npy of shape [2, 2] holds 12 data bytes, needs 16")
+        self.refused(raw(h + b"\0" * 20), 400, ".npy of shape [2, 2] holds 20 data bytes, needs 16")
+        for text, message in (("AAA", "\"npy\" is not base64: Incorrect padding"), ("\u00e9", "only ASCII"), ("AA\nAA", "Only base64"),
+                              (" AAAA", "Only base64")):
+            self.refused(body({"inputs": [{"npy": text}]}), 400, message)
+        # Read right: version 2.0, rank 0, a 0 dimension, Fortran order of rank 1 and 2, big-endian
+        # (the cache keeps each header's dtype and order).
+        for x, version in ((np.arange(6, dtype="<f8").reshape(2, 3), (2, 0)), (np.array(3, np.float32), (1, 0)),
+                           (np.zeros((2, 0), np.int16), (1, 0)), (np.asfortranarray(np.arange(4.0)), (1, 0)),
+                           (np.asfortranarray(np.arange(6.0).reshape(2, 3)), (1, 0)),
+                           (np.arange(6, dtype=">u2").reshape(3, 2), (1, 0)), (np.array([True, False]), (1, 0))):
+            for _ in range(2):   # parsed, then from the cache
+                f = io.BytesIO()
+                np.lib.format.write_array(f, x, version=version)
+                y = wire.decode_value({"npy": base64.b64encode(f.getvalue()).decode()}, LIMITS)
+                self.assertEqual((y.shape, y.dtype.newbyteorder("=")), (x.shape, x.dtype.newbyteorder("=")))
+                self.assertTrue(np.array_equal(x, y) and y.dtype.isnative and y.flags.c_contiguous, (x, version))
+
+    def test_npy_results(self):
+        """Results as npy: np.save's bytes, also when the header comes from the cache."""
+        for x in (np.arange(6, dtype=np.float32).reshape(2, 3), np.arange(6, dtype=np.float32).reshape(2, 3) + 1,
+                  np.arange(6, dtype=np.float32).reshape(3, 2).T, np.array(2.5), np.zeros((0, 3), np.int8)):
+            f = io.BytesIO()
+            np.save(f, x, allow_pickle=False)
+            self.assertEqual(base64.b64decode(wire.tensor(x, "npy")["npy"]), f.getvalue())
+
+    def test_bracket_count(self):
+        # Over 2 KB the brackets are counted by numpy: '[' and '{' only.
+        text = (b'"' + b"a" * 3000 + b'"' + b"[{]}" * 7 + bytes(range(256))) * 2
+        self.assertEqual(wire._opening_brackets(text), text.count(b"[") + text.count(b"{"))
+        self.assertEqual(wire._opening_brackets(text[:100]), text[:100].count(b"[") + text[:100].count(b"{"))
+
     def test_limits(self):
         small = wire.Limits(max_body_bytes=100, max_depth=5, max_tensor_bytes=16)
         self.refused(b" " * 101, 413, "request body of 101 bytes is over the limit of 100 bytes", small)

@@ -2,7 +2,15 @@
 a fixed default port to a free one: two Ray instances on one machine (tests
 side by side, or a benchmark beside a server) must not share a port. The
 fallback proxy binds with SO_REUSEPORT, so a shared port is not an error
-there: each instance's HAProxy then reaches the other's application."""
+there: each instance's HAProxy then reaches the other's application.
+
+Also: every variable is one Ray reads (a constant of ray.serve._private.
+constants by the same name: a misspelt one would be ignored without a word),
+HAProxy's per-request metrics are off and its threads at most the cores
+(the CPU a request costs, docs/serving.md "Measured"), and build_app turns
+the replicas' access log off unless asked."""
+
+import os
 
 from nimble import serve_env
 from ray.serve._private import constants
@@ -17,3 +25,13 @@ for name in ("RAY_SERVE_HAPROXY_STATS_PORT", "RAY_SERVE_HAPROXY_METRICS_PORT",
 ports = [v for k, v in env.items() if k.endswith("_PORT")]
 print("distinct: %s" % ("yes" if len(set(ports)) == len(ports) else "NO: %s" % ports))
 print("proxy: %s" % serve_env.ingress_env("proxy"))
+unknown = [k for k in env if not hasattr(constants, k)]
+print("names Ray reads: %s" % ("all" if not unknown else "NOT %s" % unknown))
+print("haproxy metrics: %s" % ("off" if env["RAY_SERVE_HAPROXY_METRICS_ENABLED"] == "0" else "ON"))
+print("haproxy threads: %s" % ("at most the cores" if 1 <= int(env["RAY_SERVE_HAPROXY_NBTHREAD"]) <= os.cpu_count()
+                               else "MORE THAN THE CORES"))
+
+from nimble import serve as nserve  # noqa: E402
+for kw in ({}, {"access_log": True}):
+    config = nserve.build_app("/nonexistent.nbc", **kw)._bound_deployment._deployment_config.logging_config
+    print("access log %s: %s" % (kw or "by default", "on" if config["enable_access_log"] else "off"))

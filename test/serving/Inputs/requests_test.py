@@ -120,6 +120,12 @@ with lib.cluster() as port:
     np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (1 << 14, 1 << 15)})
     huge_npy = base64.b64encode(f.getvalue() + b"\0" * 64).decode()
     leaf_json = {"dtype": "float32", "data": [[1, 2, 3, 4]]}
+    f = io.BytesIO()
+    np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (2, 2)})
+    head = f.getvalue()
+    # The header claims 5,000 bytes; the data is 4 bytes short of its (cached) header.
+    long_head = base64.b64encode(head[:8] + (5000).to_bytes(2, "little") + head[10:]).decode()
+    short_data = base64.b64encode(head + b"\0" * 12).decode()
     malformed = [
         ("bad JSON", b'{"function": "tree_sum", "inputs": [', None),
         ("not an object", b"[1, 2]", None),
@@ -132,6 +138,8 @@ with lib.cluster() as port:
         ("unknown dtype", json.dumps({"function": "mm", "inputs": [{"dtype": "complex64", "data": [[1]]}] * 2}).encode(), None),
         ("ragged data", json.dumps({"function": "mm", "inputs": [{"dtype": "float32", "data": [[1, 2], [3]]}] * 2}).encode(), None),
         ("not base64", json.dumps({"function": "mm", "inputs": [{"npy": "@@@"}] * 2}).encode(), None),
+        ("npy header past its end", json.dumps({"function": "mm", "inputs": [{"npy": long_head}] * 2}).encode(), None),
+        ("npy data short", json.dumps({"function": "mm", "inputs": [{"npy": short_data}] * 2}).encode(), None),
         ("a null", json.dumps({"function": "tree_sum", "inputs": [None]}).encode(), None),
         ("tree 100,000 deep", deep, None),
         ("npy header of 2 GiB", json.dumps({"function": "mm", "inputs": [{"npy": huge_npy}] * 2}).encode(), None),
