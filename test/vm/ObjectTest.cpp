@@ -278,12 +278,54 @@ TEST(PoolAllocator, EveryClassKeepsItsOwnFreeList) {
   }
   for (size_t i = 0; i < classes.size(); ++i) a.deallocate(blocks[i], classes[i].second, 64);
   a.resetStats();
-  for (size_t i = classes.size(); i-- > 0;) { // the other way round
-    void *p = a.allocate(classes[i].first, 64); // the smallest size of the class
-    EXPECT_EQ(p, blocks[i]) << "class " << classes[i].second;
-    a.deallocate(p, classes[i].first, 64);
+  // The other way round, each kept until all are out: from 64 KiB up a
+  // request may take a larger class's block when that one was freed more
+  // recently (LargeRequestsTakeTheWarmestBlock), and here the larger
+  // classes' blocks are out by then.
+  std::vector<void *> again(classes.size());
+  for (size_t i = classes.size(); i-- > 0;) {
+    again[i] = a.allocate(classes[i].first, 64); // the smallest size of the class
+    EXPECT_EQ(again[i], blocks[i]) << "class " << classes[i].second;
   }
+  for (size_t i = 0; i < classes.size(); ++i) a.deallocate(again[i], classes[i].first, 64);
   EXPECT_EQ(a.stats().poolHits, classes.size());
+  a.releaseCached();
+}
+
+TEST(PoolAllocator, LargeRequestsTakeTheWarmestBlock) {
+  // From 64 KiB up, a request takes the most recently freed block of its
+  // class and the classes up to 4x its own; the block keeps its class.
+  Allocator &a = allocatorOf(AllocatorKind::Pool);
+  a.releaseCached();
+  const size_t small = 100 << 10, big = 300 << 10, huge = 500 << 10; // classes 112, 320, 512 KiB
+  void *s0 = a.allocate(small, 64), *b0 = a.allocate(big, 64), *h0 = a.allocate(huge, 64);
+  ASSERT_TRUE(s0 && b0 && h0);
+  a.deallocate(s0, small, 64);
+  a.deallocate(b0, big, 64); // the most recently freed within 4x of 112 KiB
+  a.deallocate(h0, huge, 64); // more than 4x: not a candidate
+  a.resetStats();
+  void *p = a.allocate(small, 64);
+  EXPECT_EQ(p, b0);
+  std::memset(p, 1, small);
+  // The 320 KiB block goes back to its class: a 300 KiB request finds it,
+  // the 112 KiB block is still cached for the next small one.
+  a.deallocate(p, small, 64);
+  void *q = a.allocate(big, 64);
+  EXPECT_EQ(q, b0);
+  std::memset(q, 1, big);
+  void *r = a.allocate(small, 64);
+  EXPECT_EQ(r, s0);
+  EXPECT_EQ(a.stats().poolHits, 3u);
+  EXPECT_EQ(a.stats().systemAllocations, 0u);
+  a.deallocate(q, big, 64);
+  a.deallocate(r, small, 64);
+  // Below 64 KiB a request keeps to its class.
+  void *t0 = a.allocate(10 << 10, 64), *u0 = a.allocate(30 << 10, 64);
+  a.deallocate(t0, 10 << 10, 64);
+  a.deallocate(u0, 30 << 10, 64);
+  void *t = a.allocate(10 << 10, 64);
+  EXPECT_EQ(t, t0);
+  a.deallocate(t, 10 << 10, 64);
   a.releaseCached();
 }
 

@@ -154,6 +154,22 @@ bool preferJit(const Plan &p, const Dims &xd, const Dims &od, const Dims &wd) {
   return od[1] * od[2] <= 49; // channels-last: N x H x W x C
 }
 
+/// LibraryConv.h, "Implementations": a channels-last depthwise conv (one
+/// input channel per group, as many output channels as groups) takes
+/// oneDNN's jit_dw kernel instead of brdgmm_dw, its first choice, on AMD
+/// CPUs; by the vendor and the shapes alone, never by a clock.
+/// NIMBLE_CONV_DW_IMPL (read once) overrides the vendor: `jit_dw` on any
+/// CPU, `first` oneDNN's own choice.
+bool preferJitDw(const Plan &p, const Dims &xd, const Dims &wd) {
+  static const bool jitDw = [] {
+    if (const char *e = std::getenv("NIMBLE_CONV_DW_IMPL")) return std::string(e) == "jit_dw";
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") != 0;
+  }();
+  if (!jitDw || !p.last || p.transpose || p.groups < 2 || xd.size() < 3 || wd.size() != xd.size()) return false;
+  return xd.back() == p.groups && wd[0] == p.groups; // x: N x D.. x C; w: M x C/G x K..
+}
+
 /// Multiply-adds of one call (ConvKernels::kSerialMacs).
 double convMacs(const Plan &p, const std::vector<Tensor *> &ins, const Tensor *out) {
   const Tensor *w = ins[p.w];
@@ -349,6 +365,14 @@ struct ConvKernels::Impl {
       dnnl::convolution_forward::primitive_desc first = pd;
       bool found = std::string(pd.impl_info_str()).rfind("jit:", 0) == 0;
       while (!found && pd.next_impl()) found = std::string(pd.impl_info_str()).rfind("jit:", 0) == 0;
+      if (!found || pd.src_desc() != first.src_desc() || pd.dst_desc() != first.dst_desc()) pd = first;
+    }
+    if (preferJitDw(p, xd, wd)) {
+      // LibraryConv.h, "Implementations": oneDNN's jit_dw, if it has one
+      // for this chain over the same layouts.
+      dnnl::convolution_forward::primitive_desc first = pd;
+      bool found = std::string(pd.impl_info_str()).rfind("jit_dw:", 0) == 0;
+      while (!found && pd.next_impl()) found = std::string(pd.impl_info_str()).rfind("jit_dw:", 0) == 0;
       if (!found || pd.src_desc() != first.src_desc() || pd.dst_desc() != first.dst_desc()) pd = first;
     }
     if (constant && pd.weights_desc() != e.weights) {

@@ -53,7 +53,18 @@
 // 512 channels at 7 x 7, batch 8, brgconv 11.2-18.4 ms, jit 10.4-11.3;
 // 256 -> 512 with stride 2, 7.3-8.3 against 5.7-6.8; batch 2 and 4 the
 // same way; at batch 1 brgconv is faster (1.8-2.4 against 2.0-2.5 ms), and
-// at 14 x 14 and larger the two are level.
+// at 14 x 14 and larger the two are level. A second rule, by the CPU's
+// vendor: on AMD a channels-last depthwise conv (MobileNetV2's 17) takes
+// oneDNN's jit_dw kernel instead of brdgmm_dw, its first choice, when the
+// chain has one over the same layouts. On a Zen 4 EPYC (one thread, CPU
+// time, alone, docs/perf.md) jit_dw was 1.2-2.2x faster at batch 1 at every
+// depthwise shape of MobileNetV2 (112 x 112 x 32: 0.11-0.15 against
+// 0.20-0.36 ms; 14 x 14 x 576: 0.03 against 0.045) and level at batch 8;
+// in the model at batch 8 the 17 calls took 18.3-21.2 against 22.5-22.8
+// ms a run. On the Intel Xeon brdgmm_dw was as fast or faster (jit_dw up
+// to 4x slower at 112 x 112), so Intel keeps oneDNN's choice.
+// NIMBLE_CONV_DW_IMPL=jit_dw (any CPU) or =first (oneDNN's choice) in the
+// environment overrides the vendor (read once).
 //
 // Threads: oneDNN runs each primitive as one OpenMP parallel region over the
 // VM's --threads. A conv of fewer than kSerialMacs multiply-adds is created

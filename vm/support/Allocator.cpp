@@ -10,7 +10,15 @@
 // rounded up to a multiple of 64 bytes up to 1 KiB, then to one of four steps
 // per power of two (2^k * {1.25, 1.5, 1.75, 2}), so rounding wastes at most
 // 25%. Freed blocks wait on their class's free list; a request takes the most
-// recently freed block of its class (LIFO: warm in cache). The cache is
+// recently freed block of its class (LIFO: warm in cache). A request of at
+// least 64 KiB (kReuseMinBytes) looks wider: it takes the most recently
+// freed block of its class and of the classes up to 4x its own
+// (kReuseSpan), and that block goes back to its own class's list when freed.
+// A CNN's activations change size from layer to layer, so a block of the
+// request's class was last written a whole run ago and is cold, while the
+// block the previous layer just freed is in cache: writing a conv's output
+// into a cold block was a third of MobileNetV2's conv time at batch 1
+// (docs/perf.md, "Imported CNNs"). The cache is
 // bounded (1 GiB by default): beyond it, freed blocks go back to the system.
 // This mirrors TVM's pooled allocator and the caching allocators of PyTorch
 // and NNC's runtime; the compile-time half of the planning is plan-memory.
@@ -38,6 +46,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <unordered_map>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -63,6 +72,10 @@ namespace {
 constexpr size_t kPoolAlign = 64;
 constexpr size_t kMaxPooled = size_t(1) << 30;
 constexpr size_t kDefaultCacheLimit = size_t(1) << 30;
+// Requests of at least kReuseMinBytes may take a block of a class up to
+// kReuseSpan times theirs (the file comment).
+constexpr size_t kReuseMinBytes = size_t(64) << 10;
+constexpr size_t kReuseSpan = 4;
 
 /// One request above this is out of memory without asking the system: no
 /// machine this runs on has 1 TiB to give, and larger requests (a corrupt or
@@ -195,12 +208,30 @@ public:
     size_t cls = poolSizeClass(size);
     assert(classIndex(cls) < kNumClasses && classSize(classIndex(cls)) == cls &&
            "a size class without a list");
-    std::vector<void *> &list = free_[classIndex(cls)];
+    const size_t own = classIndex(cls);
+    size_t pick = own;
+    if (cls >= kReuseMinBytes) {
+      // The most recently freed block among the classes [cls, 4 cls].
+      for (size_t i = own; i < kNumClasses && classSize(i) <= kReuseSpan * cls; ++i)
+        if (!free_[i].empty() && (free_[pick].empty() || freedAt_[i].back() > freedAt_[pick].back())) pick = i;
+    }
+    if (pick != own) {
+      // Remember the block's class for deallocate (which is given the
+      // request's size); without room for that, take the request's class.
+      try {
+        larger_.emplace(free_[pick].back(), classSize(pick));
+      } catch (const std::bad_alloc &) {
+        pick = own;
+      }
+    }
+    std::vector<void *> &list = free_[pick];
     if (!list.empty()) {
       void *p = list.back();
       list.pop_back();
-      cached_ -= cls;
-      UNPOISON(p, cls);
+      freedAt_[pick].pop_back();
+      const size_t held = classSize(pick);
+      cached_ -= held;
+      UNPOISON(p, held);
       noteAllocate(size);
       stats_.poolHits += 1;
       return p;
@@ -225,6 +256,13 @@ public:
     if (align > kPoolAlign || size > kMaxPooled) return freeToSystem(p, size, align);
     noteDeallocate(size);
     size_t cls = poolSizeClass(size);
+    if (!larger_.empty()) { // a block of a larger class (allocate)
+      auto it = larger_.find(p);
+      if (it != larger_.end()) {
+        cls = it->second;
+        larger_.erase(it);
+      }
+    }
     if (cached_ + cls > cacheLimit_) {
       std::free(p);
       noteRelease(cls);
@@ -234,7 +272,10 @@ public:
     // then the block goes back to the system (deallocate runs in
     // destructors, where an exception would end the process).
     try {
-      free_[classIndex(cls)].push_back(p);
+      const size_t i = classIndex(cls);
+      freedAt_[i].reserve(free_[i].size() + 1);
+      free_[i].push_back(p);
+      freedAt_[i].push_back(++frees_);
     } catch (const std::bad_alloc &) {
       std::free(p);
       noteRelease(cls);
@@ -260,6 +301,7 @@ private:
         noteRelease(cls);
       }
       blocks.clear();
+      freedAt_[i].clear();
     }
     cached_ = 0;
   }
@@ -280,6 +322,13 @@ private:
     return (j % 4 + 5) << (k - 2);
   }
   std::array<std::vector<void *>, kNumClasses> free_;
+  // Per free block, in step with free_: when it was freed (a count of
+  // deallocations), to find the most recently freed of several classes.
+  std::array<std::vector<uint64_t>, kNumClasses> freedAt_;
+  uint64_t frees_ = 0;
+  // Live blocks handed out for a smaller class's request, by address: their
+  // own class (a few at a time; deallocate looks here only when non-empty).
+  std::unordered_map<void *, size_t> larger_;
   size_t cached_ = 0;
   size_t cacheLimit_ = kDefaultCacheLimit;
 };

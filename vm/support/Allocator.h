@@ -6,7 +6,9 @@
 //           request;
 //   pool    the default: size classes over the system allocator. A freed
 //           block goes to its class's free list and the next request of that
-//           class takes it back without a system call (a "pool hit"). This is
+//           class takes it back without a system call (a "pool hit"); from
+//           64 KiB up a request may take the most recently freed block of a
+//           class up to 4x its own instead (Allocator.cpp). This is
 //           the run-time half of the Nimble paper's dynamic memory planning
 //           (§3.3): the compiler (plan-memory) coalesces and reuses what it
 //           can prove, the pool recycles the rest — e.g. LSTM's loop-carried

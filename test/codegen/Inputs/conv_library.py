@@ -11,8 +11,8 @@ test/vm/Inputs/cases_window.py's reference, rounded once).
         --tolerance=1e-5; print one line per function and a summary
 
 The functions cover the forms of LibraryConv.cpp: the blocked primitive
-with bias, relu and a residual add (a `sum` post-op), a depthwise conv with
-ReLU6 (binary max/min with scalars), a per-channel scale (a broadcast
+with bias, relu and a residual add (a `sum` post-op), depthwise convs with
+ReLU6 (binary max/min with scalars; strided, and a batch of two), a per-channel scale (a broadcast
 binary), no bias, 1-D and 3-D convolutions, strides, asymmetric pads and
 dilations, and a chain with a full-shape `mul` (no blocked form: the plain
 primitive).
@@ -104,6 +104,8 @@ reread.wants_weights = True
 func("block", (2, 8, 9, 9), (8, 8, 3, 3), ", pads=[1, 1, 1, 1]", body=residual, pads=[1, 1, 1, 1])
 func("depthwise_relu6", (1, 8, 10, 10), (8, 1, 3, 3), ", strides=[2, 2], pads=[1, 1, 1, 1], groups=8",
      body=relu6, groups=8, strides=[2, 2], pads=[1, 1, 1, 1])
+func("depthwise_wide", (2, 24, 9, 7), (24, 1, 3, 3), ", pads=[1, 1, 1, 1], groups=24", body=relu6, groups=24,
+     pads=[1, 1, 1, 1])
 func("scale_tanh", (2, 4, 7, 6), (8, 4, 2, 3), ", pads=[0, 1, 1, 0], dilations=[2, 1]", body=per_channel,
      pads=[0, 1, 1, 0], dil=[2, 1])
 func("no_bias_strided", (3, 5, 11, 8), (6, 5, 3, 3), ", strides=[2, 3]", bias=False, strides=[2, 3])
