@@ -157,6 +157,11 @@ Environment: NIMBLE_FAIL_ALLOC=<k> makes the k-th allocation fail (tests of the
 out-of-memory paths; 0 prints the count of allocations at exit).
 NIMBLE_CUDA_DRIVER=<library> is opened instead of libcuda.so.1, and
 NIMBLE_CUBLAS_LIBRARY=<library> instead of libcublas.so.13/.12/.11.
+NIMBLE_KERNEL_ISA=<sse2|avx2|avx512> caps the vector instructions of the
+hand-vectorized reference kernels; NIMBLE_CONV_DW_IMPL=<jit_dw|first> picks
+oneDNN's depthwise convolution kernel (default: jit_dw on AMD CPUs);
+NIMBLE_CONV_SERIAL_MACS=<n> runs oneDNN convolutions of fewer than n
+multiply-adds on one thread (docs/nimble-run.md, "Environment").
 
 Exit status: 0 on success, 1 on an invalid executable or input, a run-time error
 (out of memory included) or a failed expectation, 2 on a usage error.
