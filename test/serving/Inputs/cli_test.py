@@ -19,7 +19,7 @@ import numpy as np
 import serving_lib as lib
 
 lib.output(sys.argv[2])
-lib.watchdog(120)
+lib.watchdog(150)
 
 import nimble  # noqa: E402
 from nimble import wire  # noqa: E402
@@ -45,7 +45,12 @@ try:
             d = lib.describe(port)
             break
         except (OSError, AssertionError):
-            if time.monotonic() - t0 > 60:
+            # 60 s was once too short under a loaded suite (ConnectionRefused,
+            # no log to say why): wait longer, and say what the CLI wrote.
+            if time.monotonic() - t0 > 90:
+                log.flush()
+                sys.stderr.write("the CLI did not answer within 90 s; its log:\n" +
+                                 open(sys.argv[2] + ".cli.log").read()[-4000:])
                 raise
             time.sleep(0.5)
     lib.line("model: %s, functions: %s" % (d["model"], ", ".join(sorted(d["functions"]))))
