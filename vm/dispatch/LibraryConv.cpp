@@ -170,6 +170,16 @@ bool preferJitDw(const Plan &p, const Dims &xd, const Dims &wd) {
   return xd.back() == p.groups && wd[0] == p.groups; // x: N x D.. x C; w: M x C/G x K..
 }
 
+/// Moves `pd` to oneDNN's first implementation whose name starts with
+/// `prefix`, when there is one over the same source and destination layouts;
+/// else leaves it as it was.
+void takeImpl(dnnl::convolution_forward::primitive_desc &pd, const char *prefix) {
+  const dnnl::convolution_forward::primitive_desc first = pd;
+  bool found = std::string(pd.impl_info_str()).rfind(prefix, 0) == 0;
+  while (!found && pd.next_impl()) found = std::string(pd.impl_info_str()).rfind(prefix, 0) == 0;
+  if (!found || pd.src_desc() != first.src_desc() || pd.dst_desc() != first.dst_desc()) pd = first;
+}
+
 /// Multiply-adds of one call (ConvKernels::kSerialMacs).
 double convMacs(const Plan &p, const std::vector<Tensor *> &ins, const Tensor *out) {
   const Tensor *w = ins[p.w];
@@ -359,22 +369,11 @@ struct ConvKernels::Impl {
     }
     dnnl::convolution_forward::primitive_desc pd(*d, attr, engine);
     if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) throw dnnl::error(dnnl_unimplemented, "reference only");
-    if (preferJit(p, xd, od, wd)) {
-      // LibraryConv.h, "Implementations": the first jit: implementation
-      // after brgconv, if oneDNN has one for this chain.
-      dnnl::convolution_forward::primitive_desc first = pd;
-      bool found = std::string(pd.impl_info_str()).rfind("jit:", 0) == 0;
-      while (!found && pd.next_impl()) found = std::string(pd.impl_info_str()).rfind("jit:", 0) == 0;
-      if (!found || pd.src_desc() != first.src_desc() || pd.dst_desc() != first.dst_desc()) pd = first;
-    }
-    if (preferJitDw(p, xd, wd)) {
-      // LibraryConv.h, "Implementations": oneDNN's jit_dw, if it has one
-      // for this chain over the same layouts.
-      dnnl::convolution_forward::primitive_desc first = pd;
-      bool found = std::string(pd.impl_info_str()).rfind("jit_dw:", 0) == 0;
-      while (!found && pd.next_impl()) found = std::string(pd.impl_info_str()).rfind("jit_dw:", 0) == 0;
-      if (!found || pd.src_desc() != first.src_desc() || pd.dst_desc() != first.dst_desc()) pd = first;
-    }
+    // LibraryConv.h, "Implementations": the first jit: implementation after
+    // brgconv, or oneDNN's jit_dw for a depthwise conv on AMD, if oneDNN
+    // has one for this chain over the same layouts.
+    if (preferJit(p, xd, od, wd)) takeImpl(pd, "jit:");
+    if (preferJitDw(p, xd, wd)) takeImpl(pd, "jit_dw:");
     if (constant && pd.weights_desc() != e.weights) {
       e.packWeights = true;
       e.packedDesc = pd.weights_desc();
