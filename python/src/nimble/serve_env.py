@@ -24,13 +24,41 @@ import socket
 INGRESSES = ("haproxy", "proxy")
 
 
-def _free_ports(n):
-    """n distinct ports free now (all held open while picked)."""
-    socks = [socket.socket() for _ in range(n)]
+# Ports this module hands out: below Linux's ephemeral range (32768-60999 by
+# default), where the kernel picks the local port of every outgoing
+# connection, and clear of Serve's direct-ingress ranges (30000-31000 HTTP,
+# 40000-41000 gRPC). A port bound to 0 and closed again is free only for the
+# moment: a Ray instance opening hundreds of connections may take it as an
+# ephemeral port before HAProxy binds it, and HAProxy then fails to start
+# (CI of 2026-11-30: requests.test, "The actor died unexpectedly",
+# HAProxyManager).
+_PORT_RANGE = (20000, 30000)
+
+
+def free_ports(n, rng=None):
+    """-> n distinct ports in _PORT_RANGE that nothing listens on now, as
+    strings (all held open while picked)."""
+    import random
+    rng = rng or random.SystemRandom()
+    socks, ports = [], []
     try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [str(s.getsockname()[1]) for s in socks]
+        for _ in range(200 * n):
+            if len(ports) == n:
+                break
+            port = rng.randrange(*_PORT_RANGE)
+            if str(port) in ports:
+                continue
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+            ports.append(str(port))
+        if len(ports) < n:
+            raise OSError("no %d free ports in %d-%d" % (n, *_PORT_RANGE))
+        return ports
     finally:
         for s in socks:
             s.close()
@@ -41,7 +69,7 @@ def ingress_env(ingress):
     if ingress == "proxy":
         return {}
     if ingress == "haproxy":
-        stats, metrics, fallback_http, fallback_grpc = _free_ports(4)
+        stats, metrics, fallback_http, fallback_grpc = free_ports(4)
         return {
             "RAY_SERVE_ENABLE_HA_PROXY": "1",
             "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",

@@ -24,6 +24,15 @@ for name in ("RAY_SERVE_HAPROXY_STATS_PORT", "RAY_SERVE_HAPROXY_METRICS_PORT",
     print("%s: %s" % (name, "moved" if got is not None and int(got) != default else "FIXED at %s" % default))
 ports = [v for k, v in env.items() if k.endswith("_PORT")]
 print("distinct: %s" % ("yes" if len(set(ports)) == len(ports) else "NO: %s" % ports))
+# Below the kernel's ephemeral range, where an outgoing connection may take a
+# port between its choice and HAProxy's bind (CI of 2026-11-30), and clear of
+# Serve's direct-ingress ports.
+with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+    ephemeral_low = int(f.read().split()[0])
+direct = [(constants.RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT, constants.RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT),
+          (constants.RAY_SERVE_DIRECT_INGRESS_MIN_GRPC_PORT, constants.RAY_SERVE_DIRECT_INGRESS_MAX_GRPC_PORT)]
+bad = [p for p in ports if int(p) >= ephemeral_low or any(lo <= int(p) <= hi for lo, hi in direct)]
+print("below the ephemeral range, clear of direct ingress: %s" % ("yes" if not bad else "NO: %s" % bad))
 print("proxy: %s" % serve_env.ingress_env("proxy"))
 unknown = [k for k in env if not hasattr(constants, k)]
 print("names Ray reads: %s" % ("all" if not unknown else "NOT %s" % unknown))

@@ -11,10 +11,10 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import threading
+import time
 
 # A local test cluster on 127.0.0.1: no token files under $HOME.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -22,11 +22,11 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port nothing listens on, below the ephemeral range (see
+    nimble.serve_env.free_ports: a port bound to 0 may be taken by an
+    outgoing connection before the server binds it)."""
+    from nimble import serve_env
+    return int(serve_env.free_ports(1)[0])
 
 
 def watchdog(seconds):
@@ -75,6 +75,27 @@ def ingress_of(port):
     return "nothing"
 
 
+def print_startup_logs(tmp, since, lines=15):
+    """Prints to stderr the last lines of the logs that say why Serve did not
+    start: the proxies' and HAProxy's (Ray's session directory under `tmp`,
+    and HAProxy's own output)."""
+    import glob
+    paths = sorted(glob.glob(os.path.join(tmp, "session_*", "logs", "serve", "*proxy*"))
+                   + glob.glob(os.path.join(tmp, "session_*", "logs", "serve", "controller*"))
+                   + glob.glob(os.path.join(tmp, "hap", "*", "*.log")))
+    for path in paths:
+        try:
+            if os.path.getmtime(path) < since:
+                continue
+            with open(path, errors="replace") as f:
+                tail = f.read().splitlines()[-lines:]
+        except OSError:
+            continue
+        if tail:
+            print("--- %s" % path, file=sys.stderr)
+            print("\n".join(tail), file=sys.stderr)
+
+
 @contextlib.contextmanager
 def cluster():
     """A local Ray instance with Serve's HTTP ingress on a free port; yields
@@ -88,12 +109,25 @@ def cluster():
     from ray import serve
 
     tmp = tempfile.mkdtemp(prefix="nrs", dir="/tmp")
+    started = time.time()
+    # HAProxy's files (config, admin socket, its output) under the session's
+    # directory instead of Ray's default /tmp/haproxy-serve, which keeps
+    # every run's.
+    hap = os.path.join(tmp, "hap")
+    for var, name in (("CONFIG_FILE_LOC", "haproxy.cfg"), ("SOCKET_PATH", "admin.sock"),
+                      ("SERVER_STATE_BASE", ""), ("SERVER_STATE_FILE", "server-state"),
+                      ("METRICS_SOCKET_PATH", "metrics.sock")):
+        os.environ["RAY_SERVE_HAPROXY_" + var] = os.path.join(hap, name)
     try:
         ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=tmp,
                  object_store_memory=80 << 20, log_to_driver=False, logging_level=logging.WARNING)
         port = free_port()
-        serve.start(http_options={"host": "127.0.0.1", "port": port},
-                    logging_config={"log_level": "WARNING"})
+        try:
+            serve.start(http_options={"host": "127.0.0.1", "port": port},
+                        logging_config={"log_level": "WARNING"})
+        except Exception:
+            print_startup_logs(tmp, started)
+            raise
         yield port
     finally:
         try:
