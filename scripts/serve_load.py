@@ -362,11 +362,7 @@ def main(argv):
     port = None
     rows = []
     import logging
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = args.port or s.getsockname()[1]
-    s.close()
+    port = args.port or int(serve_env.free_ports(1)[0])
     ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=tmp, object_store_memory=100 << 20,
              log_to_driver=False, logging_level=logging.WARNING)
     try:
