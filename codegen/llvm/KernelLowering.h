@@ -138,6 +138,14 @@ private:
                      Index idx, int64_t axis);
   unsigned stageLanes(uint32_t v);
   bool prefersScalarPoints(uint32_t v);
+  /// Whether the innermost loop (axis `axis`) of stage v, stored to `dests`,
+  /// may end in one masked vector step in place of the residue dispatch:
+  /// every member inline in v computes a lane with the ops of a scalar point
+  /// (no per-lane libm call, no error branch a masked-off lane could take,
+  /// nothing computed lane by lane) and every buffer it touches has 4- or
+  /// 8-byte elements (AVX2 and AVX-512F mask those).
+  bool maskedTailOk(uint32_t v, const std::vector<Value *> &dests, size_t axis);
+  bool maskableValue(uint32_t v);
 
   llvm::Module &mod_;
   llvm::LLVMContext &ctx_;
@@ -156,6 +164,9 @@ private:
   std::vector<std::vector<Value *>> dims_, strides_;
   std::vector<Value *> data_; // memory of a stored value, null until computed
   bool speculating_ = false;
+  // The lanes that are points in a masked tail step (<VF x i1>), null
+  // elsewhere: loads and stores of that step are masked by it.
+  Value *tailMask_ = nullptr;
   bool inParallel_ = false; // emitting the body of a parallel() region
   std::vector<std::pair<Value *, Value *>> assumptions_; // dims assumed equal
   std::vector<llvm::AllocaInst *> temps_; // allocas holding malloc'd temporaries
