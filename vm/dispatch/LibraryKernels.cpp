@@ -113,6 +113,8 @@ struct Slice {
   // that costs more than the second thread gains (docs/perf.md, "BERT-base
   // at two threads: the column split").
   std::vector<float> block;
+  // The call's arguments, made at the first call and kept (bindArg).
+  std::unordered_map<int, dnnl::memory> args;
 };
 
 struct Entry {
@@ -128,8 +130,37 @@ struct Entry {
   // block a one-thread primitive, all run at once (used unless the
   // residual overlaps the output other than exactly).
   std::vector<Slice> slices;
+  // The whole primitive's arguments, made at the first call and kept
+  // (bindArg).
+  std::unordered_map<int, dnnl::memory> args;
   std::list<std::string>::iterator lru;
 };
+
+/// Points argument `arg` of a call at `data`: the memory object is created
+/// at the first call of a cached primitive (or slice) and kept, and a later
+/// call only changes its address when the tensor moved. Creating every
+/// dnnl::memory and the argument map anew on each call cost about 2 us
+/// (allocations, oneDNN's checks), paid on the calling thread before the
+/// slices start: at 16 tokens BERT-base makes about 90 such calls a
+/// sequence, each of a few hundred microseconds (docs/perf.md, "BERT-base
+/// at two threads: fewer costs a call").
+void bindArg(std::unordered_map<int, dnnl::memory> &args, int arg, const dnnl::memory::desc &desc,
+             const dnnl::engine &engine, void *data) {
+  auto it = args.find(arg);
+  if (it == args.end())
+    args.emplace(arg, dnnl::memory(desc, engine, data));
+  else if (it->second.get_data_handle() != data)
+    it->second.set_data_handle(data);
+}
+
+/// Binds argument `arg` to an existing memory object (a packed weight).
+void bindArg(std::unordered_map<int, dnnl::memory> &args, int arg, const dnnl::memory &mem) {
+  auto it = args.find(arg);
+  if (it == args.end())
+    args.emplace(arg, mem);
+  else if (it->second.get() != mem.get())
+    it->second = mem;
+}
 
 /// A constant's bytes, seen as `from` (its dims and strides in this use: a
 /// square weight may be read transposed by one kernel and not by another),
@@ -402,23 +433,22 @@ bool LibraryKernels::Impl::runSlices(Entry &e, const Plan &p, const std::vector<
   auto at = [](const Tensor *t, int64_t offset) {
     return static_cast<void *>(t->rawData() + offset * static_cast<int64_t>(sizeof(float)));
   };
-  std::vector<std::unordered_map<int, dnnl::memory>> args(ns);
   const uint64_t packedBefore = packedCount;
   for (size_t i = 0; i < ns; ++i) {
     Slice &sl = e.slices[i];
-    args[i].emplace(DNNL_ARG_SRC, dnnl::memory(sl.lhs, engine, at(ins[p.lhs], 0)));
+    std::unordered_map<int, dnnl::memory> &args = sl.args;
+    bindArg(args, DNNL_ARG_SRC, sl.lhs, engine, at(ins[p.lhs], 0));
     if (sl.packWeights)
-      args[i].emplace(DNNL_ARG_WEIGHTS, packedCopy(ins[p.rhs], at(ins[p.rhs], sl.rhsOffset), sl.rhs, sl.packedDesc));
+      bindArg(args, DNNL_ARG_WEIGHTS, packedCopy(ins[p.rhs], at(ins[p.rhs], sl.rhsOffset), sl.rhs, sl.packedDesc));
     else
-      args[i].emplace(DNNL_ARG_WEIGHTS, dnnl::memory(sl.rhs, engine, at(ins[p.rhs], sl.rhsOffset)));
-    args[i].emplace(DNNL_ARG_DST, dnnl::memory(sl.dst, engine, sl.block.empty() ? at(out, sl.dstOffset) : sl.block.data()));
-    if (sl.biasInput >= 0)
-      args[i].emplace(DNNL_ARG_BIAS, dnnl::memory(sl.bias, engine, at(ins[sl.biasInput], sl.biasOffset)));
+      bindArg(args, DNNL_ARG_WEIGHTS, sl.rhs, engine, at(ins[p.rhs], sl.rhsOffset));
+    bindArg(args, DNNL_ARG_DST, sl.dst, engine, sl.block.empty() ? at(out, sl.dstOffset) : sl.block.data());
+    if (sl.biasInput >= 0) bindArg(args, DNNL_ARG_BIAS, sl.bias, engine, at(ins[sl.biasInput], sl.biasOffset));
     if (!sl.scratch.empty())
-      args[i].emplace(DNNL_ARG_SCRATCHPAD,
-                      dnnl::memory(dnnl::memory::desc({static_cast<int64_t>(sl.scratch.size())},
-                                                      dnnl::memory::data_type::u8, dnnl::memory::format_tag::a),
-                                   engine, sl.scratch.data()));
+      bindArg(args, DNNL_ARG_SCRATCHPAD,
+              dnnl::memory::desc({static_cast<int64_t>(sl.scratch.size())}, dnnl::memory::data_type::u8,
+                                 dnnl::memory::format_tag::a),
+              engine, sl.scratch.data());
   }
   // Every slice has its columns now (they share the original's pages).
   if (packedCount != packedBefore) releaseOriginal(ins[p.rhs]);
@@ -441,7 +471,7 @@ bool LibraryKernels::Impl::runSlices(Entry &e, const Plan &p, const std::vector<
     }
     try {
       AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"
-      sl.prim.execute(sliceStreams[i], args[i]);
+      sl.prim.execute(sliceStreams[i], sl.args);
       sliceStreams[i].wait();
       if (!sl.block.empty())
         for (int64_t r = 0; r < rows; ++r) std::memcpy(to + r * n, sl.block.data() + r * sl.count, rowBytes);
@@ -582,21 +612,21 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
   *declined = false;
   try {
     if (!e.slices.empty() && pool && impl_->runSlices(e, p, ins, outs[0], *pool, failedMember, &st)) return st;
-    std::unordered_map<int, dnnl::memory> args;
-    args.emplace(DNNL_ARG_SRC, dnnl::memory(e.descs[0], impl_->engine, ins[p.lhs]->rawData()));
+    std::unordered_map<int, dnnl::memory> &args = e.args;
+    bindArg(args, DNNL_ARG_SRC, e.descs[0], impl_->engine, ins[p.lhs]->rawData());
     if (e.packWeights) {
       const uint64_t before = impl_->packedCount;
-      args.emplace(DNNL_ARG_WEIGHTS, impl_->packedCopy(ins[p.rhs], ins[p.rhs]->rawData(), e.descs[1], e.packedDesc));
+      bindArg(args, DNNL_ARG_WEIGHTS, impl_->packedCopy(ins[p.rhs], ins[p.rhs]->rawData(), e.descs[1], e.packedDesc));
       if (impl_->packedCount != before) impl_->releaseOriginal(ins[p.rhs]);
     } else {
-      args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(e.descs[1], impl_->engine, ins[p.rhs]->rawData()));
+      bindArg(args, DNNL_ARG_WEIGHTS, e.descs[1], impl_->engine, ins[p.rhs]->rawData());
     }
-    args.emplace(DNNL_ARG_DST, dnnl::memory(e.descs[2], impl_->engine, out->rawData()));
+    bindArg(args, DNNL_ARG_DST, e.descs[2], impl_->engine, out->rawData());
     size_t bi = 3;
     for (size_t i = 0; i < p.post.size(); ++i) {
       if (!p.post[i].binary) continue;
-      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
-                   dnnl::memory(e.descs[bi++], impl_->engine, ins[p.post[i].operand]->rawData()));
+      bindArg(args, DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, e.descs[bi++],
+              impl_->engine, ins[p.post[i].operand]->rawData());
     }
     AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"
     e.prim.execute(impl_->stream, args);

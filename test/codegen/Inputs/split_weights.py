@@ -10,6 +10,9 @@ inputs and numpy's result (computed in float64, stored as f32):
   @batch     x3[2,37,96] batch_matmul W4[1,96,144] + r3 (weights broadcast
              over the batch, read as they are: columns strided, copied once)
   @scale     (x @ W[200,96]^T) * s, s a scalar (no strided form: not split)
+  @chain     s1 = xc @ W5[160,160]^T + b5 + xc, then s1 @ W6^T + b6 + s1: one
+             kernel called twice a run with other weights, inputs and
+             outputs (the arguments kept from its first call must follow them)
 
 x has 37 rows: below LibraryKernels::kBlockedSliceRows (64), each slice
 writes a dense block of its own; x3 (74 rows in all) and xl, rl (80 rows,
@@ -26,6 +29,7 @@ w2, b2 = mat(256, K), mat(256)
 w3, b3 = mat(160, K), mat(160)
 w4 = mat(1, K, 144)
 x, r, x3, r3 = mat(M, K, scale=1), mat(M, 160, scale=1), mat(2, M, K, scale=1), mat(2, M, 144, scale=1)
+w5, b5, w6, b6 = mat(160, 160), mat(160), mat(160, 160), mat(160)
 def lit(a):
     if a.ndim == 1: return "[" + ", ".join(repr(float(v)) for v in a) + "]"
     return "[" + ", ".join(lit(s) for s in a) + "]"
@@ -77,6 +81,20 @@ func @scale(%x: tensor<?x{K}xf32>) -> tensor<?x200xf32> {{
   %a = mul %m, %s
   ret %a
 }}
+
+func @chain(%x: tensor<?x160xf32>) -> tensor<?x160xf32> {{
+  %w5 = constant {lit(w5)} : tensor<160x160xf32>
+  %b5 = constant {lit(b5)} : tensor<160xf32>
+  %w6 = constant {lit(w6)} : tensor<160x160xf32>
+  %b6 = constant {lit(b6)} : tensor<160xf32>
+  %m1 = matmul %x, %w5, transpose_b=true
+  %a1 = add %m1, %b5
+  %s1 = add %a1, %x
+  %m2 = matmul %s1, %w6, transpose_b=true
+  %a2 = add %m2, %b6
+  %s2 = add %a2, %s1
+  ret %s2
+}}
 """)
 d = lambda a: a.astype(np.float64)
 erfc = np.vectorize(math.erfc)
@@ -92,3 +110,8 @@ save("residual", d(x) @ d(w3).T + d(b3) + d(r))
 save("residual2", d(x) @ d(w3).T + d(r))
 save("batch", d(x3) @ d(w4) + d(r3))
 save("scale", (d(x) @ d(w).T) * 0.5)
+for name, rows in (("chain", M), ("chain_l", 80)):
+    xc = mat(rows, 160, scale=1)
+    save("x" + name, xc)
+    s1 = d(xc) @ d(w5).T + d(b5) + d(xc)
+    save(name, s1 @ d(w6).T + d(b6) + s1)
