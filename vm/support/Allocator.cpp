@@ -3,14 +3,20 @@
 // System: aligned malloc. `posix_memalign` takes any power-of-two alignment
 // that is a multiple of sizeof(void *); we round the size up to the alignment
 // so that a kernel may read whole vectors at the end of a buffer without
-// touching another allocation. A block of 2 MiB or more (kHugePage) is
-// aligned to 2 MiB and the whole 2 MiB pages inside it are advised into
-// transparent huge pages (madvise MADV_HUGEPAGE; advice only, and the tail
-// stays in small pages, so no more is resident than the block's pages that
-// are written). A CNN's activations at batch 8 are 2-38 MB, streamed
-// through once per layer: with 4 KiB pages every 4 KiB is a TLB miss, and
-// MobileNetV2's convs over 112 x 112 and 56 x 56 images spent a sixth of
-// their time on them (docs/perf.md, "Imported CNNs", h-cnn6).
+// touching another allocation.
+//
+// Huge pages: a block of 2 MiB or more (kHugePage) that the pool takes from
+// the system is aligned to 2 MiB and the whole 2 MiB pages inside it are
+// advised into transparent huge pages (madvise MADV_HUGEPAGE; advice only;
+// the tail stays in small pages). A CNN's activations at batch 8 are 2-38
+// MB, streamed through once per layer, and with 4 KiB pages every 4 KiB is
+// a TLB miss: MobileNetV2 at batch 8, one thread, 70.7 against 81.5 CPU ms
+// a run on a loaded machine, 2% in wall time at a lower load (docs/perf.md,
+// "Imported CNNs", h-cnn6). The pool keeps its blocks, so the faults (a
+// huge page zeroed, perhaps compacted for) are paid once; the system
+// allocator, which frees every block at once, does not advise (faulting
+// huge pages on every allocation was slower than small pages here before,
+// docs/perf-history.md).
 //
 // Pool: size classes over posix_memalign (64-byte aligned blocks; requests
 // aligned to more than 64 bytes bypass the pool). A class is the request
@@ -94,19 +100,19 @@ constexpr size_t kReuseSpan = 4;
 constexpr size_t kMaxSystemRequest = size_t(1) << 40;
 
 /// Blocks of at least this many bytes are aligned to it and advised into
-/// transparent huge pages (the file comment, "System").
+/// transparent huge pages by the pool (the file comment, "Huge pages").
 constexpr size_t kHugePage = size_t(2) << 20;
 
 /// posix_memalign with the size rounded up to the alignment; null on failure,
 /// overflow, or past kMaxSystemRequest. From kHugePage bytes up, aligned to
-/// kHugePage and its whole huge pages advised as such.
-void *systemAllocate(size_t size, size_t align, size_t &rounded) {
+/// kHugePage and its whole huge pages advised as such when `huge`.
+void *systemAllocate(size_t size, size_t align, size_t &rounded, bool huge = false) {
   if (size > kMaxSystemRequest) return nullptr;
   align = std::max(align, sizeof(void *));
   // size 0 still gets a unique, freeable block.
   rounded = size == 0 ? align : (size + align - 1) & ~(align - 1);
   if (rounded < size) return nullptr; // overflow
-  const bool huge = rounded >= kHugePage;
+  huge = huge && rounded >= kHugePage;
   void *p = nullptr;
   if (posix_memalign(&p, huge ? std::max(align, kHugePage) : align, rounded) != 0) return nullptr;
 #ifdef MADV_HUGEPAGE
@@ -255,11 +261,11 @@ public:
       return p;
     }
     size_t rounded;
-    void *p = systemAllocate(cls, kPoolAlign, rounded);
+    void *p = systemAllocate(cls, kPoolAlign, rounded, true);
     if (!p) {
       // Out of memory: give the cache back and try once more.
       releaseLocked();
-      p = systemAllocate(cls, kPoolAlign, rounded);
+      p = systemAllocate(cls, kPoolAlign, rounded, true);
       if (!p) return nullptr;
     }
     noteAllocate(size);
