@@ -11,8 +11,9 @@
 // the tail stays in small pages). A CNN's activations at batch 8 are 2-38
 // MB, streamed through once per layer, and with 4 KiB pages every 4 KiB is
 // a TLB miss: MobileNetV2 at batch 8, one thread, 70.7 against 81.5 CPU ms
-// a run on a loaded machine, 2% in wall time at a lower load (docs/perf.md,
-// "Imported CNNs", h-cnn6). The pool keeps its blocks, so the faults (a
+// a run on a loaded machine, but level in another run and in wall time
+// (docs/perf.md, "Imported CNNs", h-cnn6: not shown to pay; a quiet A/B
+// decides). The pool keeps its blocks, so the faults (a
 // huge page zeroed, perhaps compacted for) are paid once; the system
 // allocator, which frees every block at once, does not advise (faulting
 // huge pages on every allocation was slower than small pages here before,
