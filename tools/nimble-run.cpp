@@ -161,7 +161,9 @@ NIMBLE_KERNEL_ISA=<sse2|avx2|avx512> caps the vector instructions of the
 hand-vectorized reference kernels; NIMBLE_CONV_DW_IMPL=<jit_dw|first> picks
 oneDNN's depthwise convolution kernel (default: jit_dw on AMD CPUs);
 NIMBLE_CONV_SERIAL_MACS=<n> runs oneDNN convolutions of fewer than n
-multiply-adds on one thread (docs/nimble-run.md, "Environment").
+multiply-adds on one thread; NIMBLE_CONV_BATCH_SPLIT=0 keeps a convolution's
+batch from being split by images over the threads (docs/nimble-run.md,
+"Environment").
 
 Exit status: 0 on success, 1 on an invalid executable or input, a run-time error
 (out of memory included) or a failed expectation, 2 on a usage error.

@@ -383,6 +383,9 @@ std::string profileText(const VirtualMachine &vm, int runs, const LibraryKernels
   if (library && library->splitCalls())
     appendf(out, "Library threads (oneDNN): %llu calls (all runs) split by output columns, a block per thread\n",
                  static_cast<unsigned long long>(library->splitCalls()));
+  if (library && library->convSplitCalls())
+    appendf(out, "Library threads (oneDNN): %llu conv calls (all runs) split by images, a run of images per thread\n",
+                 static_cast<unsigned long long>(library->convSplitCalls()));
   // Counts per run; peaks over all runs.
   const Allocator &a = defaultAllocator(Device::CPU);
   AllocStats s = a.stats();

@@ -12,6 +12,7 @@
 #include "vm/dispatch/NativeKernels.h"
 #include "vm/format/Format.h"
 #include "vm/support/FailAlloc.h"
+#include "vm/support/ThreadPool.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -129,6 +130,15 @@ struct Entry {
   dnnl::memory srcMem, dstMem, resMem, wMem, biasMem;
   std::vector<dnnl::memory> binMems; // per binary post-op run as one (not the sum)
   std::unordered_map<int, dnnl::memory> args;
+  // Split by images (LibraryConv.h, "Threads"): `slices` runs of equally
+  // many images, each through `prim` (planned for one thread, its scratchpad
+  // the caller's) on one thread of the pool; the memory objects and
+  // arguments of each, made at the first call as above.
+  int64_t slices = 1;
+  size_t srcStep = 0, dstStep = 0; // bytes of one slice's images
+  std::vector<std::vector<uint8_t>> scratch;
+  std::vector<dnnl::memory> sliceSrc, sliceDst;
+  std::vector<std::unordered_map<int, dnnl::memory>> sliceArgs;
 };
 
 /// The last entry kernel k used and its key (ConvKernels::run): a CNN calls
@@ -210,6 +220,20 @@ double serialMacsFromEnv() {
   return e ? std::atof(e) : ConvKernels::kSerialMacs;
 }
 
+/// LibraryConv.h, "Threads": into how many runs of images a call is split
+/// over `threads` threads: `threads` when the conv is channels-last and its
+/// batch a multiple of them, else 1 (oneDNN's own split of the whole call).
+/// NIMBLE_CONV_BATCH_SPLIT=0 (read once) turns the split off.
+int64_t batchSlices(const Plan &p, const Tensor *x, int64_t threads) {
+  static const bool on = [] {
+    const char *e = std::getenv("NIMBLE_CONV_BATCH_SPLIT");
+    return !e || std::string(e) != "0";
+  }();
+  if (!on || threads < 2 || !p.last || p.transpose || x->rank() < 3) return 1;
+  const int64_t n = x->shape()[0];
+  return n >= threads && n % threads == 0 ? threads : 1;
+}
+
 } // namespace
 
 struct ConvKernels::Impl {
@@ -219,7 +243,8 @@ struct ConvKernels::Impl {
   std::vector<Last> last; // per kernel
   std::string key;        // run()'s, kept for its capacity
   std::unordered_map<const void *, std::vector<Packed>> packed;
-  uint64_t created = 0, packedCount = 0, packedBytes = 0, releasedBytes = 0;
+  std::vector<dnnl::stream> sliceStreams; // one per slice of a split call
+  uint64_t created = 0, packedCount = 0, packedBytes = 0, releasedBytes = 0, splitCalls = 0;
   double creationSeconds = 0, packSeconds = 0;
 
   const dnnl::memory &packedCopy(const Tensor *t, const dnnl::memory::desc &from, const dnnl::memory::desc &desc,
@@ -245,11 +270,14 @@ struct ConvKernels::Impl {
     return forms.back().mem;
   }
 
+  Status runSplit(Entry &e, const Plan &p, const std::vector<Tensor *> &ins, Tensor *out,
+                  const dnnl::engine &engine, ThreadPool &pool, size_t *failedMember, bool *declined);
+
   /// The primitive for these shapes, in the blocked form when `blocked`
   /// (the chain then must be eltwise ops, broadcast binaries and at most one
   /// residual add); throws dnnl::error when oneDNN has none.
   Entry build(const Plan &p, const std::vector<Tensor *> &ins, const Tensor *out, const dnnl::engine &engine,
-              bool blocked) {
+              bool blocked, int64_t slices = 1) {
     Entry e;
     const Tensor *x = ins[p.x], *w = ins[p.w];
     const size_t k = x->rank() - 2;
@@ -259,6 +287,14 @@ struct ConvKernels::Impl {
     if (blocked && p.last) throw dnnl::error(dnnl_unimplemented, "channels_last: plain");
     Dims xd(x->shape().begin(), x->shape().end()), od(out->shape().begin(), out->shape().end());
     Dims wd(w->shape().begin(), w->shape().end());
+    const Dims fullOd = od;
+    if (slices > 1) {
+      // One slice's images; the primitive runs once per slice.
+      if (blocked || !p.last || p.transpose || xd[0] % slices) throw dnnl::error(dnnl_unimplemented, "split");
+      xd[0] /= slices;
+      od[0] /= slices;
+      e.slices = slices;
+    }
     e.outShape = out->shape();
     e.src = user(xd, p.last);
     e.dst = user(od, p.last);
@@ -318,7 +354,7 @@ struct ConvKernels::Impl {
       if (s.size() > od.size()) throw dnnl::error(dnnl_invalid_arguments, "rank");
       Dims d(od.size() - s.size(), 1);
       d.insert(d.end(), s.begin(), s.end());
-      if ((blocked || p.last) && d == od) {
+      if ((blocked || p.last) && d == fullOd) {
         // A residual: summed from dst, where it is reordered (copied) first.
         if (po.alg != dnnl::algorithm::binary_add || e.sumInput >= 0)
           throw dnnl::error(dnnl_unimplemented, "blocked: one residual add");
@@ -326,12 +362,17 @@ struct ConvKernels::Impl {
         ops.append_sum(1.0f);
         continue;
       }
+      // Split: every slice reads the same operand, which must not vary by image.
+      if (slices > 1 && d[0] != 1) throw dnnl::error(dnnl_unimplemented, "split: an operand per image");
       dnnl::memory::desc md = user(d, p.last);
       ops.append_binary(po.alg, md);
       e.binaries.push_back(md);
     }
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
+    // Split: the slices run the one primitive at once, each with its own
+    // scratchpad.
+    if (slices > 1) attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const bool constant = w->storage()->readOnly();
     auto any = [](const Dims &d) {
       return dnnl::memory::desc(d, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
@@ -378,6 +419,12 @@ struct ConvKernels::Impl {
       e.packWeights = true;
       e.packedDesc = pd.weights_desc();
     }
+    if (slices > 1) {
+      if (!(pd.src_desc() == e.src && pd.dst_desc() == e.dst)) throw dnnl::error(dnnl_unimplemented, "split");
+      e.srcStep = e.src.get_size();
+      e.dstStep = e.dst.get_size();
+      e.scratch.assign(slices, std::vector<uint8_t>(pd.scratchpad_desc().get_size()));
+    }
     if (blocked) {
       // Not worth it when oneDNN keeps the plain layouts anyway.
       if (pd.src_desc() == e.src && pd.dst_desc() == e.dst) throw dnnl::error(dnnl_unimplemented, "plain");
@@ -394,6 +441,104 @@ struct ConvKernels::Impl {
     return e;
   }
 };
+
+/// A call split by images (LibraryConv.h, "Threads"): slice i reads and
+/// writes images [i * n / slices, (i + 1) * n / slices) of x, the residual
+/// and y, all slices at once on the pool's threads, each on its own stream
+/// and scratchpad; every other operand (weights, bias, per-channel
+/// operands) is the same for all. No exception leaves the parallel region:
+/// a slice's failure is kept and reported after it.
+Status ConvKernels::Impl::runSplit(Entry &e, const Plan &p, const std::vector<Tensor *> &ins, Tensor *out,
+                                   const dnnl::engine &engine, ThreadPool &pool, size_t *failedMember,
+                                   bool *declined) {
+  const int64_t ns = e.slices;
+  const Tensor *res = e.sumInput >= 0 ? ins[e.sumInput] : nullptr;
+  uint8_t *y = out->rawData();
+  const size_t outBytes = e.dstStep * ns;
+  const bool inPlace = res && res->rawData() == y;
+  // A residual that overlaps the output without being it: slices would read
+  // what others have written (the planner does not do that; declined).
+  if (res && !inPlace && res->rawData() < y + outBytes && y < res->rawData() + res->numBytes())
+    return Status::success();
+  *declined = false;
+  while (sliceStreams.size() < static_cast<size_t>(ns)) sliceStreams.emplace_back(engine);
+  try {
+    AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"
+    if (!e.bound) {
+      if (!e.packWeights) e.wMem = dnnl::memory(e.weights, engine, ins[p.w]->rawData());
+      if (p.bias >= 0) e.biasMem = dnnl::memory(e.bias, engine, ins[p.bias]->rawData());
+      size_t bi = 0;
+      for (size_t i = 0; i < p.post.size(); ++i) {
+        if (!p.post[i].binary || p.post[i].operand == e.sumInput || e.postIndex[i] < 0) continue;
+        e.binMems.push_back(dnnl::memory(e.binaries[bi++], engine, ins[p.post[i].operand]->rawData()));
+      }
+      e.sliceArgs.resize(ns);
+      for (int64_t s = 0; s < ns; ++s) {
+        e.sliceSrc.push_back(dnnl::memory(e.src, engine, ins[p.x]->rawData() + s * e.srcStep));
+        e.sliceDst.push_back(dnnl::memory(e.dst, engine, y + s * e.dstStep));
+        std::unordered_map<int, dnnl::memory> &args = e.sliceArgs[s];
+        args.emplace(DNNL_ARG_SRC, e.sliceSrc[s]);
+        args.emplace(DNNL_ARG_DST, e.sliceDst[s]);
+        if (!e.packWeights) args.emplace(DNNL_ARG_WEIGHTS, e.wMem);
+        if (p.bias >= 0) args.emplace(DNNL_ARG_BIAS, e.biasMem);
+        size_t bj = 0;
+        for (size_t i = 0; i < p.post.size(); ++i) {
+          if (!p.post[i].binary || p.post[i].operand == e.sumInput || e.postIndex[i] < 0) continue;
+          args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(e.postIndex[i]) | DNNL_ARG_SRC_1, e.binMems[bj++]);
+        }
+        std::vector<uint8_t> &scratch = e.scratch[s];
+        if (!scratch.empty())
+          args.emplace(DNNL_ARG_SCRATCHPAD,
+                       dnnl::memory(dnnl::memory::desc({static_cast<int64_t>(scratch.size())},
+                                                       dnnl::memory::data_type::u8, dnnl::memory::format_tag::a),
+                                    engine, scratch.data()));
+      }
+      e.bound = true;
+    } else {
+      if (!e.packWeights) e.wMem.set_data_handle(ins[p.w]->rawData());
+      if (p.bias >= 0) e.biasMem.set_data_handle(ins[p.bias]->rawData());
+      size_t bi = 0;
+      for (size_t i = 0; i < p.post.size(); ++i) {
+        if (!p.post[i].binary || p.post[i].operand == e.sumInput || e.postIndex[i] < 0) continue;
+        e.binMems[bi++].set_data_handle(ins[p.post[i].operand]->rawData());
+      }
+      for (int64_t s = 0; s < ns; ++s) {
+        e.sliceSrc[s].set_data_handle(ins[p.x]->rawData() + s * e.srcStep);
+        e.sliceDst[s].set_data_handle(y + s * e.dstStep);
+      }
+    }
+    if (e.packWeights) {
+      const dnnl::memory &w = packedCopy(ins[p.w], e.weights, e.packedDesc, engine, sliceStreams[0]);
+      for (std::unordered_map<int, dnnl::memory> &args : e.sliceArgs) args[DNNL_ARG_WEIGHTS] = w;
+    }
+  } catch (const dnnl::error &err) {
+    if (err.status == dnnl_out_of_memory) throw std::bad_alloc();
+    if (failedMember) *failedMember = 0;
+    return Status::error(std::string("oneDNN convolution failed: ") + err.what());
+  }
+  std::vector<dnnl_status_t> failed(ns, dnnl_success);
+  std::vector<std::string> what(ns);
+  pool.runEach(ns, [&](int64_t s) {
+    // The slice's residual into its images of y for the `sum` post-op.
+    if (res && !inPlace) std::memcpy(y + s * e.dstStep, res->rawData() + s * e.dstStep, e.dstStep);
+    try {
+      AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"
+      e.prim.execute(sliceStreams[s], e.sliceArgs[s]);
+      sliceStreams[s].wait();
+    } catch (const dnnl::error &err) {
+      failed[s] = err.status;
+      what[s] = err.what();
+    }
+  });
+  ++splitCalls;
+  for (int64_t s = 0; s < ns; ++s) {
+    if (failed[s] == dnnl_success) continue;
+    if (failed[s] == dnnl_out_of_memory) throw std::bad_alloc(); // the VM's out-of-memory error
+    if (failedMember) *failedMember = 0;
+    return Status::error(std::string("oneDNN convolution failed: ") + what[s]);
+  }
+  return Status::success();
+}
 
 ConvKernels::ConvKernels(const Executable &exe) : impl_(new Impl) {
   impl_->exe = &exe;
@@ -418,9 +563,11 @@ size_t ConvKernels::primitivesCached() const { return impl_->cache.size(); }
 uint64_t ConvKernels::weightsPacked() const { return impl_->packedCount; }
 uint64_t ConvKernels::packedBytes() const { return impl_->packedBytes; }
 uint64_t ConvKernels::releasedBytes() const { return impl_->releasedBytes; }
+uint64_t ConvKernels::splitCalls() const { return impl_->splitCalls; }
 
 Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
-                        const dnnl::engine &engine, dnnl::stream &stream, size_t *failedMember, bool *declined) {
+                        const dnnl::engine &engine, dnnl::stream &stream, ThreadPool *pool, size_t *failedMember,
+                        bool *declined) {
   *declined = true;
   if (!supports(k) || outs.size() != 1) return Status::success();
   const Plan &p = impl_->plans[k];
@@ -436,6 +583,7 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
   // Threads (LibraryConv.h): a small conv runs on one thread.
   static const double serialMacs = serialMacsFromEnv();
   const bool serial = omp_get_max_threads() > 1 && convMacs(p, ins, out) < serialMacs;
+  const int64_t slices = serial ? 1 : batchSlices(p, ins[p.x], pool ? pool->size() : 1);
   TeamOf team(serial);
   // The key: the kernel, its inputs' shapes, whether the weights are a
   // constant, a clip's bounds, as raw 8-byte words.
@@ -444,6 +592,7 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
   auto put = [&key](int64_t v) { key.append(reinterpret_cast<const char *>(&v), sizeof v); };
   put(k);
   put(serial);
+  put(slices);
   for (const Tensor *t : ins) {
     put(-1 - static_cast<int64_t>(t->rank()));
     for (int64_t d : t->shape()) put(d);
@@ -468,9 +617,21 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
       if (!kernelValueSigs(impl_->exe->kernels[k], ins, outs, sigs)) return Status::success();
       auto t0 = std::chrono::steady_clock::now();
       Entry e;
+      if (slices > 1) {
+        // Split by images: a primitive planned for one thread (it runs on
+        // one), or the whole call's below when oneDNN has none.
+        TeamOf one(true);
+        try {
+          e = impl_->build(p, ins, out, engine, false, slices);
+        } catch (const dnnl::error &err) {
+          if (err.status == dnnl_out_of_memory) throw std::bad_alloc();
+          e = Entry();
+        }
+      }
       // The blocked form first (faster: oneDNN's direct kernels), the plain
       // one when oneDNN has no blocked kernel for this chain.
       for (bool blocked : {true, false}) {
+        if (e.usable) break;
         try {
           e = impl_->build(p, ins, out, engine, blocked);
           break;
@@ -497,13 +658,14 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
   if (!e.blocked && e.sumInput >= 0) {
     // The residual is copied into dst before the call: dst must not
     // overlap another input (the planner does not do that; declined if so).
-    const uint8_t *d0 = outs[0]->rawData(), *d1 = d0 + e.dst.get_size();
+    const uint8_t *d0 = outs[0]->rawData(), *d1 = d0 + outs[0]->numBytes();
     for (size_t i = 0; i < ins.size(); ++i) {
       if (static_cast<int64_t>(i) == e.sumInput) continue;
       const uint8_t *a0 = ins[i]->rawData(), *a1 = a0 + ins[i]->numBytes();
       if (a0 < d1 && d0 < a1) return Status::success();
     }
   }
+  if (e.slices > 1) return impl_->runSplit(e, p, ins, outs[0], engine, *pool, failedMember, declined);
   *declined = false;
   try {
     AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"

@@ -78,6 +78,25 @@
 // machine with two free cores a split conv of 30 µs gains ~15 µs, so the
 // bound is left to that measurement.
 //
+// Split by images: with a pool of T > 1 threads (--threads), a
+// channels-last conv whose batch is a multiple of T runs as T slices of
+// batch / T images each, all at once on the pool (ThreadPool::runEach, one
+// OpenMP region, inside which oneDNN runs each primitive inline): one
+// primitive created for one thread (omp_set_num_threads(1) around its
+// creation) and for the slice's batch, run by every slice on its own
+// stream with its own scratchpad (scratchpad_mode::user), reading and
+// writing its images of x, y and the residual (copied into its images of y
+// by its own thread) and the shared weights, bias and per-channel
+// operands. Each thread then works on the same images from layer to layer
+// (oneDNN's own split divides each conv its own way: by images, channel
+// blocks or rows), and a conv is one region with no barrier inside.
+// Not split: a batch that is not a multiple of T (oneDNN's own split of
+// the whole call), an operand that varies by image other than the residual,
+// a blocked (NCHW) or transposed conv, a conv run serially (kSerialMacs).
+// NIMBLE_CONV_BATCH_SPLIT=0 in the environment turns the split off (read
+// once). The results may differ from the whole call's in the last bits
+// (another primitive, planned for one thread).
+//
 // Per call: the primitive is found by the kernel's last key (a CNN calls a
 // conv kernel with the same shapes every time) before the cache, and the
 // memory objects and arguments made at an entry's first call are reused,
@@ -109,6 +128,8 @@ struct stream;
 
 namespace nimble::vm {
 
+class ThreadPool;
+
 class ConvKernels {
 public:
   explicit ConvKernels(const Executable &exe);
@@ -116,8 +137,10 @@ public:
   bool supports(uint32_t k) const;
   size_t count() const;
   /// As LibraryKernels::run, for a kernel that supports(k).
+  /// `pool` (may be null: one thread) runs a call split by images.
   Status run(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
-             const dnnl::engine &engine, dnnl::stream &stream, size_t *failedMember, bool *declined);
+             const dnnl::engine &engine, dnnl::stream &stream, ThreadPool *pool, size_t *failedMember,
+             bool *declined);
   uint64_t primitivesCreated() const;
   double creationSeconds() const;
   double packSeconds() const;
@@ -126,6 +149,8 @@ public:
   uint64_t packedBytes() const;
   /// Bytes of packed weights' originals given back to the mapped file.
   uint64_t releasedBytes() const;
+  /// Calls split by images over the pool's threads ("Threads").
+  uint64_t splitCalls() const;
 
   /// A conv of fewer multiply-adds than this runs on one thread ("Threads").
   static constexpr double kSerialMacs = 0;

@@ -392,6 +392,7 @@ uint64_t LibraryKernels::packedBytes() const { return impl_->packedBytes + impl_
 double LibraryKernels::packSeconds() const { return impl_->packSeconds + impl_->conv->packSeconds(); }
 uint64_t LibraryKernels::releasedBytes() const { return impl_->releasedBytes + impl_->conv->releasedBytes(); }
 uint64_t LibraryKernels::splitCalls() const { return impl_->splitCalls; }
+uint64_t LibraryKernels::convSplitCalls() const { return impl_->conv->splitCalls(); }
 
 const dnnl::memory &LibraryKernels::Impl::packedCopy(const Tensor *t, void *data, const dnnl::memory::desc &from,
                                                     const dnnl::memory::desc &desc) {
@@ -499,7 +500,7 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
   Status st = Status::success();
   if (!supports(k)) return Status::success();
   if (impl_->conv->supports(k))
-    return impl_->conv->run(k, ins, outs, impl_->engine, impl_->stream, failedMember, declined);
+    return impl_->conv->run(k, ins, outs, impl_->engine, impl_->stream, pool, failedMember, declined);
   if (impl_->attention->supports(k)) return impl_->attention->run(k, ins, outs, pool, declined);
   const Plan &p = impl_->plans[k];
   if (outs.size() != 1 || ins.size() <= std::max(p.lhs, p.rhs)) return Status::success();

@@ -167,6 +167,8 @@ public:
 
   /// Calls that ran split over the pool's threads ("Threads").
   uint64_t splitCalls() const;
+  /// Conv calls split by images over the pool's threads (LibraryConv.h, "Threads").
+  uint64_t convSplitCalls() const;
 
   /// Bound of the primitive cache.
   static constexpr size_t kCacheCapacity = 256;

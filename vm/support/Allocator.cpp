@@ -5,6 +5,20 @@
 // so that a kernel may read whole vectors at the end of a buffer without
 // touching another allocation.
 //
+// Huge pages: a block of 2 MiB or more (kHugePage) that the pool takes from
+// the system is aligned to 2 MiB and the whole 2 MiB pages inside it are
+// advised into transparent huge pages (madvise MADV_HUGEPAGE; advice only;
+// the tail stays in small pages). A CNN's activations at batch 8 are 2-38
+// MB, streamed through once per layer, and with 4 KiB pages every 4 KiB is
+// a TLB miss: MobileNetV2 at batch 8, one thread, 70.7 against 81.5 CPU ms
+// a run on a loaded machine, but level in another run and in wall time
+// (docs/perf.md, "Imported CNNs", h-cnn6: not shown to pay; a quiet A/B
+// decides). The pool keeps its blocks, so the faults (a
+// huge page zeroed, perhaps compacted for) are paid once; the system
+// allocator, which frees every block at once, does not advise (faulting
+// huge pages on every allocation was slower than small pages here before,
+// docs/perf-history.md).
+//
 // Pool: size classes over posix_memalign (64-byte aligned blocks; requests
 // aligned to more than 64 bytes bypass the pool). A class is the request
 // rounded up to a multiple of 64 bytes up to 1 KiB, then to one of four steps
@@ -49,6 +63,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <sys/mman.h>
+
 #if defined(__SANITIZE_ADDRESS__)
 #define NIMBLE_ASAN 1
 #elif defined(__has_feature)
@@ -84,16 +100,25 @@ constexpr size_t kReuseSpan = 4;
 /// that faults later.
 constexpr size_t kMaxSystemRequest = size_t(1) << 40;
 
+/// Blocks of at least this many bytes are aligned to it and advised into
+/// transparent huge pages by the pool (the file comment, "Huge pages").
+constexpr size_t kHugePage = size_t(2) << 20;
+
 /// posix_memalign with the size rounded up to the alignment; null on failure,
-/// overflow, or past kMaxSystemRequest.
-void *systemAllocate(size_t size, size_t align, size_t &rounded) {
+/// overflow, or past kMaxSystemRequest. From kHugePage bytes up, aligned to
+/// kHugePage and its whole huge pages advised as such when `huge`.
+void *systemAllocate(size_t size, size_t align, size_t &rounded, bool huge = false) {
   if (size > kMaxSystemRequest) return nullptr;
   align = std::max(align, sizeof(void *));
   // size 0 still gets a unique, freeable block.
   rounded = size == 0 ? align : (size + align - 1) & ~(align - 1);
   if (rounded < size) return nullptr; // overflow
+  huge = huge && rounded >= kHugePage;
   void *p = nullptr;
-  if (posix_memalign(&p, align, rounded) != 0) return nullptr;
+  if (posix_memalign(&p, huge ? std::max(align, kHugePage) : align, rounded) != 0) return nullptr;
+#ifdef MADV_HUGEPAGE
+  if (huge) madvise(p, rounded / kHugePage * kHugePage, MADV_HUGEPAGE); // advice: a refusal is fine
+#endif
   return p;
 }
 
@@ -237,11 +262,11 @@ public:
       return p;
     }
     size_t rounded;
-    void *p = systemAllocate(cls, kPoolAlign, rounded);
+    void *p = systemAllocate(cls, kPoolAlign, rounded, true);
     if (!p) {
       // Out of memory: give the cache back and try once more.
       releaseLocked();
-      p = systemAllocate(cls, kPoolAlign, rounded);
+      p = systemAllocate(cls, kPoolAlign, rounded, true);
       if (!p) return nullptr;
     }
     noteAllocate(size);

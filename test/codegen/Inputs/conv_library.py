@@ -5,17 +5,22 @@ input DIR/NAME.x.npy and numpy's output DIR/NAME.y.npy (float64, from
 test/vm/Inputs/cases_window.py's reference, rounded once).
 
     conv_library.py DIR                            write them
-    conv_library.py check DIR NIMBLE_RUN KERNELS [ISA]
+    conv_library.py check DIR NIMBLE_RUN KERNELS [ISA] [THREADS]
         run every function of DIR/c.nbc with --kernels=KERNELS (oneDNN held
-        to ISA when given, DNNL_MAX_CPU_ISA) against numpy's output at
-        --tolerance=1e-5; print one line per function and a summary
+        to ISA when given and not "-", DNNL_MAX_CPU_ISA; --threads=THREADS,
+        default 1) against numpy's output at --tolerance=1e-5; print one
+        line per function and a summary
 
 The functions cover the forms of LibraryConv.cpp: the blocked primitive
 with bias, relu and a residual add (a `sum` post-op), depthwise convs with
 ReLU6 (binary max/min with scalars; strided, and a batch of two), a per-channel scale (a broadcast
 binary), no bias, 1-D and 3-D convolutions, strides, asymmetric pads and
 dilations, and a chain with a full-shape `mul` (no blocked form: the plain
-primitive).
+primitive). The batch_* functions have batches of 4 and 6 (and one of 5)
+for the split by images at two threads (LibraryConv.h, "Threads"): a 1x1
+expand with ReLU6, a 1x1 project with its residual (a `sum` post-op, the
+residual copied into each slice's images), a depthwise conv with stride 2
+and odd sizes, a per-channel scale, and a batch of 5 that does not split.
 """
 
 import os
@@ -117,6 +122,18 @@ func("small_out", (2, 16, 5, 5), (16, 16, 3, 3), ", pads=[1, 1, 1, 1]", body=res
 func("reread", (1, 32, 3, 3), (32, 32, 3, 3), ", pads=[1, 1, 1, 1]", body=reread, pads=[1, 1, 1, 1])
 
 
+def add_input(y, x):
+    return ["  %o = add %y, %x"], y + x, "%o"
+
+
+func("batch_expand", (4, 16, 6, 5), (48, 16, 1, 1), "", body=relu6)
+func("batch_project", (4, 24, 7, 7), (24, 24, 1, 1), "", body=add_input)
+func("batch_dw", (6, 40, 9, 11), (40, 1, 3, 3), ", strides=[2, 2], pads=[1, 1, 1, 1], groups=40", body=relu6,
+     groups=40, strides=[2, 2], pads=[1, 1, 1, 1])
+func("batch_scale", (4, 4, 7, 6), (8, 4, 3, 3), ", pads=[1, 1, 1, 1]", body=per_channel, pads=[1, 1, 1, 1])
+func("batch_odd", (5, 8, 6, 6), (8, 8, 3, 3), ", pads=[1, 1, 1, 1]", body=residual, pads=[1, 1, 1, 1])
+
+
 def main(d):
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "conv.nir"), "w") as f:
@@ -128,15 +145,16 @@ def main(d):
             np.save(os.path.join(d, name + ".y.npy"), np.asarray(y, np.float32))
 
 
-def check(d, nimble_run, kernels, isa=None):
+def check(d, nimble_run, kernels, isa=None, threads="1"):
     import subprocess
 
     env = dict(os.environ)
-    if isa:
+    if isa and isa != "-":
         env["DNNL_MAX_CPU_ISA"] = isa
     failed = 0
     for name, *_ in FUNCS:
         p = subprocess.run([nimble_run, os.path.join(d, "c.nbc"), "--function=" + name, "--kernels=" + kernels,
+                            "--threads=" + threads,
                             "--input=@" + os.path.join(d, name + ".x.npy"),
                             "--expected-output=@" + os.path.join(d, name + ".y.npy"), "--tolerance=1e-5"],
                            capture_output=True, text=True, env=env)
