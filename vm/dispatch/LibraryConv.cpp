@@ -141,6 +141,18 @@ struct Entry {
   std::vector<std::unordered_map<int, dnnl::memory>> sliceArgs;
 };
 
+/// A bound entry's weights, bias and binary post-op operands given this
+/// call's addresses (the split and the whole-batch call alike).
+void repointOperands(Entry &e, const Plan &p, const std::vector<Tensor *> &ins) {
+  if (!e.packWeights) e.wMem.set_data_handle(ins[p.w]->rawData());
+  if (p.bias >= 0) e.biasMem.set_data_handle(ins[p.bias]->rawData());
+  size_t bi = 0;
+  for (size_t i = 0; i < p.post.size(); ++i) {
+    if (!p.post[i].binary || p.post[i].operand == e.sumInput || e.postIndex[i] < 0) continue;
+    e.binMems[bi++].set_data_handle(ins[p.post[i].operand]->rawData());
+  }
+}
+
 /// The last entry kernel k used and its key (ConvKernels::run): a CNN calls
 /// each conv kernel with the same shapes every time, found without hashing.
 struct Last {
@@ -495,13 +507,7 @@ Status ConvKernels::Impl::runSplit(Entry &e, const Plan &p, const std::vector<Te
       }
       e.bound = true;
     } else {
-      if (!e.packWeights) e.wMem.set_data_handle(ins[p.w]->rawData());
-      if (p.bias >= 0) e.biasMem.set_data_handle(ins[p.bias]->rawData());
-      size_t bi = 0;
-      for (size_t i = 0; i < p.post.size(); ++i) {
-        if (!p.post[i].binary || p.post[i].operand == e.sumInput || e.postIndex[i] < 0) continue;
-        e.binMems[bi++].set_data_handle(ins[p.post[i].operand]->rawData());
-      }
+      repointOperands(e, p, ins);
       for (int64_t s = 0; s < ns; ++s) {
         e.sliceSrc[s].set_data_handle(ins[p.x]->rawData() + s * e.srcStep);
         e.sliceDst[s].set_data_handle(y + s * e.dstStep);
@@ -695,13 +701,7 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
       e.srcMem.set_data_handle(ins[p.x]->rawData());
       e.dstMem.set_data_handle(outs[0]->rawData());
       if (e.blocked && e.sumInput >= 0) e.resMem.set_data_handle(ins[e.sumInput]->rawData());
-      if (!e.packWeights) e.wMem.set_data_handle(ins[p.w]->rawData());
-      if (p.bias >= 0) e.biasMem.set_data_handle(ins[p.bias]->rawData());
-      size_t bi = 0;
-      for (size_t i = 0; i < p.post.size(); ++i) {
-        if (!p.post[i].binary || p.post[i].operand == e.sumInput || e.postIndex[i] < 0) continue;
-        e.binMems[bi++].set_data_handle(ins[p.post[i].operand]->rawData());
-      }
+      repointOperands(e, p, ins);
     }
     if (e.blocked) {
       e.srcIn.execute(stream, e.srcMem, e.srcBlk);
