@@ -1,9 +1,11 @@
 //===- KernelLowering.h - The kernel generator's lowering class (internal) --===//
 //
 // KernelLowering turns one vm::KernelDesc into one LLVM function (the design
-// is in KernelGen.cpp's header). Its members are defined in four files:
+// is in KernelGen.cpp's header). Its members are defined in five files:
 //
-//   KernelGen.cpp       analysis, buffers and shapes, loops, memory, values,
+//   KernelAnalysis.cpp  analyze() (can the kernel be generated, and why not)
+//                       and each stage's form (lanes, masked tail)
+//   KernelGen.cpp       buffers and shapes, loops, memory, values,
 //                       element-wise stages, residue dispatch, emit()
 //   KernelParallel.cpp  the thread pool's parallel regions (CPU) and the
 //                       NVPTX target hooks (thread ids, temporaries)
