@@ -165,6 +165,21 @@ def describe(port):
     return d
 
 
+def try_describe(port, timeout=10):
+    """describe() for a service that may be recovering: -> (the description,
+    None), or (None, why) when the ingress answered with an error status or
+    closed the connection (behind HAProxy, until its server list drops a
+    killed replica, a request sent there comes back as a 502/503 or a
+    closed connection)."""
+    try:
+        status, d = request(port, None, method="GET", timeout=timeout)
+    except OSError as e:
+        return None, "connection error (%s)" % type(e).__name__
+    if status != 200 or not isinstance(d, dict) or "pid" not in d:
+        return None, "status %d" % status
+    return d, None
+
+
 def concurrently(fns):
     """Runs the callables at once (one thread each); their results in order."""
     out = [None] * len(fns)
