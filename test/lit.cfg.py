@@ -80,6 +80,16 @@ for _feature in lit_config.params.get("features", "").split(","):
     if _feature:
         config.available_features.add(_feature)
 
+# CPU features a test may require (the runtime picks some kernels by them:
+# vm/dispatch/PanelProduct.h, LibraryAttention.h run on AVX-512F only).
+try:
+    with open("/proc/cpuinfo") as _f:
+        _flags = next((_l.split(":", 1)[1].split() for _l in _f if _l.startswith("flags")), [])
+except OSError:
+    _flags = []
+if "avx512f" in _flags:
+    config.available_features.add("avx512f")
+
 
 def _tool_pattern(name):
     """Matches `name` as a command word, the way LLVM's ToolSubst does: not

@@ -375,11 +375,14 @@ std::string profileText(const VirtualMachine &vm, int runs, const LibraryKernels
                  library->primitivesCached());
   if (library && library->weightsPacked())
     appendf(out,
-            "Library weights (oneDNN): %llu constants packed (all runs) into %llu bytes in %.3f ms; %llu bytes of "
+            "Library weights: %llu constants packed (all runs) into %llu bytes in %.3f ms; %llu bytes of "
             "the originals released\n",
             static_cast<unsigned long long>(library->weightsPacked()),
             static_cast<unsigned long long>(library->packedBytes()), library->packSeconds() * 1e3,
             static_cast<unsigned long long>(library->releasedBytes()));
+  if (library && library->panelCalls())
+    appendf(out, "Library panels: %llu calls (all runs) as few-row products over streamed weight panels\n",
+                 static_cast<unsigned long long>(library->panelCalls()));
   if (library && library->splitCalls())
     appendf(out, "Library threads (oneDNN): %llu calls (all runs) split by output columns, a block per thread\n",
                  static_cast<unsigned long long>(library->splitCalls()));

@@ -11,6 +11,7 @@
 #include "vm/dispatch/LibraryAttention.h"
 #include "vm/dispatch/LibraryConv.h"
 #include "vm/dispatch/LibraryPostOps.h"
+#include "vm/dispatch/PanelProduct.h"
 #include "vm/format/Format.h"
 #include "vm/support/FailAlloc.h"
 #include "vm/dispatch/NativeKernels.h"
@@ -318,6 +319,31 @@ struct LibraryKernels::Impl {
                                  const dnnl::memory::desc &desc);
   bool runSlices(Entry &e, const Plan &p, const std::vector<Tensor *> &ins, Tensor *out, ThreadPool &pool,
                  size_t *failedMember, Status *st);
+  // Few-row products on a constant weight (PanelProduct.h): per kernel and
+  // shapes, whether the path takes them; the weights' panel copies by the
+  // constant's address; one oneDNN eltwise primitive per activation and size.
+  struct PanelPlan {
+    bool usable = false;
+    int64_t m = 0, k = 0, n = 0;
+    std::vector<bool> rowOperand; // per post-op: a binary operand broadcast over the rows
+  };
+  std::unordered_map<std::string, PanelPlan> panelPlans;
+  struct PanelCopy {
+    Ref<Storage> source; // kept alive: the address keeps standing for these bytes
+    bool transposed;
+    int64_t k, n;
+    std::shared_ptr<void> buffer;
+  };
+  std::unordered_map<const void *, std::vector<PanelCopy>> panelCopies;
+  std::unordered_map<std::string, dnnl::eltwise_forward> eltwise;
+  uint64_t panelCalls = 0;
+  const float *panelCopy(const Tensor *t, bool transposed, int64_t k, int64_t n);
+  const PanelPlan &panelPlan(uint32_t k, const Plan &p, const std::string &key, const std::vector<Tensor *> &ins,
+                             const std::vector<Tensor *> &outs);
+  bool runPanels(uint32_t k, const Plan &p, const std::string &key, const std::vector<Tensor *> &ins,
+                 const std::vector<Tensor *> &outs, ThreadPool *pool);
+  void applyEltwise(dnnl::algorithm alg, Tensor *out);
+
   /// Once constant `t` has a packed copy, its original pages leave memory
   /// when they are the mapped file's (LibraryKernels.h, "Weights").
   void releaseOriginal(const Tensor *t) {
@@ -392,6 +418,7 @@ uint64_t LibraryKernels::packedBytes() const { return impl_->packedBytes + impl_
 double LibraryKernels::packSeconds() const { return impl_->packSeconds + impl_->conv->packSeconds(); }
 uint64_t LibraryKernels::releasedBytes() const { return impl_->releasedBytes + impl_->conv->releasedBytes(); }
 uint64_t LibraryKernels::splitCalls() const { return impl_->splitCalls; }
+uint64_t LibraryKernels::panelCalls() const { return impl_->panelCalls; }
 uint64_t LibraryKernels::convSplitCalls() const { return impl_->conv->splitCalls(); }
 
 const dnnl::memory &LibraryKernels::Impl::packedCopy(const Tensor *t, void *data, const dnnl::memory::desc &from,
@@ -414,6 +441,153 @@ const dnnl::memory &LibraryKernels::Impl::packedCopy(const Tensor *t, void *data
   packSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   forms.push_back(std::move(pk));
   return forms.back().mem;
+}
+
+const float *LibraryKernels::Impl::panelCopy(const Tensor *t, bool transposed, int64_t k, int64_t n) {
+  std::vector<PanelCopy> &forms = panelCopies[t->rawData()];
+  for (const PanelCopy &pc : forms)
+    if (pc.transposed == transposed && pc.k == k && pc.n == n) return static_cast<const float *>(pc.buffer.get());
+  auto t0 = std::chrono::steady_clock::now();
+  const size_t bytes = panel::packedFloats(k, n) * sizeof(float);
+  std::shared_ptr<void> buffer = hugeBuffer(bytes);
+  if (!buffer) throw std::bad_alloc();
+  panel::pack(t->data<float>(), k, n, transposed, static_cast<float *>(buffer.get()));
+  forms.push_back(PanelCopy{t->storage(), transposed, k, n, buffer});
+  ++packedCount;
+  packedBytes += bytes;
+  packSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  releaseOriginal(t);
+  return static_cast<const float *>(buffer.get());
+}
+
+/// Whether kernel `k` on these shapes is a few-row product the panel path
+/// takes (PanelProduct.h): a 2-D constant weight, 2 to panel::kMaxRows rows
+/// (every dimension of x but the last), x not transposed, and binary
+/// post-op operands that are a row of N or of the output's own shape. The
+/// members' shape checks are made once, as the oneDNN path makes them.
+const LibraryKernels::Impl::PanelPlan &LibraryKernels::Impl::panelPlan(uint32_t k, const Plan &p,
+                                                                        const std::string &key,
+                                                                        const std::vector<Tensor *> &ins,
+                                                                        const std::vector<Tensor *> &outs) {
+  auto it = panelPlans.find(key);
+  if (it != panelPlans.end()) return it->second;
+  PanelPlan pp;
+  const Tensor *lhs = ins[p.lhs], *rhs = ins[p.rhs], *out = outs[0];
+  const std::vector<int64_t> &ls = lhs->shape(), &rs = rhs->shape(), &os = out->shape();
+  std::vector<TensorSig> sigs;
+  const bool shapesOk = kernelValueSigs(exe->kernels[k], ins, outs, sigs);
+  if (shapesOk && panel::available() && !p.batch && !p.transA && rs.size() == 2 && ls.size() >= 2 &&
+      rhs->storage()->readOnly()) {
+    pp.k = p.transB ? rs[1] : rs[0];
+    pp.n = p.transB ? rs[0] : rs[1];
+    pp.m = ls.back() == pp.k ? lhs->numElements() / pp.k : 0;
+    std::vector<int64_t> want(ls.begin(), ls.end() - 1);
+    want.push_back(pp.n);
+    pp.usable = pp.m >= kRuleMinRows && pp.m <= panel::kMaxRows && os == want;
+    for (const PostOp &po : p.post) {
+      if (!pp.usable) break;
+      if (!po.binary) {
+        pp.rowOperand.push_back(false);
+        continue;
+      }
+      const Tensor *t = ins[po.operand];
+      const bool row = t->numElements() == pp.n && !t->shape().empty() && t->shape().size() <= os.size() &&
+                       t->shape().back() == pp.n;
+      pp.usable = row || t->shape() == os;
+      pp.rowOperand.push_back(row);
+    }
+  }
+  if (!pp.usable) pp = PanelPlan();
+  if (panelPlans.size() >= 4 * kCacheCapacity) panelPlans.clear(); // bounded under ever-new shapes
+  return panelPlans.emplace(key, std::move(pp)).first->second;
+}
+
+/// `alg` on every element of `out`, in place: oneDNN's eltwise primitive
+/// (vectorized; one per activation and size, kept).
+void LibraryKernels::Impl::applyEltwise(dnnl::algorithm alg, Tensor *out) {
+  const int64_t count = out->numElements();
+  const std::string key = std::to_string(static_cast<int>(alg)) + "|" + std::to_string(count);
+  dnnl::memory::desc md({count}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
+  auto it = eltwise.find(key);
+  if (it == eltwise.end()) {
+    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg, md, 0.0f, 0.0f);
+    it = eltwise.emplace(key, dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine))).first;
+  }
+  dnnl::memory mem(md, engine, out->rawData());
+  AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"
+  it->second.execute(stream, {{DNNL_ARG_SRC, mem}, {DNNL_ARG_DST, mem}});
+  stream.wait();
+}
+
+namespace {
+
+/// y = y op b over rows x columns [c0, c1) of the m x n output; b is a row
+/// of n (broadcast over the rows) or m x n.
+void applyBinary(dnnl::algorithm alg, float *y, const float *b, bool row, int64_t m, int64_t n, int64_t c0,
+                 int64_t c1) {
+  auto each = [&](auto op) {
+    for (int64_t i = 0; i < m; ++i) {
+      float *yr = y + i * n;
+      const float *br = row ? b : b + i * n;
+      for (int64_t c = c0; c < c1; ++c) yr[c] = op(yr[c], br[c]);
+    }
+  };
+  switch (alg) {
+  case dnnl::algorithm::binary_add: each([](float a, float v) { return a + v; }); break;
+  case dnnl::algorithm::binary_mul: each([](float a, float v) { return a * v; }); break;
+  case dnnl::algorithm::binary_sub: each([](float a, float v) { return a - v; }); break;
+  case dnnl::algorithm::binary_div: each([](float a, float v) { return a / v; }); break;
+  case dnnl::algorithm::binary_max: each([](float a, float v) { return std::max(a, v); }); break;
+  case dnnl::algorithm::binary_min: each([](float a, float v) { return std::min(a, v); }); break;
+  default: break; // matchPostOpChain forms no other binary post-op
+  }
+}
+
+} // namespace
+
+/// Runs kernel `k` through the panel path when panelPlan takes it: the
+/// product over the pool's threads (whole panels each), each thread then
+/// applying the binary post-ops before the first activation to its
+/// columns; the rest of the chain over the whole output. False (nothing
+/// done) when the path does not take these shapes, or a binary operand
+/// overlaps the output (the product would overwrite it before it is read).
+bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::string &key,
+                                     const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
+                                     ThreadPool *pool) {
+  const PanelPlan &pp = panelPlan(k, p, key, ins, outs);
+  if (!pp.usable) return false;
+  Tensor *out = outs[0];
+  const uint8_t *o0 = out->rawData(), *o1 = o0 + out->numBytes();
+  for (const PostOp &po : p.post) {
+    if (!po.binary) continue;
+    const uint8_t *b0 = ins[po.operand]->rawData(), *b1 = b0 + ins[po.operand]->numBytes();
+    if (b0 < o1 && o0 < b1) return false;
+  }
+  const float *w = panelCopy(ins[p.rhs], p.transB, pp.k, pp.n);
+  const float *x = ins[p.lhs]->data<float>();
+  float *y = out->data<float>();
+  size_t firstUnary = 0;
+  while (firstUnary < p.post.size() && p.post[firstUnary].binary) ++firstUnary;
+  const int64_t np = panel::panels(pp.n);
+  auto part = [&](int64_t p0, int64_t p1) {
+    panel::multiply(x, pp.m, pp.k, pp.n, w, y, p0, p1);
+    const int64_t c0 = p0 * panel::kWidth, c1 = std::min(pp.n, p1 * panel::kWidth);
+    for (size_t i = 0; i < firstUnary; ++i)
+      applyBinary(p.post[i].alg, y, ins[p.post[i].operand]->data<float>(), pp.rowOperand[i], pp.m, pp.n, c0, c1);
+  };
+  const int64_t threads = pool ? std::min<int64_t>(pool->size(), np) : 1;
+  if (threads > 1)
+    pool->runEach(threads, [&](int64_t t) { part(np * t / threads, np * (t + 1) / threads); });
+  else
+    part(0, np);
+  for (size_t i = firstUnary; i < p.post.size(); ++i) {
+    if (p.post[i].binary)
+      applyBinary(p.post[i].alg, y, ins[p.post[i].operand]->data<float>(), pp.rowOperand[i], pp.m, pp.n, 0, pp.n);
+    else
+      applyEltwise(p.post[i].alg, out);
+  }
+  ++panelCalls;
+  return true;
 }
 
 /// Runs the slices of `e` on the pool's threads, each on its own stream and
@@ -526,6 +700,17 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
     for (int64_t d : t->shape()) key += std::to_string(d) + ',';
   }
   if (ins[p.rhs]->storage()->readOnly()) key += "|const";
+  try {
+    if (impl_->runPanels(k, p, key, ins, outs, pool)) {
+      *declined = false;
+      return Status::success();
+    }
+  } catch (const dnnl::error &err) {
+    if (err.status == dnnl_out_of_memory) throw std::bad_alloc(); // the VM's out-of-memory error
+    *declined = false;
+    if (failedMember) *failedMember = 0;
+    return Status::error(std::string("oneDNN eltwise failed: ") + err.what());
+  }
   auto it = impl_->cache.find(key);
   if (it == impl_->cache.end()) {
     // Check the shapes with the shape functions before building anything.

@@ -20,6 +20,15 @@
 // a kernel of one `attention` to LibraryAttention.h (the runtime's own
 // AVX-512 kernel: oneDNN 2.6 has no attention primitive).
 //
+// Few rows: a plain matmul of 2 to panel::kMaxRows (32) rows by a constant
+// 2-D weight, whose binary post-op operands are a row or of the output's
+// shape, runs as the runtime's own few-row product (PanelProduct.h, on
+// AVX-512 CPUs): the weight copied once into panels of 64 columns, each a
+// sequential stream; binary post-ops applied by its threads, activations
+// by oneDNN's eltwise primitive. With weights arriving from memory it is
+// 1.2-2x faster than oneDNN's kernel for these shapes (docs/perf.md,
+// "Few-row products: weights streamed in panels"); level from 48 rows up.
+//
 // Shapes: one primitive per distinct set of input shapes, created at its
 // first call and kept in a cache of bounded size (least recently used out).
 // A primitive with run-time dimensions (DNNL_RUNTIME_DIM_VAL) would be
@@ -167,6 +176,8 @@ public:
 
   /// Calls that ran split over the pool's threads ("Threads").
   uint64_t splitCalls() const;
+  /// Calls run as few-row products over weight panels (PanelProduct.h).
+  uint64_t panelCalls() const;
   /// Conv calls split by images over the pool's threads (LibraryConv.h, "Threads").
   uint64_t convSplitCalls() const;
 

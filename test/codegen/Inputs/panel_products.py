@@ -1,0 +1,81 @@
+"""Writes the program and data of test/codegen/library-panels.test.
+
+Usage: panel_products.py DIR -> DIR/panels.nir and, per function F and row
+count M, DIR/F.M.x.npy (and F.M.r.npy, a residual) with numpy's result in
+float64 as DIR/F.M.y.npy. K = 37 (no multiple of anything) and N = 130
+(two full panels of 64 columns and one of 2).
+"""
+import math
+import sys
+
+import numpy as np
+
+out = sys.argv[1]
+K, N = 37, 130
+ROWS = [2, 7, 8, 9, 16, 17, 31, 32, 33]
+rng = np.random.default_rng(5)
+w = (rng.standard_normal((N, K)) * 0.25).astype(np.float32)   # N x K: read as W^T
+wkn = (rng.standard_normal((K, N)) * 0.25).astype(np.float32)  # K x N: read as it is
+b = (rng.standard_normal(N) * 0.25).astype(np.float32)
+
+
+def lit(a):
+    if a.ndim == 1:
+        return "[" + ", ".join(repr(float(v)) for v in a) + "]"
+    return "[" + ", ".join(lit(r) for r in a) + "]"
+
+
+with open(f"{out}/panels.nir", "w") as f:
+    f.write(f"""func @dense(%x: tensor<?x{K}xf32>) -> tensor<?x{N}xf32> {{
+  %w = constant {lit(w)} : tensor<{N}x{K}xf32>
+  %b = constant {lit(b)} : tensor<{N}xf32>
+  %m = matmul %x, %w, transpose_b=true
+  %a = add %m, %b
+  ret %a
+}}
+
+func @kn(%x: tensor<?x{K}xf32>) -> tensor<?x{N}xf32> {{
+  %w = constant {lit(wkn)} : tensor<{K}x{N}xf32>
+  %m = matmul %x, %w
+  %a = relu %m
+  ret %a
+}}
+
+func @chain(%x: tensor<?x{K}xf32>, %r: tensor<?x{N}xf32>) -> tensor<?x{N}xf32> {{
+  %w = constant {lit(w)} : tensor<{N}x{K}xf32>
+  %b = constant {lit(b)} : tensor<{N}xf32>
+  %m = matmul %x, %w, transpose_b=true
+  %a = add %m, %b
+  %g = gelu %a
+  %s = add %g, %r
+  ret %s
+}}
+
+func @subrow(%x: tensor<?x{K}xf32>) -> tensor<?x{N}xf32> {{
+  %w = constant {lit(w)} : tensor<{N}x{K}xf32>
+  %b = constant {lit(b.reshape(1, N))} : tensor<1x{N}xf32>
+  %m = matmul %x, %w, transpose_b=true
+  %d = sub %m, %b
+  %a = relu %d
+  ret %a
+}}
+
+""")
+
+erf = np.vectorize(math.erf)
+W, WKN, B = w.astype(np.float64), wkn.astype(np.float64), b.astype(np.float64)
+for m in ROWS:
+    x = rng.standard_normal((m, K)).astype(np.float32)
+    r = rng.standard_normal((m, N)).astype(np.float32)
+    X = x.astype(np.float64)
+    dense = X @ W.T + B
+    results = {
+        "dense": dense,
+        "kn": np.maximum(X @ WKN, 0),
+        "chain": 0.5 * dense * (1 + erf(dense / math.sqrt(2))) + r,
+        "subrow": np.maximum(X @ W.T - B, 0),
+    }
+    for name, y in results.items():
+        np.save(f"{out}/{name}.{m}.x.npy", x)
+        np.save(f"{out}/{name}.{m}.y.npy", y.astype(np.float32))
+    np.save(f"{out}/chain.{m}.r.npy", r)

@@ -1,0 +1,31 @@
+"""Runs test/codegen/library-panels.test's cases: every function of
+panels.nir (panel_products.py) at every row count, on 1 and 2 threads,
+with --kernels=library, against numpy's result (1e-5), and prints one
+line per case: whether nimble-run accepted the result and how many calls
+the panel path ran (--profile's "Library panels" line; 0 without it).
+
+    run_panels.py DIR [ENV=VALUE ...]
+"""
+import os
+import re
+import subprocess
+import sys
+
+d = sys.argv[1]
+env = dict(os.environ)
+for kv in sys.argv[2:]:
+    k, v = kv.split("=", 1)
+    env[k] = v
+for f in ("dense", "kn", "subrow", "chain"):
+    for m in (2, 7, 8, 9, 16, 17, 31, 32, 33):
+        for t in (1, 2):
+            args = ["nimble-run", f"{d}/p.nbc", f"--function={f}", "--kernels=library", f"--threads={t}",
+                    f"--input=@{d}/{f}.{m}.x.npy", f"--expected-output=@{d}/{f}.{m}.y.npy", "--tolerance=1e-5",
+                    "--benchmark=2", "--profile"]
+            if f == "chain":
+                args.insert(6, f"--input=@{d}/chain.{m}.r.npy")
+            p = subprocess.run(args, env=env, capture_output=True, text=True)
+            calls = re.search(r"Library panels: (\d+) calls", p.stderr + p.stdout)
+            print(f"{f} rows={m} threads={t}: exit {p.returncode}, panel calls {calls.group(1) if calls else 0}")
+            if p.returncode:
+                print(p.stderr[-2000:])

@@ -1,0 +1,68 @@
+//===- PanelProduct.h - Few-row products over streamed weight panels -*- C++ -*-===//
+//
+// Private to vm/dispatch/ (LibraryKernels.cpp). A matmul of 2 to kMaxRows
+// rows by a constant 2-D weight (an LSTM's input projections over a short
+// sequence, BERT-base's linear layers at 16 tokens) reads every weight byte
+// for a handful of FLOPs: it runs at the rate its weights arrive, usually
+// from DRAM (a model's weights do not stay in a shared L3 between calls).
+// oneDNN's kernel for these shapes reads its packed weights at about half
+// the rate a plain sequential stream gets from memory (measured on the
+// EPYC of docs/perf.md, "Few-row products: weights streamed in panels",
+// one thread, weights evicted before each call: 8 x 512 by 512 x 2048 in
+// 0.38-0.42 ms against 0.19-0.21 ms here; BERT's 16 x 768 by 768 x 3072
+// 0.93-0.99 against 0.77-0.78 ms). Hot, the two are level (0.15-0.17 ms).
+//
+// The layout: the weight, read as K x N, is copied once into panels of
+// kWidth (64) columns; panel p holds rows k = 0..K-1 of columns
+// [64p, 64p + 64), each row's 64 floats contiguous, the last panel padded
+// with zeros. One panel is one sequential stream of K x 256 bytes, which
+// the hardware prefetchers follow without help (software prefetches at
+// 1-16 KiB ahead measured slower). A tile is 8 rows x 64 columns: 32
+// AVX-512 accumulators; per k, four loads of the panel's row and eight
+// broadcasts of x, 32 FMAs. Rows past 8 take a second pass over the panel,
+// which then comes from L2 (K x 256 bytes: 768 KiB at K = 3072).
+//
+// Each output element is one sum over k in increasing order: the results
+// depend neither on the thread count (threads take whole panels) nor on
+// which rows share a tile.
+//
+// AVX-512F only (target attribute; the runtime is built for baseline
+// x86-64): available() is false elsewhere, and the caller keeps oneDNN.
+//
+//===----------------------------------------------------------------------===//
+#ifndef NIMBLE_VM_DISPATCH_PANELPRODUCT_H
+#define NIMBLE_VM_DISPATCH_PANELPRODUCT_H
+
+#include <cstddef>
+#include <cstdint>
+
+namespace nimble::vm::panel {
+
+constexpr int64_t kWidth = 64;   // columns a panel: four zmm registers
+constexpr int64_t kMaxRows = 32; // rows (M) the path takes
+
+/// Whether this CPU runs the kernel (AVX-512F), and NIMBLE_PANEL_PRODUCT is
+/// not 0 (the switch for side-by-side measurements against oneDNN).
+bool available();
+
+/// Panels a K x N weight takes.
+inline int64_t panels(int64_t n) { return (n + kWidth - 1) / kWidth; }
+/// Floats of the packed copy of a K x N weight.
+inline size_t packedFloats(int64_t k, int64_t n) {
+  return static_cast<size_t>(panels(n)) * static_cast<size_t>(k) * kWidth;
+}
+
+/// Copies `w` into panels at `to` (packedFloats(k, n) floats). `w` is
+/// N x K row-major when `transposed` (a linear layer's W, used as W^T),
+/// else K x N row-major.
+void pack(const float *w, int64_t k, int64_t n, bool transposed, float *to);
+
+/// y[i][j] = sum over k of x[i][k] * W[k][j], for rows i < m (m <= kMaxRows)
+/// and the columns of panels [p0, p1). x is m x K row-major, y m x N
+/// row-major. available() must be true.
+void multiply(const float *x, int64_t m, int64_t k, int64_t n, const float *panels, float *y, int64_t p0,
+              int64_t p1);
+
+} // namespace nimble::vm::panel
+
+#endif // NIMBLE_VM_DISPATCH_PANELPRODUCT_H
