@@ -28,6 +28,9 @@
 // by oneDNN's eltwise primitive. With weights arriving from memory it is
 // 1.2-2x faster than oneDNN's kernel for these shapes (docs/perf.md,
 // "Few-row products: weights streamed in panels"); level from 48 rows up.
+// A weight called with both few and many rows (BERT-base over sequences
+// of 16 and of 128 tokens in one process) holds both packed copies, the
+// panels and oneDNN's layout: up to twice its bytes resident.
 //
 // Shapes: one primitive per distinct set of input shapes, created at its
 // first call and kept in a cache of bounded size (least recently used out).
