@@ -19,12 +19,16 @@
 // the hardware prefetchers follow without help (software prefetches at
 // 1-16 KiB ahead measured slower). A tile is 8 rows x 64 columns: 32
 // AVX-512 accumulators; per k, four loads of the panel's row and eight
-// broadcasts of x, 32 FMAs. Rows past 8 take a second pass over the panel,
-// which then comes from L2 (K x 256 bytes: 768 KiB at K = 3072).
+// broadcasts of x, 32 FMAs. Past 8 rows the k's go in blocks of 256, every
+// tile of rows over a block (64 KiB of the panel, in L2) before the next,
+// each tile continuing its sums from the partial ones stored in y. At 64
+// and 128 rows oneDNN is 5-8% faster (its kernel computes more per byte
+// loaded); hence kMaxRows = 32 (docs/perf.md).
 //
-// Each output element is one sum over k in increasing order: the results
-// depend neither on the thread count (threads take whole panels) nor on
-// which rows share a tile.
+// Each output element is one sum over k in increasing order (a partial sum
+// stored in y and loaded again is the same f32): the results depend
+// neither on the thread count (threads take whole panels) nor on which rows
+// share a tile (test/codegen/library-panels.test).
 //
 // AVX-512F only (target attribute; the runtime is built for baseline
 // x86-64): available() is false elsewhere, and the caller keeps oneDNN.

@@ -2,7 +2,7 @@
 
 Usage: panel_products.py DIR -> DIR/panels.nir and, per function F and row
 count M, DIR/F.M.x.npy (and F.M.r.npy, a residual) with numpy's result in
-float64 as DIR/F.M.y.npy. K = 37 (no multiple of anything) and N = 130
+float64 as DIR/F.M.y.npy. K = 300 (above 8 rows: a block of 256 k's and one of 44) and N = 130
 (two full panels of 64 columns and one of 2).
 """
 import math
@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 out = sys.argv[1]
-K, N = 37, 130
+K, N = 300, 130
 ROWS = [2, 7, 8, 9, 16, 17, 31, 32, 33]
 rng = np.random.default_rng(5)
 w = (rng.standard_normal((N, K)) * 0.25).astype(np.float32)   # N x K: read as W^T
