@@ -31,10 +31,13 @@ Prints, on this machine (CPU model and features in the header):
 7. Two threads on cold constant weights (docs/perf.md, "BERT-base at two
    threads: the column split"): BERT-base's FFN shapes as six 768x3072 /
    3072x768 pairs of constants (113 MB, more than any cache), bias added,
-   chained, on oneDNN (--kernels=library) at M = 16, 32, 64 and 128 rows:
-   ms a run at 1 and 2 threads and their ratio; with --baseline-run, that
-   nimble-run's 2-thread time too, alternating with this one (the same
-   .nbc), and baseline / this. Then cold / hot: the chain's time a pair
+   chained, on the library path (--kernels=library: oneDNN, or from 2 to 32
+   rows the runtime's panel kernel, vm/dispatch/PanelProduct.h) at M = 8,
+   16, 32, 64 and 128 rows: ms a run at 1 and 2 threads and their ratio;
+   with --baseline-run, that nimble-run's 1- and 2-thread times too,
+   alternating with this one (the same .nbc), and baseline / this (a
+   baseline of `NIMBLE_PANEL_PRODUCT=0 exec nimble-run "$@"` in a script
+   compares the panel kernel with oneDNN). Then cold / hot: the chain's time a pair
    against one pair alone (19 MB, hot in the L3 from call to call).
 
 --sections runs some of them (2 and 3 are one table; 4 needs 1's bandwidth,
@@ -362,28 +365,31 @@ def chain_section(args, work, rng):
     # One pair alone (19 MB) stays in the L3 from call to call: the same
     # products with hot weights, per pair, beside the cold chain's per pair.
     hot_nbc, _ = chain_nbc(args, work, rng, 1, "chain_hot")
-    print("\nTwo threads on cold constant weights: %d BERT-base FFN pairs (%.0f MB), oneDNN, ms a run (median):"
+    print("\nTwo threads on cold constant weights: %d BERT-base FFN pairs (%.0f MB), library path, ms a run (median):"
           % (pairs, mb))
-    cols = ["1t", "2t", "1t/2t"] + (["baseline 2t", "baseline/this"] if args.baseline_run else [])
+    cols = ["1t", "2t", "1t/2t"]
+    if args.baseline_run:
+        cols += ["baseline 1t", "baseline/this", "baseline 2t", "baseline/this"]
     cols += ["1t cold/hot", "2t cold/hot"]
     print("%6s" % "rows" + "".join("%14s" % c for c in cols))
-    ratio_cols = {2, 4} if args.baseline_run else {2}
-    for m in (16, 32, 64, 128):
+    ratio_cols = {2, 4, 6} if args.baseline_run else {2}
+    median = lambda v: sorted(v)[len(v) // 2]
+    for m in (8, 16, 32, 64, 128):
         x = os.path.join(work, "chain_x%d.npy" % m)
         np.save(x, (rng.standard_normal((m, 768)) * 0.1).astype(np.float32))
         run = lambda binary, t, exe=nbc: timings(binary, exe, [x], args.reps, ("--threads=%d" % t, "--kernels=library"))[0]
-        one = run(args.nimble_run, 1)
-        two = [run(args.nimble_run, 2)]
-        base = []
+        this = {t: [run(args.nimble_run, t)] for t in (1, 2)}
+        base = {1: [], 2: []}
         if args.baseline_run:
             for _ in range(2):   # alternating: base, this, base, this (medians of each)
-                base.append(run(args.baseline_run, 2))
-                two.append(run(args.nimble_run, 2))
-        two_ms = sorted(two)[len(two) // 2]
+                for t in (1, 2):
+                    base[t].append(run(args.baseline_run, t))
+                    this[t].append(run(args.nimble_run, t))
+        one, two_ms = median(this[1]), median(this[2])
         row = [one, two_ms, one / two_ms]
-        if base:
-            base_ms = sorted(base)[len(base) // 2]
-            row += [base_ms, base_ms / two_ms]
+        if args.baseline_run:
+            for t, ms in ((1, one), (2, two_ms)):
+                row += [median(base[t]), median(base[t]) / ms]
         hot = [run(args.nimble_run, t, hot_nbc) for t in (1, 2)]
         row += [one / pairs / hot[0], two_ms / pairs / hot[1]]
         ratio_cols |= {len(row) - 2, len(row) - 1}
