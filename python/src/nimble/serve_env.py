@@ -64,13 +64,24 @@ def free_ports(n, rng=None):
             s.close()
 
 
+# Both ingresses: Serve's controller gives a starting proxy (its proxy actor,
+# or the HAProxyManager actor that starts HAProxy) 5 s by default to report
+# ready, then kills it and starts another, while serve.start waits on the
+# first one and fails ("The actor died unexpectedly", HAProxyManager, "killed
+# by ray.kill", "never ran"). On a loaded machine an actor's start takes
+# longer (2 cores, two tests at once and other work: load.test and cli.test,
+# 2026-11-30). 60 s: serve.start's own wait for the proxies.
+_COMMON = {"RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60"}
+
+
 def ingress_env(ingress):
     """-> {variable: value} for `ingress` (one of INGRESSES)."""
     if ingress == "proxy":
-        return {}
+        return dict(_COMMON)
     if ingress == "haproxy":
         stats, metrics, fallback_http, fallback_grpc = free_ports(4)
         return {
+            **_COMMON,
             "RAY_SERVE_ENABLE_HA_PROXY": "1",
             "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
             # Direct ingress holds a stopping replica open this long (30 s by

@@ -5,11 +5,13 @@ fallback proxy binds with SO_REUSEPORT, so a shared port is not an error
 there: each instance's HAProxy then reaches the other's application.
 
 Also: every variable is one Ray reads (a constant of ray.serve._private.
-constants by the same name: a misspelt one would be ignored without a word),
+constants by the same name, or the name its get_env_* call reads: a
+misspelt one would be ignored without a word),
 HAProxy's per-request metrics are off and its threads at most the cores
 (the CPU a request costs, docs/serving.md "Measured"), and build_app turns
 the replicas' access log off unless asked."""
 
+import inspect
 import os
 
 from nimble import serve_env
@@ -33,8 +35,16 @@ direct = [(constants.RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT, constants.RAY_SERVE
           (constants.RAY_SERVE_DIRECT_INGRESS_MIN_GRPC_PORT, constants.RAY_SERVE_DIRECT_INGRESS_MAX_GRPC_PORT)]
 bad = [p for p in ports if int(p) >= ephemeral_low or any(lo <= int(p) <= hi for lo, hi in direct)]
 print("below the ephemeral range, clear of direct ingress: %s" % ("yes" if not bad else "NO: %s" % bad))
-print("proxy: %s" % serve_env.ingress_env("proxy"))
-unknown = [k for k in env if not hasattr(constants, k)]
+proxy = serve_env.ingress_env("proxy")
+print("proxy: %s" % proxy)
+# Both: a starting proxy is given serve.start's own 60 s to report ready
+# (Ray's 5 s made serve.start fail on a loaded machine).
+print("ready check: %s" % ("60 s" if env.get("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S") == "60" else "NOT SET"))
+# A variable Ray reads is a constant of that name or named in a
+# get_env_* call of ray.serve._private.constants (PROXY_READY_CHECK_TIMEOUT_S
+# reads RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S).
+source = inspect.getsource(constants)
+unknown = [k for k in list(env) + list(proxy) if not hasattr(constants, k) and '"%s"' % k not in source]
 print("names Ray reads: %s" % ("all" if not unknown else "NOT %s" % unknown))
 print("haproxy metrics: %s" % ("off" if env["RAY_SERVE_HAPROXY_METRICS_ENABLED"] == "0" else "ON"))
 print("haproxy threads: %s" % ("at most the cores" if 1 <= int(env["RAY_SERVE_HAPROXY_NBTHREAD"]) <= os.cpu_count()
