@@ -201,7 +201,6 @@ struct Entry {
   // A fused pair (LibraryConv.h, "Pairs"): the depthwise conv's weights
   // (its tensor's layout and the primitive's) and bias; srcBlk and dstBlk
   // point into buffers from the pool at each call.
-  bool pair = false;
   dnnl::memory::desc dwWeights, dwPacked, dwBias;
   dnnl::memory dwBiasMem;
 };
@@ -605,7 +604,6 @@ struct ConvKernels::Impl {
     e.packWeights = true;
     e.packedDesc = pd.weights_desc();
     e.blocked = true;
-    e.pair = true;
     e.srcIn = dnnl::reorder(dnnl::reorder::primitive_desc(engine, e.src, engine, pd.src_desc()));
     e.dstOut = dnnl::reorder(dnnl::reorder::primitive_desc(engine, pd.dst_desc(), engine, e.dst));
     e.srcBlk = dnnl::memory(pd.src_desc(), engine, DNNL_MEMORY_NONE);
@@ -936,6 +934,8 @@ Status ConvKernels::Impl::runPair(uint32_t k, const Plan &p, const std::vector<T
     auto put = [&key](int64_t v) { key.append(reinterpret_cast<const char *>(&v), sizeof v); };
     put(k);
     put(3);
+    put(ins[a.w]->storage()->readOnly());
+    put(ins[b.w]->storage()->readOnly());
     for (const Tensor *t : ins) {
       put(-1 - static_cast<int64_t>(t->rank()));
       for (int64_t d : t->shape()) put(d);
