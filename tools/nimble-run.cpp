@@ -162,7 +162,9 @@ hand-vectorized reference kernels; NIMBLE_CONV_DW_IMPL=<jit_dw|first> picks
 oneDNN's depthwise convolution kernel (default: jit_dw on AMD CPUs);
 NIMBLE_CONV_SERIAL_MACS=<n> runs oneDNN convolutions of fewer than n
 multiply-adds on one thread; NIMBLE_CONV_BATCH_SPLIT=0 keeps a convolution's
-batch from being split by images over the threads; NIMBLE_PANEL_PRODUCT=0
+batch from being split by images over the threads; NIMBLE_CONV_PAIR=<0|1>
+never or always runs a 1x1 conv and the depthwise conv reading it as one
+fused primitive (default: stride 2, large intermediates); NIMBLE_PANEL_PRODUCT=0
 keeps matmuls of 2 to 32 rows by a constant weight on oneDNN instead of the
 runtime's panel kernel (docs/nimble-run.md, "Environment").
 

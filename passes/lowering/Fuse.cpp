@@ -54,6 +54,15 @@
 // P's results used outside (the LSTM cell's c', carried to the next
 // iteration and read by h' = o * tanh(c'), comes from the same kernel as
 // h'); see mergeMultiOutput.
+// Conv pairs (issue 47; mergeConvPairs): then a group of a 1 x 1 conv
+// (channels-last, stride 1, no padding, not grouped) and its element-wise
+// epilogue, whose result only a depthwise 3 x 3 conv reads, as its input
+// (channels-last, padding 1, stride 1 or 2 on both axes, one channel per
+// group), merges into that conv's group when that group is the conv and
+// its element-wise epilogue too: MobileNetV2's expand and depthwise convs
+// with their ReLU6s. The runtime runs such a kernel as one oneDNN
+// primitive with a fused depthwise post-op where that pays, as the two
+// convs one after the other elsewhere (vm/dispatch/LibraryConv.h, "Pairs").
 // Because every use of a member outside its group comes after the group's
 // output op, the group is convex in the block's dataflow (no path leaves
 // the group and re-enters it: an op after the output op feeds no member):
@@ -404,6 +413,7 @@ private:
   std::vector<Group> formGroups(Block &b, const Deny &deny) const;
   void mergeMultiOutput(std::vector<Group> &groups, OpIndex &groupOf,
                         const OpIndex &pos, const Block &b, const Deny &deny) const;
+  void mergeConvPairs(std::vector<Group> &groups, const OpIndex &groupOf, const OpIndex &pos) const;
   void outline(Module &m, Group &g);
 
   size_t maxGroupSize_ = 32;
@@ -540,6 +550,7 @@ std::vector<Group> FusePass::formGroups(Block &b, const Deny &deny) const {
     }
   }
   mergeMultiOutput(groups, groupOf, pos, b, deny);
+  mergeConvPairs(groups, groupOf, pos);
   // Groups in block order of their output op (the first member found).
   std::reverse(groups.begin(), groups.end());
   groups.erase(std::remove_if(groups.begin(), groups.end(), [](const Group &g) { return g.members.empty(); }),
@@ -621,6 +632,81 @@ void FusePass::mergeMultiOutput(std::vector<Group> &groups,
     P.members.clear();
     C.pattern = worst(C.pattern, P.pattern);
     std::sort(C.members.begin(), C.members.end(),
+              [&](const Operation *x, const Operation *y) { return *pos.find(x) > *pos.find(y); });
+  }
+}
+
+/// Whether `a` lists `n` values all equal to `v` (or is empty: the
+/// attribute's default, every one `dflt`).
+bool allOf(const std::vector<int64_t> &a, size_t n, int64_t v, int64_t dflt) {
+  if (a.empty()) return v == dflt;
+  if (a.size() != n) return false;
+  for (int64_t x : a)
+    if (x != v) return false;
+  return true;
+}
+
+/// A 2-D channels-last conv by a static 1 x 1 weight, stride 1, no padding,
+/// not grouped (MobileNetV2's expand).
+bool isPointwiseConv(const Operation &op) {
+  if (!op.is(OpCode::Conv) || !op.boolAttr("channels_last") || op.intAttr("groups") != 1) return false;
+  Type w = op.operand(1)->type();
+  if (!w.isTensor() || w.rank() != 4 || w.dims()[2] != 1 || w.dims()[3] != 1) return false;
+  return allOf(op.attr("strides").getInts(), 2, 1, 1) && allOf(op.attr("pads").getInts(), 4, 0, 0) &&
+         allOf(op.attr("dilations").getInts(), 2, 1, 1);
+}
+
+/// A 2-D channels-last depthwise conv by a static M x 1 x 3 x 3 weight with
+/// M groups, padding 1, stride 1 or 2 on both axes (MobileNetV2's).
+bool isDepthwise3x3(const Operation &op) {
+  if (!op.is(OpCode::Conv) || !op.boolAttr("channels_last")) return false;
+  Type w = op.operand(1)->type();
+  if (!w.isTensor() || w.rank() != 4) return false;
+  const std::vector<int64_t> &wd = w.dims();
+  if (wd[0] == kDynamic || wd[0] != op.intAttr("groups") || wd[1] != 1 || wd[2] != 3 || wd[3] != 3) return false;
+  const std::vector<int64_t> &st = op.attr("strides").getInts();
+  const bool strided = !st.empty() && st[0] == 2;
+  return allOf(st, 2, strided ? 2 : 1, 1) && allOf(op.attr("pads").getInts(), 4, 1, 0) &&
+         allOf(op.attr("dilations").getInts(), 2, 1, 1);
+}
+
+/// The conv of a group that is one conv (by `is`) and element-wise or
+/// broadcast ops, the conv first in block order; null otherwise.
+const Operation *pairConv(const Group &g, bool (*is)(const Operation &)) {
+  if (g.members.empty() || !is(*g.members.back())) return nullptr;
+  for (size_t i = 0; i + 1 < g.members.size(); ++i) {
+    FusionPattern p = g.members[i]->info().fusion;
+    if (p != FusionPattern::ElemWise && p != FusionPattern::Broadcast) return nullptr;
+  }
+  return g.members.back();
+}
+
+// Conv pairs (the header): a group A, a 1 x 1 conv and its epilogue, merges
+// into the group B of the depthwise conv that alone reads A's output, when
+// A's other members are read inside A only. A's members all come before
+// B's conv, which reads them: the merged group stays convex.
+void FusePass::mergeConvPairs(std::vector<Group> &groups, const OpIndex &groupOf, const OpIndex &pos) const {
+  for (Group &A : groups) {
+    if (!pairConv(A, isPointwiseConv)) continue;
+    const Operation *root = A.members.front();
+    if (root->numResults() != 1 || !root->result(0)->hasOneUse()) continue;
+    const OpOperand &use = *root->result(0)->uses().begin();
+    const size_t *bi = groupOf.find(use.owner());
+    if (!bi || use.index() != 0) continue;
+    Group &B = groups[*bi];
+    if (&B == &A || pairConv(B, isDepthwise3x3) != use.owner()) continue;
+    if (A.members.size() + B.members.size() > maxGroupSize_) continue;
+    bool inside = true;
+    for (size_t i = 1; i < A.members.size(); ++i)
+      for (const Value *r : A.members[i]->resultValues())
+        for (const OpOperand &u : r->uses()) {
+          const size_t *g = groupOf.find(u.owner());
+          inside &= g && &groups[*g] == &A;
+        }
+    if (!inside) continue;
+    B.members.insert(B.members.end(), A.members.begin(), A.members.end());
+    A.members.clear();
+    std::sort(B.members.begin(), B.members.end(),
               [&](const Operation *x, const Operation *y) { return *pos.find(x) > *pos.find(y); });
   }
 }

@@ -389,6 +389,9 @@ std::string profileText(const VirtualMachine &vm, int runs, const LibraryKernels
   if (library && library->convSplitCalls())
     appendf(out, "Library threads (oneDNN): %llu conv calls (all runs) split by images, a run of images per thread\n",
                  static_cast<unsigned long long>(library->convSplitCalls()));
+  if (library && library->convPairsFused())
+    appendf(out, "Library conv pairs (oneDNN): %llu calls (all runs) as one primitive with a fused depthwise conv\n",
+                 static_cast<unsigned long long>(library->convPairsFused()));
   // Counts per run; peaks over all runs.
   const Allocator &a = defaultAllocator(Device::CPU);
   AllocStats s = a.stats();

@@ -50,6 +50,12 @@ struct Plan {
   bool transpose = false;
   std::vector<int64_t> outPad;
   std::vector<PostOp> post;
+  // A conv pair (LibraryConv.h, "Pairs"): parts[0] the 1 x 1 conv and its
+  // chain, parts[1] the conv reading its result, whose x is input
+  // numInputs (the intermediate, appended to the kernel's inputs);
+  // `second` is the member index of that conv.
+  std::vector<Plan> parts;
+  size_t second = 0;
 };
 
 Plan analyze(const KernelDesc &k) {
@@ -72,6 +78,59 @@ Plan analyze(const KernelDesc &k) {
   p.groups = mm.attrs[p.transpose ? 4 : 3].getInt();
   if (!p.transpose) p.last = mm.attrs[4].getBool();
   if (!library::matchPostOpChain(k, p.post)) return p;
+  p.ok = true;
+  return p;
+}
+
+/// A conv pair (LibraryConv.h, "Pairs"): members [conv, chain.., conv,
+/// chain..], the first conv 1 x 1, not grouped, stride 1, no padding, the
+/// second reading the first chain's result as its x and nothing else of
+/// the first part. Each part is analyzed as a kernel of its own: the second
+/// with the intermediate as an extra input (value numInputs) and its
+/// members' values renumbered.
+Plan analyzePair(const KernelDesc &k) {
+  Plan p;
+  if (k.members.size() < 2 || k.outputs.size() != 1 || k.upperBound) return p;
+  size_t j = 0;
+  for (size_t i = 1; i < k.members.size(); ++i)
+    if (k.members[i].op == OpCode::Conv || k.members[i].op == OpCode::ConvTranspose) {
+      if (j) return p;
+      j = i;
+    }
+  if (!j) return p;
+  for (const KernelDesc::Member &m : k.members)
+    if (m.numResults != 1) return p;
+  const uint32_t n = k.numInputs, mid = n + static_cast<uint32_t>(j) - 1;
+  KernelDesc a = k;
+  a.members.resize(j);
+  a.outputs = {mid};
+  KernelDesc b = k;
+  b.numInputs = n + 1;
+  b.inputDTypes.resize(n);
+  b.inputDTypes.push_back(DType::F32);
+  b.members.assign(k.members.begin() + static_cast<std::ptrdiff_t>(j), k.members.end());
+  bool ok = true;
+  auto renumber = [&](uint32_t v) -> uint32_t {
+    if (v < n) return v;
+    if (v == mid) return n;
+    if (v > mid) return v - static_cast<uint32_t>(j) + 1;
+    ok = false; // a value of the first part other than its result
+    return 0;
+  };
+  for (KernelDesc::Member &m : b.members)
+    for (uint32_t &v : m.operands) v = renumber(v);
+  b.outputs = {renumber(k.outputs[0])};
+  if (!ok || b.members[0].operands.empty() || b.members[0].operands[0] != n) return p;
+  Plan pa = analyze(a), pb = analyze(b);
+  if (!pa.ok || !pb.ok || pa.transpose || pb.transpose || !pa.last || !pb.last || pa.groups != 1) return p;
+  for (int64_t v : pa.strides)
+    if (v != 1) return p;
+  for (int64_t v : pa.pads)
+    if (v != 0) return p;
+  for (int64_t v : pa.dilations)
+    if (v != 1) return p;
+  p.parts = {std::move(pa), std::move(pb)};
+  p.second = j;
   p.ok = true;
   return p;
 }
@@ -139,6 +198,11 @@ struct Entry {
   std::vector<std::vector<uint8_t>> scratch;
   std::vector<dnnl::memory> sliceSrc, sliceDst;
   std::vector<std::unordered_map<int, dnnl::memory>> sliceArgs;
+  // A fused pair (LibraryConv.h, "Pairs"): the depthwise conv's weights
+  // (its tensor's layout and the primitive's) and bias; srcBlk and dstBlk
+  // point into buffers from the pool at each call.
+  dnnl::memory::desc dwWeights, dwPacked, dwBias;
+  dnnl::memory dwBiasMem;
 };
 
 /// A bound entry's weights, bias and binary post-op operands given this
@@ -246,6 +310,38 @@ int64_t batchSlices(const Plan &p, const Tensor *x, int64_t threads) {
   return n >= threads && n % threads == 0 ? threads : 1;
 }
 
+/// LibraryConv.h, "Pairs": whether a pair whose intermediate has shape
+/// `mid` (N x H x W x M) runs as one fused primitive: a stride-2 depthwise
+/// conv over an intermediate of kPairFuseBytes or more. NIMBLE_CONV_PAIR=0
+/// (read once) never fuses, =1 always (where oneDNN has the fusion).
+bool fusePair(const Plan &second, const std::vector<int64_t> &mid) {
+  static const int mode = [] {
+    const char *e = std::getenv("NIMBLE_CONV_PAIR");
+    return !e ? -1 : std::string(e) == "0" ? 0 : std::string(e) == "1" ? 1 : -1;
+  }();
+  if (mode >= 0) return mode == 1;
+  const int64_t stride = second.strides.empty() ? 1 : second.strides[0];
+  double bytes = sizeof(float);
+  for (int64_t d : mid) bytes *= static_cast<double>(d);
+  return stride == 2 && bytes >= ConvKernels::kPairFuseBytes;
+}
+
+/// The post-ops of a pair's part: clips and unary ops only (a binary
+/// post-op reads an operand oneDNN's fused depthwise post-op does not take);
+/// throws dnnl::error otherwise.
+void appendPairChain(const Plan &p, const std::vector<Tensor *> &ins, dnnl::post_ops &ops) {
+  for (size_t i = 0; i < p.post.size(); ++i) {
+    float lo, hi;
+    if (clipAt(p, ins, i, lo, hi)) {
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, lo, hi);
+      ++i;
+      continue;
+    }
+    if (p.post[i].binary) throw dnnl::error(dnnl_unimplemented, "pair: a binary post-op");
+    ops.append_eltwise(1.0f, p.post[i].alg, 0.0f, 0.0f);
+  }
+}
+
 } // namespace
 
 struct ConvKernels::Impl {
@@ -256,7 +352,7 @@ struct ConvKernels::Impl {
   std::string key;        // run()'s, kept for its capacity
   std::unordered_map<const void *, std::vector<Packed>> packed;
   std::vector<dnnl::stream> sliceStreams; // one per slice of a split call
-  uint64_t created = 0, packedCount = 0, packedBytes = 0, releasedBytes = 0, splitCalls = 0;
+  uint64_t created = 0, packedCount = 0, packedBytes = 0, releasedBytes = 0, splitCalls = 0, pairsFused = 0;
   double creationSeconds = 0, packSeconds = 0;
 
   const dnnl::memory &packedCopy(const Tensor *t, const dnnl::memory::desc &from, const dnnl::memory::desc &desc,
@@ -452,6 +548,78 @@ struct ConvKernels::Impl {
     e.usable = true;
     return e;
   }
+
+  /// A pair as one primitive (LibraryConv.h, "Pairs"): the 1 x 1 conv with
+  /// its chain, oneDNN's depthwise post-op and the second chain, over the
+  /// layouts oneDNN picks (blocked), x reordered in and y out; throws
+  /// dnnl::error when oneDNN has no such primitive other than its reference
+  /// one, or only over channels-last layouts (there oneDNN 2.6's fused
+  /// kernels compute wrong values: docs/perf.md).
+  Entry buildPair(const Plan &p, const std::vector<Tensor *> &ins, const Tensor *out, const dnnl::engine &engine) {
+    const Plan &a = p.parts[0], &b = p.parts[1];
+    const Tensor *x = ins[a.x], *w1 = ins[a.w], *w2 = ins[b.w];
+    if (x->rank() != 4 || w1->rank() != 4 || w2->rank() != 4 || out->rank() != 4)
+      throw dnnl::error(dnnl_unimplemented, "pair: 2-D only");
+    if (a.bias < 0 || b.bias < 0 || !w1->storage()->readOnly() || !w2->storage()->readOnly())
+      throw dnnl::error(dnnl_unimplemented, "pair: constant weights and biases");
+    const int64_t m = w1->dim(0), stride = b.strides.empty() ? 1 : b.strides[0];
+    const Dims wd2(w2->shape().begin(), w2->shape().end());
+    if (b.groups != m || wd2 != Dims{m, 1, 3, 3} || (stride != 1 && stride != 2))
+      throw dnnl::error(dnnl_unimplemented, "pair: not a depthwise 3 x 3");
+    for (size_t i = 0; i < 2; ++i)
+      if ((!b.strides.empty() && b.strides[i] != stride) || (!b.dilations.empty() && b.dilations[i] != 1))
+        throw dnnl::error(dnnl_unimplemented, "pair: strides or dilations");
+    if (b.pads.size() != 4 || b.pads != std::vector<int64_t>{1, 1, 1, 1})
+      throw dnnl::error(dnnl_unimplemented, "pair: padding other than 1");
+    Entry e;
+    const Dims xd(x->shape().begin(), x->shape().end()), od(out->shape().begin(), out->shape().end());
+    const Dims midD = {xd[0], xd[1], xd[2], m};
+    e.outShape = out->shape();
+    e.src = user(xd, true);
+    e.dst = user(od, true);
+    const dnnl::memory::desc midUser = user(midD, true);
+    e.weights = plain({m, xd[3], 1, 1});
+    e.bias = plain({m});
+    e.dwWeights = plain({m, 1, 1, 3, 3});
+    dnnl::post_ops ops;
+    appendPairChain(a, ins, ops);
+    const auto f32 = dnnl::memory::data_type::f32;
+    ops.append_dw(f32, f32, f32, 3, stride, 1, 0, {});
+    appendPairChain(b, ins, ops);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    auto any = [](const dnnl::memory::desc &d) {
+      return dnnl::memory::desc(d.dims(), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+    };
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                      any(e.src), any(e.weights), e.bias, any(midUser), {1, 1}, {0, 0}, {0, 0},
+                                      {0, 0});
+    dnnl::convolution_forward::primitive_desc pd(d, attr, engine);
+    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) throw dnnl::error(dnnl_unimplemented, "reference only");
+    if (pd.src_desc() == e.src || pd.dst_desc() == e.dst) throw dnnl::error(dnnl_unimplemented, "pair: channels-last");
+    if (pd.dst_desc().dims() != e.dst.dims()) throw dnnl::error(dnnl_unimplemented, "pair: output shape");
+    e.dwPacked = pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS);
+    e.dwBias = pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS);
+    if (e.dwBias != e.bias) throw dnnl::error(dnnl_unimplemented, "pair: bias layout");
+    e.packWeights = true;
+    e.packedDesc = pd.weights_desc();
+    e.blocked = true;
+    e.srcIn = dnnl::reorder(dnnl::reorder::primitive_desc(engine, e.src, engine, pd.src_desc()));
+    e.dstOut = dnnl::reorder(dnnl::reorder::primitive_desc(engine, pd.dst_desc(), engine, e.dst));
+    e.srcBlk = dnnl::memory(pd.src_desc(), engine, DNNL_MEMORY_NONE);
+    e.dstBlk = dnnl::memory(pd.dst_desc(), engine, DNNL_MEMORY_NONE);
+    e.prim = dnnl::convolution_forward(pd);
+    e.usable = true;
+    return e;
+  }
+
+  Status runOne(uint32_t k, int part, const Plan &p, const std::vector<Tensor *> &ins,
+                const std::vector<Tensor *> &outs, const std::vector<Tensor *> &kernelIns,
+                const std::vector<Tensor *> &kernelOuts, const dnnl::engine &engine, dnnl::stream &stream,
+                ThreadPool *pool, size_t *failedMember, bool *declined);
+  Status runPair(uint32_t k, const Plan &p, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
+                 const dnnl::engine &engine, dnnl::stream &stream, ThreadPool *pool, size_t *failedMember,
+                 bool *declined);
 };
 
 /// A call split by images (LibraryConv.h, "Threads"): slice i reads and
@@ -548,8 +716,11 @@ Status ConvKernels::Impl::runSplit(Entry &e, const Plan &p, const std::vector<Te
 
 ConvKernels::ConvKernels(const Executable &exe) : impl_(new Impl) {
   impl_->exe = &exe;
-  for (const KernelDesc &k : exe.kernels) impl_->plans.push_back(analyze(k));
-  impl_->last.resize(impl_->plans.size());
+  for (const KernelDesc &k : exe.kernels) {
+    Plan p = analyze(k);
+    impl_->plans.push_back(p.ok ? std::move(p) : analyzePair(k));
+  }
+  impl_->last.resize(impl_->plans.size() * 4); // per kernel and part (Impl::runOne)
 }
 
 ConvKernels::~ConvKernels() = default;
@@ -570,6 +741,7 @@ uint64_t ConvKernels::weightsPacked() const { return impl_->packedCount; }
 uint64_t ConvKernels::packedBytes() const { return impl_->packedBytes; }
 uint64_t ConvKernels::releasedBytes() const { return impl_->releasedBytes; }
 uint64_t ConvKernels::splitCalls() const { return impl_->splitCalls; }
+uint64_t ConvKernels::pairsFused() const { return impl_->pairsFused; }
 
 Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
                         const dnnl::engine &engine, dnnl::stream &stream, ThreadPool *pool, size_t *failedMember,
@@ -586,6 +758,20 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
       if (d == 0) return Status::success();
   for (int64_t d : out->shape())
     if (d == 0) return Status::success();
+  if (!p.parts.empty()) return impl_->runPair(k, p, ins, outs, engine, stream, pool, failedMember, declined);
+  return impl_->runOne(k, 0, p, ins, outs, ins, outs, engine, stream, pool, failedMember, declined);
+}
+
+/// One conv and its chain: kernel k's own (`part` 0) or a pair's first or
+/// second conv (1, 2), whose inputs and output are `ins` and `outs`; the
+/// kernel's own are `kernelIns` and `kernelOuts` (the shape functions'
+/// checks).
+Status ConvKernels::Impl::runOne(uint32_t k, int part, const Plan &p, const std::vector<Tensor *> &ins,
+                                 const std::vector<Tensor *> &outs, const std::vector<Tensor *> &kernelIns,
+                                 const std::vector<Tensor *> &kernelOuts, const dnnl::engine &engine,
+                                 dnnl::stream &stream, ThreadPool *pool, size_t *failedMember, bool *declined) {
+  *declined = true;
+  const Tensor *out = outs[0];
   // Threads (LibraryConv.h): a small conv runs on one thread.
   static const double serialMacs = serialMacsFromEnv();
   const bool serial = omp_get_max_threads() > 1 && convMacs(p, ins, out) < serialMacs;
@@ -593,10 +779,11 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
   TeamOf team(serial);
   // The key: the kernel, its inputs' shapes, whether the weights are a
   // constant, a clip's bounds, as raw 8-byte words.
-  std::string &key = impl_->key;
+  std::string &key = this->key;
   key.clear();
   auto put = [&key](int64_t v) { key.append(reinterpret_cast<const char *>(&v), sizeof v); };
   put(k);
+  put(part);
   put(serial);
   put(slices);
   for (const Tensor *t : ins) {
@@ -613,14 +800,14 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
       ++i;
     }
   }
-  Last &last = impl_->last[k];
-  Entry *found = last.entry && last.key == key ? last.entry : nullptr;
+  Last &seen = last[k * 4 + part];
+  Entry *found = seen.entry && seen.key == key ? seen.entry : nullptr;
   if (!found) {
-    auto it = impl_->cache.find(key);
-    if (it == impl_->cache.end()) {
+    auto it = cache.find(key);
+    if (it == cache.end()) {
       // The shape functions' checks first (the reference path words a failure).
       std::vector<TensorSig> sigs;
-      if (!kernelValueSigs(impl_->exe->kernels[k], ins, outs, sigs)) return Status::success();
+      if (!kernelValueSigs(exe->kernels[k], kernelIns, kernelOuts, sigs)) return Status::success();
       auto t0 = std::chrono::steady_clock::now();
       Entry e;
       if (slices > 1) {
@@ -628,7 +815,7 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
         // one), or the whole call's below when oneDNN has none.
         TeamOf one(true);
         try {
-          e = impl_->build(p, ins, out, engine, false, slices);
+          e = build(p, ins, out, engine, false, slices);
         } catch (const dnnl::error &err) {
           if (err.status == dnnl_out_of_memory) throw std::bad_alloc();
           e = Entry();
@@ -639,24 +826,24 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
       for (bool blocked : {true, false}) {
         if (e.usable) break;
         try {
-          e = impl_->build(p, ins, out, engine, blocked);
+          e = build(p, ins, out, engine, blocked);
           break;
         } catch (const dnnl::error &err) {
           if (err.status == dnnl_out_of_memory) throw std::bad_alloc();
           e = Entry();
         }
       }
-      ++impl_->created;
-      impl_->creationSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (impl_->cache.size() >= 256) { // a bound, as the matmuls' cache
-        impl_->cache.clear();
-        for (Last &l : impl_->last) l.entry = nullptr;
+      ++created;
+      creationSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (cache.size() >= 256) { // a bound, as the matmuls' cache
+        cache.clear();
+        for (Last &l : last) l.entry = nullptr;
       }
-      it = impl_->cache.emplace(key, std::move(e)).first;
+      it = cache.emplace(key, std::move(e)).first;
     }
     found = &it->second;
-    last.key = key;
-    last.entry = found;
+    seen.key = key;
+    seen.entry = found;
   }
   if (found->usable && out->shape() != found->outShape) return Status::success();
   Entry &e = *found;
@@ -671,7 +858,7 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
       if (a0 < d1 && d0 < a1) return Status::success();
     }
   }
-  if (e.slices > 1) return impl_->runSplit(e, p, ins, outs[0], engine, *pool, failedMember, declined);
+  if (e.slices > 1) return runSplit(e, p, ins, outs[0], engine, *pool, failedMember, declined);
   *declined = false;
   try {
     AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"
@@ -712,7 +899,7 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
     // The packed copy of this call's weight (a kernel may be called with
     // different constants).
     if (e.packWeights)
-      args[DNNL_ARG_WEIGHTS] = impl_->packedCopy(ins[p.w], e.weights, e.packedDesc, engine, stream);
+      args[DNNL_ARG_WEIGHTS] = packedCopy(ins[p.w], e.weights, e.packedDesc, engine, stream);
     e.prim.execute(stream, args);
     if (e.blocked) e.dstOut.execute(stream, e.dstBlk, e.dstMem);
     stream.wait();
@@ -722,6 +909,130 @@ Status ConvKernels::run(uint32_t k, const std::vector<Tensor *> &ins, const std:
     return Status::error(std::string("oneDNN convolution failed: ") + err.what());
   }
   return Status::success();
+}
+
+/// A conv pair (LibraryConv.h, "Pairs"): one fused primitive when
+/// fusePair says so and oneDNN has one, else the two convs one after the
+/// other through an intermediate from the pool.
+Status ConvKernels::Impl::runPair(uint32_t k, const Plan &p, const std::vector<Tensor *> &ins,
+                                  const std::vector<Tensor *> &outs, const dnnl::engine &engine,
+                                  dnnl::stream &stream, ThreadPool *pool, size_t *failedMember, bool *declined) {
+  *declined = true;
+  const Plan &a = p.parts[0], &b = p.parts[1];
+  const Tensor *x = ins[a.x], *w1 = ins[a.w];
+  Tensor *out = outs[0];
+  // The first conv is 1 x 1 with stride 1 and no padding (analyzePair): the
+  // intermediate is x's shape with w1's output channels.
+  if (x->rank() < 3 || w1->rank() != x->rank() || w1->dim(1) != x->shape().back()) return Status::success();
+  for (int64_t i = 2; i < w1->rank(); ++i)
+    if (w1->dim(i) != 1) return Status::success();
+  std::vector<int64_t> mid = x->shape();
+  mid.back() = w1->dim(0);
+  if (fusePair(b, mid)) {
+    std::string &key = this->key;
+    key.clear();
+    auto put = [&key](int64_t v) { key.append(reinterpret_cast<const char *>(&v), sizeof v); };
+    put(k);
+    put(3);
+    put(ins[a.w]->storage()->readOnly());
+    put(ins[b.w]->storage()->readOnly());
+    for (const Tensor *t : ins) {
+      put(-1 - static_cast<int64_t>(t->rank()));
+      for (int64_t d : t->shape()) put(d);
+    }
+    for (const Plan *q : {&a, &b})
+      for (size_t i = 0; i < q->post.size(); ++i) {
+        float lo, hi;
+        if (clipAt(*q, ins, i, lo, hi)) {
+          put(static_cast<int64_t>(i));
+          key.append(reinterpret_cast<const char *>(&lo), sizeof lo).append(reinterpret_cast<const char *>(&hi), sizeof hi);
+          ++i;
+        }
+      }
+    Last &l = last[k * 4 + 3];
+    Entry *found = l.entry && l.key == key ? l.entry : nullptr;
+    if (!found) {
+      auto it = cache.find(key);
+      if (it == cache.end()) {
+        std::vector<TensorSig> sigs;
+        if (!kernelValueSigs(exe->kernels[k], ins, outs, sigs)) return Status::success();
+        auto t0 = std::chrono::steady_clock::now();
+        Entry e;
+        try {
+          e = buildPair(p, ins, out, engine);
+        } catch (const dnnl::error &err) {
+          if (err.status == dnnl_out_of_memory) throw std::bad_alloc();
+          e = Entry(); // the two convs, below
+        }
+        ++created;
+        creationSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (cache.size() >= 256) {
+          cache.clear();
+          for (Last &m : last) m.entry = nullptr;
+        }
+        it = cache.emplace(key, std::move(e)).first;
+      }
+      found = &it->second;
+      l.key = key;
+      l.entry = found;
+    }
+    Entry &e = *found;
+    if (e.usable && out->shape() == e.outShape) {
+      // The blocked source and destination: buffers from the pool, for this call.
+      TensorRef srcBuf = makeTensor(DType::U8, {static_cast<int64_t>(e.srcBlk.get_desc().get_size())});
+      TensorRef dstBuf = makeTensor(DType::U8, {static_cast<int64_t>(e.dstBlk.get_desc().get_size())});
+      if (!srcBuf || !dstBuf) throw std::bad_alloc();
+      *declined = false;
+      try {
+        AllocationFailuresSuspended inOneDnnRegion; // vm/support/FailAlloc.h, "Not counted"
+        std::unordered_map<int, dnnl::memory> &args = e.args;
+        if (!e.bound) {
+          e.srcMem = dnnl::memory(e.src, engine, ins[a.x]->rawData());
+          e.dstMem = dnnl::memory(e.dst, engine, out->rawData());
+          e.biasMem = dnnl::memory(e.bias, engine, ins[a.bias]->rawData());
+          e.dwBiasMem = dnnl::memory(e.dwBias, engine, ins[b.bias]->rawData());
+          args.emplace(DNNL_ARG_SRC, e.srcBlk);
+          args.emplace(DNNL_ARG_DST, e.dstBlk);
+          args.emplace(DNNL_ARG_BIAS, e.biasMem);
+          args.emplace(DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS, e.dwBiasMem);
+          e.bound = true;
+        } else {
+          e.srcMem.set_data_handle(ins[a.x]->rawData());
+          e.dstMem.set_data_handle(out->rawData());
+          e.biasMem.set_data_handle(ins[a.bias]->rawData());
+          e.dwBiasMem.set_data_handle(ins[b.bias]->rawData());
+        }
+        e.srcBlk.set_data_handle(srcBuf->rawData());
+        e.dstBlk.set_data_handle(dstBuf->rawData());
+        args[DNNL_ARG_WEIGHTS] = packedCopy(ins[a.w], e.weights, e.packedDesc, engine, stream);
+        args[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS] =
+            packedCopy(ins[b.w], e.dwWeights, e.dwPacked, engine, stream);
+        e.srcIn.execute(stream, e.srcMem, e.srcBlk);
+        e.prim.execute(stream, args);
+        e.dstOut.execute(stream, e.dstBlk, e.dstMem);
+        stream.wait();
+      } catch (const dnnl::error &err) {
+        if (err.status == dnnl_out_of_memory) throw std::bad_alloc();
+        if (failedMember) *failedMember = 0;
+        return Status::error(std::string("oneDNN convolution failed: ") + err.what());
+      }
+      ++pairsFused;
+      return Status::success();
+    }
+  }
+  // The two convs: the intermediate from the pool, for this call.
+  TensorRef m = makeTensor(DType::F32, mid);
+  if (!m) throw std::bad_alloc();
+  std::vector<Tensor *> midOuts{m.get()};
+  Status s = runOne(k, 1, a, ins, midOuts, ins, outs, engine, stream, pool, failedMember, declined);
+  if (!s.ok() || *declined) return s;
+  std::vector<Tensor *> ins2 = ins;
+  ins2.push_back(m.get());
+  s = runOne(k, 2, b, ins2, outs, ins, outs, engine, stream, pool, failedMember, declined);
+  if (!s.ok() && failedMember) *failedMember += p.second;
+  // The first conv ran: a declined second one leaves the kernel to the
+  // reference path, which computes both again.
+  return s;
 }
 
 } // namespace nimble::vm

@@ -97,6 +97,31 @@
 // once). The results may differ from the whole call's in the last bits
 // (another primitive, planned for one thread).
 //
+// Pairs (issue 47): a kernel [conv, chain.., conv, chain..] whose first
+// conv is channels-last, 1 x 1, stride 1, unpadded and not grouped and
+// whose second reads its chain's result as x (the fuse pass forms them
+// from MobileNetV2's expand and depthwise convs, passes/lowering/Fuse.cpp,
+// "Conv pairs"). When the second is a depthwise 3 x 3 of stride 2 and the
+// intermediate (N x H x W x M, f32) is kPairFuseBytes or more, the pair
+// runs as one oneDNN primitive: the 1 x 1 conv with its chain as post-ops,
+// oneDNN's depthwise post-op (append_dw, which computes the depthwise conv
+// from rows of the 1 x 1 conv's output kept in cache) and the second chain;
+// both chains must be clips and unary ops, both biases and weights
+// constants. oneDNN 2.6 offers it only over its blocked layouts
+// (jit_1x1:avx512_core, jit_1x1:avx2): over nhwc it creates the primitive
+// but computes wrong values (docs/perf.md), so a primitive that keeps
+// channels-last layouts is refused, and x is reordered into the blocked
+// layout before the call and y out of it after, through buffers from the
+// pool. Every other pair, and one oneDNN has no fused primitive for (other
+// than its reference one), runs as its two convs one after the other, each
+// as above, the intermediate from the pool. Measured alone (docs/perf.md,
+// one thread, CPU time, batch 8): fused 0.57 of the two convs at 112 x 112
+// x 96 stride 2, 0.71 at 56 x 56 x 144 stride 2, 0.84-0.85 at 28 x 28 and
+// 14 x 14; at stride 1 level (0.98-0.99: the output reorder costs what the
+// fusion saves); at batch 1 0.83 at 112 x 112, 1.07-1.13 slower at 56 x 56
+// and 28 x 28 (intermediates under 3 MiB). NIMBLE_CONV_PAIR=0 in the
+// environment never fuses, =1 fuses every pair oneDNN can (read once).
+//
 // Per call: the primitive is found by the kernel's last key (a CNN calls a
 // conv kernel with the same shapes every time) before the cache, and the
 // memory objects and arguments made at an entry's first call are reused,
@@ -151,9 +176,14 @@ public:
   uint64_t releasedBytes() const;
   /// Calls split by images over the pool's threads ("Threads").
   uint64_t splitCalls() const;
+  /// Conv pairs run as one fused primitive ("Pairs").
+  uint64_t pairsFused() const;
 
   /// A conv of fewer multiply-adds than this runs on one thread ("Threads").
   static constexpr double kSerialMacs = 0;
+  /// A pair with a stride-2 depthwise conv and an intermediate of at least
+  /// this many bytes runs fused ("Pairs").
+  static constexpr double kPairFuseBytes = 3 * 1024 * 1024;
 
 private:
   struct Impl;

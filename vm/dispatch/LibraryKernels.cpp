@@ -420,6 +420,7 @@ uint64_t LibraryKernels::releasedBytes() const { return impl_->releasedBytes + i
 uint64_t LibraryKernels::splitCalls() const { return impl_->splitCalls; }
 uint64_t LibraryKernels::panelCalls() const { return impl_->panelCalls; }
 uint64_t LibraryKernels::convSplitCalls() const { return impl_->conv->splitCalls(); }
+uint64_t LibraryKernels::convPairsFused() const { return impl_->conv->pairsFused(); }
 
 const dnnl::memory &LibraryKernels::Impl::packedCopy(const Tensor *t, void *data, const dnnl::memory::desc &from,
                                                     const dnnl::memory::desc &desc) {

@@ -183,6 +183,8 @@ public:
   uint64_t panelCalls() const;
   /// Conv calls split by images over the pool's threads (LibraryConv.h, "Threads").
   uint64_t convSplitCalls() const;
+  /// Conv pairs run as one fused primitive (LibraryConv.h, "Pairs").
+  uint64_t convPairsFused() const;
 
   /// Bound of the primitive cache.
   static constexpr size_t kCacheCapacity = 256;
