@@ -170,7 +170,14 @@ Value *emitTanh(llvm::IRBuilder<> &b, Value *x) {
 
 Value *emitSigmoid(llvm::IRBuilder<> &b, Value *x) {
   llvm::Type *t = x->getType();
-  Value *e = emitExp(b, b.CreateFNeg(b.CreateIntrinsic(llvm::Intrinsic::fabs, {t}, {x})));
+  // exp(-|x|): its argument is at most 0 (or NaN), so emitExp's clamp and
+  // select at the overflow threshold, which LLVM keeps, are left out: the
+  // same values.
+  Value *nx = b.CreateFNeg(b.CreateIntrinsic(llvm::Intrinsic::fabs, {t}, {x}));
+  const double lo = -103.97208404541015625;
+  Value *e = expCore(b, b.CreateIntrinsic(llvm::Intrinsic::maxnum, {t}, {nx, constLike(x, lo)}), /*wide=*/true);
+  e = b.CreateSelect(b.CreateFCmpOLT(nx, constLike(x, lo)), constLike(x, 0.0), e);
+  e = b.CreateSelect(b.CreateFCmpUNO(nx, nx), nx, e);
   Value *one = constLike(x, 1.0);
   Value *den = b.CreateFAdd(one, e);
   return b.CreateSelect(b.CreateFCmpOLT(x, constLike(x, 0.0)), b.CreateFDiv(e, den), b.CreateFDiv(one, den));
