@@ -154,8 +154,8 @@ Value *emitTanh(llvm::IRBuilder<> &b, Value *x) {
   // Large: 1 - 2 / (exp(2|x|) + 1), with the sign of x. From |x| = 9.01
   // on that is 1 (2 / (exp(2|x|) + 1) < 2^-25, half an ulp below 1), so
   // |x| is capped at 9.1 (NaN passes: the compare is false) and exp's
-  // argument stays in [1.25, 18.2]: its n in [2, 27], one scaling, no
-  // overflow or underflow to select.
+  // argument is in [0, 18.2]: its n in [0, 27], one scaling, no overflow
+  // or underflow to select.
   Value *capped = b.CreateSelect(b.CreateFCmpOGT(ax, constLike(x, 9.1)), constLike(x, 9.1), ax);
   Value *twice = b.CreateFMul(capped, constLike(x, 2.0));
   Value *e = expCore(b, twice, /*wide=*/false);
