@@ -632,12 +632,16 @@ struct VirtualMachine::Scheduler {
       outs.push_back(table(k.numInputs + o, first.outs[o], [o](const Fiber &f) { return f.outs[o]; }));
     vm.profile_.batch.tableSeconds += since(tt);
     if (vm.gatherMemos_.size() < exe.kernels.size()) vm.gatherMemos_.resize(exe.kernels.size());
-    if (!vm.gatherMemos_[kb]) vm.gatherMemos_[kb] = std::make_unique<NativeCallMemo>();
+    auto &memos = vm.gatherMemos_[kb];
+    // Past kGatherMemos row counts, one memo (key -1) serves the others.
+    auto slot = memos.find(total);
+    if (slot == memos.end()) slot = memos.emplace(memos.size() < kGatherMemos ? total : -1, nullptr).first;
+    if (!slot->second) slot->second = std::make_unique<NativeCallMemo>();
     auto t0 = Clock::now();
     bool rerun = false;
     size_t failed = SIZE_MAX;
     Status st = runNativeKernel(k, gatherFn(kb), ins, outs, vm.kctx_, &failed, &rerun,
-                                vm.gatherMemos_[kb].get(), &data, vm.opts_.native->signature(kb));
+                                slot->second.get(), &data, vm.opts_.native->signature(kb));
     if (vm.opts_.profile)
       vm.profileKernelCall(kb, KernelImpl::Native, since(t0), "(gathered " + std::to_string(total) + " rows)");
     keep.clear();

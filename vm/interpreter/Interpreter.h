@@ -288,7 +288,8 @@ private:
   std::vector<Frame> stackOf(const Fiber &f) const;
   std::vector<TensorRef> constants_;
   /// Gather fusion, per batched kernel: Auto's probes and decision (kept
-  /// across runs of this VM), and the shapes of the last gather-fused call.
+  /// across runs of this VM), and the shapes of its gather-fused calls, one
+  /// memo per row count (at most kGatherMemos; the rest share one).
   struct GatherChoice {
     enum State : uint8_t { Probing, Fused, Stacked } state = Probing;
     unsigned probes[2] = {0, 0};       // launches timed: [0] fused, [1] stacked
@@ -296,7 +297,14 @@ private:
     double rows[2] = {0, 0};           // and their rows
   };
   std::vector<GatherChoice> gatherChoice_;
-  std::vector<std::unique_ptr<NativeCallMemo>> gatherMemos_;
+  /// A launch's shapes are its row count's (the trailing dims and the
+  /// shared inputs repeat): the shape functions of a kernel's members run
+  /// once per row count instead of once per launch, whose row counts
+  /// vary from launch to launch (a launch's describeCall was 1.1% of an
+  /// auto-batched Tree-LSTM run; docs/perf.md). Each memo still checks the
+  /// whole input key: a row count whose other shapes differ misses.
+  static constexpr size_t kGatherMemos = 256;
+  std::vector<std::unordered_map<int64_t, std::unique_ptr<NativeCallMemo>>> gatherMemos_;
   std::vector<std::vector<const void *>> gatherTables_; // reused between launches
   Profile profile_;
   uint64_t instructionLimit_ = 0; // profile_.instructions at which the run stops
