@@ -50,7 +50,9 @@
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which
 // -Wmaybe-uninitialized reports inside every inlined intrinsic (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__) // clang has no such warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>
