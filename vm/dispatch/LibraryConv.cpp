@@ -8,6 +8,7 @@
 
 #include "vm/dispatch/LibraryConv.h"
 
+#include "vm/dispatch/LibraryConvPlan.h"
 #include "vm/dispatch/LibraryPostOps.h"
 #include "vm/dispatch/NativeKernels.h"
 #include "vm/format/Format.h"
@@ -31,139 +32,7 @@ namespace nimble::vm {
 
 namespace {
 
-using Dims = dnnl::memory::dims;
-
-using library::PostOp;
-using library::contiguous;
-using library::f32Input;
-
-struct Plan {
-  bool ok = false;
-  uint32_t x = 0, w = 0;
-  int64_t bias = -1;
-  std::vector<int64_t> strides, pads, dilations;
-  int64_t groups = 1;
-  bool last = false; // conv's channels_last: x and y are N x D.. x C
-  // conv_transpose: oneDNN's deconvolution (its weights read in ONNX's
-  // C x M/groups x K.. order through strides; output_padding taken off the
-  // end padding, declined where that would go negative).
-  bool transpose = false;
-  std::vector<int64_t> outPad;
-  std::vector<PostOp> post;
-  // A conv pair (LibraryConv.h, "Pairs"): parts[0] the 1 x 1 conv and its
-  // chain, parts[1] the conv reading its result, whose x is input
-  // numInputs (the intermediate, appended to the kernel's inputs);
-  // `second` is the member index of that conv.
-  std::vector<Plan> parts;
-  size_t second = 0;
-};
-
-Plan analyze(const KernelDesc &k) {
-  Plan p;
-  if (k.members.empty() || k.outputs.size() != 1 || k.upperBound) return p;
-  const KernelDesc::Member &mm = k.members[0];
-  p.transpose = mm.op == OpCode::ConvTranspose;
-  if ((mm.op != OpCode::Conv && !p.transpose) || mm.numResults != 1 || mm.attrs.size() != 5u)
-    return p;
-  if (mm.operands.size() < 2 || mm.operands.size() > 3) return p;
-  for (uint32_t v : mm.operands)
-    if (!f32Input(k, v)) return p;
-  p.x = mm.operands[0];
-  p.w = mm.operands[1];
-  if (mm.operands.size() == 3) p.bias = mm.operands[2];
-  p.strides = mm.attrs[0].getInts();
-  p.pads = mm.attrs[1].getInts();
-  p.dilations = mm.attrs[2].getInts();
-  if (p.transpose) p.outPad = mm.attrs[3].getInts();
-  p.groups = mm.attrs[p.transpose ? 4 : 3].getInt();
-  if (!p.transpose) p.last = mm.attrs[4].getBool();
-  if (!library::matchPostOpChain(k, p.post)) return p;
-  p.ok = true;
-  return p;
-}
-
-/// A conv pair (LibraryConv.h, "Pairs"): members [conv, chain.., conv,
-/// chain..], the first conv 1 x 1, not grouped, stride 1, no padding, the
-/// second reading the first chain's result as its x and nothing else of
-/// the first part. Each part is analyzed as a kernel of its own: the second
-/// with the intermediate as an extra input (value numInputs) and its
-/// members' values renumbered.
-Plan analyzePair(const KernelDesc &k) {
-  Plan p;
-  if (k.members.size() < 2 || k.outputs.size() != 1 || k.upperBound) return p;
-  size_t j = 0;
-  for (size_t i = 1; i < k.members.size(); ++i)
-    if (k.members[i].op == OpCode::Conv || k.members[i].op == OpCode::ConvTranspose) {
-      if (j) return p;
-      j = i;
-    }
-  if (!j) return p;
-  for (const KernelDesc::Member &m : k.members)
-    if (m.numResults != 1) return p;
-  const uint32_t n = k.numInputs, mid = n + static_cast<uint32_t>(j) - 1;
-  KernelDesc a = k;
-  a.members.resize(j);
-  a.outputs = {mid};
-  KernelDesc b = k;
-  b.numInputs = n + 1;
-  b.inputDTypes.resize(n);
-  b.inputDTypes.push_back(DType::F32);
-  b.members.assign(k.members.begin() + static_cast<std::ptrdiff_t>(j), k.members.end());
-  bool ok = true;
-  auto renumber = [&](uint32_t v) -> uint32_t {
-    if (v < n) return v;
-    if (v == mid) return n;
-    if (v > mid) return v - static_cast<uint32_t>(j) + 1;
-    ok = false; // a value of the first part other than its result
-    return 0;
-  };
-  for (KernelDesc::Member &m : b.members)
-    for (uint32_t &v : m.operands) v = renumber(v);
-  b.outputs = {renumber(k.outputs[0])};
-  if (!ok || b.members[0].operands.empty() || b.members[0].operands[0] != n) return p;
-  Plan pa = analyze(a), pb = analyze(b);
-  if (!pa.ok || !pb.ok || pa.transpose || pb.transpose || !pa.last || !pb.last || pa.groups != 1) return p;
-  for (int64_t v : pa.strides)
-    if (v != 1) return p;
-  for (int64_t v : pa.pads)
-    if (v != 0) return p;
-  for (int64_t v : pa.dilations)
-    if (v != 1) return p;
-  p.parts = {std::move(pa), std::move(pb)};
-  p.second = j;
-  p.ok = true;
-  return p;
-}
-
-/// ReLU6 and every clip the importer writes as `maximum` then `minimum`
-/// by scalars: post-ops i and i + 1 as one eltwise clip when both scalars
-/// are single elements with lo <= hi (min(max(x, lo), hi) is then exactly
-/// oneDNN's max(lo, min(hi, x)); one post-op instead of two binaries that
-/// read their operand).
-bool clipAt(const Plan &p, const std::vector<Tensor *> &ins, size_t i, float &lo, float &hi) {
-  if (i + 1 >= p.post.size()) return false;
-  const PostOp &a = p.post[i], &b = p.post[i + 1];
-  if (!a.binary || !b.binary || a.alg != dnnl::algorithm::binary_max || b.alg != dnnl::algorithm::binary_min)
-    return false;
-  const Tensor *l = ins[a.operand], *h = ins[b.operand];
-  if (l->numElements() != 1 || h->numElements() != 1) return false;
-  lo = *l->data<float>();
-  hi = *h->data<float>();
-  return lo <= hi; // false for NaN too
-}
-
-dnnl::memory::desc plain(const Dims &d) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, contiguous(d)); }
-
-/// A row-major tensor of shape `phys` as oneDNN sees it: in its logical
-/// order (N, C, D..), which for channels_last moves the last axis to 1 with
-/// its stride (oneDNN's nhwc / acdb).
-dnnl::memory::desc user(const Dims &phys, bool last) {
-  if (!last || phys.size() < 3) return plain(phys);
-  Dims d = phys, st = contiguous(phys);
-  std::rotate(d.begin() + 1, d.end() - 1, d.end());
-  std::rotate(st.begin() + 1, st.end() - 1, st.end());
-  return dnnl::memory::desc(d, dnnl::memory::data_type::f32, st);
-}
+using namespace library; // LibraryPostOps.h, LibraryConvPlan.h
 
 struct Entry {
   bool usable = false;
@@ -230,49 +99,6 @@ struct Packed {
   dnnl::memory mem;
 };
 
-/// LibraryConv.h, "Implementations": a channels-last 2-D conv of a batch
-/// of images onto at most 7 x 7 outputs, its kernel larger than 1 x 1, not
-/// grouped, runs on oneDNN's jit:avx512_core (brgconv, its first choice,
-/// was 10-35% slower there); by the shapes alone, never by a clock.
-bool preferJit(const Plan &p, const Dims &xd, const Dims &od, const Dims &wd) {
-  if (!p.last || p.transpose || p.groups != 1 || xd.size() != 4 || od.size() != 4 || wd.size() != 4) return false;
-  if (xd[0] < 2 || wd[2] * wd[3] < 2) return false;
-  return od[1] * od[2] <= 49; // channels-last: N x H x W x C
-}
-
-/// LibraryConv.h, "Implementations": a channels-last depthwise conv (one
-/// input channel per group, as many output channels as groups) takes
-/// oneDNN's jit_dw kernel instead of brdgmm_dw, its first choice, on AMD
-/// CPUs; by the vendor and the shapes alone, never by a clock.
-/// NIMBLE_CONV_DW_IMPL (read once) overrides the vendor: `jit_dw` on any
-/// CPU, `first` oneDNN's own choice.
-bool preferJitDw(const Plan &p, const Dims &xd, const Dims &wd) {
-  static const bool jitDw = [] {
-    if (const char *e = std::getenv("NIMBLE_CONV_DW_IMPL")) return std::string(e) == "jit_dw";
-    __builtin_cpu_init();
-    return __builtin_cpu_is("amd") != 0;
-  }();
-  if (!jitDw || !p.last || p.transpose || p.groups < 2 || xd.size() < 3 || wd.size() != xd.size()) return false;
-  return xd.back() == p.groups && wd[0] == p.groups; // x: N x D.. x C; w: M x C/G x K..
-}
-
-/// Moves `pd` to oneDNN's first implementation whose name starts with
-/// `prefix`, when there is one over the same source and destination layouts;
-/// else leaves it as it was.
-void takeImpl(dnnl::convolution_forward::primitive_desc &pd, const char *prefix) {
-  const dnnl::convolution_forward::primitive_desc first = pd;
-  bool found = std::string(pd.impl_info_str()).rfind(prefix, 0) == 0;
-  while (!found && pd.next_impl()) found = std::string(pd.impl_info_str()).rfind(prefix, 0) == 0;
-  if (!found || pd.src_desc() != first.src_desc() || pd.dst_desc() != first.dst_desc()) pd = first;
-}
-
-/// Multiply-adds of one call (ConvKernels::kSerialMacs).
-double convMacs(const Plan &p, const std::vector<Tensor *> &ins, const Tensor *out) {
-  const Tensor *w = ins[p.w];
-  const double perElement = w->shape()[0] ? static_cast<double>(w->numElements()) / w->shape()[0] : 0;
-  return static_cast<double>((p.transpose ? ins[p.x] : out)->numElements()) * perElement;
-}
-
 /// oneDNN's team for one call: one thread while alive when `serial`
 /// (primitives created then split their work for one thread; run inline,
 /// no parallel region), the VM's --threads again after.
@@ -294,52 +120,6 @@ private:
 double serialMacsFromEnv() {
   const char *e = std::getenv("NIMBLE_CONV_SERIAL_MACS");
   return e ? std::atof(e) : ConvKernels::kSerialMacs;
-}
-
-/// LibraryConv.h, "Threads": into how many runs of images a call is split
-/// over `threads` threads: `threads` when the conv is channels-last and its
-/// batch a multiple of them, else 1 (oneDNN's own split of the whole call).
-/// NIMBLE_CONV_BATCH_SPLIT=0 (read once) turns the split off.
-int64_t batchSlices(const Plan &p, const Tensor *x, int64_t threads) {
-  static const bool on = [] {
-    const char *e = std::getenv("NIMBLE_CONV_BATCH_SPLIT");
-    return !e || std::string(e) != "0";
-  }();
-  if (!on || threads < 2 || !p.last || p.transpose || x->rank() < 3) return 1;
-  const int64_t n = x->shape()[0];
-  return n >= threads && n % threads == 0 ? threads : 1;
-}
-
-/// LibraryConv.h, "Pairs": whether a pair whose intermediate has shape
-/// `mid` (N x H x W x M) runs as one fused primitive: a stride-2 depthwise
-/// conv over an intermediate of kPairFuseBytes or more. NIMBLE_CONV_PAIR=0
-/// (read once) never fuses, =1 always (where oneDNN has the fusion).
-bool fusePair(const Plan &second, const std::vector<int64_t> &mid) {
-  static const int mode = [] {
-    const char *e = std::getenv("NIMBLE_CONV_PAIR");
-    return !e ? -1 : std::string(e) == "0" ? 0 : std::string(e) == "1" ? 1 : -1;
-  }();
-  if (mode >= 0) return mode == 1;
-  const int64_t stride = second.strides.empty() ? 1 : second.strides[0];
-  double bytes = sizeof(float);
-  for (int64_t d : mid) bytes *= static_cast<double>(d);
-  return stride == 2 && bytes >= ConvKernels::kPairFuseBytes;
-}
-
-/// The post-ops of a pair's part: clips and unary ops only (a binary
-/// post-op reads an operand oneDNN's fused depthwise post-op does not take);
-/// throws dnnl::error otherwise.
-void appendPairChain(const Plan &p, const std::vector<Tensor *> &ins, dnnl::post_ops &ops) {
-  for (size_t i = 0; i < p.post.size(); ++i) {
-    float lo, hi;
-    if (clipAt(p, ins, i, lo, hi)) {
-      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, lo, hi);
-      ++i;
-      continue;
-    }
-    if (p.post[i].binary) throw dnnl::error(dnnl_unimplemented, "pair: a binary post-op");
-    ops.append_eltwise(1.0f, p.post[i].alg, 0.0f, 0.0f);
-  }
 }
 
 } // namespace
