@@ -153,7 +153,9 @@ bool isNaN(Conv &c, Out &out) { return done(out, c.op(OpCode::NotEqual, {c.input
 
 bool isInf(Conv &c, Out &out) {
   Value *x = c.input(0);
-  if (!x) return c.fail("has no input");
+  // ONNX types IsInf's input as float only; an integer tensor has no infinity
+  // (and comparing it with one is no test at all).
+  if (!x || !isFloat(dt(x))) return c.fail("needs a float input");
   bool pos = c.attrInt("detect_positive", 1), neg = c.attrInt("detect_negative", 1);
   Value *p = pos ? c.op(OpCode::Equal, {x, like(c, x, INFINITY)}) : nullptr;
   Value *n = neg ? c.op(OpCode::Equal, {x, like(c, x, -INFINITY)}) : nullptr;

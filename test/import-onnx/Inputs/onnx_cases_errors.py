@@ -169,6 +169,14 @@ def string_cast():
 
 
 @case
+def isinf_int():
+    # ONNX types IsInf's input as float only (found by onnx-fuzzer: an int64
+    # input once reached an undefined -inf to int64 conversion).
+    return model([N("IsInf", ["x"], ["y"], name="inf_check", detect_positive=0)], [("x", I64, [2])],
+                 [("y", B, [2])]), None, None
+
+
+@case
 def slice_dynamic_count():
     # starts of a run-time length: the number of sliced axes is unknown.
     return model([N("Slice", ["x", "st", "en"], ["y"], name="cut")], [("x", F, [8]), ("st", I64, ["K"]),
