@@ -11,10 +11,12 @@
 #include <bit>
 #include <cassert>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <unordered_set>
 
@@ -140,8 +142,15 @@ int64_t DenseValue::getInt(int64_t i) const {
   case DType::U16: return load<uint16_t>(bytes, i);
   case DType::U32: return load<uint32_t>(bytes, i);
   case DType::U64: return static_cast<int64_t>(load<uint64_t>(bytes, i)); // the bits
-  default: return static_cast<int64_t>(getDouble(i));
+  default: return saturatingInt64(getDouble(i));
   }
+}
+
+int64_t saturatingInt64(double v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 0x1p63) return std::numeric_limits<int64_t>::max();
+  if (v < -0x1p63) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
 }
 
 void DenseValue::appendDouble(double v) {
@@ -154,9 +163,9 @@ void DenseValue::appendDouble(double v) {
     // Above INT64_MAX the signed detour would be undefined.
     if (v >= 9223372036854775808.0 && v < 18446744073709551616.0)
       store<uint64_t>(bytes, static_cast<uint64_t>(v));
-    else appendInt(static_cast<int64_t>(v));
+    else appendInt(saturatingInt64(v));
     break;
-  default: appendInt(static_cast<int64_t>(v)); break;
+  default: appendInt(saturatingInt64(v)); break;
   }
 }
 

@@ -57,6 +57,11 @@ float bf16ToFloat(uint16_t h);
 
 /// The payload of a `constant`: element type, shape, and the elements as raw
 /// little-endian bytes of that type (i1 as one byte per element). A splat holds
+/// `v` truncated toward zero to an int64, saturated at int64's range (the
+/// infinities included) and NaN as 0: C++'s own conversion is undefined for
+/// all of those.
+int64_t saturatingInt64(double v);
+
 /// one element that stands for every element of the shape.
 struct DenseValue {
   DType dtype = DType::F32;
@@ -70,6 +75,8 @@ struct DenseValue {
   double getDouble(int64_t i) const;
   int64_t getInt(int64_t i) const;
   /// Appends one element given as double (floats) or int64 (integers, bool).
+  /// A double appended to an integer type goes through saturatingInt64 and
+  /// then appendInt (which wraps to a narrower type).
   void appendDouble(double v);
   void appendInt(int64_t v);
   bool operator==(const DenseValue &o) const;

@@ -4,9 +4,7 @@
 #include "frontend/onnx/Graph.h"
 
 #include <charconv>
-#include <cmath>
 #include <cstdlib>
-#include <limits>
 
 namespace nimble::onnx_import {
 
@@ -87,17 +85,7 @@ Value *Conv::constant(DenseValue v) { return g_.constant(std::move(v)); }
 Value *Conv::scalar(DType t, double v) {
   DenseValue d;
   d.dtype = t;
-  if (isFloat(t)) {
-    d.appendDouble(v);
-  } else {
-    // A value an int64 cannot hold (an infinite threshold given to an integer
-    // tensor, say) saturates, and NaN is 0: never the undefined conversion.
-    int64_t i = std::isnan(v)  ? 0
-                : v >= 0x1p63  ? std::numeric_limits<int64_t>::max()
-                : v < -0x1p63  ? std::numeric_limits<int64_t>::min()
-                               : static_cast<int64_t>(v);
-    d.appendInt(i);
-  }
+  d.appendDouble(v); // to an integer type saturating (an infinite threshold, say)
   return constant(std::move(d));
 }
 

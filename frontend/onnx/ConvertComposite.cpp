@@ -49,9 +49,15 @@ bool intRange(DType t, double &lo, double &hi) {
 
 /// A per-axis parameter (1-D, one entry per index of `axis` of x) reshaped
 /// to broadcast against x: [n, 1, ..., 1]. Scalars and one-element tensors
-/// are per-tensor.
+/// are per-tensor. An axis x does not have (a scalar weight of QLinearConv,
+/// found by onnx-fuzzer) is an error.
 Value *perAxis(Conv &c, Value *p, Value *x, int64_t axis) {
   if (!p || rankOf(p) == 0) return p;
+  if (!x) return nullptr;
+  if (axis < 0 || axis >= rankOf(x))
+    return c.fail("a per-axis parameter applies along axis " + std::to_string(axis) + " of an operand of rank " +
+                  std::to_string(rankOf(x))),
+           nullptr;
   std::vector<int64_t> shape(static_cast<size_t>(rankOf(x) - axis), 1);
   shape[0] = -1;
   return c.op(OpCode::Reshape, {p}, {{"shape", ints(shape)}});

@@ -460,6 +460,35 @@ TEST(DenseValue, SplatStandsForEveryElement) {
   EXPECT_FALSE(s == s2);
 }
 
+// Doubles an int64 cannot hold (onnx-fuzzer reached -inf -> int64 through the
+// importer's scalar constants): saturated, NaN as 0, never the undefined
+// conversion (UBSan's float-cast-overflow would stop this test otherwise).
+TEST(DenseValue, DoublesBeyondInt64Saturate) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  EXPECT_EQ(saturatingInt64(-2.7), -2);
+  EXPECT_EQ(saturatingInt64(2.7), 2);
+  EXPECT_EQ(saturatingInt64(std::numeric_limits<double>::infinity()), kMax);
+  EXPECT_EQ(saturatingInt64(-std::numeric_limits<double>::infinity()), kMin);
+  EXPECT_EQ(saturatingInt64(std::numeric_limits<double>::quiet_NaN()), 0);
+  EXPECT_EQ(saturatingInt64(0x1p63), kMax);
+  EXPECT_EQ(saturatingInt64(-0x1p63), kMin); // exactly representable
+  EXPECT_EQ(saturatingInt64(1e300), kMax);
+
+  DenseValue i64 = make(DType::I64, {3});
+  i64.appendDouble(-std::numeric_limits<double>::infinity());
+  i64.appendDouble(std::numeric_limits<double>::quiet_NaN());
+  i64.appendDouble(1e19);
+  EXPECT_EQ(i64.getInt(0), kMin);
+  EXPECT_EQ(i64.getInt(1), 0);
+  EXPECT_EQ(i64.getInt(2), kMax);
+
+  DenseValue f32 = make(DType::F32, {2});
+  f32.appendDouble(std::numeric_limits<double>::infinity());
+  f32.appendDouble(-1e30);
+  EXPECT_EQ(f32.getInt(0), kMax);
+  EXPECT_EQ(f32.getInt(1), kMin);
+}
+
 //===-- Attr --------------------------------------------------------------===//
 
 void expectEqualWithHash(const Attr &a, const Attr &b) {

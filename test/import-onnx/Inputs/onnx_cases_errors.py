@@ -177,6 +177,16 @@ def isinf_int():
 
 
 @case
+def qlinearconv_scalar_w():
+    # A 1-D w_zero_point for a w of rank 0 (found by onnx-fuzzer: the
+    # per-axis reshape indexed an empty shape).
+    U8 = TensorProto.UINT8
+    return model([N("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"], name="qc")],
+                 [("x", U8, [1, 1, 3, 3]), ("xs", F, []), ("xz", U8, []), ("w", U8, []), ("ws", F, []),
+                  ("wz", U8, [1]), ("ys", F, []), ("yz", U8, [])], [("y", U8, [1, 1, 3, 3])]), None, None
+
+
+@case
 def slice_dynamic_count():
     # starts of a run-time length: the number of sliced axes is unknown.
     return model([N("Slice", ["x", "st", "en"], ["y"], name="cut")], [("x", F, [8]), ("st", I64, ["K"]),
