@@ -46,7 +46,10 @@ kernel's VmHWM: weights, packed copies, activations, code) of one
 Runtime process (the peers' virtualenv, scripts/setup_peers.sh) running the
 same weights exported by torch.onnx.export (scripts/bench_worker.py) on the
 same ids, and of that Python process with onnxruntime and numpy imported
-but no session (its baseline). Both systems' outputs are checked against
+but no session (its baseline); with several lengths, a last row runs
+them all one after another in one process of each system (Nimble's
+--instances, one ORT session), shortest first, as a server would. Both
+systems' outputs are checked against
 each other (relative error <= 1e-4) first. The weights' size (the .nbc's
 constants) is printed beside, and Nimble's peak over it. resnet18 and
 mobilenet_v2 are torchvision's (test/import-onnx/Inputs/torchvision_export.py:
@@ -136,7 +139,8 @@ if path != "-":
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-    got = sess.run(None, {sess.get_inputs()[0].name: np.load(ids)})[0]
+    for f in ids.split(","):  # several: one after another in this session; the last output kept
+        got = sess.run(None, {sess.get_inputs()[0].name: np.load(f)})[0]
     np.save(out, got)
 """
 
@@ -169,7 +173,7 @@ def rss_rows(args, label, nbc, onnx, inputs, shape_name, peer_py, work, reshape=
     weights = os.path.getsize(nbc)
     print("%s: .nbc %.1f MB (its weights); peak resident MiB over %d rounds (median [min-max])" % (
         label, weights / 1e6, args.rounds))
-    hdr = "%6s %7s %22s %22s %22s %12s %12s" % (shape_name, "threads", "Nimble", "ONNX Runtime",
+    hdr = "%7s %7s %22s %22s %22s %12s %12s" % (shape_name, "threads", "Nimble", "ONNX Runtime",
                                                 "ORT baseline", "ORT - base", "Nimble/.nbc")
     print(hdr)
     print("-" * len(hdr))
@@ -184,11 +188,24 @@ def rss_rows(args, label, nbc, onnx, inputs, shape_name, peer_py, work, reshape=
             for r in range(args.rounds):
                 order = ["nimble", "ort", "base"] if r % 2 == 0 else ["base", "ort", "nimble"]
                 for s in order:
-                    if s == "nimble":
+                    if s == "nimble" and isinstance(x, list):
+                        # Several inputs, one after another in one process
+                        # (a server's mix): every weight used at every length.
+                        listing = os.path.join(work, "mixed.txt")
+                        with open(listing, "w") as f:
+                            f.write("".join("@%s\n" % os.path.abspath(p) for p in x))
+                        outs = os.path.join(work, "mixed.out")
+                        os.makedirs(outs, exist_ok=True)
+                        cmd = [args.nimble_run, nbc, "--threads=%d" % T, "--instances=" + listing, "--auto-batch=off",
+                               "--output-dir=" + outs]
+                    elif s == "nimble":
                         cmd = [args.nimble_run, nbc, "--threads=%d" % T, "--input=@" + x, "--output=@" + nim_out]
                     else:
-                        cmd = [peer_py, "-c", ORT_RSS, onnx if s == "ort" else "-", x, str(T), ort_out]
+                        xs = ",".join(x) if isinstance(x, list) else x
+                        cmd = [peer_py, "-c", ORT_RSS, onnx if s == "ort" else "-", xs, str(T), ort_out]
                     got[s].append(peak_rss_kb(cmd, env) / 1024.0)
+            if isinstance(x, list):
+                nim_out = os.path.join(work, "mixed.out", "%d.0.npy" % (len(x) - 1))
             a, b = np.load(nim_out), np.load(ort_out)
             if reshape:
                 b = b.reshape(reshape)
@@ -198,7 +215,7 @@ def rss_rows(args, label, nbc, onnx, inputs, shape_name, peer_py, work, reshape=
                 return None
             med = {k: statistics.median(x) for k, x in got.items()}
             cell = lambda k: "%.0f [%.0f-%.0f]" % (med[k], min(got[k]), max(got[k]))  # noqa: E731
-            print("%6d %7d %22s %22s %22s %12.0f %11.2fx" % (n, T, cell("nimble"), cell("ort"), cell("base"),
+            print("%7s %7d %22s %22s %22s %12.0f %11.2fx" % (n, T, cell("nimble"), cell("ort"), cell("base"),
                                                            med["ort"] - med["base"], med["nimble"] * 2**20 / weights))
             results.append({"model": label, shape_name: n, "threads": T, "nbc_bytes": weights, "rel_err": err,
                             **{k + "_mib": x for k, x in got.items()}})
@@ -226,6 +243,11 @@ def rss_main(args):
             for n in lengths:
                 ids[n] = os.path.join(work, "ids_%d.npy" % n)
                 np.save(ids[n], rng.integers(0, 30522, n).astype(np.int64))
+            if len(lengths) > 1:
+                # Every length in one process (shortest first): a weight
+                # used with few rows and with many (docs/perf.md, "One
+                # packed copy a weight").
+                ids["+".join(map(str, lengths))] = [ids[n] for n in lengths]
             subprocess.run([peer_py, "-c", EXPORT, os.path.join(REPO, "scripts"), work, ids[lengths[0]]],
                            check=True, capture_output=True)
             rows = rss_rows(args, "BERT-base", nbc, os.path.join(work, "bert_base.onnx"), ids, "tokens", peer_py,

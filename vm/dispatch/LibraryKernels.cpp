@@ -28,6 +28,7 @@
 #include <list>
 #include <new>
 #include <unordered_map>
+#include <unordered_set>
 
 extern "C" void omp_set_num_threads(int); // libgomp: oneDNN's threading runtime here
 extern "C" int omp_get_max_threads(void);
@@ -237,8 +238,18 @@ std::vector<Slice> buildSlices(const Plan &p, const std::vector<Tensor *> &ins, 
   operandLayout(ls, rank, p.transA, lhsDims, lhsStrides);
   operandLayout(rs, rank, p.transB, rhsDims, rhsStrides);
   const Dims outStrides = contiguous(od);
-  const bool blocked = (n ? out->numElements() / n : 0) < LibraryKernels::kBlockedSliceRows;
-  const int64_t per = (n / threads + 15) / 16 * 16;
+  // Slices of whole panels (PanelProduct.h) read windows of the weight's
+  // one packed copy, shared with the panel path and the whole primitive, at
+  // every row count: blocked (the in-place form from kBlockedSliceRows rows
+  // up keeps a row-major copy of its own; LibraryKernels.h, "Weights"). So
+  // when the panel path runs here, the weight is 2-D, and whole panels
+  // split the columns about evenly (the last slice at least half a share).
+  int64_t per = (n / threads + 15) / 16 * 16;
+  const int64_t perPanels = ((n + threads - 1) / threads + panel::kWidth - 1) / panel::kWidth * panel::kWidth;
+  const bool panelSlices = panel::available() && rank == 2 && rs.size() == 2 && (threads - 1) * perPanels < n &&
+                           2 * (n - (threads - 1) * perPanels) >= perPanels;
+  if (panelSlices) per = perPanels;
+  const bool blocked = panelSlices || (n ? out->numElements() / n : 0) < LibraryKernels::kBlockedSliceRows;
   std::vector<Slice> slices;
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
@@ -337,7 +348,9 @@ struct LibraryKernels::Impl {
   std::unordered_map<const void *, std::vector<PanelCopy>> panelCopies;
   std::unordered_map<std::string, dnnl::eltwise_forward> eltwise;
   uint64_t panelCalls = 0;
-  const float *panelCopy(const Tensor *t, bool transposed, int64_t k, int64_t n);
+  const PanelCopy &panelCopy(const Tensor *t, bool transposed, int64_t k, int64_t n);
+  dnnl::memory panelWindow(const Tensor *t, const void *data, const dnnl::memory::desc &from,
+                           const dnnl::memory::desc &desc, std::shared_ptr<void> &owner);
   const PanelPlan &panelPlan(uint32_t k, const Plan &p, const std::string &key, const std::vector<Tensor *> &ins,
                              const std::vector<Tensor *> &outs);
   bool runPanels(uint32_t k, const Plan &p, const std::string &key, const std::vector<Tensor *> &ins,
@@ -345,10 +358,14 @@ struct LibraryKernels::Impl {
   void applyEltwise(dnnl::algorithm alg, Tensor *out);
 
   /// Once constant `t` has a packed copy, its original pages leave memory
-  /// when they are the mapped file's (LibraryKernels.h, "Weights").
+  /// when they are the mapped file's (LibraryKernels.h, "Weights"). Again
+  /// after each later packing, which read them back from the file; counted
+  /// once per constant.
   void releaseOriginal(const Tensor *t) {
-    releasedBytes += releaseMappedPages(*exe, t->rawData(), t->numBytes());
+    const size_t bytes = releaseMappedPages(*exe, t->rawData(), t->numBytes());
+    if (released.insert(t->rawData()).second) releasedBytes += bytes;
   }
+  std::unordered_set<const void *> released;
   uint64_t releasedBytes = 0;
 };
 
@@ -427,6 +444,11 @@ const dnnl::memory &LibraryKernels::Impl::packedCopy(const Tensor *t, void *data
   std::vector<Packed> &forms = packed[data];
   for (const Packed &pk : forms)
     if (pk.from == from && pk.desc == desc) return pk.mem;
+  std::shared_ptr<void> owner;
+  if (dnnl::memory shared = panelWindow(t, data, from, desc, owner)) {
+    forms.push_back(Packed{t->storage(), from, desc, std::move(owner), shared});
+    return forms.back().mem;
+  }
   auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<void> buffer = hugeBuffer(desc.get_size());
   if (!buffer) throw std::bad_alloc();
@@ -444,10 +466,11 @@ const dnnl::memory &LibraryKernels::Impl::packedCopy(const Tensor *t, void *data
   return forms.back().mem;
 }
 
-const float *LibraryKernels::Impl::panelCopy(const Tensor *t, bool transposed, int64_t k, int64_t n) {
+const LibraryKernels::Impl::PanelCopy &LibraryKernels::Impl::panelCopy(const Tensor *t, bool transposed, int64_t k,
+                                                                        int64_t n) {
   std::vector<PanelCopy> &forms = panelCopies[t->rawData()];
   for (const PanelCopy &pc : forms)
-    if (pc.transposed == transposed && pc.k == k && pc.n == n) return static_cast<const float *>(pc.buffer.get());
+    if (pc.transposed == transposed && pc.k == k && pc.n == n) return pc;
   auto t0 = std::chrono::steady_clock::now();
   const size_t bytes = panel::packedFloats(k, n) * sizeof(float);
   std::shared_ptr<void> buffer = hugeBuffer(bytes);
@@ -458,7 +481,41 @@ const float *LibraryKernels::Impl::panelCopy(const Tensor *t, bool transposed, i
   packedBytes += bytes;
   packSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   releaseOriginal(t);
-  return static_cast<const float *>(buffer.get());
+  return forms.back();
+}
+
+/// The panel copy of constant `t` (PanelProduct.h) as oneDNN's packed
+/// weights `desc` of `from` (t's bytes at `data` read as K x C), when they
+/// are the same bytes: `desc` is BA16a64b, and `from` is t read as K x N,
+/// plain or transposed, or its columns [b, b + C) from a panel's first
+/// column to a panel's end or N (a slice of a split). Null memory otherwise
+/// (another layout, a CPU without the panel kernel, NIMBLE_PANEL_PRODUCT=0):
+/// the caller packs a copy of its own. `owner` keeps the copy alive.
+dnnl::memory LibraryKernels::Impl::panelWindow(const Tensor *t, const void *data, const dnnl::memory::desc &from,
+                                               const dnnl::memory::desc &desc, std::shared_ptr<void> &owner) {
+  const dnnl::memory::dims dims = from.dims();
+  const std::vector<int64_t> &ts = t->shape();
+  if (!panel::available() || dims.size() != 2 || ts.size() != 2 || from.data_type() != dnnl::memory::data_type::f32 ||
+      from.data.format_kind != dnnl_blocked || from.data.format_desc.blocking.inner_nblks != 0)
+    return {};
+  const int64_t k = dims[0], c = dims[1];
+  if (desc != dnnl::memory::desc(dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::BA16a64b)) return {};
+  const dnnl_dims_t &st = from.data.format_desc.blocking.strides;
+  const int64_t offset = (static_cast<const float *>(data) - t->data<float>());
+  bool transposed;
+  int64_t n, b;
+  if (ts[0] == k && st[0] == ts[1] && st[1] == 1) { // K x N row-major
+    transposed = false, n = ts[1], b = offset;
+  } else if (ts[1] == k && st[0] == 1 && st[1] == k && offset % k == 0) { // N x K, read as its transpose
+    transposed = true, n = ts[0], b = offset / k;
+  } else {
+    return {};
+  }
+  if (b < 0 || b % panel::kWidth != 0 || b + c > n || (c % panel::kWidth != 0 && b + c != n)) return {};
+  const PanelCopy &pc = panelCopy(t, transposed, k, n);
+  owner = pc.buffer;
+  float *window = static_cast<float *>(pc.buffer.get()) + (b / panel::kWidth) * panel::paddedRows(k) * panel::kWidth;
+  return dnnl::memory(desc, engine, window);
 }
 
 /// Whether kernel `k` on these shapes is a few-row product the panel path
@@ -564,7 +621,7 @@ bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::strin
     const uint8_t *b0 = ins[po.operand]->rawData(), *b1 = b0 + ins[po.operand]->numBytes();
     if (b0 < o1 && o0 < b1) return false;
   }
-  const float *w = panelCopy(ins[p.rhs], p.transB, pp.k, pp.n);
+  const float *w = static_cast<const float *>(panelCopy(ins[p.rhs], p.transB, pp.k, pp.n).buffer.get());
   const float *x = ins[p.lhs]->data<float>();
   float *y = out->data<float>();
   size_t firstUnary = 0;

@@ -28,9 +28,10 @@
 // by oneDNN's eltwise primitive. With weights arriving from memory it is
 // 1.2-2x faster than oneDNN's kernel for these shapes (docs/perf.md,
 // "Few-row products: weights streamed in panels"); level from 48 rows up.
-// A weight called with both few and many rows (BERT-base over sequences
-// of 16 and of 128 tokens in one process) holds both packed copies, the
-// panels and oneDNN's layout: up to twice its bytes resident.
+// The panels are oneDNN's own blocked layout for such a weight (BA16a64b),
+// and oneDNN's primitives read them: a weight called with both few and
+// many rows (BERT-base over sequences of 16 and of 128 tokens in one
+// process, a server's batches) keeps one packed copy ("Weights" below).
 //
 // Shapes: one primitive per distinct set of input shapes, created at its
 // first call and kept in a cache of bounded size (least recently used out).
@@ -50,15 +51,19 @@
 // stream and scratchpad. Each thread then streams only its own part of the
 // weights (a copy of its columns made once, like a packed weight): at M =
 // 128 on two cores 6-8% faster than oneDNN's own two-thread split of the
-// whole matmul. From kBlockedSliceRows rows up a slice writes its columns
-// of the output in place (a strided output), which oneDNN runs with its
-// gemm:jit kernel over a row-major copy of the columns; gemm:jit repacks
-// the weights on every call, which with few rows costs more than the second
-// thread gains (BERT-base at 16 tokens ran slower on two threads than on
-// one), so below that a slice writes a dense block of its own, run by the
-// brgemm kernel over its columns packed in the layout it chose, and copies
-// the block into its columns (docs/perf.md, "BERT-base at two threads: the
-// column split"). There two threads give the one-thread result bit for bit
+// whole matmul. Where the panel path runs (AVX-512, a 2-D weight whose
+// columns split into about even runs of whole 64-column panels), a slice
+// writes a dense block of its own, run by the brgemm kernel over its
+// window of the weight's one packed copy, and copies the block into its
+// columns, at every row count. Elsewhere, from kBlockedSliceRows rows up a
+// slice writes its columns of the output in place (a strided output),
+// which oneDNN runs with its gemm:jit kernel over a row-major copy of the
+// columns (a copy of its own: gemm:jit reads no blocked layout); gemm:jit
+// repacks the weights on every call, which with few rows costs more than
+// the second thread gains (BERT-base at 16 tokens ran slower on two
+// threads than on one), so below that a slice is blocked as above, over
+// its columns packed in the layout brgemm chose (docs/perf.md, "BERT-base
+// at two threads: the column split", and "One packed copy a weight"). There two threads give the one-thread result bit for bit
 // where both run brgemm (AVX-512; observed, not promised by oneDNN). The
 // fused group must have a form the primitive runs with post-ops: a bias row
 // (first) becomes the primitive's bias, activations eltwise post-ops, one
@@ -91,6 +96,18 @@
 // the program computes is never packed (its memory is reused for other
 // values: a copy found by address could be stale), so constant and computed
 // weights get different primitives.
+//
+// One packed copy a weight: where the panel path runs (PanelProduct.h), a
+// 2-D constant's packed copy is its panels, made once, and every oneDNN
+// primitive on it whose chosen layout is BA16a64b of the whole weight (one
+// thread) or of a run of whole panels (a slice) reads that copy or a
+// window of it instead of a reorder of its own (Impl::panelWindow): the
+// same bytes. A weight used at every row count then holds one copy (BERT-
+// base over 16- and 128-token sequences in one process: 448 MB peak on two
+// threads, 792 MB with a copy per path; docs/perf.md, "One packed copy a
+// weight"). Other layouts (a CPU without AVX-512, NIMBLE_PANEL_PRODUCT=0,
+// weights of rank 3 and more, column slices not on panel boundaries) get
+// copies of their own, as before.
 //
 // The rule of --kernels=auto (vm/dispatch/Dispatch.h; ruleChoosesLibrary):
 // oneDNN when the product has at least kRuleMinRows rows and constant

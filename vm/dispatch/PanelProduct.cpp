@@ -95,14 +95,16 @@ bool available() {
 }
 
 void pack(const float *w, int64_t k, int64_t n, bool transposed, float *to) {
+  const int64_t kp = paddedRows(k);
   for (int64_t p = 0; p < panels(n); ++p) {
-    float *panel = to + p * k * kWidth;
+    float *panel = to + p * kp * kWidth;
     const int64_t c0 = p * kWidth, cols = std::min(kWidth, n - c0);
     for (int64_t kk = 0; kk < k; ++kk) {
       float *row = panel + kk * kWidth;
       if (!transposed) std::memcpy(row, w + kk * n + c0, static_cast<size_t>(cols) * sizeof(float));
       std::fill(row + cols, row + kWidth, 0.0f);
     }
+    std::fill(panel + k * kWidth, panel + kp * kWidth, 0.0f);
     if (!transposed) continue;
     // W^T: blocks of 16 k's, so each of W's rows is read 64 bytes at a time.
     for (int64_t k0 = 0; k0 < k; k0 += 16) {
@@ -119,9 +121,9 @@ void multiply(const float *x, int64_t m, int64_t k, int64_t n, const float *pack
   // rows over a block before the next: the block of the panel (64 KiB)
   // stays in L2 for the later tiles instead of the whole panel (up to 768
   // KiB at K = 3072) being read again.
-  const int64_t block = m > 8 ? kBlock : k;
+  const int64_t block = m > 8 ? kBlock : k, kp = paddedRows(k);
   for (int64_t p = p0; p < p1; ++p) {
-    const float *panel = packed + p * k * kWidth;
+    const float *panel = packed + p * kp * kWidth;
     const int64_t c0 = p * kWidth, cols = std::min(kWidth, n - c0);
     for (int64_t k0 = 0; k0 < k; k0 += block) {
       const int64_t kb = std::min(block, k - k0);

@@ -13,9 +13,15 @@
 // 0.93-0.99 against 0.77-0.78 ms). Hot, the two are level (0.15-0.17 ms).
 //
 // The layout: the weight, read as K x N, is copied once into panels of
-// kWidth (64) columns; panel p holds rows k = 0..K-1 of columns
-// [64p, 64p + 64), each row's 64 floats contiguous, the last panel padded
-// with zeros. One panel is one sequential stream of K x 256 bytes, which
+// kWidth (64) columns; panel p holds rows k = 0..Kp-1 of columns
+// [64p, 64p + 64), each row's 64 floats contiguous, with K padded to Kp, a
+// multiple of 16, by rows of zeros, and the last panel padded with zero
+// columns. That is byte for byte oneDNN's blocked format BA16a64b of the K x
+// N matrix (N/64 blocks of columns, each Kp/16 blocks of 16 rows x 64
+// columns), the layout oneDNN 2.6's AVX-512 matmul chooses for a constant
+// weight: LibraryKernels gives oneDNN the same copy (and a column block of
+// it, from a panel boundary on, to a split's slice), so a weight used with
+// few rows and with many keeps one packed copy. One panel is one sequential stream of K x 256 bytes, which
 // the hardware prefetchers follow without help (software prefetches at
 // 1-16 KiB ahead measured slower). A tile is 8 rows x 64 columns: 32
 // AVX-512 accumulators; per k, four loads of the panel's row and eight
@@ -51,9 +57,11 @@ bool available();
 
 /// Panels a K x N weight takes.
 inline int64_t panels(int64_t n) { return (n + kWidth - 1) / kWidth; }
+/// Rows of a panel: K padded to a multiple of 16 (BA16a64b's blocks of rows).
+inline int64_t paddedRows(int64_t k) { return (k + 15) / 16 * 16; }
 /// Floats of the packed copy of a K x N weight.
 inline size_t packedFloats(int64_t k, int64_t n) {
-  return static_cast<size_t>(panels(n)) * static_cast<size_t>(k) * kWidth;
+  return static_cast<size_t>(panels(n)) * static_cast<size_t>(paddedRows(k)) * kWidth;
 }
 
 /// Copies `w` into panels at `to` (packedFloats(k, n) floats). `w` is
