@@ -80,7 +80,7 @@ NIMBLE_AVX512 void tile(const float *x, int64_t ldx, int64_t k, const float *pan
 }
 
 using TileFn = void (*)(const float *, int64_t, int64_t, const float *, float *, int64_t, int64_t, bool);
-constexpr int64_t kBlock = 256; // k's a block when the rows take several tiles
+constexpr int64_t kBlock = 1024; // k's a block when the rows take several tiles
 constexpr TileFn kTiles[9] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>, tile<7>, tile<8>};
 
 } // namespace
@@ -118,9 +118,9 @@ void pack(const float *w, int64_t k, int64_t n, bool transposed, float *to) {
 void multiply(const float *x, int64_t m, int64_t k, int64_t n, const float *packed, float *y, int64_t p0,
               int64_t p1) {
   // Past one tile of rows, the k's go in blocks of kBlock, every tile of
-  // rows over a block before the next: the block of the panel (64 KiB)
-  // stays in L2 for the later tiles instead of the whole panel (up to 768
-  // KiB at K = 3072) being read again.
+  // rows over a block before the next: the block of the panel (256 KiB)
+  // stays in L2 for the later tiles instead of a whole long panel (K past
+  // 4096: more than 1 MiB) being read again from memory.
   const int64_t block = m > 8 ? kBlock : k, kp = paddedRows(k);
   for (int64_t p = p0; p < p1; ++p) {
     const float *panel = packed + p * kp * kWidth;

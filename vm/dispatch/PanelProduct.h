@@ -21,13 +21,18 @@
 // columns), the layout oneDNN 2.6's AVX-512 matmul chooses for a constant
 // weight: LibraryKernels gives oneDNN the same copy (and a column block of
 // it, from a panel boundary on, to a split's slice), so a weight used with
-// few rows and with many keeps one packed copy. One panel is one sequential stream of K x 256 bytes, which
-// the hardware prefetchers follow without help (software prefetches at
-// 1-16 KiB ahead measured slower). A tile is 8 rows x 64 columns: 32
-// AVX-512 accumulators; per k, four loads of the panel's row and eight
-// broadcasts of x, 32 FMAs. Past 8 rows the k's go in blocks of 256, every
-// tile of rows over a block (64 KiB of the panel, in L2) before the next,
-// each tile continuing its sums from the partial ones stored in y. At 64
+// few rows and with many keeps one packed copy. One panel is one
+// sequential stream of K x 256 bytes, which the hardware prefetchers follow
+// without help (software prefetches at 1-16 KiB ahead measured slower). A
+// tile is 8 rows x 64 columns: 32 AVX-512 accumulators (GCC keeps 27 of
+// them in registers and 5 on the stack: the four loads of the panel's row
+// and the broadcast need registers too); per k, four loads of the panel's
+// row and eight broadcasts of x, 32 FMAs. Past 8 rows the k's go in blocks
+// of 1024, every tile of rows over a block (256 KiB of the panel, in L2)
+// before the next, each tile continuing its sums from the partial ones
+// stored in y (blocks of 256 were 4-10% slower at 16 and 32 rows, 32 and
+// 64 slower still: each block reloads and stores the tile; docs/perf.md,
+// "Few-row products: blocks of k"). At 64
 // and 128 rows oneDNN is 5-8% faster (its kernel computes more per byte
 // loaded); hence kMaxRows = 32 (docs/perf.md).
 //

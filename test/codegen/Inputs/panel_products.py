@@ -2,8 +2,10 @@
 
 Usage: panel_products.py DIR -> DIR/panels.nir and, per function F and row
 count M, DIR/F.M.x.npy (and F.M.r.npy, a residual) with numpy's result in
-float64 as DIR/F.M.y.npy. K = 300 (above 8 rows: a block of 256 k's and one of 44) and N = 130
-(two full panels of 64 columns and one of 2).
+float64 as DIR/F.M.y.npy. K = 300 (in BA16a64b padded to 304) and N = 130
+(two full panels of 64 columns and one of 2); @longk has K = 1100 (above 8
+rows: a block of 1024 k's and one of 76, the second continuing the sums
+stored in y) and N = 70 (a last panel of 6 columns).
 """
 import math
 import sys
@@ -17,6 +19,8 @@ rng = np.random.default_rng(5)
 w = (rng.standard_normal((N, K)) * 0.25).astype(np.float32)   # N x K: read as W^T
 wkn = (rng.standard_normal((K, N)) * 0.25).astype(np.float32)  # K x N: read as it is
 b = (rng.standard_normal(N) * 0.25).astype(np.float32)
+KL, NL = 1100, 70
+wl = (rng.standard_normal((NL, KL)) * 0.1).astype(np.float32)  # NL x KL: read as W^T
 
 
 def lit(a):
@@ -51,6 +55,12 @@ func @chain(%x: tensor<?x{K}xf32>, %r: tensor<?x{N}xf32>) -> tensor<?x{N}xf32> {
   ret %s
 }}
 
+func @longk(%x: tensor<?x{KL}xf32>) -> tensor<?x{NL}xf32> {{
+  %w = constant {lit(wl)} : tensor<{NL}x{KL}xf32>
+  %m = matmul %x, %w, transpose_b=true
+  ret %m
+}}
+
 func @subrow(%x: tensor<?x{K}xf32>) -> tensor<?x{N}xf32> {{
   %w = constant {lit(w)} : tensor<{N}x{K}xf32>
   %b = constant {lit(b.reshape(1, N))} : tensor<1x{N}xf32>
@@ -78,4 +88,7 @@ for m in ROWS:
     for name, y in results.items():
         np.save(f"{out}/{name}.{m}.x.npy", x)
         np.save(f"{out}/{name}.{m}.y.npy", y.astype(np.float32))
+    xl = rng.standard_normal((m, KL)).astype(np.float32)
+    np.save(f"{out}/longk.{m}.x.npy", xl)
+    np.save(f"{out}/longk.{m}.y.npy", (xl.astype(np.float64) @ wl.T.astype(np.float64)).astype(np.float32))
     np.save(f"{out}/chain.{m}.r.npy", r)

@@ -16,7 +16,7 @@ env = dict(os.environ)
 for kv in sys.argv[2:]:
     k, v = kv.split("=", 1)
     env[k] = v
-for f in ("dense", "kn", "subrow", "chain"):
+for f in ("dense", "kn", "subrow", "chain", "longk"):
     for m in (2, 7, 8, 9, 16, 17, 31, 32, 33):
         for t in (1, 2):
             args = ["nimble-run", f"{d}/p.nbc", f"--function={f}", "--kernels=library", f"--threads={t}",
@@ -32,14 +32,15 @@ for f in ("dense", "kn", "subrow", "chain"):
 
 # The sums do not depend on which rows share a tile, on the k blocks past
 # 8 rows, or on the thread count: rows 0-7 of the 17-row call alone, and rows
-# 8-9 alone on 2 threads, give the same bits.
+# 8-9 alone on 2 threads, give the same bits (K = 1100: two k blocks in the
+# 17-row call, one in the 8-row call).
 import numpy as np  # noqa: E402
 
-x = np.load(f"{d}/dense.17.x.npy")
+x = np.load(f"{d}/longk.17.x.npy")
 for name, part, t in (("0-7", x[:8], 1), ("8-9", x[8:10], 2)):
     np.save(f"{d}/part.x.npy", part)
-    for src, out in ((f"{d}/dense.17.x.npy", "all"), (f"{d}/part.x.npy", "part")):
-        subprocess.run(["nimble-run", f"{d}/p.nbc", "--function=dense", "--kernels=library", f"--threads={t}",
+    for src, out in ((f"{d}/longk.17.x.npy", "all"), (f"{d}/part.x.npy", "part")):
+        subprocess.run(["nimble-run", f"{d}/p.nbc", "--function=longk", "--kernels=library", f"--threads={t}",
                         f"--input=@{src}", f"--output=@{d}/{out}.y.npy"], env=env, check=True,
                        stdout=subprocess.DEVNULL)
     lo = int(name.split("-")[0])
