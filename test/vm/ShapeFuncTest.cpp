@@ -124,5 +124,26 @@ TEST(ShapeFunc, InvokeShapeFuncChecksTheBufferItWrites) {
       << st.message;
 }
 
+// A shape input longer than any rank the IR has is refused before the shape
+// function runs (nbc-fuzzer: a hostile program's shape of 250 million
+// entries reached the add's broadcast error, which formats every one).
+TEST(ShapeFunc, ShapeInputsLongerThanTheRankLimitAreRefused) {
+  std::shared_ptr<const Executable> exe = makeExecutable();
+  for (int64_t rank : {int64_t(64), int64_t(65)}) {
+    TensorRef a = makeTensor(DType::I64, {rank}), b = makeTensor(DType::I64, {rank});
+    for (int64_t i = 0; i < rank; ++i) a->data<int64_t>()[i] = b->data<int64_t>()[i] = 1;
+    std::vector<std::vector<int64_t>> shapes;
+    Status st = computeShapes(exe->kernels[0], {a.get(), b.get()}, shapes, nullptr);
+    if (rank == 64) {
+      ASSERT_TRUE(st.ok()) << st.message;
+      ASSERT_EQ(shapes.size(), 1u);
+      EXPECT_EQ(shapes[0], std::vector<int64_t>(64, 1));
+    } else {
+      ASSERT_FALSE(st.ok());
+      EXPECT_EQ(st.message, "shape function input 0 of 'add' has 65 dimensions, more than the limit of 64");
+    }
+  }
+}
+
 } // namespace
 } // namespace nimble::vm

@@ -174,6 +174,13 @@ Status computeShapes(const KernelDesc &k, const std::vector<Tensor *> &ins,
     if (t->dtype() != DType::I64 || t->rank() != 1)
       return Status::error("shape function input " + std::to_string(i) + " of '" + k.name +
                            "' must be a 1-D i64 shape, got " + t->typeString());
+    // A shape of a hostile program's making can be any length; a rank the
+    // IR cannot have would only reach the shape function (and its error
+    // message, one entry per dimension: nbc-fuzzer found a 500 MB one).
+    if (t->dim(0) > static_cast<int64_t>(limits::kMaxRank))
+      return Status::error("shape function input " + std::to_string(i) + " of '" + k.name + "' has " +
+                           std::to_string(t->dim(0)) + " dimensions, more than the limit of " +
+                           std::to_string(limits::kMaxRank));
     std::vector<int64_t> dims(t->data<int64_t>(), t->data<int64_t>() + t->dim(0));
     for (int64_t d : dims)
       if (d < 0) return Status::error("negative dimension in a shape");

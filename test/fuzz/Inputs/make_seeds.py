@@ -32,7 +32,7 @@ def chunks(text):
 
 
 def main():
-    kind, out = sys.argv[1], sys.argv[2]
+    kind, out = sys.argv[1], os.path.abspath(sys.argv[2])  # nimblec runs in each .nir's directory
     os.makedirs(out, exist_ok=True)
     written = 0
     if kind == "nir":
