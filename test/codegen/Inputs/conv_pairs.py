@@ -30,16 +30,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "vm", "Inputs"))
 
 from cases_window import conv_ref  # noqa: E402
+from nir_literal import lit  # noqa: E402
 
 rng = np.random.default_rng(47)
-
-
-def lit(a):
-    """A nested literal, each float32 by its shortest round-tripping text."""
-    a = np.asarray(a, np.float32)
-    if a.ndim == 0:
-        return repr(float(a))
-    return "[" + ", ".join(lit(v) for v in a) + "]"
 
 
 def tensor_type(shape):

@@ -6,6 +6,7 @@ DIR/x.npy (128 rows), DIR/y.npy (numpy's x @ w^T + b in float64, as f32),
 DIR/w.npy, DIR/b.npy, and the first 8 rows as x8.npy / y8.npy.
 """
 import sys, numpy as np
+from nir_literal import lit
 out = sys.argv[1]
 N, K, M = 48, 64, 128
 rng = np.random.default_rng(3)
@@ -13,9 +14,6 @@ w = (rng.standard_normal((N, K)) * 0.25).astype(np.float32)
 b = (rng.standard_normal(N) * 0.25).astype(np.float32)
 x = rng.standard_normal((M, K)).astype(np.float32)
 sq = (rng.standard_normal((K, K)) * 0.25).astype(np.float32)
-def lit(a):
-    if a.ndim == 1: return "[" + ", ".join(repr(float(v)) for v in a) + "]"
-    return "[" + ", ".join(lit(r) for r in a) + "]"
 with open(f"{out}/packed.nir", "w") as f:
     f.write(f"""func @dense(%x: tensor<?x{K}xf32>) -> tensor<?x{N}xf32> {{
   %w = constant {lit(w)} : tensor<{N}x{K}xf32>

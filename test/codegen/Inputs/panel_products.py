@@ -11,6 +11,7 @@ import math
 import sys
 
 import numpy as np
+from nir_literal import lit
 
 out = sys.argv[1]
 K, N = 300, 130
@@ -21,12 +22,6 @@ wkn = (rng.standard_normal((K, N)) * 0.25).astype(np.float32)  # K x N: read as 
 b = (rng.standard_normal(N) * 0.25).astype(np.float32)
 KL, NL = 1100, 70
 wl = (rng.standard_normal((NL, KL)) * 0.1).astype(np.float32)  # NL x KL: read as W^T
-
-
-def lit(a):
-    if a.ndim == 1:
-        return "[" + ", ".join(repr(float(v)) for v in a) + "]"
-    return "[" + ", ".join(lit(r) for r in a) + "]"
 
 
 with open(f"{out}/panels.nir", "w") as f:

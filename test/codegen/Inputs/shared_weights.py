@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 import numpy as np
+from nir_literal import lit
 
 K, N = 300, 256  # 4 panels; 300 rows padded to 304 in BA16a64b
 ROWS = [16, 40, 128, 16]
@@ -28,8 +29,6 @@ def make(d):
     rng = np.random.default_rng(7)
     w = (rng.standard_normal((N, K)) * 0.25).astype(np.float32)
     b = (rng.standard_normal(N) * 0.25).astype(np.float32)
-    lit = lambda a: "[" + ", ".join(lit(r) for r in a) + "]" if a.ndim > 1 else \
-        "[" + ", ".join(repr(float(v)) for v in a) + "]"
     with open(f"{d}/shared.nir", "w") as f:
         f.write(f"""func @main(%x: tensor<?x{K}xf32>) -> tensor<?x{N}xf32> {{
   %w = constant {lit(w)} : tensor<{N}x{K}xf32>

@@ -19,6 +19,7 @@ writes a dense block of its own; x3 (74 rows in all) and xl, rl (80 rows,
 for @bias and @residual) are above it: the slices write in place.
 """
 import math, sys, numpy as np
+from nir_literal import lit
 out = sys.argv[1]
 K, M = 96, 37
 rng = np.random.default_rng(11)
@@ -30,9 +31,6 @@ w3, b3 = mat(160, K), mat(160)
 w4 = mat(1, K, 144)
 x, r, x3, r3 = mat(M, K, scale=1), mat(M, 160, scale=1), mat(2, M, K, scale=1), mat(2, M, 144, scale=1)
 w5, b5, w6, b6 = mat(160, 160), mat(160), mat(160, 160), mat(160)
-def lit(a):
-    if a.ndim == 1: return "[" + ", ".join(repr(float(v)) for v in a) + "]"
-    return "[" + ", ".join(lit(s) for s in a) + "]"
 with open(f"{out}/split.nir", "w") as f:
     f.write(f"""func @bias(%x: tensor<?x{K}xf32>) -> tensor<?x200xf32> {{
   %w = constant {lit(w)} : tensor<200x{K}xf32>
