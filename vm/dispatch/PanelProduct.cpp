@@ -135,4 +135,47 @@ void multiply(const float *x, int64_t m, int64_t k, int64_t n, const float *pack
   }
 }
 
+namespace {
+
+template <Binary Op>
+NIMBLE_AVX512 inline __attribute__((always_inline)) __m512 binary(__m512 a, __m512 v) {
+  if constexpr (Op == Binary::Add) return _mm512_add_ps(a, v);
+  if constexpr (Op == Binary::Mul) return _mm512_mul_ps(a, v);
+  if constexpr (Op == Binary::Sub) return _mm512_sub_ps(a, v);
+  if constexpr (Op == Binary::Div) return _mm512_div_ps(a, v);
+  // std::max(a, v) is (a < v) ? v : a; max_ps(v, a) returns its second
+  // operand, a, when either is NaN or both are zeros, as std::max does;
+  // likewise min.
+  if constexpr (Op == Binary::Max) return _mm512_max_ps(v, a);
+  return _mm512_min_ps(v, a);
+}
+
+template <Binary Op>
+NIMBLE_AVX512 void applyRows(float *y, const float *b, bool row, int64_t m, int64_t n, int64_t c0, int64_t c1) {
+  for (int64_t i = 0; i < m; ++i) {
+    float *yr = y + i * n;
+    const float *br = row ? b : b + i * n;
+    int64_t c = c0;
+    for (; c + 16 <= c1; c += 16)
+      _mm512_storeu_ps(yr + c, binary<Op>(_mm512_loadu_ps(yr + c), _mm512_loadu_ps(br + c)));
+    if (c < c1) {
+      const __mmask16 mask = static_cast<__mmask16>((1u << (c1 - c)) - 1u);
+      _mm512_mask_storeu_ps(yr + c, mask, binary<Op>(_mm512_maskz_loadu_ps(mask, yr + c), _mm512_maskz_loadu_ps(mask, br + c)));
+    }
+  }
+}
+
+} // namespace
+
+void apply(Binary op, float *y, const float *b, bool row, int64_t m, int64_t n, int64_t c0, int64_t c1) {
+  switch (op) {
+  case Binary::Add: return applyRows<Binary::Add>(y, b, row, m, n, c0, c1);
+  case Binary::Mul: return applyRows<Binary::Mul>(y, b, row, m, n, c0, c1);
+  case Binary::Sub: return applyRows<Binary::Sub>(y, b, row, m, n, c0, c1);
+  case Binary::Div: return applyRows<Binary::Div>(y, b, row, m, n, c0, c1);
+  case Binary::Max: return applyRows<Binary::Max>(y, b, row, m, n, c0, c1);
+  case Binary::Min: return applyRows<Binary::Min>(y, b, row, m, n, c0, c1);
+  }
+}
+
 } // namespace nimble::vm::panel

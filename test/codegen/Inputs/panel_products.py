@@ -20,6 +20,7 @@ rng = np.random.default_rng(5)
 w = (rng.standard_normal((N, K)) * 0.25).astype(np.float32)   # N x K: read as W^T
 wkn = (rng.standard_normal((K, N)) * 0.25).astype(np.float32)  # K x N: read as it is
 b = (rng.standard_normal(N) * 0.25).astype(np.float32)
+c = (rng.uniform(0.5, 2.0, N) * np.where(np.arange(N) % 2, 1, -1)).astype(np.float32)  # no zeros: a divisor
 KL, NL = 1100, 70
 wl = (rng.standard_normal((NL, KL)) * 0.1).astype(np.float32)  # NL x KL: read as W^T
 
@@ -56,6 +57,22 @@ func @longk(%x: tensor<?x{KL}xf32>) -> tensor<?x{NL}xf32> {{
   ret %m
 }}
 
+func @ops(%x: tensor<?x{K}xf32>, %r: tensor<?x{N}xf32>, %q: tensor<?x{N}xf32>) -> tensor<?x{N}xf32> {{
+  %w = constant {lit(w)} : tensor<{N}x{K}xf32>
+  %b = constant {lit(b)} : tensor<{N}xf32>
+  %c = constant {lit(c)} : tensor<{N}xf32>
+  %m = matmul %x, %w, transpose_b=true
+  %a = add %m, %r
+  %u = mul %a, %b
+  %d = div %u, %c
+  %e = maximum %d, %q
+  %f = minimum %e, %b
+  %s = sub %f, %r
+  %t = tanh %s
+  %g = mul %t, %q
+  ret %g
+}}
+
 func @subrow(%x: tensor<?x{K}xf32>) -> tensor<?x{N}xf32> {{
   %w = constant {lit(w)} : tensor<{N}x{K}xf32>
   %b = constant {lit(b.reshape(1, N))} : tensor<1x{N}xf32>
@@ -80,6 +97,14 @@ for m in ROWS:
         "chain": 0.5 * dense * (1 + erf(dense / math.sqrt(2))) + r,
         "subrow": np.maximum(X @ W.T - B, 0),
     }
+    # @ops: every binary post-op, full (m x n) and row operands, in the
+    # per-panel epilogue (before the first activation) and after it.
+    q = rng.standard_normal((m, N)).astype(np.float32)
+    R, Q, C = r.astype(np.float64), q.astype(np.float64), c.astype(np.float64)
+    f = np.minimum(np.maximum((X @ W.T + R) * B / C, Q), B)
+    results["ops"] = np.tanh(f - R) * Q
+    np.save(f"{out}/ops.{m}.r.npy", r)
+    np.save(f"{out}/ops.{m}.q.npy", q)
     for name, y in results.items():
         np.save(f"{out}/{name}.{m}.x.npy", x)
         np.save(f"{out}/{name}.{m}.y.npy", y.astype(np.float32))

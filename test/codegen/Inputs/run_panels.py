@@ -16,7 +16,7 @@ env = dict(os.environ)
 for kv in sys.argv[2:]:
     k, v = kv.split("=", 1)
     env[k] = v
-for f in ("dense", "kn", "subrow", "chain", "longk"):
+for f in ("dense", "kn", "subrow", "chain", "longk", "ops"):
     for m in (2, 7, 8, 9, 16, 17, 31, 32, 33):
         for t in (1, 2):
             args = ["nimble-run", f"{d}/p.nbc", f"--function={f}", "--kernels=library", f"--threads={t}",
@@ -24,6 +24,8 @@ for f in ("dense", "kn", "subrow", "chain", "longk"):
                     "--benchmark=2", "--profile"]
             if f == "chain":
                 args.insert(6, f"--input=@{d}/chain.{m}.r.npy")
+            if f == "ops":
+                args[6:6] = [f"--input=@{d}/ops.{m}.r.npy", f"--input=@{d}/ops.{m}.q.npy"]
             p = subprocess.run(args, env=env, capture_output=True, text=True)
             calls = re.search(r"Library panels: (\d+) calls", p.stderr + p.stdout)
             print(f"{f} rows={m} threads={t}: exit {p.returncode}, panel calls {calls.group(1) if calls else 0}")
