@@ -520,8 +520,9 @@ dnnl::memory LibraryKernels::Impl::panelWindow(const Tensor *t, const void *data
 }
 
 /// Whether kernel `k` on these shapes is a few-row product the panel path
-/// takes (PanelProduct.h): a 2-D constant weight, 2 to panel::kMaxRows rows
-/// (every dimension of x but the last), x not transposed, and binary
+/// takes (PanelProduct.h): a 2-D constant weight, 2 to panel::kMaxSplitRows
+/// rows (every dimension of x but the last; past kMaxRows only on an even
+/// number of threads, which runPanels checks), x not transposed, and binary
 /// post-op operands that are a row of N or of the output's own shape. The
 /// members' shape checks are made once, as the oneDNN path makes them.
 const LibraryKernels::Impl::PanelPlan &LibraryKernels::Impl::panelPlan(uint32_t k, const Plan &p,
@@ -542,7 +543,7 @@ const LibraryKernels::Impl::PanelPlan &LibraryKernels::Impl::panelPlan(uint32_t 
     pp.m = ls.back() == pp.k ? lhs->numElements() / pp.k : 0;
     std::vector<int64_t> want(ls.begin(), ls.end() - 1);
     want.push_back(pp.n);
-    pp.usable = pp.m >= kRuleMinRows && pp.m <= panel::kMaxRows && os == want;
+    pp.usable = pp.m >= kRuleMinRows && pp.m <= panel::kMaxSplitRows && os == want;
     for (const PostOp &po : p.post) {
       if (!pp.usable) break;
       if (!po.binary) {
@@ -597,15 +598,21 @@ panel::Binary panelBinary(dnnl::algorithm alg) {
 
 /// Runs kernel `k` through the panel path when panelPlan takes it: the
 /// product over the pool's threads (whole panels, each to whichever thread
-/// is free), each thread applying the binary post-ops before the first
+/// is free; past panel::kMaxRows rows, two blocks of rows, each on half the
+/// threads), each thread applying the binary post-ops before the first
 /// activation to its panels' columns; the rest of the chain over the whole
-/// output. False (nothing done) when the path does not take these shapes, or
-/// a binary operand overlaps the output (the product would overwrite it before it is read).
+/// output. False (nothing done) when the path does not take these shapes
+/// (past kMaxRows rows: without an even number of threads), or a binary
+/// operand overlaps the output (the product would overwrite it before it is
+/// read).
 bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::string &key,
                                      const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
                                      ThreadPool *pool) {
   const PanelPlan &pp = panelPlan(k, p, key, ins, outs);
   if (!pp.usable) return false;
+  const int64_t np = panel::panels(pp.n);
+  const int64_t threads = pool ? std::min<int64_t>(pool->size(), np) : 1;
+  if (pp.m > panel::kMaxRows && (threads < 2 || threads % 2)) return false; // oneDNN
   Tensor *out = outs[0];
   const uint8_t *o0 = out->rawData(), *o1 = o0 + out->numBytes();
   for (const PostOp &po : p.post) {
@@ -618,7 +625,6 @@ bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::strin
   float *y = out->data<float>();
   size_t firstUnary = 0;
   while (firstUnary < p.post.size() && p.post[firstUnary].binary) ++firstUnary;
-  const int64_t np = panel::panels(pp.n);
   auto part = [&](int64_t p0, int64_t p1) {
     panel::multiply(x, pp.m, pp.k, pp.n, w, y, p0, p1);
     const int64_t c0 = p0 * panel::kWidth, c1 = std::min(pp.n, p1 * panel::kWidth);
@@ -631,8 +637,25 @@ bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::strin
   // of its time at BERT-base's 16 tokens (perf: the second thread took 4-7%
   // longer over the same number of cold panels, and starts later). Each
   // output is the same sum whichever thread computes it.
-  const int64_t threads = pool ? std::min<int64_t>(pool->size(), np) : 1;
-  if (threads > 1) {
+  if (pp.m > panel::kMaxRows) {
+    // Two blocks of rows (PanelProduct.h, kMaxSplitRows), each on half the
+    // threads, which take its panels one at a time.
+    const int64_t half = (pp.m / 2 + 7) / 8 * 8;
+    std::atomic<int64_t> next[2] = {0, 0};
+    pool->runEach(threads, [&](int64_t t) {
+      const int64_t rb = t % 2, r0 = rb ? half : 0, rows = rb ? pp.m - half : half;
+      float *yr = y + r0 * pp.n;
+      for (int64_t q; (q = next[rb].fetch_add(1, std::memory_order_relaxed)) < np;) {
+        panel::multiply(x + r0 * pp.k, rows, pp.k, pp.n, w, yr, q, q + 1);
+        const int64_t c0 = q * panel::kWidth, c1 = std::min(pp.n, c0 + panel::kWidth);
+        for (size_t i = 0; i < firstUnary; ++i) {
+          const float *b = ins[p.post[i].operand]->data<float>();
+          panel::apply(panelBinary(p.post[i].alg), yr, pp.rowOperand[i] ? b : b + r0 * pp.n, pp.rowOperand[i],
+                       rows, pp.n, c0, c1);
+        }
+      }
+    });
+  } else if (threads > 1) {
     std::atomic<int64_t> next{0};
     pool->runEach(threads, [&](int64_t) {
       for (int64_t q; (q = next.fetch_add(1, std::memory_order_relaxed)) < np;) part(q, q + 1);

@@ -54,7 +54,20 @@
 namespace nimble::vm::panel {
 
 constexpr int64_t kWidth = 64;   // columns a panel: four zmm registers
-constexpr int64_t kMaxRows = 32; // rows (M) the path takes
+constexpr int64_t kMaxRows = 32; // rows (M) the path takes on one thread
+/// Rows the path takes on an even number of threads: two blocks of at most
+/// kMaxRows rows (a multiple of 8 and the rest), each block's panels shared
+/// by half the threads. Each thread reads the whole weight (a panel is read
+/// once by each block, the second time usually from the other core's L2 or
+/// the L3), but computes its rows at the one-thread rate of kMaxRows rows,
+/// with no copy: oneDNN's two-thread form at these rows is column slices,
+/// and its AVX-512 kernel (brgemm) writes only a dense output, so each
+/// slice's block is copied into the output's columns (and a residual into
+/// the block). BERT-base at 64 tokens, two threads, 8 alternating
+/// processes: 54.7 against 58.4 ms median (docs/perf.md, "Two blocks of
+/// rows"). At 128 rows the same split (64 rows a block, past the panel
+/// kernel's rate) was level with oneDNN (119.2 against 121.9 ms).
+constexpr int64_t kMaxSplitRows = 2 * kMaxRows;
 
 /// Whether this CPU runs the kernel (AVX-512F), and NIMBLE_PANEL_PRODUCT is
 /// not 0 (the switch for side-by-side measurements against oneDNN).

@@ -17,7 +17,7 @@ for kv in sys.argv[2:]:
     k, v = kv.split("=", 1)
     env[k] = v
 for f in ("dense", "kn", "subrow", "chain", "longk", "ops"):
-    for m in (2, 7, 8, 9, 16, 17, 31, 32, 33):
+    for m in (2, 7, 8, 9, 16, 17, 31, 32, 33, 40, 64, 65):
         for t in (1, 2):
             args = ["nimble-run", f"{d}/p.nbc", f"--function={f}", "--kernels=library", f"--threads={t}",
                     f"--input=@{d}/{f}.{m}.x.npy", f"--expected-output=@{d}/{f}.{m}.y.npy", "--tolerance=1e-5",
@@ -38,13 +38,16 @@ for f in ("dense", "kn", "subrow", "chain", "longk", "ops"):
 # 17-row call, one in the 8-row call).
 import numpy as np  # noqa: E402
 
-x = np.load(f"{d}/longk.17.x.npy")
-for name, part, t in (("0-7", x[:8], 1), ("8-9", x[8:10], 2)):
+# Past 32 rows on 2 threads, two blocks of rows (the 40-row call: rows 0-23
+# and 24-39): rows 24-31 alone on 1 thread give the same bits too.
+for rows, name, t, pt in ((17, "0-7", 1, 1), (17, "8-9", 2, 2), (40, "24-31", 2, 1)):
+    x = np.load(f"{d}/longk.{rows}.x.npy")
+    lo, hi = (int(v) for v in name.split("-"))
+    part = x[lo:hi + 1]
     np.save(f"{d}/part.x.npy", part)
-    for src, out in ((f"{d}/longk.17.x.npy", "all"), (f"{d}/part.x.npy", "part")):
-        subprocess.run(["nimble-run", f"{d}/p.nbc", "--function=longk", "--kernels=library", f"--threads={t}",
+    for src, out, threads in ((f"{d}/longk.{rows}.x.npy", "all", t), (f"{d}/part.x.npy", "part", pt)):
+        subprocess.run(["nimble-run", f"{d}/p.nbc", "--function=longk", "--kernels=library", f"--threads={threads}",
                         f"--input=@{src}", f"--output=@{d}/{out}.y.npy"], env=env, check=True,
                        stdout=subprocess.DEVNULL)
-    lo = int(name.split("-")[0])
     same = np.array_equal(np.load(f"{d}/all.y.npy")[lo:lo + len(part)], np.load(f"{d}/part.y.npy"))
-    print(f"rows {name} of 17 alone, threads={t}: {'identical' if same else 'DIFFERENT'}")
+    print(f"rows {name} of {rows} (threads={t}) alone, threads={pt}: {'identical' if same else 'DIFFERENT'}")
