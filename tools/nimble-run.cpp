@@ -165,8 +165,9 @@ multiply-adds on one thread; NIMBLE_CONV_BATCH_SPLIT=0 keeps a convolution's
 batch from being split by images over the threads; NIMBLE_CONV_PAIR=<0|1>
 never or always runs a 1x1 conv and the depthwise conv reading it as one
 fused primitive (default: stride 2, large intermediates); NIMBLE_PANEL_PRODUCT=0
-keeps matmuls of 2 to 32 rows by a constant weight on oneDNN instead of the
-runtime's panel kernel (docs/nimble-run.md, "Environment").
+keeps matmuls of 2 to 32 rows (64 on an even thread count) by a constant
+weight on oneDNN instead of the runtime's panel kernel (docs/nimble-run.md,
+"Environment").
 
 Exit status: 0 on success, 1 on an invalid executable or input, a run-time error
 (out of memory included) or a failed expectation, 2 on a usage error.
