@@ -625,43 +625,35 @@ bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::strin
   float *y = out->data<float>();
   size_t firstUnary = 0;
   while (firstUnary < p.post.size() && p.post[firstUnary].binary) ++firstUnary;
-  auto part = [&](int64_t p0, int64_t p1) {
-    panel::multiply(x, pp.m, pp.k, pp.n, w, y, p0, p1);
-    const int64_t c0 = p0 * panel::kWidth, c1 = std::min(pp.n, p1 * panel::kWidth);
-    for (size_t i = 0; i < firstUnary; ++i)
-      panel::apply(panelBinary(p.post[i].alg), y, ins[p.post[i].operand]->data<float>(), pp.rowOperand[i], pp.m,
+  // Rows [r0, r0 + rows) of panels [q0, q1): the product, then the binary
+  // post-ops before the first activation over those columns.
+  auto part = [&](int64_t r0, int64_t rows, int64_t q0, int64_t q1) {
+    float *yr = y + r0 * pp.n;
+    panel::multiply(x + r0 * pp.k, rows, pp.k, pp.n, w, yr, q0, q1);
+    const int64_t c0 = q0 * panel::kWidth, c1 = std::min(pp.n, q1 * panel::kWidth);
+    for (size_t i = 0; i < firstUnary; ++i) {
+      const float *b = ins[p.post[i].operand]->data<float>();
+      panel::apply(panelBinary(p.post[i].alg), yr, pp.rowOperand[i] ? b : b + r0 * pp.n, pp.rowOperand[i], rows,
                    pp.n, c0, c1);
+    }
   };
   // Panels go to the threads one at a time, whichever is free: a static
   // half each left the first thread waiting at the region's end for 7-12%
   // of its time at BERT-base's 16 tokens (perf: the second thread took 4-7%
   // longer over the same number of cold panels, and starts later). Each
-  // output is the same sum whichever thread computes it.
-  if (pp.m > panel::kMaxRows) {
-    // Two blocks of rows (PanelProduct.h, kMaxSplitRows), each on half the
-    // threads, which take its panels one at a time.
-    const int64_t half = (pp.m / 2 + 7) / 8 * 8;
+  // output is the same sum whichever thread computes it. Past kMaxRows
+  // rows, two blocks of rows (PanelProduct.h, kMaxSplitRows), each on half
+  // the threads, which take its panels one at a time.
+  if (threads > 1) {
+    const bool split = pp.m > panel::kMaxRows;
+    const int64_t half = split ? (pp.m / 2 + 7) / 8 * 8 : pp.m;
     std::atomic<int64_t> next[2] = {0, 0};
     pool->runEach(threads, [&](int64_t t) {
-      const int64_t rb = t % 2, r0 = rb ? half : 0, rows = rb ? pp.m - half : half;
-      float *yr = y + r0 * pp.n;
-      for (int64_t q; (q = next[rb].fetch_add(1, std::memory_order_relaxed)) < np;) {
-        panel::multiply(x + r0 * pp.k, rows, pp.k, pp.n, w, yr, q, q + 1);
-        const int64_t c0 = q * panel::kWidth, c1 = std::min(pp.n, c0 + panel::kWidth);
-        for (size_t i = 0; i < firstUnary; ++i) {
-          const float *b = ins[p.post[i].operand]->data<float>();
-          panel::apply(panelBinary(p.post[i].alg), yr, pp.rowOperand[i] ? b : b + r0 * pp.n, pp.rowOperand[i],
-                       rows, pp.n, c0, c1);
-        }
-      }
-    });
-  } else if (threads > 1) {
-    std::atomic<int64_t> next{0};
-    pool->runEach(threads, [&](int64_t) {
-      for (int64_t q; (q = next.fetch_add(1, std::memory_order_relaxed)) < np;) part(q, q + 1);
+      const int64_t rb = split ? t % 2 : 0, r0 = rb ? half : 0, rows = rb ? pp.m - half : half;
+      for (int64_t q; (q = next[rb].fetch_add(1, std::memory_order_relaxed)) < np;) part(r0, rows, q, q + 1);
     });
   } else {
-    part(0, np);
+    part(0, pp.m, 0, np);
   }
   for (size_t i = firstUnary; i < p.post.size(); ++i) {
     if (p.post[i].binary)
