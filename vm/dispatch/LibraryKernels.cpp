@@ -583,15 +583,27 @@ namespace {
 
 /// The panel epilogue's form of a binary post-op (matchPostOpChain forms
 /// no binary post-op other than these).
-panel::Binary panelBinary(dnnl::algorithm alg) {
-  switch (alg) {
+panel::Binary panelBinary(const PostOp &po) {
+  switch (po.alg) {
   case dnnl::algorithm::binary_mul: return panel::Binary::Mul;
   case dnnl::algorithm::binary_sub: return panel::Binary::Sub;
   case dnnl::algorithm::binary_div: return panel::Binary::Div;
-  case dnnl::algorithm::binary_max: return panel::Binary::Max;
-  case dnnl::algorithm::binary_min: return panel::Binary::Min;
+  case dnnl::algorithm::binary_max: return po.operandFirst ? panel::Binary::RMax : panel::Binary::Max;
+  case dnnl::algorithm::binary_min: return po.operandFirst ? panel::Binary::RMin : panel::Binary::Min;
   default: return panel::Binary::Add;
   }
+}
+
+/// Whether oneDNN's matmul may run plan `p`'s post-ops: not a maximum or
+/// minimum, whose oneDNN form (vmaxps / vminps) drops a NaN of one operand
+/// and picks between +0 and -0 by position, where the IR's ops give the NaN
+/// and the first operand (vm/kernels/Binary.cpp). Such kernels run on the
+/// panel path (PanelProduct.h, which has the IR's form) or are declined to
+/// native code.
+bool oneDnnPostOpsExact(const Plan &p) {
+  for (const PostOp &po : p.post)
+    if (po.alg == dnnl::algorithm::binary_max || po.alg == dnnl::algorithm::binary_min) return false;
+  return true;
 }
 
 } // namespace
@@ -633,7 +645,7 @@ bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::strin
     const int64_t c0 = q0 * panel::kWidth, c1 = std::min(pp.n, q1 * panel::kWidth);
     for (size_t i = 0; i < firstUnary; ++i) {
       const float *b = ins[p.post[i].operand]->data<float>();
-      panel::apply(panelBinary(p.post[i].alg), yr, pp.rowOperand[i] ? b : b + r0 * pp.n, pp.rowOperand[i], rows,
+      panel::apply(panelBinary(p.post[i]), yr, pp.rowOperand[i] ? b : b + r0 * pp.n, pp.rowOperand[i], rows,
                    pp.n, c0, c1);
     }
   };
@@ -657,7 +669,7 @@ bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::strin
   }
   for (size_t i = firstUnary; i < p.post.size(); ++i) {
     if (p.post[i].binary)
-      panel::apply(panelBinary(p.post[i].alg), y, ins[p.post[i].operand]->data<float>(), pp.rowOperand[i], pp.m,
+      panel::apply(panelBinary(p.post[i]), y, ins[p.post[i].operand]->data<float>(), pp.rowOperand[i], pp.m,
                    pp.n, 0, pp.n);
     else
       applyEltwise(p.post[i].alg, out);
@@ -787,6 +799,7 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
     if (failedMember) *failedMember = 0;
     return Status::error(std::string("oneDNN eltwise failed: ") + err.what());
   }
+  if (!oneDnnPostOpsExact(p)) return Status::success(); // declined
   auto it = impl_->cache.find(key);
   if (it == impl_->cache.end()) {
     // Check the shapes with the shape functions before building anything.

@@ -26,6 +26,10 @@ struct PostOp {
   bool binary = false;
   dnnl::algorithm alg = dnnl::algorithm::undef;
   uint32_t operand = 0; // binary: the kernel input it reads
+  // binary: the operand is the op's first (lhs) operand and the chain's
+  // value the second (a commutative op written `maximum %b, %chain`):
+  // maximum and minimum pick between equal zeros and NaNs by operand order.
+  bool operandFirst = false;
 };
 
 /// True if kernel input `v` exists and is f32.
@@ -57,7 +61,7 @@ inline bool matchPostOpChain(const KernelDesc &k, std::vector<PostOp> &post) {
       if (m.operands.size() != 2) return false;
       uint32_t other;
       if (m.operands[0] == chain && m.operands[1] != chain) other = m.operands[1];
-      else if (commutative && m.operands[1] == chain && m.operands[0] != chain) other = m.operands[0];
+      else if (commutative && m.operands[1] == chain && m.operands[0] != chain) other = m.operands[0], po.operandFirst = true;
       else return false;
       if (!f32Input(k, other)) return false;
       po.binary = true;

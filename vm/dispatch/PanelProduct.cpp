@@ -137,17 +137,28 @@ void multiply(const float *x, int64_t m, int64_t k, int64_t n, const float *pack
 
 namespace {
 
+/// maximum / minimum of (first, second) as the reference kernel computes
+/// them: NaN if either is (first's if first is), else max: first < second ?
+/// second : first, min: second < first ? second : first.
+template <bool IsMax>
+NIMBLE_AVX512 inline __attribute__((always_inline)) __m512 maxMin(__m512 first, __m512 second) {
+  const __mmask16 takeSecond = IsMax ? _mm512_cmp_ps_mask(first, second, _CMP_LT_OQ)
+                                     : _mm512_cmp_ps_mask(second, first, _CMP_LT_OQ);
+  __m512 r = _mm512_mask_blend_ps(takeSecond, first, second);
+  r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(second, second, _CMP_UNORD_Q), r, second);
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(first, first, _CMP_UNORD_Q), r, first);
+}
+
 template <Binary Op>
 NIMBLE_AVX512 inline __attribute__((always_inline)) __m512 binary(__m512 a, __m512 v) {
   if constexpr (Op == Binary::Add) return _mm512_add_ps(a, v);
   if constexpr (Op == Binary::Mul) return _mm512_mul_ps(a, v);
   if constexpr (Op == Binary::Sub) return _mm512_sub_ps(a, v);
   if constexpr (Op == Binary::Div) return _mm512_div_ps(a, v);
-  // std::max(a, v) is (a < v) ? v : a; max_ps(v, a) returns its second
-  // operand, a, when either is NaN or both are zeros, as std::max does;
-  // likewise min.
-  if constexpr (Op == Binary::Max) return _mm512_max_ps(v, a);
-  return _mm512_min_ps(v, a);
+  if constexpr (Op == Binary::Max) return maxMin<true>(a, v);
+  if constexpr (Op == Binary::Min) return maxMin<false>(a, v);
+  if constexpr (Op == Binary::RMax) return maxMin<true>(v, a);
+  return maxMin<false>(v, a);
 }
 
 template <Binary Op>
@@ -175,6 +186,8 @@ void apply(Binary op, float *y, const float *b, bool row, int64_t m, int64_t n, 
   case Binary::Div: return applyRows<Binary::Div>(y, b, row, m, n, c0, c1);
   case Binary::Max: return applyRows<Binary::Max>(y, b, row, m, n, c0, c1);
   case Binary::Min: return applyRows<Binary::Min>(y, b, row, m, n, c0, c1);
+  case Binary::RMax: return applyRows<Binary::RMax>(y, b, row, m, n, c0, c1);
+  case Binary::RMin: return applyRows<Binary::RMin>(y, b, row, m, n, c0, c1);
   }
 }
 

@@ -93,13 +93,18 @@ void pack(const float *w, int64_t k, int64_t n, bool transposed, float *to);
 void multiply(const float *x, int64_t m, int64_t k, int64_t n, const float *panels, float *y, int64_t p0,
               int64_t p1);
 
-/// The element-wise binary operations a product's epilogue applies.
-enum class Binary { Add, Mul, Sub, Div, Max, Min };
+/// The element-wise binary operations a product's epilogue applies. Max and
+/// Min are the IR's `maximum` / `minimum` (vm/kernels/Binary.cpp): a NaN
+/// operand gives a NaN (the first operand's when both are), and of equal
+/// values (+0 and -0) the first operand; RMax and RMin the same with b as
+/// the first operand.
+enum class Binary { Add, Mul, Sub, Div, Max, Min, RMax, RMin };
 
-/// y = y op b over rows i < m and columns [c0, c1) of the m x n row-major
-/// y; b is one row of n (broadcast over the rows) when `row`, else m x n
-/// row-major. b must not overlap y. Each element is one IEEE operation, so
-/// the results equal the scalar loop's. available() must be true.
+/// y = y op b (RMax, RMin: b op y) over rows i < m and columns [c0, c1) of
+/// the m x n row-major y; b is one row of n (broadcast over the rows) when
+/// `row`, else m x n row-major. b must not overlap y. Each element is one
+/// IEEE operation or selection, so the results equal the reference
+/// kernels' bit for bit. available() must be true.
 void apply(Binary op, float *y, const float *b, bool row, int64_t m, int64_t n, int64_t c0, int64_t c1);
 
 } // namespace nimble::vm::panel
