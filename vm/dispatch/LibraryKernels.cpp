@@ -597,12 +597,18 @@ panel::Binary panelBinary(const PostOp &po) {
 /// Whether oneDNN's matmul may run plan `p`'s post-ops: not a maximum or
 /// minimum, whose oneDNN form (vmaxps / vminps) drops a NaN of one operand
 /// and picks between +0 and -0 by position, where the IR's ops give the NaN
-/// and the first operand (vm/kernels/Binary.cpp). Such kernels run on the
-/// panel path (PanelProduct.h, which has the IR's form) or are declined to
-/// native code.
+/// and the first operand (vm/kernels/Binary.cpp); not a relu, which oneDNN
+/// computes as max(x, 0) with a NaN x giving 0 (the IR's relu keeps the
+/// NaN, vm/kernels/Elementwise.cpp); not an exp, whose oneDNN form clamps
+/// its argument first, so that exp(NaN) is inf. (Its gelu_erf, tanh and
+/// logistic keep a NaN: test/codegen/library-nan.test.) Such kernels run on
+/// the panel path (PanelProduct.h, which has the IR's max, min and relu) or
+/// are declined to native code.
 bool oneDnnPostOpsExact(const Plan &p) {
   for (const PostOp &po : p.post)
-    if (po.alg == dnnl::algorithm::binary_max || po.alg == dnnl::algorithm::binary_min) return false;
+    if (po.alg == dnnl::algorithm::binary_max || po.alg == dnnl::algorithm::binary_min ||
+        po.alg == dnnl::algorithm::eltwise_relu || po.alg == dnnl::algorithm::eltwise_exp)
+      return false;
   return true;
 }
 
@@ -622,6 +628,9 @@ bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::strin
                                      ThreadPool *pool) {
   const PanelPlan &pp = panelPlan(k, p, key, ins, outs);
   if (!pp.usable) return false;
+  // oneDNN's eltwise exp gives inf for a NaN (oneDnnPostOpsExact): native code.
+  for (const PostOp &po : p.post)
+    if (po.alg == dnnl::algorithm::eltwise_exp) return false;
   const int64_t np = panel::panels(pp.n);
   const int64_t threads = pool ? std::min<int64_t>(pool->size(), np) : 1;
   if (pp.m > panel::kMaxRows && (threads < 2 || threads % 2)) return false; // oneDNN
@@ -671,6 +680,8 @@ bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::strin
     if (p.post[i].binary)
       panel::apply(panelBinary(p.post[i]), y, ins[p.post[i].operand]->data<float>(), pp.rowOperand[i], pp.m,
                    pp.n, 0, pp.n);
+    else if (p.post[i].alg == dnnl::algorithm::eltwise_relu)
+      panel::relu(y, out->numElements()); // the IR's relu (oneDNN's: NaN -> 0)
     else
       applyEltwise(p.post[i].alg, out);
   }

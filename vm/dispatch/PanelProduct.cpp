@@ -191,4 +191,18 @@ void apply(Binary op, float *y, const float *b, bool row, int64_t m, int64_t n, 
   }
 }
 
+NIMBLE_AVX512 void relu(float *y, int64_t count) {
+  const __m512 zero = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m512 v = _mm512_loadu_ps(y + i);
+    _mm512_storeu_ps(y + i, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, zero));
+  }
+  if (i < count) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << (count - i)) - 1u);
+    const __m512 v = _mm512_maskz_loadu_ps(mask, y + i);
+    _mm512_mask_storeu_ps(y + i, mask, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, zero));
+  }
+}
+
 } // namespace nimble::vm::panel

@@ -107,6 +107,11 @@ enum class Binary { Add, Mul, Sub, Div, Max, Min, RMax, RMin };
 /// kernels' bit for bit. available() must be true.
 void apply(Binary op, float *y, const float *b, bool row, int64_t m, int64_t n, int64_t c0, int64_t c1);
 
+/// y = relu(y) over `count` floats as the reference kernel computes it
+/// (vm/kernels/Elementwise.cpp: x < 0 ? 0 : x, so NaN and -0 stay), where
+/// oneDNN's eltwise_relu gives 0 for a NaN. available() must be true.
+void relu(float *y, int64_t count);
+
 } // namespace nimble::vm::panel
 
 #endif // NIMBLE_VM_DISPATCH_PANELPRODUCT_H
