@@ -52,8 +52,11 @@ import matplotlib.ticker  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
-COLORS = {"nimble": "tab:red", "pytorch": "tab:blue", "pytorch-nnlstm": "tab:cyan", "onnxruntime": "tab:green",
-          "iree": "tab:purple"}
+COLORS = {"nimble": "tab:red", "imported": "tab:orange", "pytorch": "tab:blue", "pytorch-nnlstm": "tab:cyan",
+          "onnxruntime": "tab:green", "iree": "tab:purple"}
+# Every system bench_models.py can time has a colour (bench.sh died here when
+# issue 47 added "imported" to the default systems).
+assert set(COLORS) == set(benchlib.SYSTEMS), "bench_plot.COLORS must name every benchlib.SYSTEMS entry"
 STYLES = ["-", "--", ":", "-."]
 STAMP_KEY = "Nimble-Stamp"  # the PNG tEXt keyword; test/docs/Inputs/check_plots.py reads it back
 

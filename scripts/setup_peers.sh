@@ -23,7 +23,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PY=/usr/bin/python3
 VENV="${NIMBLE_PEERS_VENV:-$PWD/.peers-venv}"
-PEERS=(onnx onnxruntime iree-base-compiler iree-base-runtime)
+# onnx with a floor: the venv sees Debian's python3-onnx (1.12 on bookworm),
+# which satisfies a bare "onnx" but lacks the float8 types that IREE 3.x's
+# iree-import-onnx names at import (it failed with "Enum DataType has no value
+# defined for name 'FLOAT8E4M3FN'").
+PEERS=("onnx>=1.16" onnxruntime iree-base-compiler iree-base-runtime)
 
 if ! "$PY" -c "import venv, ensurepip" 2>/dev/null; then
   echo "setup_peers: $PY cannot create virtualenvs: install python3-venv (bash scripts/setup.sh)" >&2
@@ -52,6 +56,7 @@ echo "setup_peers: installing ${PEERS[*]} (numpy held at $(cat "$constraints"))"
 import importlib.metadata as md
 import numpy, onnx, onnxruntime, torch
 import iree.compiler, iree.runtime
+import iree.compiler.extras.onnx_importer  # what iree-import-onnx runs: needs onnx's float8 types
 print("setup_peers: ok: numpy %s, torch %s, onnx %s, onnxruntime %s, iree-base-compiler %s, iree-base-runtime %s"
       % (numpy.__version__, torch.__version__, onnx.__version__, onnxruntime.__version__,
          md.version("iree-base-compiler"), md.version("iree-base-runtime")))
