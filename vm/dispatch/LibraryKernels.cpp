@@ -337,6 +337,7 @@ struct LibraryKernels::Impl {
   struct PanelPlan {
     bool usable = false;
     int64_t m = 0, k = 0, n = 0;
+    uint64_t calls = 0; // one-row calls, for the direction of each thread's panels
     std::vector<bool> rowOperand; // per post-op: a binary operand broadcast over the rows
   };
   std::unordered_map<std::string, PanelPlan> panelPlans;
@@ -352,7 +353,7 @@ struct LibraryKernels::Impl {
   const PanelCopy &panelCopy(const Tensor *t, bool transposed, int64_t k, int64_t n);
   dnnl::memory panelWindow(const Tensor *t, const void *data, const dnnl::memory::desc &from,
                            const dnnl::memory::desc &desc, std::shared_ptr<void> &owner);
-  const PanelPlan &panelPlan(uint32_t k, const Plan &p, const std::string &key, const std::vector<Tensor *> &ins,
+  PanelPlan &panelPlan(uint32_t k, const Plan &p, const std::string &key, const std::vector<Tensor *> &ins,
                              const std::vector<Tensor *> &outs);
   bool runPanels(uint32_t k, const Plan &p, const std::string &key, const std::vector<Tensor *> &ins,
                  const std::vector<Tensor *> &outs, ThreadPool *pool);
@@ -415,6 +416,8 @@ bool LibraryKernels::ruleChoosesLibrary(uint32_t k, const std::vector<Tensor *> 
   double rows = static_cast<double>(m);
   if (r == 2 && !p.transA)
     for (size_t i = 0; i + 2 < l; ++i) rows *= static_cast<double>(ls[i]);
+  if (rows == 1 && r == 2 && !p.batch && !p.transA && ins[p.rhs]->storage()->readOnly() && panel::available())
+    return static_cast<double>(kk) * static_cast<double>(n) >= kRuleOneRowMinWeight; // "One row"
   if (rows < kRuleMinRows) return false;
   if (ins[p.rhs]->storage()->readOnly()) return true;
   return static_cast<double>(m) * static_cast<double>(kk) * static_cast<double>(n) >= kRuleMinComputedMacs;
@@ -520,12 +523,12 @@ dnnl::memory LibraryKernels::Impl::panelWindow(const Tensor *t, const void *data
 }
 
 /// Whether kernel `k` on these shapes is a few-row product the panel path
-/// takes (PanelProduct.h): a 2-D constant weight, 2 to panel::kMaxSplitRows
+/// takes (PanelProduct.h): a 2-D constant weight, 1 to panel::kMaxSplitRows
 /// rows (every dimension of x but the last; past kMaxRows only on an even
 /// number of threads, which runPanels checks), x not transposed, and binary
 /// post-op operands that are a row of N or of the output's own shape. The
 /// members' shape checks are made once, as the oneDNN path makes them.
-const LibraryKernels::Impl::PanelPlan &LibraryKernels::Impl::panelPlan(uint32_t k, const Plan &p,
+LibraryKernels::Impl::PanelPlan &LibraryKernels::Impl::panelPlan(uint32_t k, const Plan &p,
                                                                         const std::string &key,
                                                                         const std::vector<Tensor *> &ins,
                                                                         const std::vector<Tensor *> &outs) {
@@ -543,7 +546,7 @@ const LibraryKernels::Impl::PanelPlan &LibraryKernels::Impl::panelPlan(uint32_t 
     pp.m = ls.back() == pp.k ? lhs->numElements() / pp.k : 0;
     std::vector<int64_t> want(ls.begin(), ls.end() - 1);
     want.push_back(pp.n);
-    pp.usable = pp.m >= kRuleMinRows && pp.m <= panel::kMaxSplitRows && os == want;
+    pp.usable = pp.m >= 1 && pp.m <= panel::kMaxSplitRows && os == want;
     for (const PostOp &po : p.post) {
       if (!pp.usable) break;
       if (!po.binary) {
@@ -626,7 +629,7 @@ bool oneDnnPostOpsExact(const Plan &p) {
 bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::string &key,
                                      const std::vector<Tensor *> &ins, const std::vector<Tensor *> &outs,
                                      ThreadPool *pool) {
-  const PanelPlan &pp = panelPlan(k, p, key, ins, outs);
+  PanelPlan &pp = panelPlan(k, p, key, ins, outs);
   if (!pp.usable) return false;
   // oneDNN's eltwise exp gives inf for a NaN (oneDnnPostOpsExact): native code.
   for (const PostOp &po : p.post)
@@ -665,7 +668,24 @@ bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::strin
   // output is the same sum whichever thread computes it. Past kMaxRows
   // rows, two blocks of rows (PanelProduct.h, kMaxSplitRows), each on half
   // the threads, which take its panels one at a time.
-  if (threads > 1) {
+  if (pp.m == 1) {
+    // One row (PanelProduct.h, "One row"): each thread a fixed run of
+    // panels, every other call backwards, so that the part of the weight a
+    // core read last, still in its L2, is read first (the native kernel's
+    // one-row stage does the same, codegen/llvm/KernelMatMul.cpp). Each
+    // output is the same sum whatever the order of the panels.
+    const bool back = (pp.calls++ & 1) != 0;
+    auto run = [&](int64_t q0, int64_t q1) {
+      for (int64_t i = q0; i < q1; ++i) {
+        const int64_t q = back ? q0 + q1 - 1 - i : i;
+        part(0, 1, q, q + 1);
+      }
+    };
+    if (threads > 1)
+      pool->runEach(threads, [&](int64_t t) { run(np * t / threads, np * (t + 1) / threads); });
+    else
+      run(0, np);
+  } else if (threads > 1) {
     const bool split = pp.m > panel::kMaxRows;
     const int64_t half = split ? (pp.m / 2 + 7) / 8 * 8 : pp.m;
     std::atomic<int64_t> next[2] = {0, 0};

@@ -126,6 +126,12 @@
 // (350K), 1.23 and 4.05 at 128 (1M). A rule loses where the two are within
 // noise of each other; a measurement there picks at random, which is what
 // made outputs change from process to process (issue 52).
+// One row by a constant weight of kRuleOneRowMinWeight elements or more
+// goes to the panel path where it runs (AVX-512): its K-major panels are
+// one sequential stream a panel, where the native kernel's units read 8
+// rows of [N, K] at once; the LSTM's 1x512 . 512x2048 from L3, one thread,
+// 43-46 against 49-53 us a call (docs/perf.md, "One row through the
+// panels"). oneDNN's GEMV is not used for it.
 //
 // Errors: a primitive oneDNN cannot create for a shape (unsupported
 // broadcast, out of memory) is remembered and the caller falls back; a
@@ -167,6 +173,11 @@ public:
   bool ruleChoosesLibrary(uint32_t k, const std::vector<Tensor *> &ins) const;
   static constexpr int64_t kRuleMinRows = 2;
   static constexpr double kRuleMinComputedMacs = 1 << 19;
+  /// One row by a constant 2-D weight of at least this many elements (the
+  /// LSTM's h . W_hh^T: 2^20) goes to the panel path where it runs
+  /// (PanelProduct.h, "One row"); smaller ones (Tree-LSTM's 450 x 300) stay
+  /// native, as the native kernel keeps its one-row stage for the same sizes.
+  static constexpr double kRuleOneRowMinWeight = 1 << 18;
 
   /// Kernels with a library implementation (whether or not init() succeeded).
   size_t count() const;

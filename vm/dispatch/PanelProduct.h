@@ -1,6 +1,6 @@
 //===- PanelProduct.h - Few-row products over streamed weight panels -*- C++ -*-===//
 //
-// Private to vm/dispatch/ (LibraryKernels.cpp). A matmul of 2 to kMaxRows
+// Private to vm/dispatch/ (LibraryKernels.cpp). A matmul of 1 to kMaxRows
 // rows by a constant 2-D weight (an LSTM's input projections over a short
 // sequence, BERT-base's linear layers at 16 tokens) reads every weight byte
 // for a handful of FLOPs: it runs at the rate its weights arrive, usually
@@ -35,6 +35,17 @@
 // "Few-row products: blocks of k"). At 64
 // and 128 rows oneDNN is 5-8% faster (its kernel computes more per byte
 // loaded); hence kMaxRows = 32 (docs/perf.md).
+//
+// One row: the LSTM's recurrent product (1 x 512 by a 512 x 2048 W_hh, once
+// a token) reads its 4 MiB weight from L3 (and what L2 kept of it). As
+// panels it is one sequential stream a panel, 256 bytes a k, four FMA
+// chains; the native kernel's one-row stage reads 8 rows of the [N, K]
+// weight at once (8 streams) and reduces each dot product across lanes. A
+// stand-alone check of both (one thread, every other call backwards, 3,000
+// calls): 43.0-43.4 us best / 45-46 us mean a call here against 48.7-49.0 /
+// 52-54 us (97 against 86 GB/s best; docs/perf.md, "One row through the
+// panels"). LibraryKernels gives each thread a fixed run of panels and
+// reverses it every other call, as the native stage does with its units.
 //
 // Each output element is one sum over k in increasing order (a partial sum
 // stored in y and loaded again is the same f32): the results depend
