@@ -121,7 +121,8 @@ OPTIONS:
                              Which implementation runs each kernel (docs/VM.md):
                              auto (default): oneDNN or the .nbc's native code by a
                                fixed rule on the shapes (oneDNN for products of 2
-                               or more rows), the same in every process;
+                               or more rows; one row by a large constant weight
+                               on the runtime's panels), the same in every process;
                                elsewhere native where present, else reference
                              tune: oneDNN or native code, whichever measures
                                faster per kernel and shape bucket (may differ
