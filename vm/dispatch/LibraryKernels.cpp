@@ -597,7 +597,8 @@ panel::Binary panelBinary(const PostOp &po) {
   }
 }
 
-/// Whether oneDNN's matmul may run plan `p`'s post-ops: not a maximum or
+/// Whether oneDNN computes post-op `alg` as the IR's op does,
+/// and so whether its matmul may run plan `p`'s post-ops: not a maximum or
 /// minimum, whose oneDNN form (vmaxps / vminps) drops a NaN of one operand
 /// and picks between +0 and -0 by position, where the IR's ops give the NaN
 /// and the first operand (vm/kernels/Binary.cpp); not a relu, which oneDNN
@@ -607,11 +608,14 @@ panel::Binary panelBinary(const PostOp &po) {
 /// logistic keep a NaN: test/codegen/library-nan.test.) Such kernels run on
 /// the panel path (PanelProduct.h, which has the IR's max, min and relu) or
 /// are declined to native code.
+bool oneDnnExact(dnnl::algorithm alg) {
+  return alg != dnnl::algorithm::binary_max && alg != dnnl::algorithm::binary_min &&
+         alg != dnnl::algorithm::eltwise_relu && alg != dnnl::algorithm::eltwise_exp;
+}
+
 bool oneDnnPostOpsExact(const Plan &p) {
   for (const PostOp &po : p.post)
-    if (po.alg == dnnl::algorithm::binary_max || po.alg == dnnl::algorithm::binary_min ||
-        po.alg == dnnl::algorithm::eltwise_relu || po.alg == dnnl::algorithm::eltwise_exp)
-      return false;
+    if (!oneDnnExact(po.alg)) return false;
   return true;
 }
 
@@ -631,9 +635,10 @@ bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::strin
                                      ThreadPool *pool) {
   PanelPlan &pp = panelPlan(k, p, key, ins, outs);
   if (!pp.usable) return false;
-  // oneDNN's eltwise exp gives inf for a NaN (oneDnnPostOpsExact): native code.
+  // Activations other than relu go through oneDNN's eltwise primitive
+  // (applyEltwise): declined where that is not exact (exp; oneDnnExact).
   for (const PostOp &po : p.post)
-    if (po.alg == dnnl::algorithm::eltwise_exp) return false;
+    if (!po.binary && po.alg != dnnl::algorithm::eltwise_relu && !oneDnnExact(po.alg)) return false;
   const int64_t np = panel::panels(pp.n);
   const int64_t threads = pool ? std::min<int64_t>(pool->size(), np) : 1;
   if (pp.m > panel::kMaxRows && (threads < 2 || threads % 2)) return false; // oneDNN
