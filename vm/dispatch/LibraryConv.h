@@ -113,7 +113,8 @@
 // channels-last layouts is refused, and x is reordered into the blocked
 // layout before the call and y out of it after, through buffers from the
 // pool. Every other pair, and one oneDNN has no fused primitive for (other
-// than its reference one), runs as its two convs one after the other, each
+// than its reference one: every pair on an Intel Xeon, Emerald Rapids,
+// where oneDNN lists only ref_fused_convolution), runs as its two convs one after the other, each
 // as above, the intermediate from the pool. Measured alone (docs/perf.md,
 // one thread, CPU time, batch 8): fused 0.57 of the two convs at 112 x 112
 // x 96 stride 2, 0.71 at 56 x 56 x 144 stride 2, 0.84-0.85 at 28 x 28 and
