@@ -122,7 +122,8 @@ OPTIONS:
                              auto (default): oneDNN or the .nbc's native code by a
                                fixed rule on the shapes (oneDNN for products of 2
                                or more rows; one row by a large constant weight
-                               on the runtime's panels), the same in every process;
+                               on the runtime's panels on AMD CPUs), the same in
+                               every process;
                                elsewhere native where present, else reference
                              tune: oneDNN or native code, whichever measures
                                faster per kernel and shape bucket (may differ
@@ -165,10 +166,11 @@ NIMBLE_CONV_SERIAL_MACS=<n> runs oneDNN convolutions of fewer than n
 multiply-adds on one thread; NIMBLE_CONV_BATCH_SPLIT=0 keeps a convolution's
 batch from being split by images over the threads; NIMBLE_CONV_PAIR=<0|1>
 never or always runs a 1x1 conv and the depthwise conv reading it as one
-fused primitive (default: stride 2, large intermediates); NIMBLE_PANEL_PRODUCT=0
-keeps matmuls of 2 to 32 rows (64 on an even thread count) by a constant
-weight on oneDNN instead of the runtime's panel kernel (docs/nimble-run.md,
-"Environment").
+fused primitive (default: stride 2, large intermediates);
+NIMBLE_PANEL_PRODUCT=<0|1> never or always (on AVX-512) runs matmuls of 1 to 32
+rows (64 on an even thread count) by a constant weight on the runtime's panel
+kernel instead of oneDNN or native code (default: on AMD CPUs)
+(docs/nimble-run.md, "Environment").
 
 Exit status: 0 on success, 1 on an invalid executable or input, a run-time error
 (out of memory included) or a failed expectation, 2 on a usage error.

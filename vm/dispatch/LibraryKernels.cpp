@@ -247,7 +247,7 @@ std::vector<Slice> buildSlices(const Plan &p, const std::vector<Tensor *> &ins, 
   // split the columns about evenly (the last slice at least half a share).
   int64_t per = (n / threads + 15) / 16 * 16;
   const int64_t perPanels = ((n + threads - 1) / threads + panel::kWidth - 1) / panel::kWidth * panel::kWidth;
-  const bool panelSlices = panel::available() && rank == 2 && rs.size() == 2 && (threads - 1) * perPanels < n &&
+  const bool panelSlices = panel::sharedLayout() && rank == 2 && rs.size() == 2 && (threads - 1) * perPanels < n &&
                            2 * (n - (threads - 1) * perPanels) >= perPanels;
   if (panelSlices) per = perPanels;
   const bool blocked = panelSlices || (n ? out->numElements() / n : 0) < LibraryKernels::kBlockedSliceRows;
@@ -416,7 +416,7 @@ bool LibraryKernels::ruleChoosesLibrary(uint32_t k, const std::vector<Tensor *> 
   double rows = static_cast<double>(m);
   if (r == 2 && !p.transA)
     for (size_t i = 0; i + 2 < l; ++i) rows *= static_cast<double>(ls[i]);
-  if (rows == 1 && r == 2 && !p.batch && !p.transA && ins[p.rhs]->storage()->readOnly() && panel::available())
+  if (rows == 1 && r == 2 && !p.batch && !p.transA && ins[p.rhs]->storage()->readOnly() && panel::enabled())
     return static_cast<double>(kk) * static_cast<double>(n) >= kRuleOneRowMinWeight; // "One row"
   if (rows < kRuleMinRows) return false;
   if (ins[p.rhs]->storage()->readOnly()) return true;
@@ -499,7 +499,7 @@ dnnl::memory LibraryKernels::Impl::panelWindow(const Tensor *t, const void *data
                                                const dnnl::memory::desc &desc, std::shared_ptr<void> &owner) {
   const dnnl::memory::dims dims = from.dims();
   const std::vector<int64_t> &ts = t->shape();
-  if (!panel::available() || dims.size() != 2 || ts.size() != 2 || from.data_type() != dnnl::memory::data_type::f32 ||
+  if (!panel::sharedLayout() || dims.size() != 2 || ts.size() != 2 || from.data_type() != dnnl::memory::data_type::f32 ||
       from.data.format_kind != dnnl_blocked || from.data.format_desc.blocking.inner_nblks != 0)
     return {};
   const int64_t k = dims[0], c = dims[1];
@@ -539,7 +539,7 @@ LibraryKernels::Impl::PanelPlan &LibraryKernels::Impl::panelPlan(uint32_t k, con
   const std::vector<int64_t> &ls = lhs->shape(), &rs = rhs->shape(), &os = out->shape();
   std::vector<TensorSig> sigs;
   const bool shapesOk = kernelValueSigs(exe->kernels[k], ins, outs, sigs);
-  if (shapesOk && panel::available() && !p.batch && !p.transA && rs.size() == 2 && ls.size() >= 2 &&
+  if (shapesOk && panel::enabled() && !p.batch && !p.transA && rs.size() == 2 && ls.size() >= 2 &&
       rhs->storage()->readOnly()) {
     pp.k = p.transB ? rs[1] : rs[0];
     pp.n = p.transB ? rs[0] : rs[1];

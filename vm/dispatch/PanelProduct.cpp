@@ -85,11 +85,24 @@ constexpr TileFn kTiles[9] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>, tile<
 
 } // namespace
 
-bool available() {
+bool supported() { return __builtin_cpu_supports("avx512f") != 0; }
+
+bool sharedLayout() {
   static const bool yes = [] {
+    if (!supported()) return false;
+    const char *env = std::getenv("NIMBLE_PANEL_PRODUCT");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  return yes;
+}
+
+bool enabled() {
+  static const bool yes = [] {
+    if (!supported()) return false;
     const char *env = std::getenv("NIMBLE_PANEL_PRODUCT");
     if (env && std::strcmp(env, "0") == 0) return false;
-    return static_cast<bool>(__builtin_cpu_supports("avx512f"));
+    if (env && std::strcmp(env, "1") == 0) return true;
+    return __builtin_cpu_is("amd") != 0; // "Which CPUs" in PanelProduct.h
   }();
   return yes;
 }

@@ -53,7 +53,28 @@
 // share a tile (test/codegen/library-panels.test).
 //
 // AVX-512F only (target attribute; the runtime is built for baseline
-// x86-64): available() is false elsewhere, and the caller keeps oneDNN.
+// x86-64): supported() is false elsewhere, and the caller keeps oneDNN.
+//
+// Which CPUs: by default the kernel runs on AMD CPUs only (enabled()).
+// Every figure above is from a Zen 4 EPYC; on an Intel Xeon (Emerald
+// Rapids, 2 MB L2 a core) the same kernel loses to oneDNN's where it was
+// meant to win: BERT-base at one thread 47.5 against 39.8 ms at 16 tokens
+// and 41.8 against 32.0 at 8, at two threads 26.6 against 21.6 (16 tokens)
+// and 66.8 against 43.8 (64: the two blocks of rows); the LSTMs level at
+// one thread, 3-10% slower at two (docs/perf.md, "The panel path on an
+// Intel Xeon"). Its 16-row products stream from DRAM at 7.2 GB/s a core
+// there, oneDNN's at 8.5. So a CPU other than AMD's runs oneDNN's kernels
+// unless NIMBLE_PANEL_PRODUCT=1 asks for this one. The layout stays shared
+// on every AVX-512 CPU (sharedLayout()): oneDNN's primitives read the one
+// panel copy, so each weight keeps one resident copy (BERT-base over 16
+// and 128 tokens in one two-thread process on the Xeon: 438 MB, against
+// 775 MB with a copy per path). Its price there: on two threads each
+// slice of whole panels writes a dense block, copied into the output's
+// columns (LibraryKernels.cpp, buildSlices), 7-12% slower at 64 and 128
+// rows than oneDNN's in-place form over a row-major copy of its own. NIMBLE_PANEL_PRODUCT=0 turns kernel and
+// shared layout off anywhere. A choice by vendor and the environment
+// alone, read once: never by a clock, so every process on a machine
+// computes alike (issue 52).
 //
 //===----------------------------------------------------------------------===//
 #ifndef NIMBLE_VM_DISPATCH_PANELPRODUCT_H
@@ -80,9 +101,17 @@ constexpr int64_t kMaxRows = 32; // rows (M) the path takes on one thread
 /// kernel's rate) was level with oneDNN (119.2 against 121.9 ms).
 constexpr int64_t kMaxSplitRows = 2 * kMaxRows;
 
-/// Whether this CPU runs the kernel (AVX-512F), and NIMBLE_PANEL_PRODUCT is
-/// not 0 (the switch for side-by-side measurements against oneDNN).
-bool available();
+/// Whether this CPU can run the kernel (AVX-512F).
+bool supported();
+/// Whether the kernel runs in this process (the few-row products and the
+/// one-row rule): supported(), and NIMBLE_PANEL_PRODUCT=1, or the variable
+/// unset (any other value too) and an AMD CPU ("Which CPUs" above). Read
+/// once.
+bool enabled();
+/// Whether constant weights are packed as panels that oneDNN's primitives
+/// (whole and split by panels) read too: supported() and
+/// NIMBLE_PANEL_PRODUCT is not 0. Read once.
+bool sharedLayout();
 
 /// Panels a K x N weight takes.
 inline int64_t panels(int64_t n) { return (n + kWidth - 1) / kWidth; }
@@ -100,7 +129,7 @@ void pack(const float *w, int64_t k, int64_t n, bool transposed, float *to);
 
 /// y[i][j] = sum over k of x[i][k] * W[k][j], for rows i < m (m <= kMaxRows)
 /// and the columns of panels [p0, p1). x is m x K row-major, y m x N
-/// row-major. available() must be true.
+/// row-major. supported() must be true.
 void multiply(const float *x, int64_t m, int64_t k, int64_t n, const float *panels, float *y, int64_t p0,
               int64_t p1);
 
@@ -115,12 +144,12 @@ enum class Binary { Add, Mul, Sub, Div, Max, Min, RMax, RMin };
 /// the m x n row-major y; b is one row of n (broadcast over the rows) when
 /// `row`, else m x n row-major. b must not overlap y. Each element is one
 /// IEEE operation or selection, so the results equal the reference
-/// kernels' bit for bit. available() must be true.
+/// kernels' bit for bit. supported() must be true.
 void apply(Binary op, float *y, const float *b, bool row, int64_t m, int64_t n, int64_t c0, int64_t c1);
 
 /// y = relu(y) over `count` floats as the reference kernel computes it
 /// (vm/kernels/Elementwise.cpp: x < 0 ? 0 : x, so NaN and -0 stay), where
-/// oneDNN's eltwise_relu gives 0 for a NaN. available() must be true.
+/// oneDNN's eltwise_relu gives 0 for a NaN. supported() must be true.
 void relu(float *y, int64_t count);
 
 } // namespace nimble::vm::panel
