@@ -132,15 +132,16 @@ def _onednn_fuses_conv_pairs():
     w2 = "[%s]" % ", ".join("[[%s]]" % ", ".join("[%s]" % ", ".join("%.3f" % (((i + r + q) % 5 - 2) / 4)
                                                                     for q in range(3)) for r in range(3))
                             for i in range(m))
-    b = "[%s]" % ", ".join("%.3f" % ((i % 3) / 10) for i in range(m))
+    b1 = "[%s]" % ", ".join("%.3f" % ((i % 3) / 10) for i in range(m))
+    b2 = "[%s]" % ", ".join("%.3f" % ((i % 5 - 2) / 10) for i in range(m))  # not b1: two constants
     program = "\n".join([
         "func @main(%%x: tensor<?x?x?x?xf32>) -> tensor<?x?x?x?xf32> {",
         "  %%zero = constant 0.0 : tensor<f32>",
         "  %%six = constant 6.0 : tensor<f32>",
         "  %%w1 = constant %s : tensor<%dx%dx1x1xf32>" % (w1, m, c),
-        "  %%b1 = constant %s : tensor<%dxf32>" % (b, m),
+        "  %%b1 = constant %s : tensor<%dxf32>" % (b1, m),
         "  %%w2 = constant %s : tensor<%dx1x3x3xf32>" % (w2, m),
-        "  %%b2 = constant %s : tensor<%dxf32>" % (b, m),
+        "  %%b2 = constant %s : tensor<%dxf32>" % (b2, m),
         "  %e = conv %x, %w1, %b1",
         "  %e0 = maximum %e, %zero",
         "  %e6 = minimum %e0, %six",
