@@ -19,6 +19,7 @@ says so on stderr). Prints the counts; FileCheck checks them. Bounded at
 240 s.
 """
 
+import http.client
 import os
 import signal
 import sys
@@ -68,7 +69,10 @@ def client(c):
             status, body = lib.post(lib_port, bodies[c][k], timeout=60)
         except TimeoutError:
             kind = "lost"          # no answer: the silent loss this test forbids
-        except OSError:
+        except (OSError, http.client.HTTPException):
+            # Refused or reset, or (behind HAProxy) the dead replica's
+            # response cut after its headers (IncompleteRead): an error the
+            # client sees, not a silent loss.
             kind = "connection error"
         else:
             if status == 200:
