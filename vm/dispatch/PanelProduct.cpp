@@ -98,11 +98,9 @@ bool sharedLayout() {
 
 bool enabled() {
   static const bool yes = [] {
-    if (!supported()) return false;
+    if (!sharedLayout()) return false; // no AVX-512F, or NIMBLE_PANEL_PRODUCT=0
     const char *env = std::getenv("NIMBLE_PANEL_PRODUCT");
-    if (env && std::strcmp(env, "0") == 0) return false;
-    if (env && std::strcmp(env, "1") == 0) return true;
-    return __builtin_cpu_is("amd") != 0; // "Which CPUs" in PanelProduct.h
+    return (env && std::strcmp(env, "1") == 0) || __builtin_cpu_is("amd") != 0; // "Which CPUs" in PanelProduct.h
   }();
   return yes;
 }
