@@ -33,7 +33,7 @@ Prints, on this machine (CPU model and features in the header):
    3072x768 pairs of constants (113 MB: more than the EPYC's 32 MiB L3, not the
    Xeon's 260 MiB), bias added,
    chained, on the library path (--kernels=library: oneDNN, or from 2 to 32
-   rows the runtime's panel kernel where it runs, AMD CPUs by default:
+   rows the runtime's panel kernel where it runs, AVX-512 CPUs by default:
    vm/dispatch/PanelProduct.h) at M = 8,
    16, 32, 64 and 128 rows: ms a run at 1 and 2 threads and their ratio;
    with --baseline-run, that nimble-run's 1- and 2-thread times too,

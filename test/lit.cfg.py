@@ -89,15 +89,16 @@ except OSError:
     _flags = []
 if "avx512f" in _flags:
     config.available_features.add("avx512f")
-# The panel kernel's default (vm/dispatch/PanelProduct.h, "Which CPUs"):
-# on for AMD CPUs with AVX-512F, off elsewhere unless NIMBLE_PANEL_PRODUCT=1.
+# The one-row rule's default (vm/dispatch/PanelProduct.h, "Which CPUs"):
+# one-row products go to the panel kernel on AMD CPUs with AVX-512F, to
+# native code elsewhere unless NIMBLE_PANEL_PRODUCT=1.
 try:
     with open("/proc/cpuinfo") as _f:
         _vendor = next((_l.split(":", 1)[1].strip() for _l in _f if _l.startswith("vendor_id")), "")
 except OSError:
     _vendor = ""
 if "avx512f" in _flags and _vendor == "AuthenticAMD":
-    config.available_features.add("panel-kernel")
+    config.available_features.add("panel-one-row")
 
 
 def _write_npy(path, shape, values):

@@ -416,7 +416,7 @@ bool LibraryKernels::ruleChoosesLibrary(uint32_t k, const std::vector<Tensor *> 
   double rows = static_cast<double>(m);
   if (r == 2 && !p.transA)
     for (size_t i = 0; i + 2 < l; ++i) rows *= static_cast<double>(ls[i]);
-  if (rows == 1 && r == 2 && !p.batch && !p.transA && ins[p.rhs]->storage()->readOnly() && panel::enabled())
+  if (rows == 1 && r == 2 && !p.batch && !p.transA && ins[p.rhs]->storage()->readOnly() && panel::oneRow())
     return static_cast<double>(kk) * static_cast<double>(n) >= kRuleOneRowMinWeight; // "One row"
   if (rows < kRuleMinRows) return false;
   if (ins[p.rhs]->storage()->readOnly()) return true;
@@ -656,9 +656,9 @@ bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::strin
   while (firstUnary < p.post.size() && p.post[firstUnary].binary) ++firstUnary;
   // Rows [r0, r0 + rows) of panels [q0, q1): the product, then the binary
   // post-ops before the first activation over those columns.
-  auto part = [&](int64_t r0, int64_t rows, int64_t q0, int64_t q1) {
+  auto part = [&](int64_t r0, int64_t rows, int64_t q0, int64_t q1, int64_t then) {
     float *yr = y + r0 * pp.n;
-    panel::multiply(x + r0 * pp.k, rows, pp.k, pp.n, w, yr, q0, q1);
+    panel::multiply(x + r0 * pp.k, rows, pp.k, pp.n, w, yr, q0, q1, then);
     const int64_t c0 = q0 * panel::kWidth, c1 = std::min(pp.n, q1 * panel::kWidth);
     for (size_t i = 0; i < firstUnary; ++i) {
       const float *b = ins[p.post[i].operand]->data<float>();
@@ -683,7 +683,7 @@ bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::strin
     auto run = [&](int64_t q0, int64_t q1) {
       for (int64_t i = q0; i < q1; ++i) {
         const int64_t q = back ? q0 + q1 - 1 - i : i;
-        part(0, 1, q, q + 1);
+        part(0, 1, q, q + 1, i + 1 < q1 ? (back ? q - 1 : q + 1) : -1);
       }
     };
     if (threads > 1)
@@ -696,10 +696,17 @@ bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::strin
     std::atomic<int64_t> next[2] = {0, 0};
     pool->runEach(threads, [&](int64_t t) {
       const int64_t rb = split ? t % 2 : 0, r0 = rb ? half : 0, rows = rb ? pp.m - half : half;
-      for (int64_t q; (q = next[rb].fetch_add(1, std::memory_order_relaxed)) < np;) part(r0, rows, q, q + 1);
+      // Each thread claims its next panel before it computes this one, so
+      // that the product can prefetch it (PanelProduct.h, "Ahead").
+      int64_t q = next[rb].fetch_add(1, std::memory_order_relaxed);
+      while (q < np) {
+        const int64_t after = next[rb].fetch_add(1, std::memory_order_relaxed);
+        part(r0, rows, q, q + 1, after < np ? after : -1);
+        q = after;
+      }
     });
   } else {
-    part(0, pp.m, 0, np);
+    part(0, pp.m, 0, np, -1);
   }
   for (size_t i = firstUnary; i < p.post.size(); ++i) {
     if (p.post[i].binary)

@@ -107,7 +107,7 @@
 // same bytes. A weight used at every row count then holds one copy (BERT-
 // base over 16- and 128-token sequences in one process: 448 MB peak on two
 // threads, 792 MB with a copy per path; docs/perf.md, "One packed copy a
-// weight"). Other layouts (a CPU without the path: not AMD, without AVX-512, or NIMBLE_PANEL_PRODUCT=0,
+// weight"). Other layouts (a CPU without AVX-512, NIMBLE_PANEL_PRODUCT=0,
 // weights of rank 3 and more, column slices not on panel boundaries) get
 // copies of their own, as before.
 //
@@ -127,8 +127,8 @@
 // noise of each other; a measurement there picks at random, which is what
 // made outputs change from process to process (issue 52).
 // One row by a constant weight of kRuleOneRowMinWeight elements or more
-// goes to the panel path where it is on (AMD with AVX-512; PanelProduct.h,
-// "Which CPUs"), native code elsewhere: its K-major panels are
+// goes to the panel path on AMD CPUs with AVX-512 (panel::oneRow();
+// PanelProduct.h, "Which CPUs"), native code elsewhere: its K-major panels are
 // one sequential stream a panel, where the native kernel's units read 8
 // rows of [N, K] at once; the LSTM's 1x512 . 512x2048 from L3, one thread,
 // 43-46 against 49-53 us a call (docs/perf.md, "One row through the

@@ -32,6 +32,15 @@ inline __mmask16 laneMask(int64_t cols, int g) {
   return static_cast<__mmask16>((1u << lanes) - 1u);
 }
 
+/// What a tile prefetches into L2 while it computes: its share of the next
+/// block of the weight (PanelProduct.h, "Ahead"), as two streams `stride`
+/// bytes apart, `perStep` bytes of each (whole lines) at each of its first
+/// `steps` k's. steps = 0: nothing.
+struct Ahead {
+  const char *from = nullptr;
+  int64_t stride = 0, perStep = 0, steps = 0;
+};
+
 /// R rows (R <= 8) of x times one panel: y's `cols` columns of these rows.
 /// The accumulators stay in registers only with the loops over rows and
 /// register groups unrolled (`#pragma GCC unroll`; GCC at -O2 keeps them in
@@ -42,7 +51,7 @@ inline __mmask16 laneMask(int64_t cols, int g) {
 /// partial sums exactly.
 template <int R>
 NIMBLE_AVX512 void tile(const float *x, int64_t ldx, int64_t k, const float *panel, float *y, int64_t ldy,
-                        int64_t cols, bool more) {
+                        int64_t cols, bool more, const Ahead &ahead) {
   __m512 acc[R][4];
   if (!more) {
 #pragma GCC unroll 8
@@ -56,6 +65,13 @@ NIMBLE_AVX512 void tile(const float *x, int64_t ldx, int64_t k, const float *pan
   }
   for (int64_t kk = 0; kk < k; ++kk) {
     const float *w = panel + kk * kWidth;
+    if (kk < ahead.steps) {
+      const char *a0 = ahead.from + kk * ahead.perStep, *a1 = a0 + ahead.stride;
+      for (int64_t l = 0; l < ahead.perStep; l += 64) {
+        _mm_prefetch(a0 + l, _MM_HINT_T1);
+        _mm_prefetch(a1 + l, _MM_HINT_T1);
+      }
+    }
     const __m512 b0 = _mm512_loadu_ps(w), b1 = _mm512_loadu_ps(w + 16), b2 = _mm512_loadu_ps(w + 32),
                  b3 = _mm512_loadu_ps(w + 48);
 #pragma GCC unroll 8
@@ -79,7 +95,8 @@ NIMBLE_AVX512 void tile(const float *x, int64_t ldx, int64_t k, const float *pan
     for (int j = 0; j < 4; ++j) _mm512_mask_storeu_ps(y + i * ldy + 16 * j, laneMask(cols, j), acc[i][j]);
 }
 
-using TileFn = void (*)(const float *, int64_t, int64_t, const float *, float *, int64_t, int64_t, bool);
+using TileFn = void (*)(const float *, int64_t, int64_t, const float *, float *, int64_t, int64_t, bool,
+                        const Ahead &);
 constexpr int64_t kBlock = 1024; // k's a block when the rows take several tiles
 constexpr TileFn kTiles[9] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>, tile<7>, tile<8>};
 
@@ -87,20 +104,41 @@ constexpr TileFn kTiles[9] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>, tile<
 
 bool supported() { return __builtin_cpu_supports("avx512f") != 0; }
 
+namespace {
+
+/// NIMBLE_PANEL_PRODUCT: "0", "1", or null (unset; any other value reads as unset).
+const char *panelSwitch() {
+  const char *env = std::getenv("NIMBLE_PANEL_PRODUCT");
+  return env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0) ? env : nullptr;
+}
+
+bool amd() { return __builtin_cpu_is("amd") != 0; }
+
+} // namespace
+
 bool sharedLayout() {
   static const bool yes = [] {
-    if (!supported()) return false;
-    const char *env = std::getenv("NIMBLE_PANEL_PRODUCT");
-    return !(env && std::strcmp(env, "0") == 0);
+    const char *env = panelSwitch();
+    return supported() && !(env && *env == '0');
   }();
   return yes;
 }
 
-bool enabled() {
+bool enabled() { return sharedLayout(); }
+
+bool oneRow() {
   static const bool yes = [] {
-    if (!sharedLayout()) return false; // no AVX-512F, or NIMBLE_PANEL_PRODUCT=0
-    const char *env = std::getenv("NIMBLE_PANEL_PRODUCT");
-    return (env && std::strcmp(env, "1") == 0) || __builtin_cpu_is("amd") != 0; // "Which CPUs" in PanelProduct.h
+    const char *env = panelSwitch();
+    return enabled() && ((env && *env == '1') || amd()); // "Which CPUs" in PanelProduct.h
+  }();
+  return yes;
+}
+
+bool ahead() {
+  static const bool yes = [] {
+    const char *env = std::getenv("NIMBLE_PANEL_AHEAD");
+    if (env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0)) return *env == '1';
+    return !amd(); // "Ahead" in PanelProduct.h: measured on an Intel Xeon, not on AMD's
   }();
   return yes;
 }
@@ -127,20 +165,46 @@ void pack(const float *w, int64_t k, int64_t n, bool transposed, float *to) {
 }
 
 void multiply(const float *x, int64_t m, int64_t k, int64_t n, const float *packed, float *y, int64_t p0,
-              int64_t p1) {
+              int64_t p1, int64_t then) {
   // Past one tile of rows, the k's go in blocks of kBlock, every tile of
   // rows over a block before the next: the block of the panel (256 KiB)
   // stays in L2 for the later tiles instead of a whole long panel (K past
   // 4096: more than 1 MiB) being read again from memory.
   const int64_t block = m > 8 ? kBlock : k, kp = paddedRows(k);
+  const int64_t tiles = (m + 7) / 8;
+  const bool prefetch = m > 1 && ahead(); // one row: its weight is usually in L2 and L3 ("Ahead")
   for (int64_t p = p0; p < p1; ++p) {
     const float *panel = packed + p * kp * kWidth;
     const int64_t c0 = p * kWidth, cols = std::min(kWidth, n - c0);
     for (int64_t k0 = 0; k0 < k; k0 += block) {
       const int64_t kb = std::min(block, k - k0);
+      // The block that comes next (the next k's of this panel, or the first
+      // ones of the next panel: p + 1 in the run, then `then`), whose lines
+      // the tiles of this block prefetch between them.
+      const float *next = nullptr;
+      int64_t nextRows = 0;
+      if (k0 + kb < k) {
+        next = panel + (k0 + kb) * kWidth;
+        nextRows = std::min(block, k - k0 - kb);
+      } else if (p + 1 < p1 || then >= 0) {
+        next = packed + (p + 1 < p1 ? p + 1 : then) * kp * kWidth;
+        nextRows = std::min(block, k);
+      }
+      const int64_t nextBytes = prefetch && next ? nextRows * kWidth * static_cast<int64_t>(sizeof(float)) : 0;
       for (int64_t r = 0; r < m; r += 8) {
         const int64_t rows = std::min<int64_t>(8, m - r);
-        kTiles[rows](x + r * k + k0, k, kb, panel + k0 * kWidth, y + r * n + c0, n, cols, k0 > 0);
+        Ahead ahead;
+        if (nextBytes > 0) {
+          // This tile's share of the next block's two halves: `lines` lines
+          // of each, from line t * lines on, a line or more a k.
+          const int64_t half = nextBytes / 2, lines = (half / 64 + tiles - 1) / tiles, first = (r / 8) * lines * 64;
+          ahead.from = reinterpret_cast<const char *>(next) + first;
+          ahead.stride = half;
+          ahead.perStep = (lines + kb - 1) / kb * 64;
+          const int64_t mine = std::min(lines * 64, half - first);
+          ahead.steps = mine > 0 ? (mine + ahead.perStep - 1) / ahead.perStep : 0;
+        }
+        kTiles[rows](x + r * k + k0, k, kb, panel + k0 * kWidth, y + r * n + c0, n, cols, k0 > 0, ahead);
       }
     }
   }

@@ -22,8 +22,9 @@
 // weight: LibraryKernels gives oneDNN the same copy (and a column block of
 // it, from a panel boundary on, to a split's slice), so a weight used with
 // few rows and with many keeps one packed copy. One panel is one
-// sequential stream of K x 256 bytes, which the hardware prefetchers follow
-// without help (software prefetches at 1-16 KiB ahead measured slower). A
+// sequential stream of K x 256 bytes, which on the EPYC the hardware
+// prefetchers follow without help (software prefetches at 1-16 KiB ahead in
+// the same stream measured slower; on a Xeon see "Ahead" below). A
 // tile is 8 rows x 64 columns: 32 AVX-512 accumulators (GCC keeps 27 of
 // them in registers and 5 on the stack: the four loads of the panel's row
 // and the broadcast need registers too); per k, four loads of the panel's
@@ -55,26 +56,52 @@
 // AVX-512F only (target attribute; the runtime is built for baseline
 // x86-64): supported() is false elsewhere, and the caller keeps oneDNN.
 //
-// Which CPUs: by default the kernel runs on AMD CPUs only (enabled()).
-// Every figure above is from a Zen 4 EPYC; on an Intel Xeon (Emerald
-// Rapids, 2 MB L2 a core) the same kernel loses to oneDNN's where it was
-// meant to win: BERT-base at one thread 47.5 against 39.8 ms at 16 tokens
-// and 41.8 against 32.0 at 8, at two threads 26.6 against 21.6 (16 tokens)
-// and 66.8 against 43.8 (64: the two blocks of rows); the LSTMs level at
-// one thread, 3-10% slower at two (docs/perf.md, "The panel path on an
-// Intel Xeon"). Its 16-row products stream from DRAM at 7.2 GB/s a core
-// there, oneDNN's at 8.5. So a CPU other than AMD's runs oneDNN's kernels
-// unless NIMBLE_PANEL_PRODUCT=1 asks for this one. The layout stays shared
-// on every AVX-512 CPU (sharedLayout()): oneDNN's primitives read the one
-// panel copy, so each weight keeps one resident copy (BERT-base over 16
-// and 128 tokens in one two-thread process on the Xeon: 438 MB, against
-// 775 MB with a copy per path). Its price there: on two threads each
-// slice of whole panels writes a dense block, copied into the output's
-// columns (LibraryKernels.cpp, buildSlices), 7-12% slower at 64 and 128
-// rows than oneDNN's in-place form over a row-major copy of its own. NIMBLE_PANEL_PRODUCT=0 turns kernel and
-// shared layout off anywhere. A choice by vendor and the environment
-// alone, read once: never by a clock, so every process on a machine
-// computes alike (issue 52).
+// Ahead: on an Intel Xeon (Emerald Rapids, 2 MB L2 a core) one stream a
+// core gets 11 GB/s from DRAM where several streams with prefetches get
+// 17 (a stand-alone read of 256 MiB, one thread: 1 stream 11.0, 4 streams
+// 15.5, 4 streams prefetched 4 KiB ahead 17.4), and a tile that waits for
+// its stream computes nothing meanwhile: the 16-row products of BERT-base
+// ran at 7 GB/s, the sum of their arithmetic (162 GFLOP/s hot) and their
+// reads, not the larger of the two. So while it computes a block, each
+// tile prefetches into L2 its share of the block that comes next (the next
+// k's of the panel, else the next panel of the run, else the panel the
+// caller names as `then`: on two threads each thread claims its next panel
+// before it computes this one), as two streams half a block apart, a line
+// or more a k. The next block's demand loads then hit L2. Measured with
+// the weights of BERT-base's 48 linear layers in turn (340 MB, one
+// thread, 16 rows): 49.4 ms without, 38.7 with the next block prefetched
+// by the first tile only, 32.6 by every tile, 29.0 as two streams; in the
+// model against oneDNN (docs/perf.md, "Few-row products ahead of their
+// stream"): 16 tokens 40.2-40.4 -> 28.3-29.7 ms on one thread, 22.0-22.2
+// -> 16.3-17.1 on two;
+// 8 tokens 1.17-1.25x, 32 tokens 1.02-1.22x faster; 64 and 128 level (two
+// blocks of rows at 64 on two threads; oneDNN past them). Not for one row:
+// the LSTM's recurrent weight is in L2 and L3 from token to token, and
+// prefetching it measured 10-29% slower (so m = 1 never prefetches). Not
+// measured on an AMD CPU: off there by default (NIMBLE_PANEL_AHEAD=1 turns
+// it on, 0 off anywhere). The prefetches move no arithmetic: each output
+// is the same bits with and without them.
+//
+// Which CPUs: the kernel runs the products of 2 to 32 rows (64 on an even
+// thread count) on every AVX-512 CPU (enabled()): on the Zen 4 EPYC it
+// streams at about twice oneDNN's rate without help, on the Xeon with its
+// next block prefetched ("Ahead"; without that it lost to oneDNN there:
+// BERT-base at one thread 47.5 against 39.8 ms at 16 tokens, 41.8 against
+// 32.0 at 8; docs/perf.md, "The panel path on an Intel Xeon"). One row
+// goes to it on AMD CPUs only (oneRow()): on the Xeon the LSTMs ran level
+// at one thread and 3-10% slower at two through it, so one row runs native
+// code there. The layout is shared on every AVX-512 CPU (sharedLayout()):
+// oneDNN's primitives at more rows read the one panel copy, so each weight
+// keeps one resident copy (BERT-base over 16 and 128 tokens in one
+// two-thread process on the Xeon: 438 MB, against 775 MB with a copy per
+// path). Its price there: on two threads each slice of whole panels writes
+// a dense block, copied into the output's columns (LibraryKernels.cpp,
+// buildSlices), 7-12% slower at 64 and 128 rows than oneDNN's in-place form
+// over a row-major copy of its own. NIMBLE_PANEL_PRODUCT=1 also sends one
+// row to the kernel on any AVX-512 CPU; 0 turns kernel and shared layout
+// off anywhere. A choice by vendor and the environment alone, read once:
+// never by a clock, so every process on a machine computes alike (issue
+// 52).
 //
 //===----------------------------------------------------------------------===//
 #ifndef NIMBLE_VM_DISPATCH_PANELPRODUCT_H
@@ -103,15 +130,22 @@ constexpr int64_t kMaxSplitRows = 2 * kMaxRows;
 
 /// Whether this CPU can run the kernel (AVX-512F).
 bool supported();
-/// Whether the kernel runs in this process (the few-row products and the
-/// one-row rule): supported(), and NIMBLE_PANEL_PRODUCT=1, or the variable
-/// unset (any other value too) and an AMD CPU ("Which CPUs" above). Read
-/// once.
+/// Whether the kernel runs the few-row products (2 to kMaxSplitRows rows,
+/// and one row when the library path gets it): supported() and
+/// NIMBLE_PANEL_PRODUCT is not 0 ("Which CPUs" above). Read once.
 bool enabled();
+/// Whether the one-row rule sends one-row products to the kernel (the
+/// LSTM's recurrent product) rather than to native code: enabled(), and
+/// NIMBLE_PANEL_PRODUCT=1 or the variable unset (any other value too) and an
+/// AMD CPU. Read once.
+bool oneRow();
 /// Whether constant weights are packed as panels that oneDNN's primitives
 /// (whole and split by panels) read too: supported() and
 /// NIMBLE_PANEL_PRODUCT is not 0. Read once.
 bool sharedLayout();
+/// Whether products of two or more rows prefetch the next block ("Ahead"):
+/// NIMBLE_PANEL_AHEAD=1 or 0, by default on every CPU but AMD's. Read once.
+bool ahead();
 
 /// Panels a K x N weight takes.
 inline int64_t panels(int64_t n) { return (n + kWidth - 1) / kWidth; }
@@ -129,9 +163,11 @@ void pack(const float *w, int64_t k, int64_t n, bool transposed, float *to);
 
 /// y[i][j] = sum over k of x[i][k] * W[k][j], for rows i < m (m <= kMaxRows)
 /// and the columns of panels [p0, p1). x is m x K row-major, y m x N
-/// row-major. supported() must be true.
+/// row-major. `then`: the panel the caller multiplies next (-1: none or
+/// unknown), whose first block the last one prefetches ("Ahead").
+/// supported() must be true.
 void multiply(const float *x, int64_t m, int64_t k, int64_t n, const float *panels, float *y, int64_t p0,
-              int64_t p1);
+              int64_t p1, int64_t then = -1);
 
 /// The element-wise binary operations a product's epilogue applies. Max and
 /// Min are the IR's `maximum` / `minimum` (vm/kernels/Binary.cpp): a NaN

@@ -51,3 +51,20 @@ for rows, name, t, pt in ((17, "0-7", 1, 1), (17, "8-9", 2, 2), (40, "24-31", 2,
                        stdout=subprocess.DEVNULL)
     same = np.array_equal(np.load(f"{d}/all.y.npy")[lo:lo + len(part)], np.load(f"{d}/part.y.npy"))
     print(f"rows {name} of {rows} (threads={t}) alone, threads={pt}: {'identical' if same else 'DIFFERENT'}")
+
+# Prefetching the next block (PanelProduct.h, "Ahead") moves no arithmetic:
+# with NIMBLE_PANEL_AHEAD=0 and =1 every output is the same bits, one and
+# several tiles, one and two k blocks (K = 1100), one panel after another on
+# one thread and claimed one ahead on two, and in two blocks of rows.
+for f in ("longk", "dense"):
+    for m, t in ((2, 1), (9, 1), (17, 1), (17, 2), (32, 2), (40, 2)):
+        outs = []
+        for ahead in ("0", "1"):
+            e = dict(env, NIMBLE_PANEL_AHEAD=ahead)
+            out = f"{d}/ahead{ahead}.y.npy"
+            subprocess.run(["nimble-run", f"{d}/p.nbc", f"--function={f}", "--kernels=library", f"--threads={t}",
+                            f"--input=@{d}/{f}.{m}.x.npy", f"--output=@{out}"], env=e, check=True,
+                           stdout=subprocess.DEVNULL)
+            outs.append(np.load(out))
+        same = np.array_equal(outs[0], outs[1])
+        print(f"{f} rows={m} threads={t} ahead off and on: {'identical' if same else 'DIFFERENT'}")
