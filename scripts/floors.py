@@ -8,11 +8,18 @@ prints what bench_models.py uses (it imports this module):
 
 * read bandwidth by working set: for each size, T processes (T = threads) each
   stream their share of the working set, warm, over and over: numpy dot
-  (bytes read, the access of a GEMV's weight) is the figure the floors use;
-  numpy copy (bytes read + written) is printed beside it. Summed over the
-  processes, best repetition kept. (Copy was used too, the better of the
-  two; at 0.9 MiB, inside L2, it measured 87 to 205 GB/s in three runs of
-  one hour, dot 117 to 130.)
+  (bytes read, the access of a GEMV's weight) and, where a C compiler is
+  found, a C reader built here for this CPU (-march=native; T threads, each
+  reading its share as four streams with software prefetches 4 KiB ahead):
+  the floors use the better of the two; numpy copy (bytes read + written)
+  is printed beside them. Summed over the processes, best repetition kept.
+  (Copy was used too, the better of the two; at 0.9 MiB, inside L2, it
+  measured 87 to 205 GB/s in three runs of one hour, dot 117 to 130.) The
+  C reader since issue 52: on the Intel Xeon one stream a core gets 11 to
+  14 GB/s from DRAM and numpy's dot 13.7, four prefetched streams 17.4, and
+  from a 4 MiB working set numpy's dot 29 GB/s where the runtime's one-row
+  product read the LSTM's W_hh faster (the LSTM rows were 0.53-0.90x of
+  their floor): a floor below what code reaches is no floor.
   256 MiB is DRAM; the models' weights (0.9 MB for Tree-LSTM, 4 MiB per LSTM
   layer) sit in this CPU's L2 / L3 across calls, and their floors use the
   bandwidth at their own working set.
@@ -37,10 +44,15 @@ and the floors, per model (docs/perf.md, "Floors"):
   the arithmetic decides; at 16 tokens on two threads the weights do (each
   weight is read for 16 rows: about 8 FLOP a byte).
 * LSTM, L layers, hidden 512, per token: every layer's W_hh (4 MiB) read
-  once at the bandwidth of L x 4 MiB, plus the input projections (batched
-  over the sequence: 2 x in x 2048 FLOP per token and layer) at the better
-  of oneDNN's and the generated kernel's rate for that shape at M = 128
-  (issue 13).
+  once, plus the input projections (batched over the sequence: 2 x in x
+  2048 FLOP per token and layer) at the better of oneDNN's and the
+  generated kernel's rate for that shape at M = 128 (issue 13). Of the
+  L x 4 MiB, what the T cores' L2s can hold (sysfs's L2 size a core; the
+  runtime keeps the part a core read last there, reading it first the next
+  token) is read at the L2 rate (the "l2" working set: half of each core's
+  L2), the rest at the bandwidth of L x 4 MiB (since issue 52: with the
+  whole weight at the L3 rate the Xeon's LSTM rows were 0.53-0.90x of
+  their floor).
 * Tree-LSTM (300 -> 150, child-sum, binary trees): a leaf reads W_iou
   (450 x 300), an internal node U_iou (450 x 150) and U_f (150 x 150, used
   for both children); per node the larger of bytes / bandwidth and FLOP /
@@ -49,6 +61,7 @@ and the floors, per model (docs/perf.md, "Floors"):
 """
 
 import argparse
+import atexit
 import multiprocessing
 import os
 import re
@@ -124,6 +137,128 @@ def read_bandwidth(nbytes, threads=1, reps=10):
     for p in procs:
         p.join()
     return sum(r[0] for r in res) / 1e9, sum(r[1] for r in res) / 1e9
+
+
+# The C reader: `reader BYTES THREADS REPS` prints the best GB/s of THREADS threads each reading
+# its BYTES / THREADS share (warm, over and over, so that each timing reads at least 64 MiB a
+# thread), as four streams a quarter of the share apart, 64 bytes of each a step, with a prefetch
+# 4 KiB ahead in each.
+READER_C = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef float v16 __attribute__((vector_size(64)));
+static size_t share, inner;
+static int threads, reps;
+static pthread_barrier_t barrier;
+static double best, t0;
+static volatile float sink;
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static __attribute__((noinline)) float pass(const v16 *a, size_t n) { /* n vectors, 4 streams */
+  const size_t q = n / 4;
+  v16 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+  for (size_t i = 0; i < q; ++i) {
+    __builtin_prefetch(a + i + 64, 0, 3);
+    __builtin_prefetch(a + q + i + 64, 0, 3);
+    __builtin_prefetch(a + 2 * q + i + 64, 0, 3);
+    __builtin_prefetch(a + 3 * q + i + 64, 0, 3);
+    s0 += a[i];
+    s1 += a[q + i];
+    s2 += a[2 * q + i];
+    s3 += a[3 * q + i];
+  }
+  v16 s = s0 + s1 + s2 + s3;
+  float r = 0;
+  for (int l = 0; l < 16; ++l) r += s[l];
+  return r;
+}
+
+static void *run(void *arg) {
+  const size_t n = share / 64 / 4 * 4;
+  v16 *a = aligned_alloc(64, n * 64 + 64);
+  if (!a) abort();
+  memset(a, 0, n * 64);
+  float acc = pass(a, n);
+  for (int r = 0; r < reps; ++r) {
+    pthread_barrier_wait(&barrier);
+    if (arg == NULL) t0 = now();
+    for (size_t i = 0; i < inner; ++i) {
+      acc += pass(a, n);
+      __asm__ volatile("" ::: "memory"); /* each pass reads the memory again */
+    }
+    pthread_barrier_wait(&barrier);
+    if (arg == NULL) {
+      const double gbs = (double)n * 64 * threads * inner / (now() - t0) / 1e9;
+      if (gbs > best) best = gbs;
+    }
+  }
+  sink = acc;
+  free(a);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 4) return 2;
+  const double bytes = atof(argv[1]);
+  threads = atoi(argv[2]);
+  reps = atoi(argv[3]);
+  if (threads < 1 || reps < 1 || bytes < 4096) return 2;
+  share = (size_t)(bytes / threads);
+  inner = share >= (64u << 20) ? 1 : (64u << 20) / share;
+  pthread_barrier_init(&barrier, NULL, threads);
+  pthread_t tid[64];
+  for (int t = 1; t < threads && t < 64; ++t) pthread_create(&tid[t], NULL, run, (void *)1);
+  run(NULL);
+  for (int t = 1; t < threads && t < 64; ++t) pthread_join(tid[t], NULL);
+  printf("%.3f\n", best);
+  return 0;
+}
+"""
+
+_reader = {}
+
+
+def reader_path(work=None):
+    """The C reader built for this CPU (cached in the process), or None without a C compiler (or when
+    it does not build)."""
+    if "path" in _reader:
+        return _reader["path"]
+    _reader["path"] = None
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
+    if cc:
+        d = work
+        if d is None:
+            d = tempfile.mkdtemp(prefix="nimble-reader-")
+            atexit.register(shutil.rmtree, d, True)
+        src, exe = os.path.join(d, "reader.c"), os.path.join(d, "reader")
+        with open(src, "w") as f:
+            f.write(READER_C)
+        p = subprocess.run([cc, "-O2", "-march=native", "-pthread", "-o", exe, src], capture_output=True, text=True)
+        if p.returncode == 0:
+            _reader["path"] = exe
+    return _reader["path"]
+
+
+def stream_bandwidth(nbytes, threads=1, reps=10, work=None):
+    """Read GB/s of the C reader over a warm working set of nbytes split over `threads` threads, or
+    None when it cannot be built or run."""
+    exe = reader_path(work)
+    if not exe:
+        return None
+    p = subprocess.run([exe, str(int(nbytes)), str(threads), str(reps)], capture_output=True, text=True)
+    try:
+        return float(p.stdout.strip()) if p.returncode == 0 else None
+    except ValueError:
+        return None
 
 
 # ---- GEMM rates -----------------------------------------------------------------------------------
@@ -203,10 +338,15 @@ def bert_floor_ms(n, rates, T, dram_bw):
                for key, f in bert_gemm_flops(n).items()) * 1e3
 
 
-def lstm_floor_us(layers, inp, rates, bw, T):
-    """Per token: each layer's W_hh read once at bw (GB/s), plus the batched input projections."""
+def lstm_floor_us(layers, inp, rates, bw, T, l2=None):
+    """Per token: each layer's W_hh read once, plus the batched input projections. l2: None, or
+    (bytes of L2 a core, GB/s of T threads reading from their L2s): what of the weights the T cores'
+    L2s can keep from one token to the next (at most their capacity) is read at the L2 rate, the
+    rest at bw (GB/s, the bandwidth of the weights' working set)."""
     w_hh = 4 * LSTM_HIDDEN * LSTM_HIDDEN * 4
-    t = layers * w_hh / (bw * 1e9)
+    w = layers * w_hh
+    kept = min(w, T * l2[0]) if l2 else 0
+    t = (w - kept) / (bw * 1e9) + (kept / (l2[1] * 1e9) if kept else 0.0)
     for i in range(layers):
         k = inp if i == 0 else LSTM_HIDDEN
         r = rates[k, 4 * LSTM_HIDDEN]
@@ -234,17 +374,41 @@ def treelstm_floor_us(nodes, trees, gemv_rate, bw):
 def measure(nimblec, nimble_run, threads, reps=10, work=None, progress=lambda s: None):
     """Everything the floors need, at each thread count: {"bandwidth": {T: {bytes: GB/s}},
     "bandwidth_detail": ..., "gemm": {(K, N): {(impl, T): GFLOP/s}}}."""
-    sizes = {"treelstm": tree_weight_bytes(), "lstm_1l": 4 * MiB, "lstm_2l": 8 * MiB, "dram": 256 * MiB}
+    l2 = l2_bytes()
     bw, detail = {}, {}
     for T in threads:
         bw[T], detail[T] = {}, {}
+        sizes = {"treelstm": tree_weight_bytes(), "lstm_1l": 4 * MiB, "lstm_2l": 8 * MiB, "dram": 256 * MiB}
+        if l2:
+            sizes["l2"] = T * l2 // 2  # half of each core's L2
         for name, size in sizes.items():
             progress("floors: read bandwidth over %.1f MiB at %d thread%s" % (size / MiB, T, "" if T == 1 else "s"))
-            copy, dot = read_bandwidth(size, T, reps if size < 64 * MiB else max(3, reps // 3))
-            bw[T][name], detail[T][name] = dot, (copy, dot, size)
+            r = reps if size < 64 * MiB else max(3, reps // 3)
+            copy, dot = read_bandwidth(size, T, r)
+            streams = stream_bandwidth(size, T, r, work)
+            bw[T][name], detail[T][name] = max(dot, streams or 0.0), (copy, dot, size, streams)
     progress("floors: GEMM rates at M = 128 (%s)" % ", ".join("%dx%d" % s for s in GEMM_SHAPES))
     gemm = gemm_rates(nimblec, nimble_run, threads, reps=max(5, reps), work=work)
-    return {"bandwidth": bw, "bandwidth_detail": detail, "gemm": gemm}
+    return {"bandwidth": bw, "bandwidth_detail": detail, "gemm": gemm, "l2_bytes": l2}
+
+
+def l2_bytes(sysfs="/sys/devices/system/cpu/cpu0/cache"):
+    """Bytes of the first CPU's level-2 data or unified cache (sysfs), or None when not reported."""
+    try:
+        for index in sorted(os.listdir(sysfs)):
+            d = os.path.join(sysfs, index)
+            with open(os.path.join(d, "level")) as f:
+                level = f.read().strip()
+            with open(os.path.join(d, "type")) as f:
+                kind = f.read().strip()
+            if level == "2" and kind in ("Unified", "Data"):
+                with open(os.path.join(d, "size")) as f:
+                    size = f.read().strip()
+                units = {"K": 1024, "M": MiB}
+                return int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size)
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def capability(m, T):
@@ -270,7 +434,8 @@ def floor_for(model, length, T, m, trees=None):
     if model == "bert_base":
         return bert_floor_ms(length, gemm, T, bw["dram"])
     if model in ("lstm_1l", "lstm_2l"):
-        return lstm_floor_us(1 if model == "lstm_1l" else 2, 300, gemm, bw[model], T)
+        l2 = (m["l2_bytes"], bw["l2"]) if m.get("l2_bytes") and "l2" in bw else None
+        return lstm_floor_us(1 if model == "lstm_1l" else 2, 300, gemm, bw[model], T, l2)
     if model == "treelstm":
         # The one-row product's rate: the 512-input LSTM GEMV shape is the nearest measured; a roofline
         # with the GEMM rate at M = 128 would be far lower than any one-row product reaches.
@@ -282,9 +447,13 @@ def floor_for(model, length, T, m, trees=None):
 def describe(m, threads):
     lines = []
     for T in threads:
-        parts = ["%s %.1f MiB: %.1f GB/s (copy %.1f, dot %.1f)" % (name, d[2] / MiB, m["bandwidth"][T][name], d[0], d[1])
+        parts = ["%s %.1f MiB: %.1f GB/s (copy %.1f, dot %.1f, streams %s)" % (
+            name, d[2] / MiB, m["bandwidth"][T][name], d[0], d[1], "%.1f" % d[3] if len(d) > 3 and d[3] else "-")
                  for name, d in m["bandwidth_detail"][T].items()]
         lines.append("read bandwidth, %d thread%s: %s" % (T, "" if T == 1 else "s", "; ".join(parts)))
+    if m.get("l2_bytes"):
+        lines.append("L2: %.1f MiB a core (the LSTM floors read what of W_hh the cores' L2s hold at the l2 rate)"
+                     % (m["l2_bytes"] / MiB))
     for (k, n), r in m["gemm"].items():
         lines.append("GEMM M=128 K=%d N=%d GFLOP/s: %s" % (k, n, ", ".join(
             "%s %dt %.1f" % ("oneDNN" if impl == "library" else impl, T, v) for (impl, T), v in sorted(r.items()))))

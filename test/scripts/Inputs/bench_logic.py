@@ -151,6 +151,14 @@ slow = {"gemm": {kn: {("library", 1): 200.0, ("native", 1): 100.0, ("library", 2
 print("disturbed T=2: bert_base 16 %.3f ms (T=1 %.3f)" % (floors.floor_for("bert_base", 16, 2, slow),
                                                           floors.floor_for("bert_base", 16, 1, slow)))
 print("tree weights %d bytes" % floors.tree_weight_bytes())
+# With 1 MiB of L2 a core (read at 400 GB/s on 1 thread, 800 on 2): that much of W_hh a core is
+# read at the L2 rate, the rest at the working set's; on 2 threads 2 of LSTM-1L's 4 MiB.
+with_l2 = dict(m, l2_bytes=1024 * 1024, bandwidth={1: dict(m["bandwidth"][1], l2=400.0),
+                                                   2: dict(m["bandwidth"][2], l2=800.0)})
+for T in (1, 2):
+    print("L2 T=%d: lstm_1l %.2f us/token; lstm_2l %.2f us/token" % (
+        T, floors.floor_for("lstm_1l", 32, T, with_l2), floors.floor_for("lstm_2l", 32, T, with_l2)))
+print("l2_bytes of a missing sysfs: %s" % floors.l2_bytes("/nonexistent"))
 
 print("== doc section")
 text = "intro\n%s\nold table\n%s\nrest\n" % (benchlib.BEGIN, benchlib.END)
