@@ -193,18 +193,18 @@ void multiply(const float *x, int64_t m, int64_t k, int64_t n, const float *pack
       const int64_t nextBytes = prefetch && next ? nextRows * kWidth * static_cast<int64_t>(sizeof(float)) : 0;
       for (int64_t r = 0; r < m; r += 8) {
         const int64_t rows = std::min<int64_t>(8, m - r);
-        Ahead ahead;
+        Ahead share;
         if (nextBytes > 0) {
           // This tile's share of the next block's two halves: `lines` lines
           // of each, from line t * lines on, a line or more a k.
           const int64_t half = nextBytes / 2, lines = (half / 64 + tiles - 1) / tiles, first = (r / 8) * lines * 64;
-          ahead.from = reinterpret_cast<const char *>(next) + first;
-          ahead.stride = half;
-          ahead.perStep = (lines + kb - 1) / kb * 64;
+          share.from = reinterpret_cast<const char *>(next) + first;
+          share.stride = half;
+          share.perStep = (lines + kb - 1) / kb * 64;
           const int64_t mine = std::min(lines * 64, half - first);
-          ahead.steps = mine > 0 ? (mine + ahead.perStep - 1) / ahead.perStep : 0;
+          share.steps = mine > 0 ? (mine + share.perStep - 1) / share.perStep : 0;
         }
-        kTiles[rows](x + r * k + k0, k, kb, panel + k0 * kWidth, y + r * n + c0, n, cols, k0 > 0, ahead);
+        kTiles[rows](x + r * k + k0, k, kb, panel + k0 * kWidth, y + r * n + c0, n, cols, k0 > 0, share);
       }
     }
   }
