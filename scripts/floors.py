@@ -211,14 +211,14 @@ int main(int argc, char **argv) {
   const double bytes = atof(argv[1]);
   threads = atoi(argv[2]);
   reps = atoi(argv[3]);
-  if (threads < 1 || reps < 1 || bytes < 4096) return 2;
+  if (threads < 1 || threads > 64 || reps < 1 || bytes < 4096) return 2;
   share = (size_t)(bytes / threads);
   inner = share >= (64u << 20) ? 1 : (64u << 20) / share;
   pthread_barrier_init(&barrier, NULL, threads);
   pthread_t tid[64];
-  for (int t = 1; t < threads && t < 64; ++t) pthread_create(&tid[t], NULL, run, (void *)1);
+  for (int t = 1; t < threads; ++t) pthread_create(&tid[t], NULL, run, (void *)1);
   run(NULL);
-  for (int t = 1; t < threads && t < 64; ++t) pthread_join(tid[t], NULL);
+  for (int t = 1; t < threads; ++t) pthread_join(tid[t], NULL);
   printf("%.3f\n", best);
   return 0;
 }

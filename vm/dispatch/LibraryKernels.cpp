@@ -683,7 +683,7 @@ bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::strin
     auto run = [&](int64_t q0, int64_t q1) {
       for (int64_t i = q0; i < q1; ++i) {
         const int64_t q = back ? q0 + q1 - 1 - i : i;
-        part(0, 1, q, q + 1, i + 1 < q1 ? (back ? q - 1 : q + 1) : -1);
+        part(0, 1, q, q + 1, -1); // one row prefetches nothing (PanelProduct.h, "Ahead")
       }
     };
     if (threads > 1)
