@@ -650,8 +650,9 @@ llvm::Function *KernelLowering::emit(const std::string &symbol) {
   // Outputs that are inputs are copies; then each stored member in order.
   for (uint32_t v = 0; v < k_.numInputs; ++v)
     if (!outDests[v].empty()) emitStage(v, outDests[v]);
-  for (uint32_t v = k_.numInputs; v < vals_.size(); ++v) {
-    if (outDests[v].empty() && !materialize_[v]) continue;
+  // The memory a stored member is written to: its output buffers, else a
+  // temporary freed at exit.
+  auto destsOf = [&](uint32_t v) {
     std::vector<Value *> dests = outDests[v];
     if (dests.empty()) {
       llvm::Type *mt = memoryType(ctx_, vals_[v].dtype);
@@ -668,9 +669,31 @@ llvm::Function *KernelLowering::emit(const std::string &symbol) {
       b_.SetInsertPoint(ok);
       dests.push_back(mem);
     }
+    return dests;
+  };
+  // Products stored early, with an earlier sibling (emitMatMulStage), and
+  // their memory.
+  std::vector<std::vector<Value *>> early(vals_.size());
+  for (uint32_t v = k_.numInputs; v < vals_.size(); ++v) {
+    if (outDests[v].empty() && !materialize_[v]) continue;
+    if (!early[v].empty()) {
+      // Computed with its sibling; the other outputs are copies.
+      const std::vector<Value *> &dests = early[v];
+      data_[v] = dests[0];
+      for (size_t i = 1; i < dests.size(); ++i) emitStage(v, {dests[i]});
+      continue;
+    }
+    std::vector<Value *> dests = destsOf(v);
     OpCode op = k_.members[static_cast<size_t>(vals_[v].member)].op;
     stages_ += static_cast<unsigned>(dests.size()); // row and matmul stages copy the rest
-    if (op == OpCode::Softmax || op == OpCode::LayerNorm) {
+    uint32_t sib = op == OpCode::MatMul ? matMulSibling(v) : kNoSibling;
+    if (sib != kNoSibling) {
+      early[sib] = destsOf(sib);
+      stages_ += static_cast<unsigned>(early[sib].size());
+      emitMatMulStage(v, dests[0], sib, early[sib][0]);
+      data_[v] = dests[0];
+      for (size_t i = 1; i < dests.size(); ++i) emitStage(v, {dests[i]});
+    } else if (op == OpCode::Softmax || op == OpCode::LayerNorm) {
       emitRowStage(v, dests[0]);
       for (size_t i = 1; i < dests.size(); ++i) {
         data_[v] = dests[0];

@@ -135,7 +135,11 @@ private:
   // --- stages
   void emitStage(uint32_t v, const std::vector<Value *> &dests);
   void emitRowStage(uint32_t v, Value *dest); // softmax, layer_norm
-  bool emitMatMulStage(uint32_t v, Value *dest); // float matmul tiles
+  // Float matmul tiles. With a `sibling` (matMulSibling(v)), its product
+  // too, in the same tiles: each row of B read once for both.
+  bool emitMatMulStage(uint32_t v, Value *dest, uint32_t sibling = kNoSibling, Value *siblingDest = nullptr);
+  static constexpr uint32_t kNoSibling = ~0u;
+  uint32_t matMulSibling(uint32_t v) const;
   void emitVectorRow(const vm::KernelDesc::Member &m, uint32_t x, uint32_t v, Value *dest,
                      Index idx, int64_t axis);
   unsigned stageLanes(uint32_t v);

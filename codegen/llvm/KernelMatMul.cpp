@@ -74,7 +74,42 @@ Value *KernelLowering::emitMatMul(uint32_t v, const vm::KernelDesc::Member &m, c
                         })[0];
 }
 
-bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
+// A later one-row product of the same weight whose left operand is already
+// stored (Tree-LSTM's node: h_l . U_f^T and h_r . U_f^T): emitMatMulStage
+// computes it with v's, as the two rows of one product, so that U_f is read
+// once a node instead of twice (a fifth of the node's weight bytes). Each
+// output is the sum the one-row tiles give (a dot-product tile's sums do not
+// depend on its rows), so nothing changes but the reads. Only dot-product
+// tiles of weights under kParallelMatMulWork (the general tiles, one
+// thread), with static shapes, in a kernel that gathers nothing (a batched
+// variant has its rows already).
+uint32_t KernelLowering::matMulSibling(uint32_t v) const {
+  if (gpu_ || vf_ <= 1 || !gatherBuf_.empty()) return kNoSibling;
+  const auto &m = k_.members[static_cast<size_t>(vals_[v].member)];
+  if (m.op != OpCode::MatMul || m.attrs.size() < 2 || m.attrs[0].getBool() || !m.attrs[1].getBool() ||
+      !isFloat(vals_[v].dtype))
+    return kNoSibling;
+  const std::vector<int64_t> &d = vals_[v].dims;
+  const uint32_t a = m.operands[0], bb = m.operands[1];
+  if (d.size() != 2 || d[0] != 1 || d[1] == kDynamic || vals_[a].dims.size() != 2 || vals_[a].dims[1] == kDynamic ||
+      d[1] * vals_[a].dims[1] >= kParallelMatMulWork || !data_[a] || isGathered(data_[a]) || !data_[bb] ||
+      isGathered(data_[bb]))
+    return kNoSibling;
+  for (uint32_t w = v + 1; w < vals_.size(); ++w) {
+    if (vals_[w].member < 0) continue;
+    const auto &mw = k_.members[static_cast<size_t>(vals_[w].member)];
+    if (mw.op != OpCode::MatMul || mw.operands[1] != bb || mw.attrs.size() < 2 || mw.attrs[0].getBool() ||
+        !mw.attrs[1].getBool() || vals_[w].dims != d || vals_[w].dtype != vals_[v].dtype)
+      continue;
+    const uint32_t aw = mw.operands[0];
+    bool stored = materialize_[w];
+    for (uint32_t o : k_.outputs) stored |= o == w;
+    if (stored && data_[aw] && !isGathered(data_[aw]) && vals_[aw].dims == vals_[a].dims) return w;
+  }
+  return kNoSibling;
+}
+
+bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest, uint32_t sibling, Value *siblingDest) {
   const auto &m = k_.members[static_cast<size_t>(vals_[v].member)];
   const DType dt = vals_[v].dtype;
   if (!isFloat(dt) || vf_ <= 1) return false;
@@ -85,7 +120,25 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
   // Gather fusion: rows of A and of C may come from row tables (a batched
   // variant's per-instance operands); B, a transposed A and batch
   // dimensions take the point-at-a-time stage, which reads through load().
-  const bool gA = isGathered(data_[a]), gC = isGathered(dest);
+  const bool merged = sibling != kNoSibling;
+  // A sibling's product (matMulSibling): rows 0 and 1 of one product, A's
+  // and C's rows read through two-row tables (the gathered form).
+  std::vector<Value *> carry = {dest};
+  if (merged) {
+    llvm::Type *ptrTy = llvm::PointerType::get(ctx_, 0);
+    llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    llvm::AllocaInst *rowsC = eb.CreateAlloca(ptrTy, i64(2));
+    llvm::AllocaInst *rowsA = eb.CreateAlloca(ptrTy, i64(2));
+    const uint32_t aw = k_.members[static_cast<size_t>(vals_[sibling].member)].operands[0];
+    b_.CreateStore(dest, rowsC);
+    b_.CreateStore(siblingDest, b_.CreateConstInBoundsGEP1_64(ptrTy, rowsC, 1));
+    b_.CreateStore(data_[a], rowsA);
+    b_.CreateStore(data_[aw], b_.CreateConstInBoundsGEP1_64(ptrTy, rowsA, 1));
+    markGathered(rowsC);
+    markGathered(rowsA);
+    carry = {rowsC, rowsA};
+  }
+  const bool gA = merged || isGathered(data_[a]), gC = merged || isGathered(dest);
   if (isGathered(data_[bb]) || ((gA || gC) && (R != 2 || ta))) return false;
   llvm::Type *et = elementType(ctx_, dt);
   llvm::Type *vt = withLanes(et, vf_);
@@ -93,11 +146,12 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
   llvm::Align align(esize);
   // Sizes and row strides, (re)derived in whichever function is being
   // emitted (the kernel or the body of a parallel region); the lambdas below
-  // capture these variables, not their values.
-  std::vector<Value *> carry = {dest};
-  Value *M, *N, *K, *aRow, *bRow;
+  // capture these variables, not their values. aData: A's data (or row
+  // table).
+  Value *M, *N, *K, *aRow, *bRow, *aData;
   auto derive = [&] {
-    M = dims_[v][R - 2];
+    aData = merged ? carry[1] : data_[a];
+    M = merged ? i64(2) : dims_[v][R - 2];
     N = dims_[v][R - 1];
     K = ta ? dims_[a][R - 2] : dims_[a][R - 1];
     aRow = strides_[a][R - 2];
@@ -130,6 +184,7 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
   // 2 of f32; 4 x 2 otherwise (f64 and narrower lanes).
   // With a static N that 3 vectors do not divide but 2 do (BERT's heads of
   // 64), 8 x 2: the columns past the last full tile run one row at a time.
+  const int64_t mStatic = merged ? 2 : vals_[v].dims[R - 2];
   const bool wide = vf_ >= 16 && esize == 4;
   const int64_t staticN = vals_[v].dims[R - 1];
   const bool wideBy2 = wide && staticN != kDynamic && staticN % (3 * vf_) != 0 && staticN % (2 * vf_) == 0;
@@ -196,10 +251,10 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
               Value *ai = b_.CreateAdd(i0, i64(r));
               Value *ap;
               if (gA) {
-                ap = ptrAt(rowOf(data_[a], ai), k);
+                ap = ptrAt(rowOf(aData, ai), k);
               } else {
                 Value *ao = ta ? b_.CreateAdd(b_.CreateMul(k, aRow), ai) : b_.CreateAdd(b_.CreateMul(ai, aRow), k);
-                ap = ptrAt(data_[a], b_.CreateAdd(aOff, ao));
+                ap = ptrAt(aData, b_.CreateAdd(aOff, ao));
               }
               Value *as = splat(b_.CreateLoad(et, ap), vf_);
               for (unsigned c = 0; c < nc; ++c) out[r * nc + c] = fma(as, bv[c], cur[r * nc + c]);
@@ -234,9 +289,9 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
     const bool quad = vf_ >= 4 && nc % 4 == 0;
     Value *kMain = b_.CreateSub(kEnd, b_.CreateSRem(b_.CreateSub(kEnd, kBegin), i64(vf_)));
     std::vector<Value *> init(mr * nc, llvm::Constant::getNullValue(vt));
-    auto rowPtr = [&](uint32_t o, Value *off, Value *row, Value *stride, Value *k) {
-      if (isGathered(data_[o])) return ptrAt(rowOf(data_[o], row), k);
-      return ptrAt(data_[o], b_.CreateAdd(off, b_.CreateAdd(b_.CreateMul(row, stride), k)));
+    auto rowPtr = [&](Value *base, Value *off, Value *row, Value *stride, Value *k) {
+      if (isGathered(base)) return ptrAt(rowOf(base, row), k);
+      return ptrAt(base, b_.CreateAdd(off, b_.CreateAdd(b_.CreateMul(row, stride), k)));
     };
     // One vector step at k; `mask` (or null) selects the lanes read.
     auto dotStep = [&](Value *k, const std::vector<Value *> &cur, Value *mask) {
@@ -246,9 +301,9 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
         if (!mask) return b_.CreateAlignedLoad(vt, p, align);
         return b_.CreateMaskedLoad(vt, p, align, mask, zeros);
       };
-      for (unsigned r = 0; r < mr; ++r) av[r] = loadRow(rowPtr(a, aOff, b_.CreateAdd(i0, i64(r)), aRow, k));
-      for (unsigned c = 0; c < nc; ++c) bv[c] = loadRow(rowPtr(bb, bOff, b_.CreateAdd(j0, i64(c)), bRow, k));
-      if (ahead && mr == 1)
+      for (unsigned r = 0; r < mr; ++r) av[r] = loadRow(rowPtr(aData, aOff, b_.CreateAdd(i0, i64(r)), aRow, k));
+      for (unsigned c = 0; c < nc; ++c) bv[c] = loadRow(rowPtr(data_[bb], bOff, b_.CreateAdd(j0, i64(c)), bRow, k));
+      if (ahead && mr <= 2)
         for (unsigned c = 0; c < nc; ++c) {
           // A plain GEP: the last tile's prefetch points past B, which a
           // prefetch may do (it never faults) and an inbounds GEP may not.
@@ -345,9 +400,9 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
     sums = forLoopCarried(kMain, kEnd, i64(1), sums, "mmtail", [&](Value *k, const std::vector<Value *> &cur) {
       std::vector<Value *> out(cur.size());
       for (unsigned r = 0; r < mr; ++r) {
-        Value *x = b_.CreateLoad(et, rowPtr(a, aOff, b_.CreateAdd(i0, i64(r)), aRow, k));
+        Value *x = b_.CreateLoad(et, rowPtr(aData, aOff, b_.CreateAdd(i0, i64(r)), aRow, k));
         for (unsigned c = 0; c < nc; ++c) {
-          Value *y = b_.CreateLoad(et, rowPtr(bb, bOff, b_.CreateAdd(j0, i64(c)), bRow, k));
+          Value *y = b_.CreateLoad(et, rowPtr(data_[bb], bOff, b_.CreateAdd(j0, i64(c)), bRow, k));
           out[r * nc + c] = fma(x, y, cur[r * nc + c]);
         }
       }
@@ -418,6 +473,13 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
     };
     forLoop(i64(0), mMain, i64(RT), "mmi", [&](Value *i0) { block(i0, RT); });
     Value *rest = mMain;
+    if (!outer && mStatic != kDynamic && mStatic % RT >= 2) {
+      // Two rows past the last full tile (a sibling's pair, matMulSibling):
+      // one tile, so B's rows are read once for both (static M only: a tile
+      // of code fewer everywhere else).
+      block(mMain, 2);
+      rest = b_.CreateAdd(mMain, i64(2));
+    }
     if (RT > 4) {
       // The rows past the last full tile: 4-row tiles, then single rows.
       rest = b_.CreateAdd(mMain, b_.CreateAnd(b_.CreateSub(M, mMain), i64(~int64_t(3))));
@@ -584,6 +646,18 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest) {
     }, kParallelMatMulWork);
     derive();
     blocking();
+    if (merged) {
+      // The columns past the full tiles, each product's as it would have
+      // had them alone (edge points).
+      for (auto [p, pDest] : {std::pair{v, dest}, std::pair{sibling, siblingDest}}) {
+        const auto &pm = k_.members[static_cast<size_t>(vals_[p].member)];
+        forLoop(nMain, N, i64(1), "mmjs", [&](Value *j0) {
+          Index idx = {{i64(0), i64(0)}, {j0, i64(0)}};
+          store(p, pDest, idx, emitMatMul(p, pm, idx, 1), 1);
+        });
+      }
+      return true;
+    }
     edges(i64(0), i64(0), i64(0));
     return true;
   }
