@@ -3,6 +3,8 @@
 Usage: sibling_inputs.py DIR -> DIR/*.npy (results in float64, stored as f32):
 
   pair   h1[1,16] . W[4,16]^T + h2[1,16] . W^T
+  long   g1[1,1000] . V[38,1000]^T - g2[1,1000] . V^T (k in two blocks of 768;
+         9 tiles of 4 and 2 edge columns)
   node   Tree-LSTM's node at its sizes: (h_l + h_r) . U[450,150]^T, and
          sigmoid(h_l . U_f[150,150]^T) * c_l + sigmoid(h_r . U_f^T) * c_r
          (150 columns: 37 tiles of 4 and 2 edge columns; k: 9 vector steps
@@ -28,12 +30,14 @@ def sigmoid(x):
 
 
 h1, h2, w = mat(1, 16), mat(1, 16), mat(4, 16)
+g1, g2, v = mat(1, 1000), mat(1, 1000), mat(38, 1000, scale=1 / np.sqrt(1000))
 hl, hr, cl, cr = mat(1, 150), mat(1, 150), mat(1, 150), mat(1, 150)
 u, uf = mat(450, 150, scale=1 / np.sqrt(150)), mat(150, 150, scale=1 / np.sqrt(150))
-for name, a in (("h1", h1), ("h2", h2), ("w", w), ("hl", hl), ("hr", hr), ("cl", cl), ("cr", cr), ("u", u),
+for name, a in (("h1", h1), ("h2", h2), ("w", w), ("g1", g1), ("g2", g2), ("v", v), ("hl", hl), ("hr", hr), ("cl", cl), ("cr", cr), ("u", u),
                 ("uf", uf)):
     np.save(f"{out}/{name}.npy", a)
 np.save(f"{out}/pair.npy", (f64(h1) @ f64(w).T + f64(h2) @ f64(w).T).astype(np.float32))
+np.save(f"{out}/long.npy", (f64(g1) @ f64(v).T - f64(g2) @ f64(v).T).astype(np.float32))
 np.save(f"{out}/iou.npy", ((f64(hl) + f64(hr)) @ f64(u).T).astype(np.float32))
 keep = sigmoid(f64(hl) @ f64(uf).T) * f64(cl) + sigmoid(f64(hr) @ f64(uf).T) * f64(cr)
 np.save(f"{out}/keep.npy", keep.astype(np.float32))
