@@ -2,7 +2,8 @@
 """Native kernels, measured side by side in one run (docs/codegen.md, perf.md).
 
     /usr/bin/python3 scripts/bench_kernels.py [--reps N] [--mcpu CPU] [--nimblec P] [--nimble-run P]
-                                              [--sections 1,2,3,4,5,6,7] [--baseline-run P]
+                                              [--sections 1,2,3,4,5,6,7,8] [--baseline-run P]
+                                              [--baseline-nimblec P] [--rounds N]
 
 Prints, on this machine (CPU model and features in the header):
 
@@ -41,6 +42,16 @@ Prints, on this machine (CPU model and features in the header):
    baseline of `NIMBLE_PANEL_PRODUCT=0 exec nimble-run "$@"` in a script
    compares the panel kernel with oneDNN). Then cold / hot: the chain's time a pair
    against one pair alone (19 MB, hot in the L3 from call to call).
+
+8. Tree-LSTM's one-row products, hot in L2 (issue 52; docs/perf.md,
+   "Tree-LSTM's one-row products"): the leaf's 1x300 . (450x300)^T, the
+   node's 1x150 . (450x150)^T and its pair h_l . U_f^T + h_r . U_f^T (one
+   kernel: KernelMatMul.cpp's weight pairs), --kernels=native, 1 thread: us
+   a call of the kernel time and GB/s of the weight bytes the call must read
+   (the pair's U_f once). With --baseline-nimblec, the same kernels compiled
+   by that nimblec too (another build: the generated code is what differs),
+   run alternating with this one's for --rounds rounds: the medians and
+   baseline / this, the median of the rounds' ratios and their range.
 
 --sections runs some of them (2 and 3 are one table; 4 needs 1's bandwidth,
 so it runs 1 too).
@@ -110,6 +121,21 @@ GEMM_KN = """func @main(%x: tensor<?x{k}xf32>, %w: tensor<{k}x{n}xf32>, %b: tens
 }}
 """
 
+# Tree-LSTM's node: the forget gates' two products of U_f, one kernel.
+PAIR = """func @main(%hl: tensor<1x150xf32>, %hr: tensor<1x150xf32>, %uf: tensor<150x150xf32>) -> tensor<1x150xf32> {
+  %gl = matmul %hl, %uf, transpose_b=true
+  %gr = matmul %hr, %uf, transpose_b=true
+  %g = add %gl, %gr
+  ret %g
+}
+"""
+
+ONE_ROW = """func @main(%x: tensor<1x{k}xf32>, %w: tensor<{n}x{k}xf32>) -> tensor<1x{n}xf32> {{
+  %y = matmul %x, %w, transpose_b=true
+  ret %y
+}}
+"""
+
 GEMV = """func @main(%x: tensor<1x512xf32>, %w: tensor<2048x512xf32>) -> tensor<1x2048xf32> {
   %y = matmul %x, %w, transpose_b=true
   ret %y
@@ -169,12 +195,16 @@ def main():
     ap.add_argument("--mcpu", default="")
     ap.add_argument("--nimblec", default=os.path.join(REPO, "bazel-bin", "tools", "nimblec"))
     ap.add_argument("--nimble-run", default=os.path.join(REPO, "bazel-bin", "tools", "nimble-run"))
-    ap.add_argument("--sections", default="1,2,3,4,5,6,7", help="which sections to run (default: all)")
+    ap.add_argument("--sections", default="1,2,3,4,5,6,7,8", help="which sections to run (default: all)")
     ap.add_argument("--baseline-run", help="section 7: a second nimble-run to time beside --nimble-run")
+    ap.add_argument("--baseline-nimblec", help="section 8: a second nimblec whose kernels run beside --nimblec's")
+    ap.add_argument("--rounds", type=int, default=5, help="section 8: alternating rounds (default 5)")
     args = ap.parse_args()
     sections = {int(x) for x in args.sections.split(",") if x}
-    if sections - set(range(1, 8)):
-        ap.error("--sections takes numbers from 1 to 7")
+    if sections - set(range(1, 9)):
+        ap.error("--sections takes numbers from 1 to 8")
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     if 4 in sections:
         sections.add(1)
     if sections & {2, 3}:
@@ -198,6 +228,8 @@ def main():
         others_section(args, work, rng)
     if 7 in sections:
         chain_section(args, work, rng)
+    if 8 in sections:
+        tree_section(args, work, rng)
     print("load average after: %.2f" % os.getloadavg()[0])
     return 0
 
@@ -396,6 +428,42 @@ def chain_section(args, work, rng):
         row += [one / pairs / hot[0], two_ms / pairs / hot[1]]
         ratio_cols |= {len(row) - 2, len(row) - 1}
         print("%6d" % m + "".join("%14.3f" % v if j not in ratio_cols else "%13.2fx" % v for j, v in enumerate(row)))
+
+def tree_section(args, work, rng):
+    products = [
+        ("leaf 1x300 . (450x300)^T", ONE_ROW.format(k=300, n=450), [(1, 300), (450, 300)], 4 * 450 * 300),
+        ("node 1x150 . (450x150)^T", ONE_ROW.format(k=150, n=450), [(1, 150), (450, 150)], 4 * 450 * 150),
+        ("node pair 2 x 1x150 . (150x150)^T", PAIR, [(1, 150), (1, 150), (150, 150)], 4 * 150 * 150),
+    ]
+    base = args.baseline_nimblec
+    print("\nTree-LSTM's one-row products, native, 1 thread, hot in L2: us a call (kernel time), GB/s of the"
+          " weight%s:" % (", %d alternating rounds against --baseline-nimblec" % args.rounds if base else ""))
+    cols = ["this us", "GB/s"] + (["baseline us", "GB/s", "base/this", "rounds' ratios"] if base else [])
+    print("%-36s" % "product" + "".join("%14s" % c for c in cols[:5]) + ("  %s" % cols[5] if base else ""))
+    reps = max(500, 100 * args.reps)
+    median = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
+    for i, (name, text, shapes, wbytes) in enumerate(products):
+        ins = []
+        for j, shp in enumerate(shapes):
+            path = os.path.join(work, "tree%d_%d.npy" % (i, j))
+            np.save(path, (rng.standard_normal(shp) / np.sqrt(shp[-1])).astype(np.float32))
+            ins.append(path)
+        this = compile_nir(args.nimblec, text, os.path.join(work, "tree%d.nbc" % i), "native", args.mcpu)
+        old = compile_nir(base, text, os.path.join(work, "tree%d_base.nbc" % i), "native", args.mcpu) if base else None
+        t_this, t_old = [], []
+        for _ in range(args.rounds if base else 1):
+            if old:
+                t_old.append(timings(args.nimble_run, old, ins, reps)[1] * 1e3)
+            t_this.append(timings(args.nimble_run, this, ins, reps)[1] * 1e3)
+        gbs = lambda us: wbytes / (us * 1e-6) / 1e9 if us > 0 else float("nan")  # noqa: E731
+        row = "%-36s%14.2f%14.1f" % (name, median(t_this), gbs(median(t_this)))
+        if old:
+            ratios = sorted(o / t for o, t in zip(t_old, t_this) if t > 0)
+            row += "%14.2f%14.1f%13.2fx  median %.2fx [%.2f-%.2f]" % (
+                median(t_old), gbs(median(t_old)), median(t_old) / median(t_this), median(ratios), ratios[0],
+                ratios[-1])
+        print(row)
+
 
 if __name__ == "__main__":
     sys.exit(main())
