@@ -281,8 +281,9 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest, uint32_t sibling, 
     // four rows of a few hundred elements are too short a stream for the
     // L1 prefetcher, so each k step also prefetches the next tile's rows at
     // the same k (`ahead`). Issue 52, Xeon (Emerald Rapids), 1 x 300 . [450,
-    // 300]^T hot in L2: 7.2 -> 6.1 us (75 -> 88 GB/s); 8 or 16 rows ahead,
-    // or into L2 only (T1), no better or worse. Tiles of 4 rows (batched
+    // 300]^T hot in L2: 7.2 -> 6.1 us (75 -> 88 GB/s; level at K = 150:
+    // scripts/bench_kernels.py, section 8); 8, 12 or 16 rows ahead no
+    // better, into L2 only (T1) slower (8.8 us). Tiles of 4 rows (batched
     // calls, whose B is reread by every row tile) and the one-row stage of
     // large weights (the LSTM's W_hh, from L3) measured level with it, and
     // go without. A prefetch changes no result.
