@@ -95,8 +95,7 @@ uint32_t KernelLowering::matMulSibling(uint32_t v) const {
       d[1] * vals_[a].dims[1] >= kParallelMatMulWork || !data_[a] || isGathered(data_[a]) || !data_[bb] ||
       isGathered(data_[bb]))
     return kNoSibling;
-  for (uint32_t w = v + 1; w < vals_.size(); ++w) {
-    if (vals_[w].member < 0) continue;
+  for (uint32_t w = v + 1; w < vals_.size(); ++w) { // members only: v >= numInputs
     const auto &mw = k_.members[static_cast<size_t>(vals_[w].member)];
     if (mw.op != OpCode::MatMul || mw.operands[1] != bb || mw.attrs.size() < 2 || mw.attrs[0].getBool() ||
         !mw.attrs[1].getBool() || vals_[w].dims != d || vals_[w].dtype != vals_[v].dtype)
@@ -213,13 +212,11 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest, uint32_t sibling, 
   const int64_t kPackRows = 16;
   // One tile at (i0, j0) of mr x nc over k in [kBegin, kEnd); `first` (i1,
   // a constant where known) starts the accumulators at 0, else at C's values; `packed` (or null) is
-  // the tile's KC x colStep panel of B. Writes C.
-  // `ahead` (or null): a dot-product tile of one row also prefetches, into
-  // L1, the rows of B that many rows past its own at each k step (the next
-  // tile's; see the dot-product tile below).
-  Value *ahead = nullptr;
+  // the tile's KC x colStep panel of B. Writes C. `ahead`: a dot-product
+  // tile of one or two rows also prefetches, into L1, the next tile's rows
+  // of B (see the dot-product tile below).
   auto tile = [&](Value *aOff, Value *bOff, Value *cOff, Value *i0, Value *j0, unsigned mr, unsigned nc,
-                  Value *kBegin, Value *kEnd, Value *first, Value *packed) {
+                  Value *kBegin, Value *kEnd, Value *first, Value *packed, bool ahead = false) {
     if (outer) {
       // nc vectors of VF columns; accumulators [r][c].
       auto cAt = [&](unsigned r, unsigned c) {
@@ -277,7 +274,7 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest, uint32_t sibling, 
     // 4 x 4 tile's instructions at K = 150.
     // Vectors narrower than 4 lanes (f64 without AVX) keep horizontal sums
     // and a scalar tail.
-    // One row (Tree-LSTM's products, once a node): B comes from L2, and
+    // One or two rows (Tree-LSTM's products, once a node): B comes from L2, and
     // four rows of a few hundred elements are too short a stream for the
     // L1 prefetcher, so each k step also prefetches the next tile's rows at
     // the same k (`ahead`). Issue 52, Xeon (Emerald Rapids), 1 x 300 . [450,
@@ -308,7 +305,7 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest, uint32_t sibling, 
         for (unsigned c = 0; c < nc; ++c) {
           // A plain GEP: the last tile's prefetch points past B, which a
           // prefetch may do (it never faults) and an inbounds GEP may not.
-          Value *row = b_.CreateAdd(b_.CreateAdd(j0, i64(c)), ahead);
+          Value *row = b_.CreateAdd(j0, i64(nc + c));
           Value *ptr = b_.CreateGEP(et, data_[bb], b_.CreateAdd(bOff, b_.CreateAdd(b_.CreateMul(row, bRow), k)));
           b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {ptr->getType()},
                              {ptr, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)}); // read, T0, data
@@ -500,9 +497,7 @@ bool KernelLowering::emitMatMulStage(uint32_t v, Value *dest, uint32_t sibling, 
         auto kBlock = [&](Value *kb, Value *first) {
           Value *ke = kBlockEnd(kb, KD);
           rowTiles(j1, jEnd, [&](Value *i0, Value *j0, unsigned mr) {
-            ahead = i64(ND);
-            tile(aOff, bOff, cOff, i0, j0, mr, ND, kb, ke, first, nullptr);
-            ahead = nullptr;
+            tile(aOff, bOff, cOff, i0, j0, mr, ND, kb, ke, first, nullptr, /*ahead=*/true);
           });
         };
         kBlock(i64(0), b_.getTrue());
