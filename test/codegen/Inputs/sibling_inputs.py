@@ -36,6 +36,18 @@ u, uf = mat(450, 150, scale=1 / np.sqrt(150)), mat(150, 150, scale=1 / np.sqrt(1
 for name, a in (("h1", h1), ("h2", h2), ("w", w), ("g1", g1), ("g2", g2), ("v", v), ("hl", hl), ("hr", hr), ("cl", cl), ("cr", cr), ("u", u),
                 ("uf", uf)):
     np.save(f"{out}/{name}.npy", a)
+# Special values through the pair (compared with -O0, not numpy): +-0,
+# subnormals and the largest finite in h; W's rows: one with +-inf, one
+# with NaN, one of ones (the sums of h: +-max cancel), one of subnormals.
+h = np.array([[0.0, -0.0, 1e-45, -1e-40, 3.4028235e38, -3.4028235e38, 1.0, -2.0, 0.5, 1e-38, -1e-45, 7.0,
+               -0.0, 2.5, -1.5, 1e-44]], dtype=np.float32)
+np.save(f"{out}/s1.npy", h)
+np.save(f"{out}/s2.npy", h[:, ::-1].copy())
+ws = np.ones((4, 16), np.float32)
+ws[0, 3], ws[0, 7] = np.inf, -np.inf
+ws[1, 5] = np.nan
+ws[3] = np.float32(1e-45) * np.arange(16, dtype=np.float32)
+np.save(f"{out}/ws.npy", ws)
 np.save(f"{out}/pair.npy", (f64(h1) @ f64(w).T + f64(h2) @ f64(w).T).astype(np.float32))
 np.save(f"{out}/long.npy", (f64(g1) @ f64(v).T - f64(g2) @ f64(v).T).astype(np.float32))
 np.save(f"{out}/iou.npy", ((f64(hl) + f64(hr)) @ f64(u).T).astype(np.float32))
