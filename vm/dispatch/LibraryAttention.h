@@ -6,8 +6,11 @@
 // oneDNN (LibraryConv.h): native code generation skips the op, and without
 // this path it runs its reference kernel. oneDNN 2.6 has no attention
 // primitive outside its graph API, so the kernel is the runtime's own, written
-// with AVX-512 intrinsics (chosen at run time by the CPU's features; without
-// AVX-512 the call is declined and the reference kernel runs it).
+// with AVX-512 intrinsics and again with AVX2 + FMA ones (chosen at run time
+// by the CPU's features, kernelIsa(); on a CPU with neither the call is
+// declined and the reference kernel runs it). The two differ only in vector
+// width (tiles of 8 rows x 32 keys, and of 6 x 16 with AVX2's 16
+// registers) and so in the rounding of the row sums.
 //
 // Per head (the unit of work over the thread pool, so every output element is
 // computed by the same code whatever the thread count: the results do not
@@ -26,7 +29,7 @@
 // (H x D between tokens): no transpose kernel before or after.
 //
 // Results match the reference (double throughout) within f32 rounding of
-// the sums (test/codegen/library-attention.test).
+// the sums (test/e2e/multihead-attention.nir, under each NIMBLE_KERNEL_ISA).
 //
 //===----------------------------------------------------------------------===//
 #ifndef NIMBLE_VM_DISPATCH_LIBRARYATTENTION_H

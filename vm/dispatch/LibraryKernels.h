@@ -18,7 +18,7 @@
 // reference kernel. A kernel whose first member is a `conv` goes to
 // LibraryConv.h (oneDNN's convolution, its own post-op chain and layouts),
 // a kernel of one `attention` to LibraryAttention.h (the runtime's own
-// AVX-512 kernel: oneDNN 2.6 has no attention primitive).
+// AVX-512 or AVX2 kernel: oneDNN 2.6 has no attention primitive).
 //
 // Few rows: a plain matmul of 2 to panel::kMaxRows (32) rows by a constant
 // 2-D weight, whose binary post-op operands are a row or of the output's
