@@ -196,6 +196,24 @@ std::shared_ptr<void> hugeBuffer(size_t bytes) {
   return std::shared_ptr<void>(p, [](void *q) { std::free(q); });
 }
 
+/// Whether oneDNN's f32 matmul here is its gemm:jit kernel (CPUs without
+/// AVX-512: AMD Zen 2/3, Intel before Skylake-X), whose rate falls by half
+/// when an output row is a multiple of a few KiB apart (issue 52, AMD EPYC
+/// Zen 3, 128 rows by K = 768, one thread: 87-92 GFLOP/s at N = 384, 768,
+/// 1152, 1280 and 2304; 46 at 1024, 45 at 3072 (BERT's FFN), 66 at 1536; at
+/// K = 300, N = 2048 (the LSTM's input projection) 46 against 68 at 512:
+/// cache-set conflicts of the output's rows). Such matmuls on a constant
+/// weight run as slices of at most kNarrowSliceColumns columns, each
+/// writing a dense block of its own (LibraryKernels.h, "Threads").
+bool narrowSlices() {
+  static const bool yes = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::sse41 || isa == dnnl::cpu_isa::avx || isa == dnnl::cpu_isa::avx2 ||
+           isa == dnnl::cpu_isa::avx2_vnni;
+  }();
+  return yes;
+}
+
 /// The slices of plan `p` on these shapes for `threads` threads (blocks of
 /// a multiple of 16 columns, one AVX-512 register of f32), or none when the
 /// matmul does not split: the post-ops have no strided-output form, or
@@ -246,11 +264,21 @@ std::vector<Slice> buildSlices(const Plan &p, const std::vector<Tensor *> &ins, 
   // when the panel path runs here, the weight is 2-D, and whole panels
   // split the columns about evenly (the last slice at least half a share).
   int64_t per = (n / threads + 15) / 16 * 16;
+  const bool narrow = narrowSlices();
+  if (narrow) {
+    // At least one slice a thread, none wider than kNarrowSliceColumns,
+    // about even: BERT's 3072 columns as 4 x 768 on one thread and on two
+    // (the same slices, so the same bits), the LSTM's 2048 as 688, 688, 672.
+    const int64_t count = std::max(threads, (n + LibraryKernels::kNarrowSliceColumns - 1) /
+                                                LibraryKernels::kNarrowSliceColumns);
+    per = ((n + count - 1) / count + 15) / 16 * 16;
+  }
   const int64_t perPanels = ((n + threads - 1) / threads + panel::kWidth - 1) / panel::kWidth * panel::kWidth;
-  const bool panelSlices = panel::sharedLayout() && rank == 2 && rs.size() == 2 && (threads - 1) * perPanels < n &&
+  const bool panelSlices = !narrow && panel::sharedLayout() && rank == 2 && rs.size() == 2 && (threads - 1) * perPanels < n &&
                            2 * (n - (threads - 1) * perPanels) >= perPanels;
   if (panelSlices) per = perPanels;
-  const bool blocked = panelSlices || (n ? out->numElements() / n : 0) < LibraryKernels::kBlockedSliceRows;
+  const bool blocked =
+      narrow || panelSlices || (n ? out->numElements() / n : 0) < LibraryKernels::kBlockedSliceRows;
   std::vector<Slice> slices;
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
@@ -329,7 +357,7 @@ struct LibraryKernels::Impl {
   /// in layout `desc`: found, or made once (in huge pages, see below).
   const dnnl::memory &packedCopy(const Tensor *t, void *data, const dnnl::memory::desc &from,
                                  const dnnl::memory::desc &desc);
-  bool runSlices(Entry &e, const Plan &p, const std::vector<Tensor *> &ins, Tensor *out, ThreadPool &pool,
+  bool runSlices(Entry &e, const Plan &p, const std::vector<Tensor *> &ins, Tensor *out, ThreadPool *pool,
                  size_t *failedMember, Status *st);
   // Few-row products on a constant weight (PanelProduct.h): per kernel and
   // shapes, whether the path takes them; the weights' panel copies by the
@@ -727,7 +755,7 @@ bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::strin
 /// read them: the whole primitive runs then). No exception may leave the
 /// parallel region: a slice's failure is kept and reported after it.
 bool LibraryKernels::Impl::runSlices(Entry &e, const Plan &p, const std::vector<Tensor *> &ins, Tensor *out,
-                                      ThreadPool &pool, size_t *failedMember, Status *st) {
+                                      ThreadPool *pool, size_t *failedMember, Status *st) {
   const Slice &first = e.slices.front();
   const Tensor *res = first.sumInput >= 0 ? ins[first.sumInput] : nullptr;
   const bool inPlace = res && res->rawData() == out->rawData();
@@ -764,7 +792,7 @@ bool LibraryKernels::Impl::runSlices(Entry &e, const Plan &p, const std::vector<
   const int64_t rows = n ? out->numElements() / n : 0;
   std::vector<dnnl_status_t> failed(ns, dnnl_success);
   std::vector<std::string> what(ns);
-  pool.runEach(static_cast<int64_t>(ns), [&](int64_t i) {
+  auto slice = [&](int64_t i) {
     Slice &sl = e.slices[i];
     const size_t rowBytes = static_cast<size_t>(sl.count) * sizeof(float);
     float *to = out->data<float>() + sl.begin;
@@ -785,7 +813,16 @@ bool LibraryKernels::Impl::runSlices(Entry &e, const Plan &p, const std::vector<
       failed[i] = err.status;
       what[i] = err.what();
     }
-  });
+  };
+  // One slice a thread, all at once; more slices than threads (narrow
+  // slices) as even runs of them, thread t the t-th run.
+  const int64_t teams = pool ? std::min<int64_t>(static_cast<int64_t>(pool->size()), static_cast<int64_t>(ns)) : 1;
+  const int64_t total = static_cast<int64_t>(ns);
+  auto run = [&](int64_t t) {
+    for (int64_t i = t * total / teams; i < (t + 1) * total / teams; ++i) slice(i);
+  };
+  if (teams > 1) pool->runEach(teams, run);
+  else run(0);
   ++splitCalls;
   for (size_t i = 0; i < ns; ++i) {
     if (failed[i] == dnnl_success) continue;
@@ -892,8 +929,12 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
       e.prim = dnnl::matmul(pd);
       // Split over the pool's threads when the weights are a constant and
       // every thread gets at least kMinSliceColumns columns.
+      // Or, where oneDNN runs gemm:jit, in slices of at most
+      // kNarrowSliceColumns whatever the thread count (narrowSlices()).
       const int64_t threads = pool ? pool->size() : 1;
-      if (constant && threads > 1 && out->shape().back() >= threads * kMinSliceColumns) {
+      const int64_t cols = out->shape().back();
+      if (constant && ((threads > 1 && cols >= threads * kMinSliceColumns) ||
+                       (narrowSlices() && cols > kNarrowSliceColumns))) {
         try {
           e.slices = buildSlices(p, ins, out, threads, impl_->engine);
         } catch (const dnnl::error &err) {
@@ -929,7 +970,7 @@ Status LibraryKernels::run(uint32_t k, const std::vector<Tensor *> &ins,
   if (!e.usable) return Status::success();
   *declined = false;
   try {
-    if (!e.slices.empty() && pool && impl_->runSlices(e, p, ins, outs[0], *pool, failedMember, &st)) return st;
+    if (!e.slices.empty() && impl_->runSlices(e, p, ins, outs[0], pool, failedMember, &st)) return st;
     std::unordered_map<int, dnnl::memory> &args = e.args;
     bindArg(args, DNNL_ARG_SRC, e.descs[0], impl_->engine, ins[p.lhs]->rawData());
     if (e.packWeights) {

@@ -65,7 +65,15 @@
 // the second thread gains (BERT-base at 16 tokens ran slower on two
 // threads than on one), so below that a slice is blocked as above, over
 // its columns packed in the layout brgemm chose (docs/perf.md, "BERT-base
-// at two threads: the column split", and "One packed copy a weight"). There two threads give the one-thread result bit for bit
+// at two threads: the column split", and "One packed copy a weight"). Where
+// oneDNN runs gemm:jit for every matmul (CPUs without AVX-512), a matmul on
+// a constant weight wider than kNarrowSliceColumns is split at every thread
+// count into slices of at most that many columns, each blocked as above:
+// gemm:jit loses half its rate when the output's rows are a multiple of a
+// few KiB apart (BERT's 3072 columns; docs/perf.md, "Zen 3"), and a dense
+// block of 768 columns or fewer runs at full rate; thread t runs the t-th
+// even run of the slices, which are the same at one thread and at two (so
+// are the results). Where panels are shared, two threads give the one-thread result bit for bit
 // where both run brgemm (AVX-512; observed, not promised by oneDNN). The
 // fused group must have a form the primitive runs with post-ops: a bias row
 // (first) becomes the primitive's bias, activations eltwise post-ops, one
@@ -221,6 +229,8 @@ public:
   static constexpr size_t kCacheCapacity = 256;
   /// Fewest output columns a thread gets when a matmul is split.
   static constexpr int64_t kMinSliceColumns = 64;
+  /// Widest slice where oneDNN runs gemm:jit (no AVX-512; "Threads").
+  static constexpr int64_t kNarrowSliceColumns = 768;
   /// Below this many output rows a split matmul's slices write dense blocks
   /// of their own (brgemm, weights packed), at or above it their columns of
   /// the output in place ("Threads"; docs/perf.md: the crossover measured
