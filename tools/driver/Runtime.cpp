@@ -384,7 +384,7 @@ std::string profileText(const VirtualMachine &vm, int runs, const LibraryKernels
     appendf(out, "Library panels: %llu calls (all runs) as few-row products over streamed weight panels\n",
                  static_cast<unsigned long long>(library->panelCalls()));
   if (library && library->splitCalls())
-    appendf(out, "Library threads (oneDNN): %llu calls (all runs) split by output columns, a block per thread\n",
+    appendf(out, "Library threads (oneDNN): %llu calls (all runs) split by output columns, a run of blocks per thread\n",
                  static_cast<unsigned long long>(library->splitCalls()));
   if (library && library->convSplitCalls())
     appendf(out, "Library threads (oneDNN): %llu conv calls (all runs) split by images, a run of images per thread\n",
