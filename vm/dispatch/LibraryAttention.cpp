@@ -71,20 +71,25 @@ NIMBLE_AVX512 inline __mmask16 tailMask(int64_t left) {
   return left >= kLanes ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
 }
 
-/// One head, in three passes over all its query rows (each pass keeps its
-/// operand hot: the panel of 32 keys in pass 1, a 32-column slice of v's
-/// head in pass 3). `kt` holds d x npad floats, `s` m x npad.
-NIMBLE_AVX512 void attentionHead(const Problem &p, int64_t h, float *kt, float *s) {
-  const int64_t m = p.m, n = p.n, d = p.d, e = p.e, npad = (n + 2 * kLanes - 1) / (2 * kLanes) * (2 * kLanes);
-  const int64_t qStride = p.heads * d, vStride = p.heads * e;
-  // k's head, transposed: kt[t * npad + j] = k[j, h, t]; zero columns pad n
-  // to a multiple of 32 so the score tiles load without masks.
+/// k's head h, transposed: kt[t * npad + j] = k[j, h, t], and zero columns
+/// from n to npad (the tiles' width) so the score tiles load without masks.
+void transposeKeys(const Problem &p, int64_t h, int64_t npad, float *kt) {
+  const int64_t n = p.n, d = p.d, qStride = p.heads * d;
   for (int64_t j = 0; j < n; ++j) {
     const float *kj = p.k + j * qStride + h * d;
     for (int64_t t = 0; t < d; ++t) kt[t * npad + j] = kj[t];
   }
   for (int64_t t = 0; t < d; ++t)
     for (int64_t j = n; j < npad; ++j) kt[t * npad + j] = 0.0f;
+}
+
+/// One head, in three passes over all its query rows (each pass keeps its
+/// operand hot: the panel of 32 keys in pass 1, a 32-column slice of v's
+/// head in pass 3). `kt` holds d x npad floats, `s` m x npad.
+NIMBLE_AVX512 void attentionHead(const Problem &p, int64_t h, float *kt, float *s) {
+  const int64_t m = p.m, n = p.n, d = p.d, e = p.e, npad = (n + 2 * kLanes - 1) / (2 * kLanes) * (2 * kLanes);
+  const int64_t qStride = p.heads * d, vStride = p.heads * e;
+  transposeKeys(p, h, npad, kt); // npad: a multiple of 32, no masks in pass 1
 
   // 1. Scores: tiles of kRows rows by 32 keys, accumulated over d in order.
   const __m512 sc = _mm512_set1_ps(p.scale);
@@ -244,12 +249,7 @@ NIMBLE_AVX2 inline float reduceAdd8(__m256 v) {
 NIMBLE_AVX2 void attentionHeadAvx2(const Problem &p, int64_t h, float *kt, float *s) {
   const int64_t m = p.m, n = p.n, d = p.d, e = p.e, npad = (n + 2 * kLanes2 - 1) / (2 * kLanes2) * (2 * kLanes2);
   const int64_t qStride = p.heads * d, vStride = p.heads * e;
-  for (int64_t j = 0; j < n; ++j) {
-    const float *kj = p.k + j * qStride + h * d;
-    for (int64_t t = 0; t < d; ++t) kt[t * npad + j] = kj[t];
-  }
-  for (int64_t t = 0; t < d; ++t)
-    for (int64_t j = n; j < npad; ++j) kt[t * npad + j] = 0.0f;
+  transposeKeys(p, h, npad, kt); // npad: a multiple of 16
 
   // 1. Scores: tiles of kRows2 rows by 16 keys, accumulated over d in order.
   const __m256 sc = _mm256_set1_ps(p.scale);
