@@ -237,7 +237,7 @@ public:
   /// between 56 and 64 rows on an AMD EPYC).
   static constexpr int64_t kBlockedSliceRows = 64;
 
-  struct Impl; // defined in the .cpp (public so that its helpers can name it)
+  struct Impl; // defined in LibraryMatMul.h (public so that its helpers can name it)
 
 private:
   std::unique_ptr<Impl> impl_;

@@ -1,6 +1,6 @@
 //===- PanelProduct.h - Few-row products over streamed weight panels -*- C++ -*-===//
 //
-// Private to vm/dispatch/ (LibraryKernels.cpp). A matmul of 1 to kMaxRows
+// Private to vm/dispatch/ (LibraryPanels.cpp). A matmul of 1 to kMaxRows
 // rows by a constant 2-D weight (an LSTM's input projections over a short
 // sequence, BERT-base's linear layers at 16 tokens) reads every weight byte
 // for a handful of FLOPs: it runs at the rate its weights arrive, usually
@@ -95,7 +95,7 @@
 // keeps one resident copy (BERT-base over 16 and 128 tokens in one
 // two-thread process on the Xeon: 438 MB, against 775 MB with a copy per
 // path). Its price there: on two threads each slice of whole panels writes
-// a dense block, copied into the output's columns (LibraryKernels.cpp,
+// a dense block, copied into the output's columns (LibrarySlices.cpp,
 // buildSlices), 7-12% slower at 64 and 128 rows than oneDNN's in-place form
 // over a row-major copy of its own. NIMBLE_PANEL_PRODUCT=1 also sends one
 // row to the kernel on any AVX-512 CPU; 0 turns kernel and shared layout
