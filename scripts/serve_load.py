@@ -344,7 +344,8 @@ def main(argv):
         os.environ[k] = v
     # Before Ray starts: its processes read these once.
     from nimble import serve_env
-    for k, v in serve_env.ingress_env(args.ingress).items():
+    port = args.port or int(serve_env.free_ports(1)[0])
+    for k, v in serve_env.ingress_env(args.ingress, avoid=(port,)).items():
         os.environ.setdefault(k, v)
     import ray
     from ray import serve
@@ -362,7 +363,6 @@ def main(argv):
     port = None
     rows = []
     import logging
-    port = args.port or int(serve_env.free_ports(1)[0])
     ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=tmp, object_store_memory=100 << 20,
              log_to_driver=False, logging_level=logging.WARNING)
     try:

@@ -366,7 +366,7 @@ def main(argv=None):
     init = {"include_dashboard": False}
     # Read by Ray's processes when they start: this matters only when ray.init
     # starts them (a cluster's nodes take them from `ray start`'s environment).
-    for k, v in serve_env.ingress_env(args.ingress).items():
+    for k, v in serve_env.ingress_env(args.ingress, avoid=(args.port,)).items():
         os.environ.setdefault(k, v)
     if args.address:
         init["address"] = args.address

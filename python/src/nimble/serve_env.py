@@ -35,9 +35,10 @@ INGRESSES = ("haproxy", "proxy")
 _PORT_RANGE = (20000, 30000)
 
 
-def free_ports(n, rng=None):
-    """-> n distinct ports in _PORT_RANGE that nothing listens on now, as
-    strings (all held open while picked)."""
+def free_ports(n, rng=None, avoid=()):
+    """-> n distinct ports in _PORT_RANGE that nothing listens on now and
+    that are not in `avoid` (ports already promised to a listener that has
+    not bound them yet), as strings (all held open while picked)."""
     import random
     rng = rng or random.SystemRandom()
     socks, ports = [], []
@@ -46,7 +47,7 @@ def free_ports(n, rng=None):
             if len(ports) == n:
                 break
             port = rng.randrange(*_PORT_RANGE)
-            if str(port) in ports:
+            if str(port) in ports or port in avoid:
                 continue
             s = socket.socket()
             try:
@@ -74,12 +75,16 @@ def free_ports(n, rng=None):
 _COMMON = {"RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60"}
 
 
-def ingress_env(ingress):
-    """-> {variable: value} for `ingress` (one of INGRESSES)."""
+def ingress_env(ingress, avoid=()):
+    """-> {variable: value} for `ingress` (one of INGRESSES). The ports it
+    picks (haproxy) stay clear of `avoid`: the HTTP port the caller is
+    about to serve on, which nothing listens on yet (a fallback proxy given
+    the same port fails to bind it: "Failed to bind to address", cli.test
+    on 2026-12-02)."""
     if ingress == "proxy":
         return dict(_COMMON)
     if ingress == "haproxy":
-        stats, metrics, fallback_http, fallback_grpc = free_ports(4)
+        stats, metrics, fallback_http, fallback_grpc = free_ports(4, avoid=avoid)
         return {
             **_COMMON,
             "RAY_SERVE_ENABLE_HA_PROXY": "1",

@@ -35,6 +35,14 @@ direct = [(constants.RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT, constants.RAY_SERVE
           (constants.RAY_SERVE_DIRECT_INGRESS_MIN_GRPC_PORT, constants.RAY_SERVE_DIRECT_INGRESS_MAX_GRPC_PORT)]
 bad = [p for p in ports if int(p) >= ephemeral_low or any(lo <= int(p) <= hi for lo, hi in direct)]
 print("below the ephemeral range, clear of direct ingress: %s" % ("yes" if not bad else "NO: %s" % bad))
+# Clear of the HTTP port the caller is about to serve on (`avoid`): a
+# fallback proxy given that port failed to bind it (cli.test, 2026-12-02).
+# The lower half of the range avoided, twenty times over (80 picks).
+lo, hi = serve_env._PORT_RANGE
+mid = (lo + hi) // 2
+avoided = [p for _ in range(20) for k, p in serve_env.ingress_env("haproxy", avoid=range(lo, mid)).items()
+           if k.endswith("_PORT") and int(p) < mid]
+print("clear of the caller's port: %s" % ("yes" if not avoided else "NO: %s" % avoided))
 proxy = serve_env.ingress_env("proxy")
 print("proxy: %s" % proxy)
 # Both: a starting proxy is given serve.start's own 60 s to report ready

@@ -44,14 +44,14 @@ from ray.cluster_utils import Cluster  # noqa: E402
 nbc = open(sys.argv[1], "rb").read()
 exe = nimble.load(nbc)
 cluster = None
-lib.set_ingress()  # before the nodes start: each inherits it
+port = lib.free_port()
+lib.set_ingress(avoid=(port,))  # before the nodes start: each inherits it
 try:
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "include_dashboard": False, "object_store_memory": 80 << 20})
     cluster.add_node(num_cpus=1, object_store_memory=80 << 20)
     ray.init(address=cluster.address, log_to_driver=False)
     lib.line("nodes: %d" % len([n for n in ray.nodes() if n["Alive"]]))
-    port = lib.free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port, "location": "HeadOnly"},
                 logging_config={"log_level": "WARNING"})
     serve.run(nserve.build_app(nbc, name="served", num_replicas=2, ray_actor_options={"num_cpus": 1}))

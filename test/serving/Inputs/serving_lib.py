@@ -38,13 +38,14 @@ def watchdog(seconds):
     signal.alarm(seconds)
 
 
-def set_ingress():
+def set_ingress(avoid=()):
     """Puts $NIMBLE_TEST_INGRESS's settings (nimble.serve_env: haproxy or
     proxy; default proxy) into this process's environment, which every Ray
-    process started from here inherits; -> the ingress's name."""
+    process started from here inherits, its ports clear of `avoid`; -> the
+    ingress's name."""
     from nimble import serve_env
     name = os.environ.get("NIMBLE_TEST_INGRESS", "proxy")
-    for k, v in serve_env.ingress_env(name).items():
+    for k, v in serve_env.ingress_env(name, avoid=avoid).items():
         os.environ[k] = v
     return name
 
@@ -104,7 +105,8 @@ def cluster():
     haproxy or proxy; default proxy), set before Ray starts."""
     import logging
 
-    set_ingress()
+    port = free_port()
+    set_ingress(avoid=(port,))
     import ray
     from ray import serve
 
@@ -121,7 +123,6 @@ def cluster():
     try:
         ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=tmp,
                  object_store_memory=80 << 20, log_to_driver=False, logging_level=logging.WARNING)
-        port = free_port()
         try:
             serve.start(http_options={"host": "127.0.0.1", "port": port},
                         logging_config={"log_level": "WARNING"})
