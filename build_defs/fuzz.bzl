@@ -9,6 +9,9 @@ Usage (test/fuzz/BUILD):
         fuzzers = {"nir-fuzzer": "NirFuzzer.cpp", ...},
         srcs = glob(["*.h"]),
         deps = ["//passes", "//codegen", "//vm"],
+        # onnx-fuzzer alone also links the importer and protobuf.
+        extra_deps = {"//frontend/onnx": "onnx-fuzzer"},
+        extra_linkopts = ["-lonnx_proto", "-lprotobuf"],
     )
 
 Why not `--config=fuzz` with a clang cc_toolchain: Bazel 4.2.3 configures its
@@ -87,20 +90,45 @@ def _compile(ctx, src, hdrs):
     )
     return obj
 
+def _objects(ctx, srcs, hdrs, objs):
+    """The objects of `srcs`, each compiled once: `objs` (source path ->
+    object) holds those compiled so far."""
+    out = []
+    for src in srcs:
+        if src.path not in objs:
+            objs[src.path] = _compile(ctx, src, hdrs)
+        out.append(objs[src.path])
+    return out
+
 def _fuzz_binaries_impl(ctx):
+    # Every source is compiled once, whichever fuzzers link it: the sources
+    # of `deps` (every fuzzer) and those of each fuzzer's `extra_deps` not
+    # already among them. (Two rules, one per set of deps, compiled all of
+    # //vm, //passes and //codegen twice: a third of CI's build time.)
     infos = [d[_FuzzSourcesInfo] for d in ctx.attr.deps]
-    lib_hdrs = depset(transitive = [i.hdrs for i in infos])
-    lib_objs = [_compile(ctx, s, lib_hdrs) for s in depset(transitive = [i.srcs for i in infos]).to_list()]
+    extra = {}  # fuzzer name -> the _FuzzSourcesInfo of its extra deps
+    for dep, fuzzer in ctx.attr.extra_deps.items():
+        extra.setdefault(fuzzer, []).append(dep[_FuzzSourcesInfo])
+    lib_hdrs = depset(transitive = [i.hdrs for i in infos] + [i.hdrs for l in extra.values() for i in l])
+    objs = {}  # source path -> object
+    common = _objects(ctx, depset(transitive = [i.srcs for i in infos]).to_list(), lib_hdrs, objs)
+
     # Only the fuzzers' own sources see `srcs`: editing a fuzzer's header
     # then recompiles the fuzzers, not the whole library.
     hdrs = depset(ctx.files.srcs, transitive = [lib_hdrs])
     outs = []
     for main_target, name in ctx.attr.fuzzers.items():
         main_obj = _compile(ctx, main_target.files.to_list()[0], hdrs)
+        lib_objs = common
+        linkopts = _LINKOPTS + ctx.attr.linkopts
+        if name in extra:
+            mine = depset(transitive = [i.srcs for i in extra[name]]).to_list()
+            lib_objs = common + [o for o in _objects(ctx, mine, lib_hdrs, objs) if o not in common]
+            linkopts = linkopts + ctx.attr.extra_linkopts
         exe = ctx.actions.declare_file(name)
         ctx.actions.run(
             executable = _CLANG,
-            arguments = [main_obj.path] + [o.path for o in lib_objs] + _LINKOPTS + ctx.attr.linkopts + ["-o", exe.path],
+            arguments = [main_obj.path] + [o.path for o in lib_objs] + linkopts + ["-o", exe.path],
             inputs = [main_obj] + lib_objs,
             outputs = [exe],
             # clang runs `ld` from PATH, which Bazel leaves empty here.
@@ -118,24 +146,32 @@ _fuzz_binaries = rule(
         "fuzzers": attr.label_keyed_string_dict(allow_files = [".cpp"]),
         "srcs": attr.label_list(allow_files = [".h"]),
         "deps": attr.label_list(aspects = [_sources_aspect]),
+        # dep -> the fuzzer that also links it (with `extra_linkopts`).
+        "extra_deps": attr.label_keyed_string_dict(aspects = [_sources_aspect]),
         # For the system libraries of external deps (their sources are not
         # compiled here; their defines and link flags are not collected).
         "copts": attr.string_list(),
         "linkopts": attr.string_list(),
+        "extra_linkopts": attr.string_list(),
     },
 )
 
-def fuzz_binaries(name, fuzzers, srcs = [], deps = [], copts = [], linkopts = [], **kwargs):
+def fuzz_binaries(name, fuzzers, srcs = [], deps = [], extra_deps = {}, copts = [], linkopts = [],
+                   extra_linkopts = [], **kwargs):
     """Builds one libFuzzer binary per entry of `fuzzers` (binary name ->
-    main source), each linked with every source of `deps`. `copts` and
-    `linkopts` are added to every compile and link (an external system
-    library's defines and -l flags)."""
+    main source), each linked with every source of `deps`; a fuzzer named
+    in `extra_deps` (dep -> fuzzer name) also with that dep's sources and
+    `extra_linkopts`. Each source is compiled once. `copts` and `linkopts`
+    are added to every compile and link (an external system library's
+    defines and -l flags)."""
     _fuzz_binaries(
         name = name,
         fuzzers = {src: binary for binary, src in fuzzers.items()},
         srcs = srcs,
         deps = deps,
+        extra_deps = extra_deps,
         copts = copts,
         linkopts = linkopts,
+        extra_linkopts = extra_linkopts,
         **kwargs
     )

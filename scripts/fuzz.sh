@@ -40,7 +40,7 @@ is_target() {
 }
 
 build() {
-  bazel build --jobs=2 --noshow_progress //test/fuzz:fuzzers //test/fuzz:import-fuzzers "$@" >&2
+  bazel build --jobs=2 --noshow_progress //test/fuzz:fuzzers "$@" >&2
 }
 
 # Largest input libFuzzer may generate, per target.
