@@ -79,9 +79,13 @@ _sources_aspect = aspect(
 
 def _compile(ctx, src, hdrs):
     obj = ctx.actions.declare_file("_fuzz_objs/%s/%s.o" % (ctx.label.name, src.short_path))
+    level = []
+    for prefix in ctx.attr.unoptimized:
+        if src.short_path.startswith(prefix):
+            level = ["-O0"]
     ctx.actions.run(
         executable = _CLANG,
-        arguments = _COPTS + ctx.attr.copts + ["-c", src.path, "-o", obj.path],
+        arguments = _COPTS + level + ctx.attr.copts + ["-c", src.path, "-o", obj.path],
         inputs = depset([src], transitive = [hdrs]),
         outputs = [obj],
         env = {"PATH": "/usr/bin:/bin"},
@@ -153,17 +157,19 @@ _fuzz_binaries = rule(
         "copts": attr.string_list(),
         "linkopts": attr.string_list(),
         "extra_linkopts": attr.string_list(),
+        "unoptimized": attr.string_list(),
     },
 )
 
 def fuzz_binaries(name, fuzzers, srcs = [], deps = [], extra_deps = {}, copts = [], linkopts = [],
-                   extra_linkopts = [], **kwargs):
+                   extra_linkopts = [], unoptimized = [], **kwargs):
     """Builds one libFuzzer binary per entry of `fuzzers` (binary name ->
     main source), each linked with every source of `deps`; a fuzzer named
     in `extra_deps` (dep -> fuzzer name) also with that dep's sources and
-    `extra_linkopts`. Each source is compiled once. `copts` and `linkopts`
-    are added to every compile and link (an external system library's
-    defines and -l flags)."""
+    `extra_linkopts`. Each source is compiled once, at -O1, or at -O0 when
+    its path starts with one of `unoptimized`. `copts` and `linkopts` are
+    added to every compile and link (an external system library's defines
+    and -l flags)."""
     _fuzz_binaries(
         name = name,
         fuzzers = {src: binary for binary, src in fuzzers.items()},
@@ -173,5 +179,6 @@ def fuzz_binaries(name, fuzzers, srcs = [], deps = [], extra_deps = {}, copts = 
         copts = copts,
         linkopts = linkopts,
         extra_linkopts = extra_linkopts,
+        unoptimized = unoptimized,
         **kwargs
     )
