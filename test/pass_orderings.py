@@ -27,6 +27,8 @@ time to every one of the thousands of compilations.
 Passes that change rounding on purpose (INEXACT: fuse-attention, whose op rounds once where the ops it replaces round each; matmul-reassociate and
 linalg-fuse, which only nimblec --fp-reassociate runs) are held to a relative tolerance of
 1e-5 on every printed number instead of the same text.
+Under Bazel's test sharding (TEST_TOTAL_SHARDS), file n of the sample runs in
+shard n % shards.
 Exits 1 on any failure, printing the file, the pipeline and the error.
 """
 import atexit
@@ -118,33 +120,45 @@ def main():
     # machine that ran the suite many times.
     tmp = tempfile.mkdtemp(prefix="pass_orderings.")
     atexit.register(shutil.rmtree, tmp, True)
-    candidates = []
+    # The sample (unless --full): programs with inputs (they are run), and
+    # the first file of each other directory that nimblec compiles. A file
+    # is compiled to see whether it qualifies only when the sample would
+    # take it, and no more once --max-files are in: compiling all 140 files
+    # of the tree first cost minutes under ASan, more where the full-size
+    # models' weights are generated (BERT-base then compiles).
+    candidates, seen = [], set()
     for rel in sorted(files):
+        if max_files is not None and len(candidates) >= max_files:
+            break
         path = os.path.join(root, rel)
         if not os.path.isfile(path):
             continue
         text = open(path).read()
         if "--verify-diagnostics" in text or "// -----" in text or "NO-ROUNDTRIP" in text:
             continue
+        runs = nimble_run_args(path)
+        d = os.path.dirname(rel)
+        if not full and not runs and d in seen:
+            continue
         if run([nimblec, "-O0", "--kernels=reference", path, "-o", os.path.join(tmp, "probe.nbc")]).returncode:
             continue  # invalid on purpose, or needs generated weights
-        candidates.append((rel, path, nimble_run_args(path)))
-    if not full:
-        # The sample: programs with inputs (they are run), and one file per
-        # other directory.
-        seen, sample = set(), []
-        for rel, path, runs in candidates:
-            d = os.path.dirname(rel)
-            if runs or d not in seen:
-                sample.append((rel, path, runs[:3]))
-                seen.add(d)
-        candidates = sample
-    if max_files is not None:
-        candidates = candidates[:max_files]
+        candidates.append((rel, path, runs if full else runs[:3]))
+        seen.add(d)
     pipelines = [[a, b] for a in passes for b in passes]
     nrandom = 30 if full else 4
+    # Bazel's test sharding (shard_count in test/BUILD): file n runs in
+    # shard n % TEST_TOTAL_SHARDS; every shard draws the same random orders.
+    shards = int(os.environ.get("TEST_TOTAL_SHARDS", "1"))
+    shard = int(os.environ.get("TEST_SHARD_INDEX", "0"))
+    if os.environ.get("TEST_SHARD_STATUS_FILE"):
+        open(os.environ["TEST_SHARD_STATUS_FILE"], "w").close()
     failures = total = 0
     for n, (rel, path, runs) in enumerate(candidates):
+        mine = [pl for i, pl in enumerate(pipelines) if i % stride == n % stride]
+        for _ in range(nrandom):
+            mine.append([rng.choice(passes) for _ in range(rng.randint(3, 6))])
+        if n % shards != shard:
+            continue
         # Optimized IR lands in a directory of its own beside links to the
         # original's neighbours, where its external weights resolve.
         work = os.path.join(tmp, str(n))
@@ -153,9 +167,6 @@ def main():
         for name in os.listdir(src_dir):
             if not name.endswith(".nir"):
                 os.symlink(os.path.join(src_dir, name), os.path.join(work, name))
-        mine = [pl for i, pl in enumerate(pipelines) if i % stride == n % stride]
-        for _ in range(nrandom):
-            mine.append([rng.choice(passes) for _ in range(rng.randint(3, 6))])
         ref = {}
         orig = os.path.join(tmp, "orig.nbc")
         run([nimblec, "-O0", "--kernels=reference", path, "-o", orig])
@@ -191,7 +202,8 @@ def main():
                 failures += 1
                 print("error: %s: --passes=%s: %s" % (rel, pipe, problem))
         print("%s: %d pipelines" % (rel, len(mine)))
-    print("pass orderings: %d files, %d pipelines, %d failed" % (len(candidates), total, failures))
+    print("pass orderings: %d files, %d pipelines, %d failed%s" % (
+        len(candidates), total, failures, " (shard %d of %d)" % (shard + 1, shards) if shards > 1 else ""))
     return 1 if failures else 0
 
 
