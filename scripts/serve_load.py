@@ -360,7 +360,6 @@ def main(argv):
     print("serve_load: %s; commit %s; Ray %s; load %.2f" % (header["cpu"], header["commit"], ray.__version__,
                                                             benchlib.load_avg()), flush=True)
     tmp = "/tmp/nimble-serve-load-%d" % os.getpid()
-    port = None
     rows = []
     import logging
     ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=tmp, object_store_memory=100 << 20,
