@@ -200,13 +200,14 @@ config.substitutions.append(
      + (" --no-as" if "asan" in config.available_features else ""))
 )
 
-# `%native-ops-sample`: the share of check_native_ops.py's cases a run checks.
-# All of them in the plain build; under ASan every fourth case plus the first
-# static and first `?` case of each op (--sample=4): the generated kernels are
-# not instrumented, so ASan watches only the runtime around them, the same
-# code for every case of an op, and all of them took 25 minutes there.
+# `%asan-sample`: the share of a numerics script's cases that a run executes
+# (check_native_ops.py, exact_rules.py, check_op_grads.py: `--sample=K`).
+# All of them in the plain build; under ASan every fourth case (each script
+# says which it always keeps): there the same runtime code runs for every
+# case of an op, the generated kernels are not instrumented, and every
+# process costs 40-100 ms to start (CI's ASan run was over its time).
 config.substitutions.append(
-    ("%native-ops-sample", "--sample=4" if "asan" in config.available_features else "--sample=1")
+    ("%asan-sample", "--sample=4" if "asan" in config.available_features else "--sample=1")
 )
 
 # `%fail-alloc [options] -- nimble-run-args...`: every allocation of a

@@ -11,7 +11,8 @@ max_pool, compared bit for bit), coverage.
 
 For each case the script writes seeded random inputs (many shapes: rank 0,
 empty dimensions, size-1 broadcasting, negative axes, keepdims) as .npy
-files, runs `kernel-runner` on them, and compares its outputs with numpy's
+files, runs `kernel-runner` on them (`-j` batches of cases, one process each:
+kernel-runner --batch), and compares its outputs with numpy's
 answer: exactly for integers and booleans, rtol 1e-5 / atol 1e-6 for f32,
 looser for f16 and bf16. Error cases expect exit status 1 and a message. A
 mismatch is reported with the op, the input shapes and dtypes, the attributes,
@@ -24,7 +25,6 @@ element type its DTypes rule admits, and unless that set is exactly what
 """
 
 import argparse
-import concurrent.futures
 import os
 import re
 import subprocess
@@ -38,7 +38,7 @@ import cases_linalg  # noqa: E402
 import cases_shape  # noqa: E402
 import cases_sampling  # noqa: E402
 import cases_window  # noqa: E402
-from oplib import RULE_DTYPES, Rng, run_case  # noqa: E402
+from oplib import RULE_DTYPES, Rng, run_cases  # noqa: E402
 
 GROUPS = {
     "elementwise": (1, cases_elementwise.cases),
@@ -115,9 +115,7 @@ def main():
         return coverage(args)
 
     cases = [c for c in build(args.group, args.seed) if not args.op or c.op == args.op]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=args.j) as pool:
-        results = list(pool.map(lambda ic: run_case(args.runner, ic[1], args.tmp, ic[0]),
-                                enumerate(cases)))
+    results = run_cases(args.runner, cases, args.tmp, args.j)
     failures = [(c, r) for c, r in zip(cases, results) if r]
     for case, msg in failures[:50]:
         print("FAIL %s\n  %s" % (case.describe(), msg))

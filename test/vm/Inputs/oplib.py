@@ -5,6 +5,7 @@ Every expected value is computed here with numpy (float64 for floating-point
 math, then rounded once to the result dtype), never by the code under test.
 """
 
+import concurrent.futures
 import dataclasses
 import math
 import os
@@ -184,10 +185,10 @@ def compare_bits(expected, got):
         int(bad.sum()), expected.size, i, got[i], int(g[i]), expected[i], int(e[i]))
 
 
-def run_case(runner, case, tmpdir, index):
-    """Runs one case; returns None on success or a failure message."""
+def prepare_case(case, tmpdir, index):
+    """Writes a case's input files; returns (kernel-runner arguments, output paths)."""
     prefix = os.path.join(tmpdir, "c%d" % index)
-    cmd = [runner, "--op=" + case.op]
+    cmd = ["--op=" + case.op]
     for name, value in case.attrs.items():
         if isinstance(value, np.ndarray):  # a dense attribute, through a file
             path = "%s_attr_%s.npy" % (prefix, name)
@@ -209,21 +210,79 @@ def run_case(runner, case, tmpdir, index):
         cmd.append("--bf16")
     if case.threads > 1:
         cmd.append("--threads=%d" % case.threads)
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    shown = " ".join(cmd)
+    return cmd, outs
+
+
+def check_case(case, outs, status, message, shown):
+    """Judges one run (exit status, its stderr); None on success or a failure message."""
     if case.error is not None:
-        if p.returncode != 1 or case.error not in p.stderr:
+        if status != 1 or case.error not in message:
             return "expected exit 1 and an error containing %r, got exit %d, stderr %r\n  command: %s" % (
-                case.error, p.returncode, p.stderr.strip(), shown)
+                case.error, status, message.strip(), shown)
         return None
-    if p.returncode != 0:
-        return "exit %d: %s\n  command: %s" % (p.returncode, p.stderr.strip(), shown)
+    if status != 0:
+        return "exit %d: %s\n  command: %s" % (status, message.strip(), shown)
     for k, (want, path) in enumerate(zip(case.expected, outs)):
         got = np.load(path)
         msg = compare_bits(np.asarray(want), got) if case.exact else compare(np.asarray(want), got, case.bf16)
         if msg:
             return "output %d: %s\n  command: %s" % (k, msg, shown)
     return None
+
+
+def run_batch(runner, arglists, path):
+    """Runs every argument list through one `kernel-runner --batch` process
+    (see kernel-runner.cpp); returns [(exit status, stderr text)] in order.
+
+    A case that kills the process (a crash, a sanitizer report) is given the
+    process's status and stderr, and the cases after it run in a new batch."""
+    results = []
+    while len(results) < len(arglists):
+        rest = arglists[len(results):]
+        with open(path, "w") as f:
+            for args in rest:
+                assert not any("\t" in a or "\n" in a for a in args), args
+                f.write("\t".join(args) + "\n")
+        p = subprocess.run([runner, "--batch=" + path], capture_output=True, text=True)
+        done = []
+        for line in p.stdout.splitlines():
+            index, status, message = line.split("\t", 2)
+            assert int(index) == len(done), line
+            done.append((int(status), message.replace("\\n", "\n")))
+        results.extend(done)
+        if len(done) < len(rest):
+            if p.returncode == 0:
+                raise RuntimeError("kernel-runner --batch stopped after %d of %d cases with exit 0" % (
+                    len(done), len(rest)))
+            results.append((p.returncode, "kernel-runner --batch died in this case: " + p.stderr))
+        elif p.returncode != 0:
+            raise RuntimeError("kernel-runner --batch exited %d after every case: %s" % (
+                p.returncode, p.stderr))
+    return results
+
+
+def run_cases(runner, cases, tmpdir, jobs):
+    """Runs every case, `jobs` batches at a time; returns None or a failure
+    message per case."""
+    prepared = [prepare_case(c, tmpdir, i) for i, c in enumerate(cases)]
+    # Cases dealt round-robin, so each batch gets a share of the slow ones.
+    jobs = max(1, min(jobs, len(cases)))
+    shares = [list(range(j, len(cases), jobs)) for j in range(jobs)]
+
+    def run_share(j):
+        return run_batch(runner, [prepared[i][0] for i in shares[j]],
+                         os.path.join(tmpdir, "batch%d.txt" % j))
+
+    statuses = [None] * len(cases)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for j, share_results in enumerate(pool.map(run_share, range(jobs))):
+            for i, r in zip(shares[j], share_results):
+                statuses[i] = r
+    failures = []
+    for case, (args, outs), (status, message) in zip(cases, prepared, statuses):
+        shown = " ".join([runner] + args)
+        failures.append(check_case(case, outs, status, message, shown))
+    return failures
 
 
 def math_erf(a):
