@@ -33,6 +33,12 @@ Under --config=asan the lit feature `asan` is set (`UNSUPPORTED: asan`).
 A slow suite may set `shard_count = N`: Bazel then runs N shards, each
 `lit --num-shards=N --run-shard=i` (tests dealt round-robin), each with its
 own timeout.
+
+A suite that repeats another under different flags (test/e2e's lit_native,
+lit_library, ...) may set `asan_subset = "K/N"`: under --config=asan it runs
+only the K-th of N round-robin shares of its tests. Give the variants of one
+suite different K, so that every test still runs under ASan in some of them
+(besides the full suite). The plain build runs everything.
 """
 
 # What every suite runs besides our own binaries.
@@ -51,6 +57,7 @@ def lit_suite(
         data = [],
         lit_args = [],
         cfg = "//test:lit_config",
+        asan_subset = None,
         **kwargs):
     """Declares an sh_test that runs lit over this package's directory.
 
@@ -62,6 +69,8 @@ def lit_suite(
       data: other files the tests read (Inputs/, weights, expected outputs).
       lit_args: extra lit command-line arguments (e.g. ["--param", "k=v"]).
       cfg: lit.cfg.py at the root of the lit suites, with its helpers.
+      asan_subset: "K/N": under --config=asan, run the K-th of N shares of
+        the tests (see above); None: all of them.
       **kwargs: passed to sh_test (size, tags, timeout, ...).
     """
     if srcs == None:
@@ -81,7 +90,9 @@ def lit_suite(
         name = name,
         srcs = ["//build_defs:lit_runner.sh"],
         args = args + select({
-            "//build_defs:asan": ["--feature=asan"],
+            "//build_defs:asan": ["--feature=asan"] + (
+                ["--subset=" + asan_subset] if asan_subset else []
+            ),
             "//conditions:default": [],
         }) + ["--"] + lit_args,
         data = srcs + tools + data + [cfg, "@llvm_tools//:lit_py"] + _LLVM_TOOLS,
