@@ -8,6 +8,8 @@ usage: difftest.py [options] NIMBLEC NIMBLE_RUN WORK_DIR
                      --kernels=library at -O0 and -O2 (slower), on stable
                      programs (nimble_gen.STABLE)
   --time-limit=S     stop starting new programs after S seconds (a CI bound)
+  --time-scale=F     multiply the time limit by F (lit's %asan-time-scale:
+                     1/3 under ASan, where each program costs ~4x)
   --no-reduce        write mismatches as generated, without delta reduction
 
 The oracle is the reference kernels at -O0 (no inlining, fusion or memory
@@ -294,7 +296,7 @@ def main():
     native = "native" in flags
     lo, hi = map(int, opts["seeds"].split(":"))
     size = int(opts["size"])
-    limit = float(opts["time-limit"])
+    limit = float(opts["time-limit"]) * float(opts.get("time-scale", "1"))
     start = time.time()
     done = failed = errors_in_oracle = 0
     for seed in range(lo, hi):
