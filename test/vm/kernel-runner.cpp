@@ -14,11 +14,12 @@
 // --batch runs many invocations in one process: FILE holds one per line, its
 // arguments separated by tabs. For each, in order, stdout gets one line
 // `INDEX<tab>EXIT<tab>MESSAGE`: the exit status the invocation would have
-// had alone and the message it would have printed on stderr (newlines as
-// `\n`; empty on success). In a batch an output without `@file.npy` is
-// dropped rather than printed. check_ops.py runs its thousands of cases this
-// way: one process start per case cost most of the suite's time, ~60 ms of
-// each under ASan (vm:lit: 302 s under ASan, 55 s plain, in CI).
+// had alone and the message it would have printed on stderr (backslashes
+// as `\\`, newlines as `\n`, tabs as spaces; empty on success). In a batch
+// an output without `@file.npy` is dropped rather than printed.
+// check_ops.py runs its thousands of cases this way: one process start per
+// case cost most of the suite's time, ~60 ms of each under ASan (vm:lit:
+// 302 s under ASan, 55 s plain, in CI).
 //
 // Attribute values by kind: bool true/false/1/0; int; float; ints as
 // [1,2,3] (brackets optional, [] for empty); dtype f32...; str and sym as
@@ -358,7 +359,8 @@ int runBatch(const std::string &path) {
     else status = runOne(args, inv);
     std::string escaped;
     for (char c : inv.message) {
-      if (c == '\n') escaped += "\\n";
+      if (c == '\\') escaped += "\\\\";
+      else if (c == '\n') escaped += "\\n";
       else if (c == '\t') escaped += ' ';
       else escaped += c;
     }

@@ -9,6 +9,7 @@ import concurrent.futures
 import dataclasses
 import math
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -230,6 +231,10 @@ def check_case(case, outs, status, message, shown):
     return None
 
 
+# kernel-runner --batch's escapes in a status line's message: \\ and \n.
+_UNESCAPE = re.compile(r"\\(.)")
+
+
 def run_batch(runner, arglists, path):
     """Runs every argument list through one `kernel-runner --batch` process
     (see kernel-runner.cpp); returns [(exit status, stderr text)] in order.
@@ -248,7 +253,7 @@ def run_batch(runner, arglists, path):
         for line in p.stdout.splitlines():
             index, status, message = line.split("\t", 2)
             assert int(index) == len(done), line
-            done.append((int(status), message.replace("\\n", "\n")))
+            done.append((int(status), _UNESCAPE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), message)))
         results.extend(done)
         if len(done) < len(rest):
             if p.returncode == 0:
