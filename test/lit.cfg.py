@@ -81,7 +81,8 @@ for _feature in lit_config.params.get("features", "").split(","):
         config.available_features.add(_feature)
 
 # CPU features a test may require (the runtime picks some kernels by them:
-# vm/dispatch/PanelProduct.h, LibraryAttention.h run on AVX-512F only).
+# vm/dispatch/PanelProduct.h and LibraryAttention.h have AVX-512F and AVX2
+# forms; NIMBLE_KERNEL_ISA caps an AVX-512 CPU to AVX2).
 try:
     with open("/proc/cpuinfo") as _f:
         _flags = next((_l.split(":", 1)[1].split() for _l in _f if _l.startswith("flags")), [])
@@ -89,6 +90,8 @@ except OSError:
     _flags = []
 if "avx512f" in _flags:
     config.available_features.add("avx512f")
+if "avx2" in _flags and "fma" in _flags:
+    config.available_features.add("avx2")
 # The one-row rule's default (vm/dispatch/PanelProduct.h, "Which CPUs"):
 # one-row products go to the panel kernel on AMD CPUs with AVX-512F, to
 # native code elsewhere unless NIMBLE_PANEL_PRODUCT=1.

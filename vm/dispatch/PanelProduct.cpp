@@ -1,12 +1,13 @@
 //===- PanelProduct.cpp - Few-row products over streamed weight panels ----===//
 //
-// See PanelProduct.h. The AVX-512 functions carry a target attribute (the
-// runtime is built for the baseline x86-64) and run only when the CPU
-// reports AVX-512F.
+// See PanelProduct.h. The AVX-512 and AVX2 functions carry target
+// attributes (the runtime is built for the baseline x86-64) and run only
+// when the CPU reports AVX-512F, or AVX2 and FMA.
 //
 //===----------------------------------------------------------------------===//
 
 #include "vm/dispatch/PanelProduct.h"
+#include "vm/kernels/KernelUtil.h"
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which
 // -Wmaybe-uninitialized reports inside every inlined intrinsic (GCC bug 105593).
@@ -24,6 +25,7 @@ namespace nimble::vm::panel {
 namespace {
 
 #define NIMBLE_AVX512 __attribute__((target("avx512f")))
+#define NIMBLE_AVX2 __attribute__((target("avx2,fma")))
 
 /// The lanes of the output's 16-column group `g` of a panel with `cols`
 /// valid columns, as a store mask.
@@ -100,9 +102,93 @@ using TileFn = void (*)(const float *, int64_t, int64_t, const float *, float *,
 constexpr int64_t kBlock = 1024; // k's a block when the rows take several tiles
 constexpr TileFn kTiles[9] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>, tile<7>, tile<8>};
 
+/// The AVX2 tile (PanelProduct.h, "AVX2"): R rows (R <= 6) of x times one
+/// 16-column panel, 2R ymm accumulators; `cols` of the panel's columns are
+/// y's. With `more`, the sums continue from y's values, as tile<R> does.
+template <int R>
+NIMBLE_AVX2 void tile2(const float *x, int64_t ldx, int64_t k, const float *panel, float *y, int64_t ldy,
+                       int64_t cols, bool more) {
+  // Lanes of the two ymm halves that are y's columns (maskload/maskstore
+  // take the sign bit of each 32-bit lane).
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(cols, 8))), lane);
+  const __m256i m1 =
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::clamp<int64_t>(cols - 8, 0, 8))), lane);
+  __m256 acc[R][2];
+  if (!more) {
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  } else {
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      acc[i][0] = _mm256_maskload_ps(y + i * ldy, m0);
+      acc[i][1] = _mm256_maskload_ps(y + i * ldy + 8, m1);
+    }
+  }
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const float *w = panel + kk * kWidth2;
+    const __m256 b0 = _mm256_loadu_ps(w), b1 = _mm256_loadu_ps(w + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      const __m256 a = _mm256_broadcast_ss(x + i * ldx + kk);
+      acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+    }
+  }
+  if (cols == kWidth2) {
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      _mm256_storeu_ps(y + i * ldy, acc[i][0]);
+      _mm256_storeu_ps(y + i * ldy + 8, acc[i][1]);
+    }
+    return;
+  }
+  // Unrolled too: a loop over i here would make acc an array in memory, a
+  // store to the stack after every FMA of the loop above.
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i) {
+    _mm256_maskstore_ps(y + i * ldy, m0, acc[i][0]);
+    _mm256_maskstore_ps(y + i * ldy + 8, m1, acc[i][1]);
+  }
+}
+
+using Tile2Fn = void (*)(const float *, int64_t, int64_t, const float *, float *, int64_t, int64_t, bool);
+constexpr int64_t kBlock2 = 512; // k's a block of the AVX2 path: 32 KiB of a panel
+constexpr Tile2Fn kTiles2[7] = {nullptr, tile2<1>, tile2<2>, tile2<3>, tile2<4>, tile2<5>, tile2<6>};
+
+/// multiply() on AVX2: each panel in blocks of kBlock2 k's, every tile of
+/// 6 rows over a block before the next (the block stays in L1 and L2).
+void multiply2(const float *x, int64_t m, int64_t k, int64_t n, const float *packed, float *y, int64_t p0,
+               int64_t p1) {
+  const int64_t block = m > 6 ? kBlock2 : k, kp = paddedRows(k);
+  for (int64_t p = p0; p < p1; ++p) {
+    const float *panel = packed + p * kp * kWidth2;
+    const int64_t c0 = p * kWidth2, cols = std::min(kWidth2, n - c0);
+    for (int64_t k0 = 0; k0 < k; k0 += block) {
+      const int64_t kb = std::min(block, k - k0);
+      for (int64_t r = 0; r < m; r += 6)
+        kTiles2[std::min<int64_t>(6, m - r)](x + r * k + k0, k, kb, panel + k0 * kWidth2, y + r * n + c0, n, cols,
+                                             k0 > 0);
+    }
+  }
+}
+
 } // namespace
 
-bool supported() { return __builtin_cpu_supports("avx512f") != 0; }
+// By kernels::kernelIsa(): the CPU's features, capped by NIMBLE_KERNEL_ISA
+// (avx2: the AVX2 path on an AVX-512 CPU, as library-panels-avx2.test runs
+// it; sse2: no panel path, oneDNN).
+bool wide() { return kernels::kernelIsa() == kernels::KernelIsa::kAvx512; }
+
+bool supported() { return kernels::kernelIsa() >= kernels::KernelIsa::kAvx2; }
+
+int64_t width() { return wide() ? kWidth : kWidth2; }
+
+bool takesRows(int64_t m, int64_t threads) {
+  if (m < 1) return false;
+  if (!wide()) return true;
+  return m <= kMaxRows || (m <= kMaxSplitRows && threads >= 2 && threads % 2 == 0);
+}
 
 namespace {
 
@@ -116,7 +202,7 @@ bool amd() { return __builtin_cpu_is("amd") != 0; }
 
 } // namespace
 
-bool sharedLayout() {
+bool enabled() {
   static const bool yes = [] {
     const char *env = panelSwitch();
     return supported() && !(env && *env == '0');
@@ -124,12 +210,12 @@ bool sharedLayout() {
   return yes;
 }
 
-bool enabled() { return sharedLayout(); }
+bool sharedLayout() { return enabled() && wide(); }
 
 bool oneRow() {
   static const bool yes = [] {
     const char *env = panelSwitch();
-    return enabled() && ((env && *env == '1') || amd()); // "Which CPUs" in PanelProduct.h
+    return enabled() && wide() && ((env && *env == '1') || amd()); // "Which CPUs" in PanelProduct.h
   }();
   return yes;
 }
@@ -144,28 +230,29 @@ bool ahead() {
 }
 
 void pack(const float *w, int64_t k, int64_t n, bool transposed, float *to) {
-  const int64_t kp = paddedRows(k);
+  const int64_t kp = paddedRows(k), pw = width();
   for (int64_t p = 0; p < panels(n); ++p) {
-    float *panel = to + p * kp * kWidth;
-    const int64_t c0 = p * kWidth, cols = std::min(kWidth, n - c0);
+    float *panel = to + p * kp * pw;
+    const int64_t c0 = p * pw, cols = std::min(pw, n - c0);
     for (int64_t kk = 0; kk < k; ++kk) {
-      float *row = panel + kk * kWidth;
+      float *row = panel + kk * pw;
       if (!transposed) std::memcpy(row, w + kk * n + c0, static_cast<size_t>(cols) * sizeof(float));
-      std::fill(row + cols, row + kWidth, 0.0f);
+      std::fill(row + cols, row + pw, 0.0f);
     }
-    std::fill(panel + k * kWidth, panel + kp * kWidth, 0.0f);
+    std::fill(panel + k * pw, panel + kp * pw, 0.0f);
     if (!transposed) continue;
     // W^T: blocks of 16 k's, so each of W's rows is read 64 bytes at a time.
     for (int64_t k0 = 0; k0 < k; k0 += 16) {
       const int64_t k1 = std::min(k, k0 + 16);
       for (int64_t c = 0; c < cols; ++c)
-        for (int64_t kk = k0; kk < k1; ++kk) panel[kk * kWidth + c] = w[(c0 + c) * k + kk];
+        for (int64_t kk = k0; kk < k1; ++kk) panel[kk * pw + c] = w[(c0 + c) * k + kk];
     }
   }
 }
 
 void multiply(const float *x, int64_t m, int64_t k, int64_t n, const float *packed, float *y, int64_t p0,
               int64_t p1, int64_t then) {
+  if (!wide()) return multiply2(x, m, k, n, packed, y, p0, p1);
   // Past one tile of rows, the k's go in blocks of kBlock, every tile of
   // rows over a block before the next: the block of the panel (256 KiB)
   // stays in L2 for the later tiles instead of a whole long panel (K past
@@ -251,9 +338,40 @@ NIMBLE_AVX512 void applyRows(float *y, const float *b, bool row, int64_t m, int6
   }
 }
 
+/// The same operations one float at a time (the AVX2 path: the epilogue
+/// is a pass over m x n floats after m x n x K FMAs). Each is one IEEE
+/// operation or selection, as in binary<Op>.
+template <bool IsMax> inline float maxMin(float first, float second) {
+  if (first != first) return first;
+  if (second != second) return second;
+  return IsMax ? (first < second ? second : first) : (second < first ? second : first);
+}
+
+inline float binary(Binary op, float a, float v) {
+  switch (op) {
+  case Binary::Add: return a + v;
+  case Binary::Mul: return a * v;
+  case Binary::Sub: return a - v;
+  case Binary::Div: return a / v;
+  case Binary::Max: return maxMin<true>(a, v);
+  case Binary::Min: return maxMin<false>(a, v);
+  case Binary::RMax: return maxMin<true>(v, a);
+  case Binary::RMin: return maxMin<false>(v, a);
+  }
+  return a;
+}
+
 } // namespace
 
 void apply(Binary op, float *y, const float *b, bool row, int64_t m, int64_t n, int64_t c0, int64_t c1) {
+  if (!wide()) {
+    for (int64_t i = 0; i < m; ++i) {
+      float *yr = y + i * n;
+      const float *br = row ? b : b + i * n;
+      for (int64_t c = c0; c < c1; ++c) yr[c] = binary(op, yr[c], br[c]);
+    }
+    return;
+  }
   switch (op) {
   case Binary::Add: return applyRows<Binary::Add>(y, b, row, m, n, c0, c1);
   case Binary::Mul: return applyRows<Binary::Mul>(y, b, row, m, n, c0, c1);
@@ -266,7 +384,9 @@ void apply(Binary op, float *y, const float *b, bool row, int64_t m, int64_t n, 
   }
 }
 
-NIMBLE_AVX512 void relu(float *y, int64_t count) {
+namespace {
+
+NIMBLE_AVX512 void relu512(float *y, int64_t count) {
   const __m512 zero = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= count; i += 16) {
@@ -278,6 +398,13 @@ NIMBLE_AVX512 void relu(float *y, int64_t count) {
     const __m512 v = _mm512_maskz_loadu_ps(mask, y + i);
     _mm512_mask_storeu_ps(y + i, mask, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, zero));
   }
+}
+
+} // namespace
+
+void relu(float *y, int64_t count) {
+  if (wide()) return relu512(y, count);
+  for (int64_t i = 0; i < count; ++i) y[i] = y[i] < 0.0f ? 0.0f : y[i];
 }
 
 } // namespace nimble::vm::panel

@@ -53,8 +53,25 @@
 // neither on the thread count (threads take whole panels) nor on which rows
 // share a tile (test/codegen/library-panels.test).
 //
-// AVX-512F only (target attribute; the runtime is built for baseline
-// x86-64): supported() is false elsewhere, and the caller keeps oneDNN.
+// AVX-512F, or AVX2 + FMA with a layout of its own (below; target
+// attributes: the runtime is built for baseline x86-64): supported() is
+// false elsewhere, and the caller keeps oneDNN.
+//
+// AVX2 (wide() false: AMD Zen 1 to 3, Intel before Skylake-SP): panels of
+// 16 columns (width()), each K x 64 bytes contiguous, and a tile of 6 rows
+// x 16 columns, 12 ymm accumulators (per k two loads of the panel's row,
+// six broadcasts of x, 12 FMAs), over blocks of kBlock2 (512) k's: a block
+// of a panel (32 KiB) is read from L1 and L2 by every tile of rows, x's
+// block of rows from L2. It takes every row count, not just a few: oneDNN
+// 2.6 runs f32 matmuls there with gemm:jit, which reached 29.6-32.5
+// GFLOP/s on BERT-base's shapes at 128 rows on a Zen 1 EPYC where this
+// tile gets 35-37 (the core's FMA peak measured 35.4-37.3; docs/perf.md,
+// "Zen 1 (AVX2): the panel product for every row count"), and 28-33
+// against ~22 with 64-column panels at 16 rows (a 16-column strip of a
+// 64-column panel hits a quarter of L1's sets). No split of rows (each
+// thread takes whole panels), and no prefetch ahead: measured on AMD only.
+// The sums are the AVX-512 tile's: one fma a k in increasing order, so
+// the two instruction sets give the same bits.
 //
 // Ahead: on an Intel Xeon (Emerald Rapids, 2 MB L2 a core) one stream a
 // core gets 11 GB/s from DRAM where several streams with prefetches get
@@ -112,7 +129,8 @@
 
 namespace nimble::vm::panel {
 
-constexpr int64_t kWidth = 64;   // columns a panel: four zmm registers
+constexpr int64_t kWidth = 64;   // columns an AVX-512 panel: four zmm registers
+constexpr int64_t kWidth2 = 16;  // columns an AVX2 panel: two ymm registers
 constexpr int64_t kMaxRows = 32; // rows (M) the path takes on one thread
 /// Rows the path takes on an even number of threads: two blocks of at most
 /// kMaxRows rows (a multiple of 8 and the rest), each block's panels shared
@@ -128,19 +146,29 @@ constexpr int64_t kMaxRows = 32; // rows (M) the path takes on one thread
 /// kernel's rate) was level with oneDNN (119.2 against 121.9 ms).
 constexpr int64_t kMaxSplitRows = 2 * kMaxRows;
 
-/// Whether this CPU can run the kernel (AVX-512F).
+/// Whether this CPU can run the kernel (AVX-512F, or AVX2 and FMA).
 bool supported();
+/// Whether the kernel is the AVX-512 one (64-column panels, the layout
+/// oneDNN shares); false on AVX2 ("AVX2" above). Read once.
+bool wide();
+/// Columns a panel on this CPU: kWidth (AVX-512) or kWidth2 (AVX2).
+int64_t width();
+/// Whether the path takes a product of `m` rows on `threads` threads: up to
+/// kMaxRows, up to kMaxSplitRows on an even thread count (AVX-512); any
+/// number of rows on AVX2.
+bool takesRows(int64_t m, int64_t threads);
 /// Whether the kernel runs the few-row products (2 to kMaxSplitRows rows,
 /// and one row when the library path gets it): supported() and
 /// NIMBLE_PANEL_PRODUCT is not 0 ("Which CPUs" above). Read once.
 bool enabled();
 /// Whether the one-row rule sends one-row products to the kernel (the
-/// LSTM's recurrent product) rather than to native code: enabled(), and
+/// LSTM's recurrent product) rather than to native code: enabled(), wide()
+/// (on AVX2 a one-row tile is two FMA chains, latency-bound), and
 /// NIMBLE_PANEL_PRODUCT=1 or the variable unset (any other value too) and an
 /// AMD CPU. Read once.
 bool oneRow();
 /// Whether constant weights are packed as panels that oneDNN's primitives
-/// (whole and split by panels) read too: supported() and
+/// (whole and split by panels) read too: wide() and
 /// NIMBLE_PANEL_PRODUCT is not 0. Read once.
 bool sharedLayout();
 /// Whether products of two or more rows prefetch the next block ("Ahead"):
@@ -148,12 +176,12 @@ bool sharedLayout();
 bool ahead();
 
 /// Panels a K x N weight takes.
-inline int64_t panels(int64_t n) { return (n + kWidth - 1) / kWidth; }
+inline int64_t panels(int64_t n) { return (n + width() - 1) / width(); }
 /// Rows of a panel: K padded to a multiple of 16 (BA16a64b's blocks of rows).
 inline int64_t paddedRows(int64_t k) { return (k + 15) / 16 * 16; }
 /// Floats of the packed copy of a K x N weight.
 inline size_t packedFloats(int64_t k, int64_t n) {
-  return static_cast<size_t>(panels(n)) * static_cast<size_t>(paddedRows(k)) * kWidth;
+  return static_cast<size_t>(panels(n)) * static_cast<size_t>(paddedRows(k)) * static_cast<size_t>(width());
 }
 
 /// Copies `w` into panels at `to` (packedFloats(k, n) floats). `w` is
@@ -161,7 +189,7 @@ inline size_t packedFloats(int64_t k, int64_t n) {
 /// else K x N row-major.
 void pack(const float *w, int64_t k, int64_t n, bool transposed, float *to);
 
-/// y[i][j] = sum over k of x[i][k] * W[k][j], for rows i < m (m <= kMaxRows)
+/// y[i][j] = sum over k of x[i][k] * W[k][j], for rows i < m
 /// and the columns of panels [p0, p1). x is m x K row-major, y m x N
 /// row-major. `then`: the panel the caller multiplies next (-1: none or
 /// unknown), whose first block the last one prefetches ("Ahead").

@@ -4,7 +4,11 @@ with --kernels=library, against numpy's result (1e-5), and prints one
 line per case: whether nimble-run accepted the result and how many calls
 the panel path ran (--profile's "Library panels" line; 0 without it).
 
-    run_panels.py DIR [ENV=VALUE ...]
+    run_panels.py DIR [ENV=VALUE ...] [--cross-isa]
+
+--cross-isa (an AVX-512 CPU): also runs some cases with
+NIMBLE_KERNEL_ISA=avx2 and =avx512 and prints whether the two panel
+kernels (PanelProduct.h, "AVX2") gave the same bits.
 """
 import os
 import re
@@ -13,7 +17,8 @@ import sys
 
 d = sys.argv[1]
 env = dict(os.environ)
-for kv in sys.argv[2:]:
+cross_isa = "--cross-isa" in sys.argv
+for kv in (a for a in sys.argv[2:] if a != "--cross-isa"):
     k, v = kv.split("=", 1)
     env[k] = v
 for f in ("dense", "kn", "subrow", "chain", "longk", "ops"):
@@ -68,3 +73,26 @@ for f in ("longk", "dense"):
             outs.append(np.load(out))
         same = np.array_equal(outs[0], outs[1])
         print(f"{f} rows={m} threads={t} ahead off and on: {'identical' if same else 'DIFFERENT'}")
+
+# The AVX2 kernel sums each output as the AVX-512 one does (one fma a k, in
+# increasing order; the epilogue's operations one IEEE operation each), so
+# the two give the same bits: 16-column panels against 64, tiles of 6 rows
+# against 8, k blocks of 512 against 1024 (K = 1100: three blocks against
+# two). Row counts both kernels take (<= 32 on one thread).
+if cross_isa:
+    for f in ("longk", "dense", "kn", "ops", "chain"):
+        for m, t in ((1, 1), (7, 1), (9, 2), (17, 1), (32, 2)):
+            outs = []
+            for isa in ("avx2", "avx512"):
+                e = dict(env, NIMBLE_KERNEL_ISA=isa)
+                out = f"{d}/{isa}.y.npy"
+                args = ["nimble-run", f"{d}/p.nbc", f"--function={f}", "--kernels=library", f"--threads={t}",
+                        f"--input=@{d}/{f}.{m}.x.npy", f"--output=@{out}"]
+                if f == "chain":
+                    args.insert(6, f"--input=@{d}/chain.{m}.r.npy")
+                if f == "ops":
+                    args[6:6] = [f"--input=@{d}/ops.{m}.r.npy", f"--input=@{d}/ops.{m}.q.npy"]
+                subprocess.run(args, env=e, check=True, stdout=subprocess.DEVNULL)
+                outs.append(np.load(out))
+            same = np.array_equal(outs[0], outs[1])
+            print(f"{f} rows={m} threads={t} avx2 and avx512: {'identical' if same else 'DIFFERENT'}")
