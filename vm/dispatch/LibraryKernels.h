@@ -29,7 +29,10 @@
 // 1.2-2x faster than oneDNN's kernel for these shapes (docs/perf.md,
 // "Few-row products: weights streamed in panels"); level from 48 rows up.
 // On an even number of threads it also takes 33 to panel::kMaxSplitRows
-// (64) rows, as two blocks of rows (PanelProduct.h).
+// (64) rows, as two blocks of rows (PanelProduct.h). On CPUs with AVX2
+// and FMA but not AVX-512 the same path, in AVX2 over panels of 16
+// columns, takes such a matmul of any number of rows: oneDNN's gemm:jit
+// there is slower at every row count (PanelProduct.h, "AVX2").
 // The panels are oneDNN's own blocked layout for such a weight (BA16a64b),
 // and oneDNN's primitives read them: a weight called with both few and
 // many rows (BERT-base over sequences of 16 and of 128 tokens in one

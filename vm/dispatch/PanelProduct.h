@@ -100,7 +100,8 @@
 // is the same bits with and without them.
 //
 // Which CPUs: the kernel runs the products of 2 to 32 rows (64 on an even
-// thread count) on every AVX-512 CPU (enabled()): on the Zen 4 EPYC it
+// thread count) on every AVX-512 CPU, of 2 rows and more on every CPU with
+// AVX2 and FMA but not AVX-512 ("AVX2" above) (enabled()): on the Zen 4 EPYC it
 // streams at about twice oneDNN's rate without help, on the Xeon with its
 // next block prefetched ("Ahead"; without that it lost to oneDNN there:
 // BERT-base at one thread 47.5 against 39.8 ms at 16 tokens, 41.8 against
@@ -118,7 +119,8 @@
 // row to the kernel on any AVX-512 CPU; 0 turns kernel and shared layout
 // off anywhere. A choice by vendor and the environment alone, read once:
 // never by a clock, so every process on a machine computes alike (issue
-// 52).
+// 52). NIMBLE_KERNEL_ISA (vm/kernels/KernelUtil.h, kernelIsa()) caps the
+// instruction set: avx2 runs the AVX2 kernel on an AVX-512 CPU, sse2 none.
 //
 //===----------------------------------------------------------------------===//
 #ifndef NIMBLE_VM_DISPATCH_PANELPRODUCT_H
