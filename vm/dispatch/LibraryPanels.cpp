@@ -79,9 +79,9 @@ dnnl::memory LibraryKernels::Impl::panelWindow(const Tensor *t, const void *data
 }
 
 /// Whether kernel `k` on these shapes is a few-row product the panel path
-/// takes (PanelProduct.h): a 2-D constant weight, 1 to panel::kMaxSplitRows
-/// rows (every dimension of x but the last; past kMaxRows only on an even
-/// number of threads, which runPanels checks), x not transposed, and binary
+/// takes (PanelProduct.h): a 2-D constant weight, one row or more (every
+/// dimension of x but the last; how many the kernel takes on how many
+/// threads, panel::takesRows, runPanels checks), x not transposed, and binary
 /// post-op operands that are a row of N or of the output's own shape. The
 /// members' shape checks are made once, as the oneDNN path makes them.
 LibraryKernels::Impl::PanelPlan &LibraryKernels::Impl::panelPlan(uint32_t k, const Plan &p,
@@ -102,7 +102,7 @@ LibraryKernels::Impl::PanelPlan &LibraryKernels::Impl::panelPlan(uint32_t k, con
     pp.m = ls.back() == pp.k ? lhs->numElements() / pp.k : 0;
     std::vector<int64_t> want(ls.begin(), ls.end() - 1);
     want.push_back(pp.n);
-    pp.usable = pp.m >= 1 && (!panel::wide() || pp.m <= panel::kMaxSplitRows) && os == want;
+    pp.usable = pp.m >= 1 && os == want;
     for (const PostOp &po : p.post) {
       if (!pp.usable) break;
       if (!po.binary) {
@@ -200,13 +200,13 @@ bool LibraryKernels::Impl::runPanels(uint32_t k, const Plan &p, const std::strin
                    pp.n, c0, c1);
     }
   };
-  // Panels go to the threads one at a time, whichever is free: a static
+  // Panels go to the threads a claim at a time (below), whichever is free: a static
   // half each left the first thread waiting at the region's end for 7-12%
   // of its time at BERT-base's 16 tokens (perf: the second thread took 4-7%
   // longer over the same number of cold panels, and starts later). Each
   // output is the same sum whichever thread computes it. Past kMaxRows
-  // rows, two blocks of rows (PanelProduct.h, kMaxSplitRows), each on half
-  // the threads, which take its panels one at a time.
+  // rows with AVX-512, two blocks of rows (PanelProduct.h, kMaxSplitRows),
+  // each on half the threads, which take its panels a claim at a time.
   if (pp.m == 1) {
     // One row (PanelProduct.h, "One row"): each thread a fixed run of
     // panels, every other call backwards, so that the part of the weight a
