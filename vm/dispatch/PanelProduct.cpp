@@ -338,37 +338,62 @@ NIMBLE_AVX512 void applyRows(float *y, const float *b, bool row, int64_t m, int6
   }
 }
 
-/// The same operations one float at a time (the AVX2 path: the epilogue
-/// is a pass over m x n floats after m x n x K FMAs). Each is one IEEE
-/// operation or selection, as in binary<Op>.
-template <bool IsMax> inline float maxMin(float first, float second) {
-  if (first != first) return first;
-  if (second != second) return second;
-  return IsMax ? (first < second ? second : first) : (second < first ? second : first);
+/// The same operations on 8 lanes (the AVX2 path). Each is one IEEE
+/// operation or selection, as in binary<Op>: the scalar kernels' bits.
+/// (One float at a time, the pass was 4% of a 128 x 768 . 3072 product
+/// with its bias on AMD EPYC, Zen 1.)
+template <bool IsMax> NIMBLE_AVX2 inline __attribute__((always_inline)) __m256 maxMin8(__m256 first, __m256 second) {
+  const __m256 takeSecond = IsMax ? _mm256_cmp_ps(first, second, _CMP_LT_OQ) : _mm256_cmp_ps(second, first, _CMP_LT_OQ);
+  __m256 r = _mm256_blendv_ps(first, second, takeSecond);
+  r = _mm256_blendv_ps(r, second, _mm256_cmp_ps(second, second, _CMP_UNORD_Q));
+  return _mm256_blendv_ps(r, first, _mm256_cmp_ps(first, first, _CMP_UNORD_Q));
 }
 
-inline float binary(Binary op, float a, float v) {
-  switch (op) {
-  case Binary::Add: return a + v;
-  case Binary::Mul: return a * v;
-  case Binary::Sub: return a - v;
-  case Binary::Div: return a / v;
-  case Binary::Max: return maxMin<true>(a, v);
-  case Binary::Min: return maxMin<false>(a, v);
-  case Binary::RMax: return maxMin<true>(v, a);
-  case Binary::RMin: return maxMin<false>(v, a);
+template <Binary Op> NIMBLE_AVX2 inline __attribute__((always_inline)) __m256 binary8(__m256 a, __m256 v) {
+  if constexpr (Op == Binary::Add) return _mm256_add_ps(a, v);
+  if constexpr (Op == Binary::Mul) return _mm256_mul_ps(a, v);
+  if constexpr (Op == Binary::Sub) return _mm256_sub_ps(a, v);
+  if constexpr (Op == Binary::Div) return _mm256_div_ps(a, v);
+  if constexpr (Op == Binary::Max) return maxMin8<true>(a, v);
+  if constexpr (Op == Binary::Min) return maxMin8<false>(a, v);
+  if constexpr (Op == Binary::RMax) return maxMin8<true>(v, a);
+  return maxMin8<false>(v, a);
+}
+
+/// Lanes l < left (all for left >= 8), as a maskload/maskstore mask.
+NIMBLE_AVX2 inline __m256i lanes8(int64_t left) {
+  const int32_t l = static_cast<int32_t>(std::min<int64_t>(left, 8));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(l), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+template <Binary Op>
+NIMBLE_AVX2 void applyRows2(float *y, const float *b, bool row, int64_t m, int64_t n, int64_t c0, int64_t c1) {
+  for (int64_t i = 0; i < m; ++i) {
+    float *yr = y + i * n;
+    const float *br = row ? b : b + i * n;
+    int64_t c = c0;
+    for (; c + 8 <= c1; c += 8)
+      _mm256_storeu_ps(yr + c, binary8<Op>(_mm256_loadu_ps(yr + c), _mm256_loadu_ps(br + c)));
+    if (c < c1) {
+      const __m256i mask = lanes8(c1 - c);
+      _mm256_maskstore_ps(yr + c, mask, binary8<Op>(_mm256_maskload_ps(yr + c, mask), _mm256_maskload_ps(br + c, mask)));
+    }
   }
-  return a;
 }
 
 } // namespace
 
 void apply(Binary op, float *y, const float *b, bool row, int64_t m, int64_t n, int64_t c0, int64_t c1) {
   if (!wide()) {
-    for (int64_t i = 0; i < m; ++i) {
-      float *yr = y + i * n;
-      const float *br = row ? b : b + i * n;
-      for (int64_t c = c0; c < c1; ++c) yr[c] = binary(op, yr[c], br[c]);
+    switch (op) {
+    case Binary::Add: return applyRows2<Binary::Add>(y, b, row, m, n, c0, c1);
+    case Binary::Mul: return applyRows2<Binary::Mul>(y, b, row, m, n, c0, c1);
+    case Binary::Sub: return applyRows2<Binary::Sub>(y, b, row, m, n, c0, c1);
+    case Binary::Div: return applyRows2<Binary::Div>(y, b, row, m, n, c0, c1);
+    case Binary::Max: return applyRows2<Binary::Max>(y, b, row, m, n, c0, c1);
+    case Binary::Min: return applyRows2<Binary::Min>(y, b, row, m, n, c0, c1);
+    case Binary::RMax: return applyRows2<Binary::RMax>(y, b, row, m, n, c0, c1);
+    case Binary::RMin: return applyRows2<Binary::RMin>(y, b, row, m, n, c0, c1);
     }
     return;
   }
@@ -400,11 +425,26 @@ NIMBLE_AVX512 void relu512(float *y, int64_t count) {
   }
 }
 
+/// relu on 8 lanes: y < 0 ? 0 : y (NaN stays NaN).
+NIMBLE_AVX2 void relu256(float *y, int64_t count) {
+  const __m256 zero = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 v = _mm256_loadu_ps(y + i);
+    _mm256_storeu_ps(y + i, _mm256_blendv_ps(v, zero, _mm256_cmp_ps(v, zero, _CMP_LT_OQ)));
+  }
+  if (i < count) {
+    const __m256i mask = lanes8(count - i);
+    const __m256 v = _mm256_maskload_ps(y + i, mask);
+    _mm256_maskstore_ps(y + i, mask, _mm256_blendv_ps(v, zero, _mm256_cmp_ps(v, zero, _CMP_LT_OQ)));
+  }
+}
+
 } // namespace
 
 void relu(float *y, int64_t count) {
   if (wide()) return relu512(y, count);
-  for (int64_t i = 0; i < count; ++i) y[i] = y[i] < 0.0f ? 0.0f : y[i];
+  relu256(y, count);
 }
 
 } // namespace nimble::vm::panel

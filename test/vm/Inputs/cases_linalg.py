@@ -243,9 +243,12 @@ def _attention(q, k, v, mask, scale):
 def attention_cases(rng):
     cases = []
     # (m, n, H, D, E, mask shape or None, scale): BERT's head size, odd sizes
-    # (tails of every vector loop), one query, many keys, masks broadcast.
+    # (tails of every vector loop), one query, many keys, masks broadcast;
+    # E past one 16-column strip of v with a tail (20, 33: the AVX2 kernel's
+    # packed strips).
     shapes = [(5, 5, 2, 8, 8, None, 0.35), (1, 7, 3, 4, 5, (7,), 1.0), (6, 3, 1, 3, 2, (6, 3), 0.5),
-              (4, 4, 2, 5, 3, (2, 1, 4), 2.0), (3, 2, 2, 2, 2, (2, 3, 2), 0.7)]
+              (4, 4, 2, 5, 3, (2, 1, 4), 2.0), (3, 2, 2, 2, 2, (2, 3, 2), 0.7),
+              (9, 33, 2, 3, 20, (33,), 0.5), (7, 19, 1, 5, 33, None, 0.3)]
     for dt in FLOATS:
         for m, n, h, d, e, ms, scale in shapes:
             q, k, v = rng.array((m, h, d), dt, -1, 1), rng.array((n, h, d), dt, -1, 1), rng.array((n, h, e), dt)
