@@ -22,9 +22,10 @@
 //   2. each row: scale, the mask (broadcast strides), max, exp(s - max)
 //      (Cephes's expf polynomial, the one of codegen/llvm/MathApprox.cpp),
 //      the sum;
-//   3. p . v for the four rows, E in vectors of 16, v's rows read in place
-//      (token-major: the head is a stride, no transposed copy), divided by
-//      the row's sum at the store.
+//   3. p . v (the rows normalised by their sums in pass 2), E in strips of
+//      32 (AVX-512: v's rows read in place, token-major, the head a stride)
+//      or of 16 (AVX2: v's head first copied into n x 16 strips, since its
+//      rows lie H x E floats apart and fell into a few of L1's sets).
 // The q, k, v and output tensors are read and written through their strides
 // (H x D between tokens): no transpose kernel before or after.
 //
