@@ -69,7 +69,12 @@
 // "Zen 1 (AVX2): the panel product for every row count"), and 28-33
 // against ~22 with 64-column panels at 16 rows (a 16-column strip of a
 // 64-column panel hits a quarter of L1's sets). No split of rows (each
-// thread takes whole panels), and no prefetch ahead: measured on AMD only.
+// thread takes whole panels). Each k step prefetches the panel 4 KiB (64
+// k's) ahead, into the next panel past the end of one (the AVX-512 path's
+// "Ahead" below is its own scheme): on the Zen 1 EPYC, weights cold (256
+// MiB of them in turn), one thread, against no prefetch: 16 rows 1.12-1.15x,
+// 8 rows 1.26x, 32 rows 1.08x, 128 rows 1.02-1.03x (docs/perf.md, "Zen 1
+// (AVX2): values packed, epilogue in vectors, panels prefetched").
 // The sums are the AVX-512 tile's: one fma a k in increasing order, so
 // the two instruction sets give the same bits.
 //
