@@ -358,11 +358,22 @@ NIMBLE_AVX2 void attentionHeadAvx2(const Problem &p, int64_t h, float *kt, float
           acc[r][1] = _mm256_fmadd_ps(w, v1, acc[r][1]);
         }
       }
-      #pragma GCC unroll 6
-      for (int r = 0; r < rows; ++r) {
-        float *o = p.out + (i0 + r) * vStride + h * e + e0;
-        _mm256_maskstore_ps(o, m0, acc[r][0]);
-        _mm256_maskstore_ps(o + kLanes2, m1, acc[r][1]);
+      // Whole strips without masks (a masked store is many micro-ops on
+      // AMD's cores).
+      if (e - e0 >= 2 * kLanes2) {
+        #pragma GCC unroll 6
+        for (int r = 0; r < rows; ++r) {
+          float *o = p.out + (i0 + r) * vStride + h * e + e0;
+          _mm256_storeu_ps(o, acc[r][0]);
+          _mm256_storeu_ps(o + kLanes2, acc[r][1]);
+        }
+      } else {
+        #pragma GCC unroll 6
+        for (int r = 0; r < rows; ++r) {
+          float *o = p.out + (i0 + r) * vStride + h * e + e0;
+          _mm256_maskstore_ps(o, m0, acc[r][0]);
+          _mm256_maskstore_ps(o + kLanes2, m1, acc[r][1]);
+        }
       }
     }
   }
