@@ -170,8 +170,9 @@ fused primitive (default: stride 2, large intermediates);
 NIMBLE_PANEL_PRODUCT=<0|1> never or always (on AVX-512) runs matmuls of 1 to 32
 rows (64 on an even thread count) by a constant weight on the runtime's panel
 kernel instead of oneDNN or native code (default: from 2 rows on AVX-512, one
-row on AMD CPUs only); NIMBLE_PANEL_AHEAD=<0|1> turns its prefetch of the next
-block of the weight off or on (default: on except on AMD CPUs)
+row on AMD CPUs only); NIMBLE_PANEL_AHEAD=<0|1> turns its AVX-512 prefetch of the
+next block of the weight off or on (default: on except on AMD CPUs; the AVX2
+kernel always prefetches)
 (docs/nimble-run.md, "Environment").
 
 Exit status: 0 on success, 1 on an invalid executable or input, a run-time error
